@@ -1,0 +1,142 @@
+//! Round-trip property tests on random and adversarial lists, and decoding of arbitrary words.
+
+use proptest::prelude::*;
+
+use crate::{Codec, ListParams, BLOCK_LEN};
+
+/// Encodes a whole list block by block and decodes it again.
+fn round_trip(codec: Codec, docs: &[u32], freqs: &[u32]) {
+    let p = codec.list_params(docs, freqs);
+    for (d, f) in docs.chunks(BLOCK_LEN).zip(freqs.chunks(BLOCK_LEN)) {
+        let mut words = Vec::new();
+        let freq_off = codec.encode_block(p, d, f, &mut words) as usize;
+        let (mut dd, mut ff) = (vec![0; d.len()], vec![0; d.len()]);
+        codec
+            .decode_docs(p, &words, freq_off, d[0], d[d.len() - 1], &mut dd)
+            .unwrap();
+        codec.decode_freqs(p, &words, freq_off, &mut ff).unwrap();
+        assert_eq!(dd, d, "{codec} docs");
+        assert_eq!(ff, f, "{codec} freqs");
+    }
+}
+
+fn list_from_gaps(start: u32, gaps: &[u32]) -> Vec<u32> {
+    let mut docs = Vec::with_capacity(gaps.len() + 1);
+    let mut d = start as u64;
+    docs.push(start);
+    for &g in gaps {
+        d += g as u64 + 1;
+        if d > u32::MAX as u64 {
+            break;
+        }
+        docs.push(d as u32);
+    }
+    docs
+}
+
+/// Gaps from a mixture: mostly small, sometimes large, rarely enormous (skewed like real lists).
+fn gap() -> impl Strategy<Value = u32> {
+    prop_oneof![8 => 0u32..4, 4 => 0u32..300, 2 => 0u32..100_000, 1 => any::<u32>()]
+}
+
+fn freq() -> impl Strategy<Value = u32> {
+    prop_oneof![10 => 1u32..4, 3 => 1u32..100, 1 => 1u32..=u32::MAX / 256]
+}
+
+proptest! {
+    #[test]
+    fn random_lists_round_trip(start in prop_oneof![Just(0u32), any::<u32>()], gaps in prop::collection::vec(gap(), 0..600), seed in any::<u64>()) {
+        let docs = list_from_gaps(start, &gaps);
+        let freqs: Vec<u32> = (0..docs.len() as u64).map(|i| 1 + ((seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15)) >> 59) as u32).collect();
+        for codec in Codec::ALL {
+            round_trip(codec, &docs, &freqs);
+        }
+    }
+
+    #[test]
+    fn skewed_frequencies_round_trip(gaps in prop::collection::vec(0u32..50, 1..300), freqs in prop::collection::vec(freq(), 301)) {
+        let docs = list_from_gaps(0, &gaps);
+        for codec in Codec::ALL {
+            round_trip(codec, &docs, &freqs[..docs.len()]);
+        }
+    }
+
+    /// Decoders given arbitrary words and parameters return an error or some values, never panic.
+    #[test]
+    fn arbitrary_words_never_panic(words in prop::collection::vec(any::<u32>(), 0..200), n in 0usize..140,
+                                   freq_off in 0usize..220, first in any::<u32>(), last in any::<u32>(),
+                                   doc in 0u8..40, fr in 0u8..40) {
+        let p = ListParams { doc, freq: fr };
+        let mut out = vec![0u32; n];
+        for codec in Codec::ALL {
+            let _ = codec.decode_docs(p, &words, freq_off, first, last, &mut out);
+            let _ = codec.decode_freqs(p, &words, freq_off, &mut out);
+        }
+    }
+}
+
+#[test]
+fn adversarial_lists_round_trip() {
+    let max = u32::MAX;
+    let cases: Vec<Vec<u32>> = vec![
+        vec![0],
+        vec![max],
+        vec![0, max],
+        vec![max - 1, max],
+        (0..128).collect(),
+        (0..129).collect(),
+        (0..1000).map(|i| i * 3).collect(),
+        (max - 300..=max).collect(),
+        (0..255).map(|i| if i < 254 { i } else { max }).collect(),
+        (0..130).map(|i| i * (max / 130)).collect(),
+    ];
+    for docs in cases {
+        for freqs in [
+            vec![1; docs.len()],
+            (0..docs.len() as u32)
+                .map(|i| if i % 7 == 0 { max / 128 } else { 1 })
+                .collect(),
+        ] {
+            for codec in Codec::ALL {
+                round_trip(codec, &docs, &freqs);
+            }
+        }
+    }
+}
+
+#[test]
+fn corrupt_blocks_are_detected() {
+    let docs: Vec<u32> = (0..128).map(|i| i * 5).collect();
+    let freqs = vec![2; 128];
+    for codec in Codec::ALL {
+        let p = codec.list_params(&docs, &freqs);
+        let mut words = Vec::new();
+        let freq_off = codec.encode_block(p, &docs, &freqs, &mut words) as usize;
+        let mut out = [0u32; 128];
+        // Wrong skip data: the last docID does not match what the block holds.
+        assert!(
+            codec.decode_docs(p, &words, freq_off, 0, 634, &mut out).is_err(),
+            "{codec}"
+        );
+        // Truncated block.
+        assert!(
+            codec
+                .decode_docs(p, &words[..freq_off / 2], freq_off / 2, 0, 635, &mut out)
+                .is_err(),
+            "{codec}"
+        );
+        // An empty block is never valid.
+        assert!(
+            codec.decode_docs(p, &words, freq_off, 0, 635, &mut []).is_err(),
+            "{codec}"
+        );
+    }
+}
+
+#[test]
+fn codec_names_parse_back() {
+    for codec in Codec::ALL {
+        assert_eq!(codec.name().parse::<Codec>().unwrap(), codec);
+    }
+    assert!("lz4".parse::<Codec>().unwrap_err().contains("pfor, ef or rice"));
+}
