@@ -68,7 +68,7 @@ pub(crate) fn encode_block(p: ListParams, docs: &[u32], freqs: &[u32], out: &mut
     let tfs: Vec<u32> = freqs.iter().map(|&f| f - 1).collect();
     let freq_exceptions = encode_slots(&tfs, p.freq as u32, 1, out);
     out[header] = doc_exceptions | freq_exceptions << 8;
-    freq_off - header as u32
+    freq_off
 }
 
 /// Writes the slots of `values` at width `b`, then their exception arrays; returns the exception count.

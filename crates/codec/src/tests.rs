@@ -133,6 +133,31 @@ fn corrupt_blocks_are_detected() {
     }
 }
 
+/// Blocks are appended to a shared word vector; offsets must be relative to each block's start.
+#[test]
+fn blocks_encode_after_other_blocks() {
+    let docs: Vec<u32> = (0..300).map(|i| i * 7 + i % 3).collect();
+    let freqs: Vec<u32> = (0..300).map(|i| 1 + i % 5).collect();
+    for codec in Codec::ALL {
+        let p = codec.list_params(&docs, &freqs);
+        let mut words = vec![0xdead_beef; 13];
+        let mut blocks = Vec::new();
+        for (d, f) in docs.chunks(BLOCK_LEN).zip(freqs.chunks(BLOCK_LEN)) {
+            let start = words.len();
+            let freq_off = codec.encode_block(p, d, f, &mut words) as usize;
+            blocks.push((start, freq_off, d));
+        }
+        for (i, &(start, freq_off, d)) in blocks.iter().enumerate() {
+            let end = blocks.get(i + 1).map_or(words.len(), |b| b.0);
+            let mut out = vec![0; d.len()];
+            codec
+                .decode_docs(p, &words[start..end], freq_off, d[0], d[d.len() - 1], &mut out)
+                .unwrap();
+            assert_eq!(out, d, "{codec}");
+        }
+    }
+}
+
 #[test]
 fn codec_names_parse_back() {
     for codec in Codec::ALL {

@@ -1,0 +1,180 @@
+//! Command-line options, defined once.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use clap::{Args, Parser, Subcommand};
+use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, WriterOptions};
+
+/// warpsearch: exact top-k BM25 search over a compressed inverted index, on GPUs and CPUs.
+#[derive(Parser)]
+#[command(version, about)]
+pub struct Cli {
+    /// Worker threads (default: all cores).
+    #[arg(long, global = true)]
+    pub threads: Option<usize>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Subcommand)]
+pub enum Command {
+    /// Build an index from a JsonCollection (JSONL, JSONL.zst, or a directory of them) or a CIFF file.
+    Index(IndexArgs),
+    /// Print an index's statistics; --codecs compares codec sizes and decode speeds.
+    Inspect(InspectArgs),
+    /// Write an index as a CIFF file.
+    Export(ExportArgs),
+    /// Generate a collection, index it, run a batch of queries and report speed (no download, no GPU).
+    Demo(DemoArgs),
+}
+
+/// `warpsearch index`.
+#[derive(Args)]
+pub struct IndexArgs {
+    /// JsonCollection input: a .jsonl / .jsonl.zst file or a directory of them.
+    #[arg(long, conflicts_with = "ciff")]
+    pub input: Option<PathBuf>,
+    /// A CIFF file to import (.ciff, .ciff.gz or .ciff.zst).
+    #[arg(long)]
+    pub ciff: Option<PathBuf>,
+    /// The index directory to create.
+    #[arg(long, short)]
+    pub output: PathBuf,
+    /// Replace the output directory if it holds an index.
+    #[arg(long)]
+    pub force: bool,
+    /// Posting-list codec: pfor, ef or rice.
+    #[arg(long, default_value = "pfor")]
+    pub codec: Codec,
+    /// Analyzer: english (Anserini's default) or whitespace (pre-tokenized text).
+    #[arg(long)]
+    pub analyzer: Option<String>,
+    /// Stemmer for the english analyzer: porter (Lucene's), porter2 or none.
+    #[arg(long, default_value = "porter")]
+    pub stemmer: String,
+    /// Keep stopwords (the english analyzer removes Lucene's 33 English stopwords).
+    #[arg(long)]
+    pub keep_stopwords: bool,
+    /// Index the "title" field before "contents".
+    #[arg(long)]
+    pub title: bool,
+    /// BM25 k1 for the stored block-max bounds.
+    #[arg(long, default_value_t = 0.9)]
+    pub k1: f32,
+    /// BM25 b for the stored block-max bounds.
+    #[arg(long, default_value_t = 0.4)]
+    pub b: f32,
+    /// Static document scores: lines of `docid<TAB>score`.
+    #[arg(long)]
+    pub static_scores: Option<PathBuf>,
+    /// Renumber documents by descending global score (needed for early termination).
+    #[arg(long, value_parser = ["input", "global-score"], default_value = "input")]
+    pub doc_order: String,
+    /// Weight α of the static score in the global score.
+    #[arg(long, default_value_t = 0.5)]
+    pub alpha: f32,
+    /// Memory for in-memory postings before spilling a sorted run to disk, in MiB.
+    #[arg(long, default_value_t = 2048)]
+    pub memory_mb: usize,
+    /// Skip (and count) bad input lines instead of stopping at the first.
+    #[arg(long)]
+    pub skip_bad: bool,
+}
+
+impl IndexArgs {
+    /// The analyzer these options describe.
+    pub fn analyzer(&self) -> Result<AnalyzerConfig> {
+        let mut a = AnalyzerConfig::by_name(self.analyzer.as_deref().unwrap_or("english"))
+            .map_err(anyhow::Error::msg)?;
+        if a.tokenizer == warpsearch_index::analyzer::Tokenizer::Standard {
+            a.stemmer = match self.stemmer.as_str() {
+                "porter" => warpsearch_index::analyzer::Stemmer::Porter,
+                "porter2" => warpsearch_index::analyzer::Stemmer::Porter2,
+                "none" => warpsearch_index::analyzer::Stemmer::None,
+                s => bail!("unknown stemmer '{s}': expected porter, porter2 or none"),
+            };
+            a.stopwords = !self.keep_stopwords;
+        }
+        Ok(a)
+    }
+
+    /// The α of a global-score order, if chosen.
+    pub fn reorder_alpha(&self) -> Option<f32> {
+        (self.doc_order == "global-score").then_some(self.alpha)
+    }
+
+    /// Writer options from these flags.
+    pub fn writer_options(&self) -> Result<WriterOptions> {
+        if !(self.k1 > 0.0 && self.k1.is_finite()) || !(0.0..=1.0).contains(&self.b) {
+            bail!(
+                "BM25 needs k1 > 0 and 0 <= b <= 1 (got k1 {}, b {})",
+                self.k1,
+                self.b
+            );
+        }
+        if !(0.0..=1.0).contains(&self.alpha) {
+            bail!("--alpha must lie in [0, 1] (got {})", self.alpha);
+        }
+        Ok(WriterOptions {
+            codec: self.codec,
+            analyzer: self.analyzer()?,
+            bm25: Bm25Params {
+                k1: self.k1,
+                b: self.b,
+            },
+            doc_order: DocOrder::Input,
+            force: self.force,
+        })
+    }
+}
+
+/// `warpsearch inspect`.
+#[derive(Args)]
+pub struct InspectArgs {
+    /// The index directory.
+    pub index: PathBuf,
+    /// Re-encode every list with each codec: bits per docID and decode speed.
+    #[arg(long)]
+    pub codecs: bool,
+    /// How many of the longest lists to show.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `warpsearch export`.
+#[derive(Args)]
+pub struct ExportArgs {
+    /// The index directory.
+    pub index: PathBuf,
+    /// The CIFF file to write (.ciff, .ciff.gz or .ciff.zst).
+    #[arg(long)]
+    pub ciff: PathBuf,
+    /// Replace an existing file.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// `warpsearch demo`.
+#[derive(Args)]
+pub struct DemoArgs {
+    /// Documents to generate.
+    #[arg(long, default_value_t = 200_000)]
+    pub docs: u32,
+    /// Queries to run.
+    #[arg(long, default_value_t = 2_000)]
+    pub queries: u32,
+    /// Results per query.
+    #[arg(long, default_value_t = 10)]
+    pub k: usize,
+    /// Seed of the generator.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Codec of the demo index.
+    #[arg(long, default_value = "pfor")]
+    pub codec: Codec,
+}

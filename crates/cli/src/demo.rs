@@ -1,0 +1,178 @@
+//! `warpsearch demo`: the whole pipeline on a collection generated here, with no download and no GPU.
+//!
+//! Documents are drawn from a Zipf-distributed vocabulary of pronounceable pseudo-words (deterministic
+//! by seed), written as JSONL into a temporary directory, indexed, then queried in AND and OR mode on
+//! all cores. Queries are 1 to 4 words drawn from the same vocabulary, skipping the most common words
+//! as real queries mostly do.
+
+use std::io::{BufWriter, Write};
+use std::time::Instant;
+
+use anyhow::Result;
+use rayon::prelude::*;
+use warpsearch_cpu::{exhaustive, Mode};
+use warpsearch_index::build::{build_from_jsonl, BuildOptions};
+use warpsearch_index::{AnalyzerConfig, Bm25Params, DocOrder, Index, WriterOptions};
+
+use crate::args::DemoArgs;
+
+/// SplitMix64: small, fast, good enough for test data, and stable across platforms.
+pub struct Rng(u64);
+
+impl Rng {
+    /// Next 64 random bits.
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((self.next() as u128 * n as u128) >> 64) as u64
+    }
+}
+
+const SYLLABLES: [&str; 24] = [
+    "ka", "lo", "mi", "ren", "tu", "sha", "vo", "pel", "dra", "quin", "bo", "za", "nit", "fe", "gor", "hu",
+    "jas", "wy", "xel", "cor", "ma", "ti", "sen", "lu",
+];
+
+fn word(mut i: usize) -> String {
+    let mut w = String::new();
+    loop {
+        w.push_str(SYLLABLES[i % SYLLABLES.len()]);
+        i /= SYLLABLES.len();
+        if i == 0 {
+            return w;
+        }
+    }
+}
+
+/// Samples ranks from a Zipf(1) distribution over `v` words.
+struct Zipf(Vec<f64>);
+
+impl Zipf {
+    fn new(v: usize) -> Self {
+        let mut acc = 0.0;
+        Zipf(
+            (1..=v)
+                .map(|r| {
+                    acc += 1.0 / r as f64;
+                    acc
+                })
+                .collect(),
+        )
+    }
+    fn sample(&self, rng: &mut Rng) -> usize {
+        let x = (rng.next() >> 11) as f64 / (1u64 << 53) as f64 * self.0[self.0.len() - 1];
+        self.0.partition_point(|&c| c < x)
+    }
+}
+
+/// Runs the demo.
+pub fn run(a: DemoArgs) -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let input = dir.path().join("docs.jsonl");
+    let vocab: Vec<String> = (0..50_000).map(word).collect();
+    let zipf = Zipf::new(vocab.len());
+    let mut rng = Rng(a.seed);
+    let started = Instant::now();
+    {
+        let mut out = BufWriter::new(std::fs::File::create(&input)?);
+        let mut text = String::new();
+        for d in 0..a.docs {
+            text.clear();
+            for _ in 0..20 + rng.below(180) {
+                text.push_str(&vocab[zipf.sample(&mut rng)]);
+                text.push(' ');
+            }
+            writeln!(
+                out,
+                "{}",
+                serde_json::json!({ "id": format!("doc{d}"), "contents": text })
+            )?;
+        }
+        out.flush()?;
+    }
+    println!(
+        "generated {} documents in {:.2} s",
+        a.docs,
+        started.elapsed().as_secs_f64()
+    );
+
+    let analyzer = AnalyzerConfig::english();
+    let writer = WriterOptions {
+        codec: a.codec,
+        analyzer,
+        bm25: Bm25Params::default(),
+        doc_order: DocOrder::Input,
+        force: false,
+    };
+    let index_dir = dir.path().join("index");
+    let started = Instant::now();
+    let report = build_from_jsonl(&input, &index_dir, &BuildOptions::new(writer))?;
+    let m = &report.meta;
+    println!(
+        "indexed {} docs, {} terms, {} postings ({} codec) in {:.2} s",
+        m.num_docs,
+        m.num_terms,
+        m.num_postings,
+        m.codec,
+        started.elapsed().as_secs_f64()
+    );
+    let index = Index::open(&index_dir)?;
+
+    let queries: Vec<String> = (0..a.queries)
+        .map(|_| {
+            let n = 1 + rng.below(4) as usize;
+            (0..n)
+                .map(|_| vocab[50 + zipf.sample(&mut rng) % (vocab.len() - 50)].as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    let terms: Vec<Vec<Option<u32>>> = queries
+        .iter()
+        .map(|q| analyzer.terms(q).iter().map(|t| index.term_id(t)).collect())
+        .collect();
+    println!(
+        "backend: cpu, exhaustive evaluation on {} threads (the GPU engine is not built yet)",
+        rayon::current_num_threads()
+    );
+    for mode in [Mode::And, Mode::Or] {
+        let started = Instant::now();
+        let results: Vec<_> = terms
+            .par_iter()
+            .map(|t| exhaustive(&index, t, mode, a.k))
+            .collect::<Result<_, _>>()?;
+        let secs = started.elapsed().as_secs_f64();
+        let hits: usize = results.iter().filter(|r| !r.is_empty()).count();
+        println!(
+            "{mode:?} top-{}: {} queries in {:.3} s = {:.0} queries/s; {} queries found documents",
+            a.k,
+            queries.len(),
+            secs,
+            queries.len() as f64 / secs,
+            hits
+        );
+        for (q, r) in queries.iter().zip(&results).take(3) {
+            let top: Vec<String> = r
+                .iter()
+                .take(3)
+                .map(|s| format!("{} ({:.3})", index.doc_id(s.doc), s.score))
+                .collect();
+            println!(
+                "  {q:<40} -> {}",
+                if top.is_empty() {
+                    "no match".into()
+                } else {
+                    top.join(", ")
+                }
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,203 @@
+//! The `warpsearch` command: index, inspect, export, demo.
+
+mod args;
+mod demo;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use warpsearch_index::build::{build_from_jsonl, BuildOptions};
+use warpsearch_index::{ciff, inspect, Index};
+
+use args::{Cli, Command, ExportArgs, IndexArgs, InspectArgs};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Some(threads) = cli.threads {
+        // Only fails if a pool exists already, which cannot happen this early.
+        let _ = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build_global();
+    }
+    let result = match cli.command {
+        Command::Index(a) => run_index(a),
+        Command::Inspect(a) => run_inspect(a),
+        Command::Export(a) => run_export(a),
+        Command::Demo(a) => demo::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn run_index(a: IndexArgs) -> Result<()> {
+    let writer = a.writer_options()?;
+    let started = Instant::now();
+    match (&a.input, &a.ciff) {
+        (Some(input), None) => {
+            let mut opts = BuildOptions::new(writer);
+            opts.include_title = a.title;
+            opts.memory_budget = a.memory_mb.saturating_mul(1 << 20);
+            opts.skip_bad = a.skip_bad;
+            opts.static_scores = a.static_scores.clone();
+            opts.reorder_alpha = a.reorder_alpha();
+            opts.progress = true;
+            let report = build_from_jsonl(input, &a.output, &opts)?;
+            let m = &report.meta;
+            eprintln!(
+                "indexed {} documents, {} terms, {} postings into {} in {:.1} s (invert {:.1} s, {} runs; write {:.1} s)",
+                m.num_docs,
+                m.num_terms,
+                m.num_postings,
+                a.output.display(),
+                started.elapsed().as_secs_f64(),
+                report.invert_time.as_secs_f64(),
+                report.runs,
+                report.write_time.as_secs_f64()
+            );
+            if report.skipped > 0 {
+                eprintln!(
+                    "skipped {} bad lines (--skip-bad); the first ones:",
+                    report.skipped
+                );
+                report.skip_reasons.iter().for_each(|r| eprintln!("  {r}"));
+            }
+            if report.empty_docs > 0 {
+                eprintln!(
+                    "note: {} documents have no indexable terms; they are kept and never match",
+                    report.empty_docs
+                );
+            }
+            if a.static_scores.is_some() && (report.static_missing > 0 || report.static_unknown > 0) {
+                eprintln!(
+                    "note: {} documents had no static score (0 used); {} static-score lines named unknown documents",
+                    report.static_missing, report.static_unknown
+                );
+            }
+        }
+        (None, Some(path)) => {
+            let opts = ciff::ImportOptions {
+                writer,
+                analyzer_override: a.analyzer.is_some(),
+            };
+            let m = ciff::import(path, &a.output, opts)?;
+            eprintln!(
+                "imported {} documents, {} terms, {} postings from {} in {:.1} s",
+                m.num_docs,
+                m.num_terms,
+                m.num_postings,
+                path.display(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+        _ => anyhow::bail!("give exactly one of --input <jsonl|dir> or --ciff <file>"),
+    }
+    Ok(())
+}
+
+fn run_inspect(a: InspectArgs) -> Result<()> {
+    let index = open(&a.index)?;
+    let s = inspect::stats(&index, a.top)?;
+    let codecs = if a.codecs {
+        Some(inspect::compare_codecs(&index, 3)?)
+    } else {
+        None
+    };
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let v = serde_json::json!({ "meta": index.meta(), "stats": s, "codecs": codecs });
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+        return Ok(());
+    }
+    let m = index.meta();
+    writeln!(out, "index        {}", a.index.display())?;
+    writeln!(out, "documents    {}", s.docs)?;
+    writeln!(out, "terms        {}", s.terms)?;
+    writeln!(out, "postings     {}", s.postings)?;
+    writeln!(out, "avg length   {:.2} tokens", s.avg_doc_len)?;
+    writeln!(out, "analyzer     {}", m.analyzer)?;
+    writeln!(out, "bm25         k1 {} b {}", m.bm25.k1, m.bm25.b)?;
+    writeln!(out, "doc order    {:?}", m.doc_order)?;
+    writeln!(
+        out,
+        "static       {}",
+        if m.static_scores.is_some() { "yes" } else { "no" }
+    )?;
+    writeln!(
+        out,
+        "codec        {}: {:.2} bits/docID, {:.2} bits/freq, {:.2} bits/posting of skip data",
+        s.codec, s.doc_bits_per_posting, s.freq_bits_per_posting, s.skip_bits_per_posting
+    )?;
+    writeln!(out, "files")?;
+    for (name, bytes) in &s.files {
+        writeln!(out, "  {name:<14} {bytes:>14} bytes")?;
+    }
+    writeln!(out, "largest lists")?;
+    for (term, df) in &s.largest_lists {
+        writeln!(out, "  {term:<24} {df:>10}")?;
+    }
+    if let Some(codecs) = codecs {
+        writeln!(
+            out,
+            "codecs (all lists re-encoded; decode on one thread, median of 3 passes)"
+        )?;
+        writeln!(
+            out,
+            "  {:<6} {:>10} {:>10} {:>16} {:>20}",
+            "codec", "bits/doc", "bits/freq", "M docIDs/s", "M postings/s"
+        )?;
+        for c in codecs {
+            writeln!(
+                out,
+                "  {:<6} {:>10.2} {:>10.2} {:>16.0} {:>20.0}",
+                c.codec,
+                c.doc_bits_per_posting,
+                c.freq_bits_per_posting,
+                c.doc_decode_mints_per_s,
+                c.posting_decode_mints_per_s
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn run_export(a: ExportArgs) -> Result<()> {
+    let index = open(&a.index)?;
+    if a.ciff.exists() && !a.force {
+        anyhow::bail!(
+            "{} already exists: choose another path or pass --force",
+            a.ciff.display()
+        );
+    }
+    if index.static_scores().is_some() {
+        eprintln!("note: CIFF has no field for static scores; they are not exported");
+    }
+    ciff::export(&index, &a.ciff)?;
+    eprintln!(
+        "wrote {} ({} lists, {} documents)",
+        a.ciff.display(),
+        index.meta().num_terms,
+        index.meta().num_docs
+    );
+    Ok(())
+}
+
+fn open(path: &Path) -> Result<Index> {
+    Index::open(path).with_context(|| format!("opening index {}", path.display()))
+}

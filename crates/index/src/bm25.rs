@@ -1,0 +1,67 @@
+//! BM25 as every backend computes it (Anserini's form, exact document lengths).
+//!
+//! `score(t, d) = idf(t) · tf · (k1 + 1) / (tf + k1 · (1 − b + b · dl / avgdl))` with
+//! `idf(t) = ln(1 + (N − df + 0.5) / (df + 0.5))`. Arithmetic is in `f32` in the order written here;
+//! the block-max bounds stored in the index are computed with these same functions.
+
+use serde::{Deserialize, Serialize};
+
+/// BM25 parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Bm25Params {
+    /// Term-frequency saturation.
+    pub k1: f32,
+    /// Length normalisation.
+    pub b: f32,
+}
+
+impl Default for Bm25Params {
+    /// Anserini's defaults, k1 = 0.9, b = 0.4.
+    fn default() -> Self {
+        Bm25Params { k1: 0.9, b: 0.4 }
+    }
+}
+
+/// BM25 bound to one collection's statistics.
+#[derive(Debug, Clone, Copy)]
+pub struct Bm25 {
+    /// The parameters.
+    pub params: Bm25Params,
+    /// Number of documents, N.
+    pub num_docs: u64,
+    /// Mean document length.
+    pub avg_doc_len: f32,
+}
+
+impl Bm25 {
+    /// The inverse document frequency of a term in `df` documents.
+    pub fn idf(&self, df: u64) -> f32 {
+        let (n, df) = (self.num_docs as f64, df as f64);
+        (1.0 + (n - df + 0.5) / (df + 0.5)).ln() as f32
+    }
+
+    /// The length-normalised term-frequency part (without idf).
+    #[inline]
+    pub fn tf_part(&self, tf: u32, doc_len: u32) -> f32 {
+        let Bm25Params { k1, b } = self.params;
+        let tf = tf as f32;
+        let norm = if self.avg_doc_len > 0.0 {
+            doc_len as f32 / self.avg_doc_len
+        } else {
+            0.0
+        };
+        tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * norm))
+    }
+
+    /// One term's contribution.
+    #[inline]
+    pub fn score(&self, idf: f32, tf: u32, doc_len: u32) -> f32 {
+        idf * self.tf_part(tf, doc_len)
+    }
+}
+
+/// Rounds an upper bound up a little so that it stays an upper bound for backends whose arithmetic
+/// differs from this module's in the last bits (e.g. fused multiply-add on a GPU).
+pub fn loosen_bound(bound: f32) -> f32 {
+    bound * (1.0 + 4.0 * f32::EPSILON) + f32::MIN_POSITIVE
+}

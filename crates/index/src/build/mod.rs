@@ -1,0 +1,404 @@
+//! Building an index from a JsonCollection: parse and analyse in parallel, invert within a memory
+//! budget (spilling sorted runs), optionally renumber documents by global score, merge and write.
+
+pub mod input;
+pub mod runs;
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+
+use crate::analyzer::AnalyzerConfig;
+use crate::bm25::{loosen_bound, Bm25};
+use crate::error::{IndexError, IoContext, Result};
+use crate::format::{DocOrder, IndexMeta, StaticRange};
+use crate::writer::{check_output, DocIds, DocTable, IndexWriter, WriterOptions};
+use runs::{Inverter, Posting};
+
+/// Longest document, in tokens: a block's frequencies must sum below 2^32.
+pub const MAX_DOC_LEN: u32 = u32::MAX / warpsearch_codec::BLOCK_LEN as u32;
+
+/// How to build.
+#[derive(Debug, Clone)]
+pub struct BuildOptions {
+    /// Codec, analyzer, BM25 parameters, force; `doc_order` is set from `reorder_alpha`.
+    pub writer: WriterOptions,
+    /// Index the `title` field before `contents` (Pyserini indexes `contents` only).
+    pub include_title: bool,
+    /// Memory for postings before a run is spilled to disk, in bytes.
+    pub memory_budget: usize,
+    /// Skip bad lines (counted) instead of failing.
+    pub skip_bad: bool,
+    /// A `docid<TAB>score` file of static scores.
+    pub static_scores: Option<PathBuf>,
+    /// Renumber documents by descending global score with this α (papers/000 eq. 4).
+    pub reorder_alpha: Option<f32>,
+    /// Draw progress bars on stderr (they hide themselves when stderr is not a terminal).
+    pub progress: bool,
+}
+
+impl BuildOptions {
+    /// Defaults with the given writer options.
+    pub fn new(writer: WriterOptions) -> Self {
+        BuildOptions {
+            writer,
+            include_title: false,
+            memory_budget: 2 << 30,
+            skip_bad: false,
+            static_scores: None,
+            reorder_alpha: None,
+            progress: false,
+        }
+    }
+}
+
+/// What a build did.
+#[derive(Debug)]
+pub struct BuildReport {
+    /// The written index's metadata.
+    pub meta: IndexMeta,
+    /// Lines skipped with `skip_bad`, and the first few reasons.
+    pub skipped: u64,
+    /// Up to ten skip reasons.
+    pub skip_reasons: Vec<String>,
+    /// Documents with no indexable token (kept; they never match).
+    pub empty_docs: u64,
+    /// Sorted runs spilled to disk.
+    pub runs: usize,
+    /// Documents without a line in the static-score file (score 0).
+    pub static_missing: u64,
+    /// Lines of the static-score file naming unknown documents.
+    pub static_unknown: u64,
+    /// Wall time of the parse-and-invert phase.
+    pub invert_time: Duration,
+    /// Wall time of the merge-and-write phase.
+    pub write_time: Duration,
+}
+
+struct Analyzed {
+    file: u32,
+    line: u64,
+    doc: std::result::Result<(String, Vec<(String, u32)>, u32), String>,
+}
+
+fn analyze(
+    analyzer: &AnalyzerConfig,
+    include_title: bool,
+    bytes: &[u8],
+) -> std::result::Result<(String, Vec<(String, u32)>, u32), String> {
+    let raw = input::parse_line(bytes)?;
+    let mut tokens: Vec<String> = Vec::new();
+    if include_title {
+        if let Some(title) = &raw.title {
+            analyzer.for_each_term(title, |t| tokens.push(t.to_owned()));
+        }
+    }
+    analyzer.for_each_term(&raw.contents, |t| tokens.push(t.to_owned()));
+    if tokens.len() > MAX_DOC_LEN as usize {
+        return Err(format!(
+            "document has {} tokens; at most {MAX_DOC_LEN} are supported: split it",
+            tokens.len()
+        ));
+    }
+    let len = tokens.len() as u32;
+    tokens.sort_unstable();
+    let mut terms: Vec<(String, u32)> = Vec::new();
+    for t in tokens {
+        match terms.last_mut() {
+            Some((last, n)) if *last == t => *n += 1,
+            _ => terms.push((t, 1)),
+        }
+    }
+    Ok((raw.id, terms, len))
+}
+
+/// Builds an index at `output` from the JsonCollection at `input` (a file or a directory).
+pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Result<BuildReport> {
+    check_output(output, opts.writer.force)?;
+    let files = input::list_inputs(input)?;
+    let static_map = opts
+        .static_scores
+        .as_deref()
+        .map(read_static_scores)
+        .transpose()?;
+    let parent = output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).at(parent)?;
+    let work = tempfile::Builder::new()
+        .prefix(".warpsearch-runs-")
+        .tempdir_in(parent)
+        .at(parent)?;
+
+    let started = Instant::now();
+    let total_bytes: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+        .sum();
+    let bar = progress_bar(
+        opts.progress,
+        total_bytes,
+        "{elapsed_precise} [{bar:30}] {bytes}/{total_bytes} {msg}",
+    );
+    let read_bytes = Arc::new(AtomicU64::new(0));
+    let (tx, rx) = crossbeam_channel::bounded::<Vec<input::Line>>(4);
+    let reader = {
+        let (files, read_bytes) = (files.clone(), read_bytes.clone());
+        std::thread::spawn(move || {
+            input::read_batches(&files, 4096, read_bytes, |batch| tx.send(batch).is_ok())
+        })
+    };
+
+    let analyzer = opts.writer.analyzer;
+    let mut inverter = Inverter::new(work.path());
+    let mut ids = DocIds::default();
+    let mut seen_ids: FxHashMap<u64, u32> = FxHashMap::default();
+    let mut lens: Vec<u32> = Vec::new();
+    let mut max_tfs: Vec<u32> = Vec::new();
+    let (mut skipped, mut skip_reasons, mut empty_docs) = (0u64, Vec::new(), 0u64);
+    let mut failure: Option<IndexError> = None;
+    'batches: for batch in rx.iter() {
+        let analyzed: Vec<Analyzed> = batch
+            .par_iter()
+            .map(|l| Analyzed {
+                file: l.file,
+                line: l.line,
+                doc: analyze(&analyzer, opts.include_title, &l.bytes),
+            })
+            .collect();
+        for a in analyzed {
+            let problem = match a.doc {
+                Err(what) => Some(what),
+                Ok((id, terms, len)) => {
+                    let key = {
+                        let mut h = DefaultHasher::new();
+                        id.hash(&mut h);
+                        h.finish()
+                    };
+                    // A 64-bit hash can collide; only an equal id is a duplicate.
+                    match seen_ids.get(&key) {
+                        Some(&first) if ids.get(first as usize) == id => Some(format!(
+                            "duplicate document id '{id}' (first used by document #{first}): ids must be unique"
+                        )),
+                        _ => {
+                            let doc = lens.len() as u32;
+                            seen_ids.entry(key).or_insert(doc);
+                            ids.push(&id);
+                            lens.push(len);
+                            max_tfs.push(terms.iter().map(|t| t.1).max().unwrap_or(0));
+                            empty_docs += (len == 0) as u64;
+                            inverter.add(doc, &terms);
+                            None
+                        }
+                    }
+                }
+            };
+            if let Some(what) = problem {
+                let path = files[a.file as usize].clone();
+                if !opts.skip_bad {
+                    failure = Some(IndexError::Input {
+                        path,
+                        line: a.line,
+                        what: format!("{what} (or pass --skip-bad to skip such lines)"),
+                    });
+                    break 'batches;
+                }
+                skipped += 1;
+                if skip_reasons.len() < 10 {
+                    skip_reasons.push(format!("{}:{}: {what}", path.display(), a.line));
+                }
+            }
+        }
+        if inverter.bytes() > opts.memory_budget {
+            inverter.spill()?;
+        }
+        bar.set_position(read_bytes.load(Ordering::Relaxed));
+        bar.set_message(format!("{} docs, {} runs", lens.len(), inverter.runs()));
+    }
+    drop(rx);
+    reader
+        .join()
+        .map_err(|_| IndexError::Invalid("the input reader thread panicked".into()))??;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    bar.finish_and_clear();
+    let runs = inverter.finish()?;
+    let invert_time = started.elapsed();
+
+    // Document table, static scores and the docID order.
+    let n = lens.len();
+    let (mut static_missing, mut static_unknown) = (0u64, 0u64);
+    let static_scores = static_map.map(|map| {
+        let mut scores = vec![0f32; n];
+        let mut found = 0u64;
+        for (d, score) in scores.iter_mut().enumerate() {
+            if let Some(&s) = map.get(ids.get(d)) {
+                *score = s;
+                found += 1;
+            }
+        }
+        static_missing = n as u64 - found;
+        static_unknown = map.len() as u64 - found;
+        scores
+    });
+    let total: u64 = lens.iter().map(|&l| l as u64).sum();
+    let bm25 = Bm25 {
+        params: opts.writer.bm25,
+        num_docs: n as u64,
+        avg_doc_len: if n == 0 {
+            0.0
+        } else {
+            (total as f64 / n as f64) as f32
+        },
+    };
+    let (order, global_scores, doc_order) = match opts.reorder_alpha {
+        None => (None, None, DocOrder::Input),
+        Some(alpha) => {
+            let range = static_scores.as_deref().map(StaticRange::of);
+            let gs: Vec<f32> = (0..n)
+                .map(|d| {
+                    let s = match (&static_scores, range) {
+                        (Some(s), Some(r)) => r.normalize(s[d]),
+                        _ => 0.0,
+                    };
+                    let ir = if max_tfs[d] == 0 {
+                        0.0
+                    } else {
+                        bm25.tf_part(max_tfs[d], lens[d]) / (bm25.params.k1 + 1.0)
+                    };
+                    loosen_bound(alpha * s + (1.0 - alpha) * ir)
+                })
+                .collect();
+            let mut order: Vec<u32> = (0..n as u32).collect();
+            order.sort_by(|&a, &b| gs[b as usize].total_cmp(&gs[a as usize]).then(a.cmp(&b)));
+            let sorted = order.iter().map(|&d| gs[d as usize]).collect();
+            (Some(order), Some(sorted), DocOrder::GlobalScore { alpha })
+        }
+    };
+    let permute_u32 = |v: &[u32], order: &[u32]| order.iter().map(|&d| v[d as usize]).collect::<Vec<_>>();
+    let permute_f32 = |v: &[f32], order: &[u32]| order.iter().map(|&d| v[d as usize]).collect::<Vec<_>>();
+    let table = match &order {
+        None => DocTable {
+            ids,
+            lens,
+            static_scores,
+            global_scores,
+        },
+        Some(order) => DocTable {
+            ids: ids.permuted(order),
+            lens: permute_u32(&lens, order),
+            static_scores: static_scores.as_deref().map(|s| permute_f32(s, order)),
+            global_scores,
+        },
+    };
+    let new_id: Option<Vec<u32>> = order.as_ref().map(|order| {
+        let mut inv = vec![0u32; n];
+        for (new, &old) in order.iter().enumerate() {
+            inv[old as usize] = new as u32;
+        }
+        inv
+    });
+
+    let write_started = Instant::now();
+    let mut writer_opts = opts.writer;
+    writer_opts.doc_order = doc_order;
+    let mut writer = IndexWriter::create(output, writer_opts, table)?;
+    let bar = progress_bar(
+        opts.progress,
+        0,
+        "{elapsed_precise} writing postings: {pos} terms",
+    );
+    let (mut docs, mut freqs) = (Vec::new(), Vec::new());
+    runs::merge(&runs, |term, list: &mut Vec<Posting>| {
+        if let Some(new_id) = &new_id {
+            for p in list.iter_mut() {
+                p.0 = new_id[p.0 as usize];
+            }
+            list.sort_unstable();
+        }
+        docs.clear();
+        freqs.clear();
+        docs.extend(list.iter().map(|p| p.0));
+        freqs.extend(list.iter().map(|p| p.1));
+        bar.inc(1);
+        writer.add_term(term, &docs, &freqs)
+    })?;
+    let meta = writer.finish()?;
+    bar.finish_and_clear();
+    Ok(BuildReport {
+        meta,
+        skipped,
+        skip_reasons,
+        empty_docs,
+        runs: runs.len(),
+        static_missing,
+        static_unknown,
+        invert_time,
+        write_time: write_started.elapsed(),
+    })
+}
+
+fn progress_bar(enabled: bool, len: u64, template: &str) -> ProgressBar {
+    if !enabled {
+        return ProgressBar::hidden();
+    }
+    let bar = if len > 0 {
+        ProgressBar::new(len)
+    } else {
+        ProgressBar::new_spinner()
+    };
+    bar.set_style(
+        ProgressStyle::with_template(template)
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+/// Reads `docid<TAB>score` lines (blank lines and `#` comments skipped).
+pub fn read_static_scores(path: &Path) -> Result<FxHashMap<String, f32>> {
+    let text = std::fs::read(path).at(path)?;
+    let text = std::str::from_utf8(&text).map_err(|e| {
+        IndexError::Invalid(format!(
+            "{}: not UTF-8 (byte {})",
+            path.display(),
+            e.valid_up_to()
+        ))
+    })?;
+    let mut map = FxHashMap::default();
+    for (i, line) in text.lines().enumerate() {
+        let line_no = i as u64 + 1;
+        let bad = |what: String| IndexError::Input {
+            path: path.to_owned(),
+            line: line_no,
+            what,
+        };
+        if line.trim().is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (id, score) = line
+            .split_once('\t')
+            .ok_or_else(|| bad("expected `docid<TAB>score`".into()))?;
+        let score: f32 = score
+            .trim()
+            .parse()
+            .map_err(|_| bad(format!("score '{}' is not a number", score.trim())))?;
+        if !score.is_finite() {
+            return Err(bad(format!("score '{score}' is not finite")));
+        }
+        if map.insert(id.to_owned(), score).is_some() {
+            return Err(bad(format!("document '{id}' has a second score")));
+        }
+    }
+    Ok(map)
+}

@@ -1,0 +1,215 @@
+//! The envelope of every index file: a versioned header and a checksummed footer.
+//!
+//! ```text
+//! 0   8  magic "WARPSRCH"
+//! 8   8  kind, e.g. "POSTINGS" (which file this is)
+//! 16  4  format version (u32 LE)
+//! 20 12  reserved, zero
+//! 32  …  payload (starts 32-byte aligned, so u32/u64 arrays can be read in place)
+//! end-24 8  payload length in bytes (u64 LE)
+//! end-16 4  CRC-32 (IEEE) of header and payload (u32 LE)
+//! end-12 4  reserved, zero
+//! end-8  8  magic "WSFOOTER"
+//! ```
+//!
+//! Readers check both magics, the kind, the version, the length and the checksum before using a file.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use memmap2::Mmap;
+
+use crate::error::{corrupt, IoContext, Result};
+
+/// Version of the on-disk format this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+const MAGIC: &[u8; 8] = b"WARPSRCH";
+const FOOTER_MAGIC: &[u8; 8] = b"WSFOOTER";
+/// Header length in bytes.
+pub const HEADER_LEN: usize = 32;
+/// Footer length in bytes.
+pub const FOOTER_LEN: usize = 24;
+
+/// Streams one file: header, payload (written piecewise), footer.
+pub struct ContainerWriter {
+    out: BufWriter<File>,
+    crc: crc32fast::Hasher,
+    len: u64,
+    path: PathBuf,
+}
+
+impl ContainerWriter {
+    /// Creates `path` and writes the header for a file of `kind`.
+    pub fn create(path: &Path, kind: &[u8; 8]) -> Result<Self> {
+        let file = File::create(path).at(path)?;
+        let mut header = [0u8; HEADER_LEN];
+        header[..8].copy_from_slice(MAGIC);
+        header[8..16].copy_from_slice(kind);
+        header[16..20].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        let mut w = ContainerWriter {
+            out: BufWriter::with_capacity(1 << 20, file),
+            crc: Default::default(),
+            len: 0,
+            path: path.to_owned(),
+        };
+        w.out.write_all(&header).at(path)?;
+        w.crc.update(&header);
+        Ok(w)
+    }
+
+    /// Appends payload bytes.
+    pub fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        self.crc.update(bytes);
+        self.len += bytes.len() as u64;
+        self.out.write_all(bytes).at(&self.path)
+    }
+
+    /// Payload bytes written so far.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether no payload was written.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Writes the footer, flushes and syncs the file to disk.
+    pub fn finish(mut self) -> Result<()> {
+        let mut footer = [0u8; FOOTER_LEN];
+        footer[..8].copy_from_slice(&self.len.to_le_bytes());
+        footer[8..12].copy_from_slice(&self.crc.clone().finalize().to_le_bytes());
+        footer[16..].copy_from_slice(FOOTER_MAGIC);
+        self.out.write_all(&footer).at(&self.path)?;
+        let file = self.out.into_inner().map_err(|e| e.into_error()).at(&self.path)?;
+        file.sync_all().at(&self.path)
+    }
+}
+
+impl Write for ContainerWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.crc.update(buf);
+        self.len += buf.len() as u64;
+        self.out.write_all(buf)?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// Writes a whole file in one call.
+pub fn write_file(path: &Path, kind: &[u8; 8], payload: &[u8]) -> Result<()> {
+    let mut w = ContainerWriter::create(path, kind)?;
+    w.write(payload)?;
+    w.finish()
+}
+
+/// The checked payload of a memory-mapped file; cheap to clone, usable as `fst` storage.
+#[derive(Clone)]
+pub struct Payload {
+    map: Arc<Mmap>,
+    range: Range<usize>,
+}
+
+impl AsRef<[u8]> for Payload {
+    fn as_ref(&self) -> &[u8] {
+        &self.map[self.range.clone()]
+    }
+}
+
+impl Payload {
+    /// The payload bytes.
+    pub fn bytes(&self) -> &[u8] {
+        self.as_ref()
+    }
+}
+
+/// Maps `path`, checks header, footer and checksum, and returns its payload.
+pub fn open(path: &Path, kind: &[u8; 8]) -> Result<Payload> {
+    let file = File::open(path).at(path)?;
+    // SAFETY: the index is immutable once renamed into place; nothing in this process writes to it.
+    // Another process truncating it underneath us is outside what a memory-mapped reader can guard.
+    let map = unsafe { Mmap::map(&file) }.at(path)?;
+    let payload = check(&map, path, kind)?;
+    Ok(Payload {
+        map: Arc::new(map),
+        range: payload,
+    })
+}
+
+fn check(bytes: &[u8], path: &Path, kind: &[u8; 8]) -> Result<Range<usize>> {
+    let bad = |what: String| Err(corrupt(path, what));
+    if bytes.len() < HEADER_LEN + FOOTER_LEN || &bytes[..8] != MAGIC {
+        return bad("not a warpsearch index file (bad magic or too short)".into());
+    }
+    if &bytes[8..16] != kind {
+        return bad(format!(
+            "expected a {} file, found {}",
+            show(kind),
+            show(&bytes[8..16])
+        ));
+    }
+    let version = u32::from_le_bytes(bytes[16..20].try_into().unwrap());
+    if version != FORMAT_VERSION {
+        return bad(format!(
+            "format version {version}; this build reads version {FORMAT_VERSION}: rebuild the index"
+        ));
+    }
+    let footer = &bytes[bytes.len() - FOOTER_LEN..];
+    if &footer[16..] != FOOTER_MAGIC || footer[12..16] != [0; 4] {
+        return bad("missing footer: the file is truncated (was the build interrupted?)".into());
+    }
+    let len = u64::from_le_bytes(footer[..8].try_into().unwrap());
+    if len != (bytes.len() - HEADER_LEN - FOOTER_LEN) as u64 {
+        return bad(format!(
+            "footer says {len} payload bytes, file holds {}",
+            bytes.len() - HEADER_LEN - FOOTER_LEN
+        ));
+    }
+    let stored = u32::from_le_bytes(footer[8..12].try_into().unwrap());
+    let end = bytes.len() - FOOTER_LEN;
+    if crc32fast::hash(&bytes[..end]) != stored {
+        return bad("checksum mismatch: the file is damaged; rebuild the index".into());
+    }
+    Ok(HEADER_LEN..end)
+}
+
+fn show(kind: &[u8]) -> String {
+    String::from_utf8_lossy(kind).trim_end_matches('\0').to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_every_damage_is_caught() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        write_file(&path, b"TESTFILE", b"hello payload").unwrap();
+        assert_eq!(open(&path, b"TESTFILE").unwrap().bytes(), b"hello payload");
+        assert!(open(&path, b"OTHERKND")
+            .unwrap_err()
+            .to_string()
+            .contains("expected a OTHERKND file"));
+        let good = std::fs::read(&path).unwrap();
+        for i in 0..good.len() {
+            let mut bad = good.clone();
+            bad[i] ^= 0x20;
+            std::fs::write(&path, &bad).unwrap();
+            assert!(
+                open(&path, b"TESTFILE").is_err(),
+                "flipped byte {i} went unnoticed"
+            );
+        }
+        std::fs::write(&path, &good[..good.len() - 3]).unwrap();
+        assert!(open(&path, b"TESTFILE")
+            .unwrap_err()
+            .to_string()
+            .contains("truncated"));
+    }
+}

@@ -1,0 +1,31 @@
+//! warpsearch's inverted index: what every query backend reads.
+//!
+//! - [`analyzer`]: text to terms, shared by documents and queries.
+//! - [`build`]: JsonCollection to index, memory-bounded, multi-threaded.
+//! - [`writer`] / [`reader`]: the on-disk format (`docs/format.md`), written atomically, read memory-mapped.
+//! - [`ciff`]: import and export of the Common Index File Format.
+//! - [`inspect`]: statistics and a per-codec size and speed comparison.
+//! - [`bm25`]: the ranking function whose upper bounds the index stores.
+//!
+//! This part knows nothing of query processing; the CPU and GPU engines depend on it, never the reverse.
+
+#![warn(missing_docs)]
+
+pub mod analyzer;
+pub mod bm25;
+pub mod build;
+pub mod ciff;
+pub mod container;
+pub mod error;
+pub mod format;
+pub mod inspect;
+pub mod reader;
+pub mod writer;
+
+pub use analyzer::AnalyzerConfig;
+pub use bm25::{Bm25, Bm25Params};
+pub use error::{IndexError, Result};
+pub use format::{BlockMeta, DocOrder, IndexMeta, TermRecord};
+pub use reader::{Index, PostingList};
+pub use warpsearch_codec::{Codec, BLOCK_LEN};
+pub use writer::{DocIds, DocTable, IndexWriter, WriterOptions};

@@ -1,0 +1,399 @@
+//! Writes an index directory from sorted posting lists and a document table.
+//!
+//! Everything goes to a hidden temporary directory beside the target; the directory is renamed into
+//! place only after every file is complete, checksummed and synced. A failed or abandoned write removes
+//! the temporary directory and leaves any existing index untouched.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use warpsearch_codec::{Codec, BLOCK_LEN};
+
+use crate::analyzer::AnalyzerConfig;
+use crate::bm25::{loosen_bound, Bm25, Bm25Params};
+use crate::container::{self, ContainerWriter, FORMAT_VERSION};
+use crate::error::{IndexError, IoContext, Result};
+use crate::format::{files, BlockMeta, DocOrder, IndexMeta, StaticRange, TermRecord};
+
+/// Choices fixed when an index is written.
+#[derive(Debug, Clone, Copy)]
+pub struct WriterOptions {
+    /// Posting-list codec.
+    pub codec: Codec,
+    /// Analysis the documents went through.
+    pub analyzer: AnalyzerConfig,
+    /// BM25 parameters for the stored upper bounds.
+    pub bm25: Bm25Params,
+    /// How docIDs were assigned.
+    pub doc_order: DocOrder,
+    /// Replace an existing index at the output path.
+    pub force: bool,
+}
+
+/// External document ids, concatenated.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DocIds {
+    offsets: Vec<u64>,
+    bytes: Vec<u8>,
+}
+
+impl DocIds {
+    /// Appends an id.
+    pub fn push(&mut self, id: &str) {
+        if self.offsets.is_empty() {
+            self.offsets.push(0);
+        }
+        self.bytes.extend_from_slice(id.as_bytes());
+        self.offsets.push(self.bytes.len() as u64);
+    }
+
+    /// Number of ids.
+    pub fn len(&self) -> usize {
+        self.offsets.len().saturating_sub(1)
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The id at `i`.
+    pub fn get(&self, i: usize) -> &str {
+        let (a, b) = (self.offsets[i] as usize, self.offsets[i + 1] as usize);
+        std::str::from_utf8(&self.bytes[a..b]).expect("ids are pushed as str")
+    }
+
+    /// The ids in the order `order` gives (`order[new] = old`).
+    pub fn permuted(&self, order: &[u32]) -> DocIds {
+        let mut out = DocIds::default();
+        for &old in order {
+            out.push(self.get(old as usize));
+        }
+        out
+    }
+}
+
+/// Per-document data, indexed by final docID.
+#[derive(Debug, Clone, Default)]
+pub struct DocTable {
+    /// External ids.
+    pub ids: DocIds,
+    /// Lengths in tokens.
+    pub lens: Vec<u32>,
+    /// Raw static scores, if any.
+    pub static_scores: Option<Vec<f32>>,
+    /// Global scores, for a global-score-ordered index.
+    pub global_scores: Option<Vec<f32>>,
+}
+
+/// An index being written. Terms must come in strictly increasing byte order.
+pub struct IndexWriter {
+    out: PathBuf,
+    tmp: TmpDir,
+    opts: WriterOptions,
+    docs: DocTable,
+    bm25: Bm25,
+    total_doc_len: u64,
+    terms_fst: fst::MapBuilder<ContainerWriter>,
+    terms: ContainerWriter,
+    blocks: ContainerWriter,
+    postings: ContainerWriter,
+    num_terms: u64,
+    num_postings: u64,
+    num_blocks: u64,
+    offset_words: u64,
+    last_term: Option<Vec<u8>>,
+    words: Vec<u32>,
+    block_metas: Vec<BlockMeta>,
+}
+
+/// A temporary directory removed on drop unless kept.
+struct TmpDir {
+    path: PathBuf,
+    keep: bool,
+}
+
+impl Drop for TmpDir {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+impl IndexWriter {
+    /// Starts writing an index to `out` for the documents in `docs`.
+    pub fn create(out: &Path, opts: WriterOptions, docs: DocTable) -> Result<Self> {
+        check_output(out, opts.force)?;
+        let n = docs.lens.len();
+        if docs.ids.len() != n
+            || docs.static_scores.as_ref().is_some_and(|s| s.len() != n)
+            || docs.global_scores.as_ref().is_some_and(|s| s.len() != n)
+        {
+            return Err(IndexError::Invalid(
+                "document table columns differ in length".into(),
+            ));
+        }
+        if n > u32::MAX as usize {
+            return Err(IndexError::Invalid(format!(
+                "{n} documents: at most {} fit 32-bit docIDs",
+                u32::MAX
+            )));
+        }
+        let name = out
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "index".into());
+        let tmp = out.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+        if tmp.exists() {
+            fs::remove_dir_all(&tmp).at(&tmp)?;
+        }
+        fs::create_dir_all(&tmp).at(&tmp)?;
+        let tmp = TmpDir {
+            path: tmp,
+            keep: false,
+        };
+        let total_doc_len: u64 = docs.lens.iter().map(|&l| l as u64).sum();
+        let avg = if n == 0 {
+            0.0
+        } else {
+            total_doc_len as f64 / n as f64
+        };
+        let bm25 = Bm25 {
+            params: opts.bm25,
+            num_docs: n as u64,
+            avg_doc_len: avg as f32,
+        };
+        let file = |f: (&str, &[u8; 8])| ContainerWriter::create(&tmp.path.join(f.0), f.1);
+        let fst_file = file(files::TERMS_FST)?;
+        let terms_fst = fst::MapBuilder::new(fst_file).map_err(|e| fst_error(&tmp.path, e))?;
+        Ok(IndexWriter {
+            terms: file(files::TERMS)?,
+            blocks: file(files::BLOCKS)?,
+            postings: file(files::POSTINGS)?,
+            terms_fst,
+            out: out.to_owned(),
+            tmp,
+            opts,
+            docs,
+            bm25,
+            total_doc_len,
+            num_terms: 0,
+            num_postings: 0,
+            num_blocks: 0,
+            offset_words: 0,
+            last_term: None,
+            words: Vec::new(),
+            block_metas: Vec::new(),
+        })
+    }
+
+    /// The BM25 function the stored bounds use.
+    pub fn bm25(&self) -> &Bm25 {
+        &self.bm25
+    }
+
+    /// Adds the posting list of `term`: docIDs strictly increasing and below the number of documents,
+    /// frequencies at least 1. An empty list is skipped (the term cannot match anything).
+    pub fn add_term(&mut self, term: &[u8], docs: &[u32], freqs: &[u32]) -> Result<()> {
+        let shown = || String::from_utf8_lossy(term).into_owned();
+        if self.last_term.as_deref().is_some_and(|last| last >= term) {
+            return Err(IndexError::Invalid(format!(
+                "term '{}' is out of order or repeated",
+                shown()
+            )));
+        }
+        if docs.len() != freqs.len() {
+            return Err(IndexError::Invalid(format!(
+                "term '{}': {} docIDs but {} frequencies",
+                shown(),
+                docs.len(),
+                freqs.len()
+            )));
+        }
+        if docs.is_empty() {
+            return Ok(());
+        }
+        let n = self.docs.lens.len();
+        if docs.windows(2).any(|w| w[0] >= w[1]) || docs[docs.len() - 1] as usize >= n {
+            return Err(IndexError::Invalid(format!(
+                "term '{}': docIDs must be strictly increasing and below the {n} documents",
+                shown()
+            )));
+        }
+        if freqs.contains(&0) {
+            return Err(IndexError::Invalid(format!(
+                "term '{}': a term frequency of 0",
+                shown()
+            )));
+        }
+        let df = u32::try_from(docs.len())
+            .map_err(|_| IndexError::Invalid(format!("term '{}': list too long", shown())))?;
+        let codec = self.opts.codec;
+        let params = codec.list_params(docs, freqs);
+        let idf = self.bm25.idf(df as u64);
+        self.words.clear();
+        self.block_metas.clear();
+        let mut list_max = 0f32;
+        let mut cf = 0u64;
+        for (d, f) in docs.chunks(BLOCK_LEN).zip(freqs.chunks(BLOCK_LEN)) {
+            let offset = self.words.len() as u32;
+            let freq_offset = codec.encode_block(params, d, f, &mut self.words);
+            let mut block_max = 0f32;
+            for (&doc, &tf) in d.iter().zip(f) {
+                block_max = block_max.max(self.bm25.score(idf, tf, self.docs.lens[doc as usize]));
+                cf += tf as u64;
+            }
+            let max_score = loosen_bound(block_max);
+            list_max = list_max.max(max_score);
+            self.block_metas.push(BlockMeta {
+                first_doc: d[0],
+                last_doc: d[d.len() - 1],
+                offset,
+                freq_offset,
+                max_score,
+            });
+        }
+        let len_words = u32::try_from(self.words.len())
+            .map_err(|_| IndexError::Invalid(format!("term '{}': encoded list above 16 GiB", shown())))?;
+        let record = TermRecord {
+            df,
+            len_words,
+            cf,
+            first_block: self.num_blocks,
+            offset_words: self.offset_words,
+            max_score: list_max,
+            doc_param: params.doc,
+            freq_param: params.freq,
+            reserved: [0; 2],
+        };
+        self.postings.write(bytemuck::cast_slice(&self.words))?;
+        self.blocks.write(bytemuck::cast_slice(&self.block_metas))?;
+        self.terms.write(bytemuck::bytes_of(&record))?;
+        self.terms_fst
+            .insert(term, self.num_terms)
+            .map_err(|e| fst_error(&self.tmp.path, e))?;
+        self.num_terms += 1;
+        self.num_postings += docs.len() as u64;
+        self.num_blocks += self.block_metas.len() as u64;
+        self.offset_words += self.words.len() as u64;
+        self.last_term = Some(term.to_owned());
+        Ok(())
+    }
+
+    /// Writes the remaining files and renames the directory into place.
+    pub fn finish(self) -> Result<IndexMeta> {
+        let IndexWriter {
+            out,
+            mut tmp,
+            opts,
+            docs,
+            total_doc_len,
+            terms_fst,
+            terms,
+            blocks,
+            postings,
+            num_terms,
+            num_postings,
+            ..
+        } = self;
+        let dir = tmp.path.clone();
+        terms_fst.into_inner().map_err(|e| fst_error(&dir, e))?.finish()?;
+        terms.finish()?;
+        blocks.finish()?;
+        postings.finish()?;
+        let write = |f: (&str, &[u8; 8]), bytes: &[u8]| container::write_file(&dir.join(f.0), f.1, bytes);
+        write(files::DOC_LENS, bytemuck::cast_slice(&docs.lens))?;
+        let mut id_bytes: Vec<u8> = bytemuck::cast_slice(&docs.ids.offsets).to_vec();
+        if docs.ids.offsets.is_empty() {
+            id_bytes.extend_from_slice(&0u64.to_le_bytes());
+        }
+        id_bytes.extend_from_slice(&docs.ids.bytes);
+        write(files::DOC_IDS, &id_bytes)?;
+        let static_scores = match &docs.static_scores {
+            Some(s) => {
+                write(files::STATIC, bytemuck::cast_slice(s))?;
+                Some(StaticRange::of(s))
+            }
+            None => None,
+        };
+        if let Some(g) = &docs.global_scores {
+            write(files::GLOBAL, bytemuck::cast_slice(g))?;
+        }
+        let n = docs.lens.len() as u64;
+        let meta = IndexMeta {
+            format_version: FORMAT_VERSION,
+            codec: opts.codec,
+            analyzer: opts.analyzer,
+            bm25: opts.bm25,
+            num_docs: n,
+            num_terms,
+            num_postings,
+            total_doc_len,
+            avg_doc_len: if n == 0 {
+                0.0
+            } else {
+                total_doc_len as f64 / n as f64
+            },
+            static_scores,
+            doc_order: opts.doc_order,
+        };
+        let json = serde_json::to_vec_pretty(&meta).expect("metadata serialises");
+        write(files::META, &json)?;
+        sync_dir(&dir)?;
+        replace_dir(&dir, &out, opts.force)?;
+        tmp.keep = true;
+        Ok(meta)
+    }
+}
+
+fn fst_error(path: &Path, e: fst::Error) -> IndexError {
+    match e {
+        fst::Error::Io(source) => IndexError::Io {
+            path: path.join(files::TERMS_FST.0),
+            source,
+        },
+        other => IndexError::Invalid(format!("term dictionary: {other}")),
+    }
+}
+
+/// Fails early when `out` exists and may not be replaced.
+pub fn check_output(out: &Path, force: bool) -> Result<()> {
+    if out.exists() && !force {
+        return Err(IndexError::Invalid(format!(
+            "{} already exists: choose another --output or pass --force to replace it",
+            out.display()
+        )));
+    }
+    if out.exists() && !out.join(files::META.0).exists() {
+        return Err(IndexError::Invalid(format!(
+            "{} exists and is not a warpsearch index: refusing to replace it even with --force",
+            out.display()
+        )));
+    }
+    Ok(())
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    fs::File::open(dir).and_then(|d| d.sync_all()).at(dir)
+}
+
+fn replace_dir(tmp: &Path, out: &Path, force: bool) -> Result<()> {
+    if out.exists() {
+        check_output(out, force)?;
+        let old = out.with_file_name(format!(
+            ".{}.old-{}",
+            out.file_name().unwrap_or_default().to_string_lossy(),
+            std::process::id()
+        ));
+        fs::rename(out, &old).at(out)?;
+        fs::rename(tmp, out).at(out)?;
+        fs::remove_dir_all(&old).at(&old)?;
+    } else {
+        fs::rename(tmp, out).at(out)?;
+    }
+    if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        sync_dir(parent)?;
+    }
+    Ok(())
+}
