@@ -196,6 +196,12 @@ pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Res
                             max_tfs.push(terms.iter().map(|t| t.1).max().unwrap_or(0));
                             empty_docs += (len == 0) as u64;
                             inverter.add(doc, &terms);
+                            if inverter.bytes() > opts.memory_budget {
+                                if let Err(e) = inverter.spill() {
+                                    failure = Some(e);
+                                    break 'batches;
+                                }
+                            }
                             None
                         }
                     }
@@ -216,9 +222,6 @@ pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Res
                     skip_reasons.push(format!("{}:{}: {what}", path.display(), a.line));
                 }
             }
-        }
-        if inverter.bytes() > opts.memory_budget {
-            inverter.spill()?;
         }
         bar.set_position(read_bytes.load(Ordering::Relaxed));
         bar.set_message(format!("{} docs, {} runs", lens.len(), inverter.runs()));

@@ -1,0 +1,167 @@
+//! Bad input gets a clear error naming the file and line; nothing is half-written.
+
+use std::path::Path;
+
+use warpsearch_index::build::{build_from_jsonl, BuildOptions};
+use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, Index, WriterOptions};
+
+fn options() -> BuildOptions {
+    BuildOptions::new(WriterOptions {
+        codec: Codec::PForDelta,
+        analyzer: AnalyzerConfig::english(),
+        bm25: Bm25Params::default(),
+        doc_order: DocOrder::Input,
+        force: false,
+    })
+}
+
+fn build(
+    dir: &Path,
+    content: &[u8],
+    opts: &BuildOptions,
+) -> Result<warpsearch_index::build::BuildReport, String> {
+    let input = dir.join("in.jsonl");
+    std::fs::write(&input, content).unwrap();
+    build_from_jsonl(&input, &dir.join("out"), opts).map_err(|e| e.to_string())
+}
+
+/// Nothing but the input is left in `dir`: no output, no temporary directory, no runs.
+fn assert_nothing_written(dir: &Path) {
+    let left: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("in.jsonl")]);
+}
+
+#[test]
+fn each_bad_line_is_named_with_its_line_number() {
+    let good = r#"{"id": "a", "contents": "alpha beta"}"#;
+    let cases: [(&[u8], &str); 5] = [
+        (b"{\"id\": \"x\", \"contents\": ", "in.jsonl:2: invalid JSON"),
+        (br#"{"id": "x"}"#, "in.jsonl:2: missing field \"contents\""),
+        (br#"{"contents": "x"}"#, "in.jsonl:2: missing field \"id\""),
+        (
+            b"{\"id\": \"x\", \"contents\": \"caf\xe9\"}",
+            "in.jsonl:2: invalid UTF-8",
+        ),
+        (
+            br#"{"id": "a", "contents": "again"}"#,
+            "in.jsonl:2: duplicate document id 'a'",
+        ),
+    ];
+    for (bad, expected) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let mut content = format!("{good}\n").into_bytes();
+        content.extend_from_slice(bad);
+        content.extend_from_slice(b"\n{\"id\": \"z\", \"contents\": \"zeta\"}\n");
+        let err = build(dir.path(), &content, &options()).unwrap_err();
+        assert!(err.contains(expected), "{err}");
+        assert!(err.contains("--skip-bad"), "{err}");
+        assert_nothing_written(dir.path());
+        // With --skip-bad the line is counted and the rest indexed.
+        let mut skip = options();
+        skip.skip_bad = true;
+        let report = build(dir.path(), &content, &skip).unwrap();
+        assert_eq!((report.skipped, report.meta.num_docs), (1, 2));
+        assert!(report.skip_reasons[0].contains(expected.split_once(": ").unwrap().1));
+    }
+}
+
+#[test]
+fn blank_lines_and_empty_documents_are_fine() {
+    let dir = tempfile::tempdir().unwrap();
+    let content = b"\n{\"id\": \"a\", \"contents\": \"\"}\n   \n{\"id\": \"b\", \"contents\": \"the of\"}\n{\"id\": 3, \"contents\": \"word\"}";
+    let report = build(dir.path(), content, &options()).unwrap();
+    assert_eq!(
+        (report.meta.num_docs, report.empty_docs, report.meta.num_terms),
+        (3, 2, 1)
+    );
+    let index = Index::open(dir.path().join("out")).unwrap();
+    assert_eq!(index.doc_id(2), "3");
+}
+
+#[test]
+fn an_existing_output_is_never_overwritten_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let content = br#"{"id": "a", "contents": "alpha"}"#;
+    build(dir.path(), content, &options()).unwrap();
+    let err = build(dir.path(), content, &options()).unwrap_err();
+    assert!(err.contains("already exists") && err.contains("--force"), "{err}");
+    let mut force = options();
+    force.writer.force = true;
+    build(dir.path(), br#"{"id": "b", "contents": "beta gamma"}"#, &force).unwrap();
+    assert_eq!(Index::open(dir.path().join("out")).unwrap().meta().num_terms, 2);
+    // A directory that is not an index is refused even with --force.
+    std::fs::create_dir(dir.path().join("photos")).unwrap();
+    let err = build_from_jsonl(&dir.path().join("in.jsonl"), &dir.path().join("photos"), &force).unwrap_err();
+    assert!(err.to_string().contains("not a warpsearch index"), "{err}");
+}
+
+#[test]
+fn damaged_index_files_are_refused_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines: String = (0..300)
+        .map(|i| {
+            format!(
+                "{{\"id\": \"d{i}\", \"contents\": \"w{} w{} common\"}}\n",
+                i % 7,
+                i % 13
+            )
+        })
+        .collect();
+    build(dir.path(), lines.as_bytes(), &options()).unwrap();
+    let out = dir.path().join("out");
+    for file in [
+        "meta.json",
+        "terms.fst",
+        "terms.bin",
+        "blocks.bin",
+        "postings.bin",
+        "doclens.bin",
+        "docids.bin",
+    ] {
+        let path = out.join(file);
+        let good = std::fs::read(&path).unwrap();
+        let mut flipped = good.clone();
+        let middle = flipped.len() / 2;
+        flipped[middle] ^= 1;
+        std::fs::write(&path, &flipped).unwrap();
+        let err = Index::open(&out)
+            .err()
+            .unwrap_or_else(|| panic!("{file}: damage went unnoticed"))
+            .to_string();
+        assert!(err.contains(file) && err.contains("checksum"), "{err}");
+        std::fs::write(&path, &good[..good.len() - 10]).unwrap();
+        assert!(Index::open(&out).is_err(), "{file}: truncation went unnoticed");
+        std::fs::write(&path, &good).unwrap();
+    }
+    std::fs::remove_file(out.join("postings.bin")).unwrap();
+    assert!(Index::open(&out)
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("postings.bin"));
+    assert!(Index::open(dir.path())
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("not a warpsearch index"));
+}
+
+#[test]
+fn missing_input_and_bad_static_scores_are_explained() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = build_from_jsonl(
+        &dir.path().join("nope.jsonl"),
+        &dir.path().join("out"),
+        &options(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("nope.jsonl"), "{err}");
+    std::fs::write(dir.path().join("s.tsv"), "a\t1.0\nb\tlots\n").unwrap();
+    let mut opts = options();
+    opts.static_scores = Some(dir.path().join("s.tsv"));
+    let err = build(dir.path(), br#"{"id": "a", "contents": "x"}"#, &opts).unwrap_err();
+    assert!(err.contains("s.tsv:2") && err.contains("not a number"), "{err}");
+}

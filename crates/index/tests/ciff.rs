@@ -1,0 +1,261 @@
+//! CIFF: a round trip gives back an identical index; a hand-made CIFF imports correctly; damaged or
+//! arbitrary bytes give errors, never panics.
+
+use std::path::Path;
+
+use proptest::prelude::*;
+use prost::Message;
+use warpsearch_index::build::{build_from_jsonl, BuildOptions};
+use warpsearch_index::ciff::{self, DocRecord, Header, ImportOptions, Posting, PostingsList};
+use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, Index, WriterOptions};
+
+fn writer(codec: Codec) -> WriterOptions {
+    WriterOptions {
+        codec,
+        analyzer: AnalyzerConfig::english(),
+        bm25: Bm25Params::default(),
+        doc_order: DocOrder::Input,
+        force: false,
+    }
+}
+
+fn import_opts(codec: Codec) -> ImportOptions {
+    ImportOptions {
+        writer: writer(codec),
+        analyzer_override: false,
+    }
+}
+
+fn same_files(a: &Path, b: &Path) {
+    for entry in std::fs::read_dir(a).unwrap() {
+        let name = entry.unwrap().file_name();
+        assert!(
+            std::fs::read(a.join(&name)).unwrap() == std::fs::read(b.join(&name)).unwrap(),
+            "{name:?} differs"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(a).unwrap().count(),
+        std::fs::read_dir(b).unwrap().count()
+    );
+}
+
+#[test]
+fn export_then_import_gives_an_identical_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines: String = (0..900)
+        .map(|i| {
+            format!(
+                "{{\"id\": \"d{i}\", \"contents\": \"w{} w{} w{} shared words {}\"}}\n",
+                i % 7,
+                i % 131,
+                i,
+                "x ".repeat(i % 5)
+            )
+        })
+        .collect();
+    std::fs::write(dir.path().join("in.jsonl"), lines).unwrap();
+    for codec in Codec::ALL {
+        for order in [None, Some(0.0)] {
+            let original = dir.path().join(format!("orig-{codec}-{order:?}"));
+            let mut opts = BuildOptions::new(writer(codec));
+            opts.reorder_alpha = order;
+            build_from_jsonl(&dir.path().join("in.jsonl"), &original, &opts).unwrap();
+            let index = Index::open(&original).unwrap();
+            for name in ["x.ciff", "x.ciff.gz", "x.ciff.zst"] {
+                let file = dir.path().join(name);
+                ciff::export(&index, &file).unwrap();
+                let back = dir.path().join(format!("back-{codec}-{order:?}-{name}"));
+                ciff::import(&file, &back, import_opts(codec)).unwrap();
+                if order.is_none() {
+                    same_files(&original, &back);
+                } else {
+                    // The global-score table is not part of CIFF; everything else is identical.
+                    for f in [
+                        "terms.fst",
+                        "terms.bin",
+                        "blocks.bin",
+                        "postings.bin",
+                        "doclens.bin",
+                        "docids.bin",
+                        "meta.json",
+                    ] {
+                        assert!(
+                            std::fs::read(original.join(f)).unwrap() == std::fs::read(back.join(f)).unwrap(),
+                            "{f}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn put(msg: &impl Message, out: &mut Vec<u8>) {
+    msg.encode_length_delimited(out).unwrap();
+}
+
+/// A CIFF as another engine would write it: no warpsearch description, terms out of order.
+fn foreign_ciff() -> Vec<u8> {
+    let mut out = Vec::new();
+    put(
+        &Header {
+            version: 1,
+            num_postings_lists: 3,
+            num_doc_records: 4,
+            total_postings_lists: 3,
+            total_docs: 4,
+            total_terms_in_collection: 9,
+            average_doclength: 2.25,
+            description: "Anserini Lucene index".into(),
+        },
+        &mut out,
+    );
+    let list = |term: &str, postings: &[(i32, i32)]| PostingsList {
+        term: term.into(),
+        df: postings.len() as i64,
+        cf: postings.iter().map(|p| p.1 as i64).sum(),
+        postings: postings
+            .iter()
+            .map(|&(docid, tf)| Posting { docid, tf })
+            .collect(),
+    };
+    put(&list("zebra", &[(1, 2)]), &mut out);
+    put(&list("apple", &[(0, 1), (2, 3), (1, 1)]), &mut out); // docIDs 0, 2, 3 as gaps
+    put(&list("mango", &[(3, 1)]), &mut out);
+    for (docid, id, len) in [(1, "B", 2), (0, "A", 1), (3, "D", 4), (2, "C", 2)] {
+        put(
+            &DocRecord {
+                docid,
+                collection_docid: id.into(),
+                doclength: len,
+            },
+            &mut out,
+        );
+    }
+    out
+}
+
+#[test]
+fn a_ciff_from_another_tool_imports_correctly() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("foreign.ciff");
+    std::fs::write(&file, foreign_ciff()).unwrap();
+    let out = dir.path().join("idx");
+    ciff::import(&file, &out, import_opts(Codec::Rice)).unwrap();
+    let index = Index::open(&out).unwrap();
+    assert_eq!(
+        (
+            index.num_docs(),
+            index.meta().num_terms,
+            index.meta().num_postings
+        ),
+        (4, 3, 5)
+    );
+    assert_eq!(
+        (0..4).map(|d| index.doc_id(d)).collect::<Vec<_>>(),
+        ["A", "B", "C", "D"]
+    );
+    assert_eq!(index.doc_lens(), &[1, 2, 2, 4]);
+    assert_eq!(index.meta().avg_doc_len, 2.25);
+    let list = |t: &str| index.postings(index.term_id(t).unwrap()).decode_all().unwrap();
+    assert_eq!(list("apple"), (vec![0, 2, 3], vec![1, 3, 1]));
+    assert_eq!(list("zebra"), (vec![1], vec![2]));
+    assert_eq!(list("mango"), (vec![3], vec![1]));
+    assert_eq!(
+        index.terms().map(|t| t.0).collect::<Vec<_>>(),
+        [b"apple".to_vec(), b"mango".to_vec(), b"zebra".to_vec()]
+    );
+}
+
+#[test]
+fn inconsistent_ciff_files_are_refused_with_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = foreign_ciff();
+    let file = dir.path().join("bad.ciff");
+    let out = dir.path().join("idx");
+    let error = |bytes: &[u8]| {
+        std::fs::write(&file, bytes).unwrap();
+        let e = ciff::import(&file, &out, import_opts(Codec::PForDelta))
+            .unwrap_err()
+            .to_string();
+        assert!(!out.exists(), "a failed import left an index behind");
+        e
+    };
+    assert!(error(&good[..good.len() - 3]).contains("truncated"));
+    assert!(error(&good[..40]).contains("truncated"));
+    let mut bad_df = Vec::new();
+    put(
+        &Header {
+            num_postings_lists: 1,
+            num_doc_records: 1,
+            ..Default::default()
+        },
+        &mut bad_df,
+    );
+    put(
+        &PostingsList {
+            term: "t".into(),
+            df: 2,
+            cf: 1,
+            postings: vec![Posting { docid: 0, tf: 1 }],
+        },
+        &mut bad_df,
+    );
+    put(
+        &DocRecord {
+            docid: 0,
+            collection_docid: "a".into(),
+            doclength: 1,
+        },
+        &mut bad_df,
+    );
+    assert!(error(&bad_df).contains("df is 2 but it holds 1 postings"));
+    let mut bad_doc = Vec::new();
+    put(
+        &Header {
+            num_postings_lists: 1,
+            num_doc_records: 1,
+            ..Default::default()
+        },
+        &mut bad_doc,
+    );
+    put(
+        &PostingsList {
+            term: "t".into(),
+            df: 1,
+            cf: 1,
+            postings: vec![Posting { docid: 5, tf: 1 }],
+        },
+        &mut bad_doc,
+    );
+    put(
+        &DocRecord {
+            docid: 0,
+            collection_docid: "a".into(),
+            doclength: 1,
+        },
+        &mut bad_doc,
+    );
+    assert!(error(&bad_doc).contains("docID 5 is not below the 1 documents"));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+    /// The CIFF reader given arbitrary bytes, or a valid file with bytes changed, never panics.
+    #[test]
+    fn arbitrary_bytes_never_panic(noise in prop::collection::vec(any::<u8>(), 0..300), at in any::<usize>(), byte in any::<u8>()) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("x.ciff");
+        for bytes in [noise.clone(), {
+            let mut b = foreign_ciff();
+            let i = at % b.len();
+            b[i] = byte;
+            b
+        }] {
+            std::fs::write(&file, &bytes).unwrap();
+            let _ = ciff::import(&file, &dir.path().join("idx"), import_opts(Codec::EliasFano));
+            let _ = std::fs::remove_dir_all(dir.path().join("idx"));
+        }
+    }
+}
