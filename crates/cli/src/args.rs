@@ -107,7 +107,7 @@ impl IndexArgs {
 
     /// Writer options from these flags.
     pub fn writer_options(&self) -> Result<WriterOptions> {
-        if !(self.k1 > 0.0 && self.k1.is_finite()) || !(0.0..=1.0).contains(&self.b) {
+        if !(self.k1 > 0.0 && self.k1.is_finite() && (0.0..=1.0).contains(&self.b)) {
             bail!(
                 "BM25 needs k1 > 0 and 0 <= b <= 1 (got k1 {}, b {})",
                 self.k1,

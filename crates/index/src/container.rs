@@ -109,7 +109,7 @@ pub fn write_file(path: &Path, kind: &[u8; 8], payload: &[u8]) -> Result<()> {
 }
 
 /// The checked payload of a memory-mapped file; cheap to clone, usable as `fst` storage.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Payload {
     map: Arc<Mmap>,
     range: Range<usize>,

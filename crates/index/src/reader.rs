@@ -100,7 +100,9 @@ impl Index {
                 "term count differs from the metadata",
             ));
         }
-        if self.blocks.bytes().len() % size_of::<BlockMeta>() != 0 || self.postings.bytes().len() % 4 != 0 {
+        if !self.blocks.bytes().len().is_multiple_of(size_of::<BlockMeta>())
+            || !self.postings.bytes().len().is_multiple_of(4)
+        {
             return Err(corrupt(
                 path(files::BLOCKS),
                 "file size is not a whole number of records",

@@ -135,6 +135,7 @@ struct JsonDoc {
 }
 
 /// A parsed document.
+#[derive(Debug)]
 pub struct RawDoc {
     /// External id.
     pub id: String,

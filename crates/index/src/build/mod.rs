@@ -82,17 +82,20 @@ pub struct BuildReport {
     pub write_time: Duration,
 }
 
+/// A document after analysis: external id, (term, tf) pairs sorted by term, length in tokens.
+type AnalyzedDoc = (String, Vec<(String, u32)>, u32);
+
 struct Analyzed {
     file: u32,
     line: u64,
-    doc: std::result::Result<(String, Vec<(String, u32)>, u32), String>,
+    doc: std::result::Result<AnalyzedDoc, String>,
 }
 
 fn analyze(
     analyzer: &AnalyzerConfig,
     include_title: bool,
     bytes: &[u8],
-) -> std::result::Result<(String, Vec<(String, u32)>, u32), String> {
+) -> std::result::Result<AnalyzedDoc, String> {
     let raw = input::parse_line(bytes)?;
     let mut tokens: Vec<String> = Vec::new();
     if include_title {
