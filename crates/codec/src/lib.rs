@@ -198,5 +198,15 @@ fn prefix_docs(first: u32, out: &mut [u32]) -> Result<(), CodecError> {
     Ok(())
 }
 
+/// Turns decoded `tf - 1` values back into frequencies, checking for overflow.
+fn add_one(out: &mut [u32]) -> Result<(), CodecError> {
+    for f in out.iter_mut() {
+        *f = f
+            .checked_add(1)
+            .ok_or(CodecError::Corrupt("frequency above u32::MAX"))?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests;

@@ -26,7 +26,7 @@
 //! the same reason); the recursive exception arrays win back the compression a single `b` loses.
 
 use crate::bits::{bit_width, pack, unpack};
-use crate::{doc_gap_values, prefix_docs, CodecError, ListParams, BLOCK_LEN};
+use crate::{add_one, doc_gap_values, prefix_docs, CodecError, ListParams, BLOCK_LEN};
 
 /// Depth of the deepest exception array (the block's own slots are depth 0).
 pub const MAX_DEPTH: u32 = 2;
@@ -125,12 +125,7 @@ pub(crate) fn decode_freqs(
     let header = *block.first().ok_or(CodecError::Truncated)?;
     let mut pos = freq_off;
     decode_slots(block, &mut pos, p.freq as u32, (header >> 8) & 0xff, 1, out)?;
-    for f in out.iter_mut() {
-        *f = f
-            .checked_add(1)
-            .ok_or(CodecError::Corrupt("frequency above u32::MAX"))?;
-    }
-    Ok(())
+    add_one(out)
 }
 
 /// Reads `out.len()` slots of width `b` at `*pos`, then patches in `exceptions` exceptions.

@@ -14,7 +14,7 @@
 //! ```
 
 use crate::bits::{bit_width, pack, unpack, BitWriter};
-use crate::{doc_gap_values, prefix_docs, CodecError, ListParams};
+use crate::{add_one, doc_gap_values, prefix_docs, CodecError, ListParams};
 
 /// The `b` minimising `n * (b + 1) + sum(v >> b)` over the list's values.
 pub fn choose_param(values: impl Iterator<Item = u32>) -> u8 {
@@ -88,12 +88,7 @@ pub(crate) fn decode_docs(
 
 pub(crate) fn decode_freqs(p: ListParams, words: &[u32], out: &mut [u32]) -> Result<(), CodecError> {
     decode_values(words, p.freq as u32, out)?;
-    for f in out.iter_mut() {
-        *f = f
-            .checked_add(1)
-            .ok_or(CodecError::Corrupt("frequency above u32::MAX"))?;
-    }
-    Ok(())
+    add_one(out)
 }
 
 #[cfg(test)]
