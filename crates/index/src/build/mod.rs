@@ -290,8 +290,6 @@ pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Res
             (Some(order), Some(sorted), DocOrder::GlobalScore { alpha })
         }
     };
-    let permute_u32 = |v: &[u32], order: &[u32]| order.iter().map(|&d| v[d as usize]).collect::<Vec<_>>();
-    let permute_f32 = |v: &[f32], order: &[u32]| order.iter().map(|&d| v[d as usize]).collect::<Vec<_>>();
     let table = match &order {
         None => DocTable {
             ids,
@@ -301,8 +299,8 @@ pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Res
         },
         Some(order) => DocTable {
             ids: ids.permuted(order),
-            lens: permute_u32(&lens, order),
-            static_scores: static_scores.as_deref().map(|s| permute_f32(s, order)),
+            lens: permuted(&lens, order),
+            static_scores: static_scores.as_deref().map(|s| permuted(s, order)),
             global_scores,
         },
     };
@@ -351,6 +349,11 @@ pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Res
         invert_time,
         write_time: write_started.elapsed(),
     })
+}
+
+/// `v` reordered so that entry `new` holds `v[order[new]]`.
+fn permuted<T: Copy>(v: &[T], order: &[u32]) -> Vec<T> {
+    order.iter().map(|&d| v[d as usize]).collect()
 }
 
 fn progress_bar(enabled: bool, len: u64, template: &str) -> ProgressBar {
