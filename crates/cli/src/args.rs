@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use clap::{Args, Parser, Subcommand};
+use warpsearch_cpu::{Algorithm, Mode};
 use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, WriterOptions};
 
 /// warpsearch: exact top-k BM25 search over a compressed inverted index, on GPUs and CPUs.
@@ -26,6 +27,10 @@ pub enum Command {
     Inspect(InspectArgs),
     /// Write an index as a CIFF file.
     Export(ExportArgs),
+    /// Run a file of queries against an index; write a TREC run or JSON lines.
+    Search(SearchArgs),
+    /// Score a TREC run against TREC qrels: nDCG@10, MAP, P@10, recall@1000 (trec_eval's definitions).
+    Evaluate(EvaluateArgs),
     /// Generate a collection, index it, run a batch of queries and report speed (no download, no GPU).
     Demo(DemoArgs),
 }
@@ -177,4 +182,81 @@ pub struct DemoArgs {
     /// Codec of the demo index.
     #[arg(long, default_value = "pfor")]
     pub codec: Codec,
+}
+
+/// `warpsearch search`.
+#[derive(Args)]
+pub struct SearchArgs {
+    /// The index directory.
+    #[arg(long)]
+    pub index: PathBuf,
+    /// Queries: `qid<TAB>text` lines, or one query per line (qid = line number); `-` reads stdin.
+    #[arg(long)]
+    pub queries: PathBuf,
+    /// and: every term; or: any term; and-or: AND, then OR when AND finds fewer than k.
+    #[arg(long, default_value = "or", value_parser = parse_mode)]
+    pub mode: Mode,
+    /// Results per query.
+    #[arg(long, default_value_t = 10)]
+    pub k: usize,
+    /// trec (`qid Q0 docid rank score tag`) or json (one object per query per line).
+    #[arg(long, default_value = "trec", value_parser = ["trec", "json"])]
+    pub format: String,
+    /// Write results here instead of standard output.
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+    /// Replace an existing output file.
+    #[arg(long)]
+    pub force: bool,
+    /// auto, exhaustive, daat (AND), maxscore or bmw (OR), early (bm25-static, global-score order).
+    #[arg(long, default_value = "auto", value_parser = Algorithm::by_name)]
+    pub algorithm: Algorithm,
+    /// bm25, or bm25-static (papers/000 eq. 3; needs an index built with --static-scores).
+    #[arg(long, default_value = "bm25", value_parser = ["bm25", "bm25-static"])]
+    pub ranking: String,
+    /// α of bm25-static (default: the index's global-score α, else 0.5).
+    #[arg(long)]
+    pub alpha: Option<f32>,
+    /// BM25 k1 (default: the index's; others make block bounds be recomputed per query).
+    #[arg(long)]
+    pub k1: Option<f32>,
+    /// BM25 b (default: the index's).
+    #[arg(long)]
+    pub b: Option<f32>,
+    /// The run tag in TREC output.
+    #[arg(long, default_value = "warpsearch")]
+    pub tag: String,
+    /// Print throughput and latency percentiles to standard error.
+    #[arg(long)]
+    pub stats: bool,
+    /// Run the whole batch this many times before the timed run (warms caches for --stats).
+    #[arg(long, default_value_t = 0)]
+    pub warmup: usize,
+}
+
+fn parse_mode(s: &str) -> Result<Mode, String> {
+    match s {
+        "and" => Ok(Mode::And),
+        "or" => Ok(Mode::Or),
+        "and-or" | "andor" => Ok(Mode::AndOr),
+        _ => Err(format!("unknown mode '{s}': expected and, or or and-or")),
+    }
+}
+
+/// `warpsearch evaluate`.
+#[derive(Args)]
+pub struct EvaluateArgs {
+    /// TREC qrels: `qid iter docid relevance` lines.
+    #[arg(long)]
+    pub qrels: PathBuf,
+    /// TREC run: `qid Q0 docid rank score tag` lines.
+    #[arg(long)]
+    pub run: PathBuf,
+    /// Average over every query of the qrels (a query without results scores 0), as trec_eval -c;
+    /// by default over the queries in both files, as trec_eval.
+    #[arg(long)]
+    pub all_queries: bool,
+    /// Also print every query's measures.
+    #[arg(long)]
+    pub per_query: bool,
 }

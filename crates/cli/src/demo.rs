@@ -9,8 +9,7 @@ use std::io::{BufWriter, Write};
 use std::time::Instant;
 
 use anyhow::Result;
-use rayon::prelude::*;
-use warpsearch_cpu::{exhaustive, Mode};
+use warpsearch_cpu::{Algorithm, Mode, Query, SearchOptions, Searcher};
 use warpsearch_index::build::{build_from_jsonl, BuildOptions};
 use warpsearch_index::{AnalyzerConfig, Bm25Params, DocOrder, Index, WriterOptions};
 
@@ -134,31 +133,44 @@ pub fn run(a: DemoArgs) -> Result<()> {
                 .join(" ")
         })
         .collect();
-    let terms: Vec<Vec<Option<u32>>> = queries
-        .iter()
-        .map(|q| analyzer.terms(q).iter().map(|t| index.term_id(t)).collect())
-        .collect();
+    let parsed: Vec<Query> = queries.iter().map(|q| Query::parse(&index, q)).collect();
     println!(
-        "backend: cpu, exhaustive evaluation on {} threads (the GPU engine is not built yet)",
+        "backend: cpu on {} threads (the GPU engine is not built yet); every fast result is checked \
+         against the exhaustive oracle",
         rayon::current_num_threads()
     );
     for mode in [Mode::And, Mode::Or] {
-        let started = Instant::now();
-        let results: Vec<_> = terms
-            .par_iter()
-            .map(|t| exhaustive(&index, t, mode, a.k))
-            .collect::<Result<_, _>>()?;
-        let secs = started.elapsed().as_secs_f64();
-        let hits: usize = results.iter().filter(|r| !r.is_empty()).count();
-        println!(
-            "{mode:?} top-{}: {} queries in {:.3} s = {:.0} queries/s; {} queries found documents",
-            a.k,
-            queries.len(),
-            secs,
-            queries.len() as f64 / secs,
-            hits
-        );
-        for (q, r) in queries.iter().zip(&results).take(3) {
+        let mut results = Vec::new();
+        for algorithm in [Algorithm::Auto, Algorithm::Exhaustive] {
+            let options = SearchOptions {
+                algorithm,
+                ..SearchOptions::new(&index, mode, a.k)
+            };
+            let searcher = Searcher::new(&index, options)?;
+            let started = Instant::now();
+            let answers = searcher
+                .search_batch(&parsed)
+                .into_iter()
+                .map(|r| r.map(|a| a.hits))
+                .collect::<Result<Vec<_>, _>>()?;
+            let secs = started.elapsed().as_secs_f64();
+            println!(
+                "{} top-{} ({}): {} queries in {:.3} s = {:.0} queries/s; {} found documents",
+                mode.name(),
+                a.k,
+                algorithm.name(),
+                queries.len(),
+                secs,
+                queries.len() as f64 / secs,
+                answers.iter().filter(|r| !r.is_empty()).count()
+            );
+            results.push(answers);
+        }
+        if results[0] != results[1] {
+            anyhow::bail!("{} results differ from the exhaustive oracle", mode.name());
+        }
+        let results = &results[0];
+        for (q, r) in queries.iter().zip(results).take(3) {
             let top: Vec<String> = r
                 .iter()
                 .take(3)

@@ -2,6 +2,8 @@
 
 mod args;
 mod demo;
+mod evaluate;
+mod search;
 
 use std::io::Write;
 use std::path::Path;
@@ -27,6 +29,8 @@ fn main() -> ExitCode {
         Command::Index(a) => run_index(a),
         Command::Inspect(a) => run_inspect(a),
         Command::Export(a) => run_export(a),
+        Command::Search(a) => search::run(a),
+        Command::Evaluate(a) => evaluate::run(a),
         Command::Demo(a) => demo::run(a),
     };
     match result {
@@ -198,6 +202,6 @@ fn run_export(a: ExportArgs) -> Result<()> {
     Ok(())
 }
 
-fn open(path: &Path) -> Result<Index> {
+pub(crate) fn open(path: &Path) -> Result<Index> {
     Index::open(path).with_context(|| format!("opening index {}", path.display()))
 }

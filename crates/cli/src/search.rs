@@ -1,0 +1,291 @@
+//! `warpsearch search`: a query file in, a TREC run or JSON lines out, optional speed statistics.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use warpsearch_cpu::{Query, Ranking, SearchOptions, Searcher};
+use warpsearch_index::{Bm25Params, DocOrder, Index};
+
+use crate::args::SearchArgs;
+
+/// Queries answered per batch: bounds the memory held by results (k = 1000 → ~8 KB a query).
+const CHUNK: usize = 4096;
+
+/// One line of a query file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryLine {
+    /// The query id: the text before a tab, else the 1-based line number.
+    pub qid: String,
+    /// The query text.
+    pub text: String,
+    /// 1-based line number.
+    pub line: usize,
+}
+
+/// Reads `qid<TAB>text` or plain lines. Bytes that are not UTF-8 are replaced by U+FFFD and the line is
+/// named in a warning; a trailing `\r` is dropped; blank lines are kept as empty queries (their line
+/// number stays a qid), except a final empty line.
+pub fn read_queries(reader: impl Read, name: &str, warnings: &mut Vec<String>) -> Result<Vec<QueryLine>> {
+    let mut out = Vec::new();
+    let mut reader = BufReader::new(reader);
+    let mut buf = Vec::new();
+    let mut line = 0;
+    loop {
+        buf.clear();
+        if reader
+            .read_until(b'\n', &mut buf)
+            .with_context(|| format!("reading {name}"))?
+            == 0
+        {
+            break;
+        }
+        line += 1;
+        while matches!(buf.last(), Some(b'\n' | b'\r')) {
+            buf.pop();
+        }
+        let text = match std::str::from_utf8(&buf) {
+            Ok(s) => s.to_owned(),
+            Err(_) => {
+                warnings.push(format!(
+                    "{name}:{line}: not valid UTF-8; invalid bytes were replaced by U+FFFD"
+                ));
+                String::from_utf8_lossy(&buf).into_owned()
+            }
+        };
+        let (qid, text) = match text.split_once('\t') {
+            Some((qid, rest)) if !qid.trim().is_empty() => (qid.trim().to_owned(), rest.to_owned()),
+            _ => (line.to_string(), text),
+        };
+        if qid.contains(char::is_whitespace) {
+            bail!("{name}:{line}: the query id '{qid}' contains white space, which a TREC run cannot hold");
+        }
+        out.push(QueryLine { qid, text, line });
+    }
+    Ok(out)
+}
+
+/// Nearest-rank percentile of sorted durations, in milliseconds.
+pub fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil().max(1.0) as usize;
+    sorted[rank.min(sorted.len()) - 1].as_secs_f64() * 1e3
+}
+
+pub fn run(a: SearchArgs) -> Result<()> {
+    let index = crate::open(&a.index)?;
+    let meta = index.meta();
+    let ranking = match a.ranking.as_str() {
+        "bm25" => Ranking::Bm25,
+        _ => Ranking::Bm25Static {
+            alpha: a.alpha.unwrap_or(match meta.doc_order {
+                DocOrder::GlobalScore { alpha } => alpha,
+                DocOrder::Input => 0.5,
+            }),
+        },
+    };
+    let options = SearchOptions {
+        mode: a.mode,
+        k: a.k,
+        ranking,
+        bm25: Bm25Params {
+            k1: a.k1.unwrap_or(meta.bm25.k1),
+            b: a.b.unwrap_or(meta.bm25.b),
+        },
+        algorithm: a.algorithm,
+    };
+    let searcher = Searcher::new(&index, options).context("invalid search options")?;
+    if options.bm25 != meta.bm25 {
+        eprintln!(
+            "note: k1 {} b {} differ from the index's ({} {}): block bounds are recomputed for every query, \
+             which is slower; rebuild the index with these values for full speed",
+            options.bm25.k1, options.bm25.b, meta.bm25.k1, meta.bm25.b
+        );
+    }
+
+    let mut warnings = Vec::new();
+    let lines = if a.queries == Path::new("-") {
+        read_queries(std::io::stdin().lock(), "<stdin>", &mut warnings)?
+    } else {
+        let file = File::open(&a.queries).with_context(|| format!("opening {}", a.queries.display()))?;
+        read_queries(file, &a.queries.display().to_string(), &mut warnings)?
+    };
+    let queries: Vec<Query> = lines.iter().map(|l| searcher.parse(&l.text)).collect();
+    report_queries(&lines, &queries, &a, &mut warnings);
+    for w in warnings.iter().take(10) {
+        eprintln!("warning: {w}");
+    }
+    if warnings.len() > 10 {
+        eprintln!("warning: … and {} more", warnings.len() - 10);
+    }
+
+    for _ in 0..a.warmup {
+        for r in searcher.search_batch(&queries) {
+            r?;
+        }
+    }
+    let mut out = Output::create(a.output.as_deref(), a.force)?;
+    let mut latencies = Vec::with_capacity(queries.len());
+    let mut busy = Duration::ZERO;
+    let started = Instant::now();
+    for (chunk, chunk_lines) in queries.chunks(CHUNK).zip(lines.chunks(CHUNK)) {
+        let t = Instant::now();
+        let answers = searcher.search_batch(chunk);
+        busy += t.elapsed();
+        for (answer, line) in answers.into_iter().zip(chunk_lines) {
+            let answer = answer.with_context(|| format!("query {} (line {})", line.qid, line.line))?;
+            latencies.push(answer.latency);
+            write_answer(&mut out.writer, &index, &line.qid, &answer.hits, &a)?;
+        }
+    }
+    let total = started.elapsed();
+    out.finish()?;
+    if a.stats {
+        latencies.sort_unstable();
+        let n = latencies.len().max(1) as f64;
+        let mean = latencies.iter().map(Duration::as_secs_f64).sum::<f64>() / n * 1e3;
+        eprintln!(
+            "{} queries, {} threads, mode {}, k {}, algorithm {}: {:.0} queries/s (search only {:.0}); \
+             latency ms mean {:.3} p50 {:.3} p95 {:.3} p99 {:.3} p99.9 {:.3} max {:.3}",
+            latencies.len(),
+            rayon::current_num_threads(),
+            a.mode.name(),
+            a.k,
+            a.algorithm.name(),
+            latencies.len() as f64 / total.as_secs_f64(),
+            latencies.len() as f64 / busy.as_secs_f64(),
+            mean,
+            percentile_ms(&latencies, 50.0),
+            percentile_ms(&latencies, 95.0),
+            percentile_ms(&latencies, 99.0),
+            percentile_ms(&latencies, 99.9),
+            latencies.last().map_or(0.0, |d| d.as_secs_f64() * 1e3),
+        );
+    }
+    Ok(())
+}
+
+/// Warnings about queries that will match little or nothing, summarised with examples.
+fn report_queries(lines: &[QueryLine], queries: &[Query], a: &SearchArgs, warnings: &mut Vec<String>) {
+    let examples = |f: &dyn Fn(&Query) -> bool| -> (usize, String) {
+        let hits: Vec<&QueryLine> = lines.iter().zip(queries).filter(|(_, q)| f(q)).map(|(l, _)| l).collect();
+        let shown: Vec<String> = hits.iter().take(3).map(|l| format!("{} (line {})", l.qid, l.line)).collect();
+        (hits.len(), shown.join(", "))
+    };
+    let (empty, e) = examples(&|q: &Query| q.is_empty());
+    if empty > 0 {
+        warnings.push(format!(
+            "{empty} queries have no searchable terms after analysis (empty, only stopwords or punctuation) \
+             and return nothing, e.g. {e}"
+        ));
+    }
+    let (unknown, e) = examples(&|q: &Query| !q.unknown.is_empty());
+    if unknown > 0 {
+        let effect = match a.mode {
+            warpsearch_cpu::Mode::Or => "they are ignored",
+            _ => "AND finds nothing for them",
+        };
+        warnings.push(format!(
+            "{unknown} queries contain terms the index does not have ({effect}), e.g. {e}"
+        ));
+    }
+    let mut seen = std::collections::HashMap::new();
+    for l in lines {
+        if let Some(first) = seen.insert(l.qid.as_str(), l.line) {
+            warnings.push(format!(
+                "query id {} appears on lines {first} and {}; a TREC evaluation merges them",
+                l.qid, l.line
+            ));
+        }
+    }
+}
+
+fn write_answer(
+    w: &mut dyn Write,
+    index: &Index,
+    qid: &str,
+    hits: &[warpsearch_cpu::Scored],
+    a: &SearchArgs,
+) -> Result<()> {
+    if a.format == "trec" {
+        for (rank, h) in hits.iter().enumerate() {
+            writeln!(w, "{qid} Q0 {} {} {:.6} {}", index.doc_id(h.doc), rank + 1, h.score, a.tag)?;
+        }
+    } else {
+        let hits: Vec<_> = hits
+            .iter()
+            .enumerate()
+            .map(|(rank, h)| serde_json::json!({"docid": index.doc_id(h.doc), "rank": rank + 1, "score": h.score}))
+            .collect();
+        serde_json::to_writer(&mut *w, &serde_json::json!({"qid": qid, "hits": hits}))?;
+        writeln!(w)?;
+    }
+    Ok(())
+}
+
+/// Standard output, or a file written under a temporary name and renamed when complete.
+struct Output {
+    writer: Box<dyn Write>,
+    paths: Option<(PathBuf, PathBuf)>,
+}
+
+impl Output {
+    fn create(path: Option<&Path>, force: bool) -> Result<Output> {
+        let Some(path) = path else {
+            return Ok(Output {
+                writer: Box::new(BufWriter::new(std::io::stdout().lock())),
+                paths: None,
+            });
+        };
+        if path.exists() && !force {
+            bail!("{} exists: pass --force to replace it", path.display());
+        }
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".partial");
+        let tmp = PathBuf::from(tmp);
+        let file = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        Ok(Output {
+            writer: Box::new(BufWriter::new(file)),
+            paths: Some((tmp, path.to_owned())),
+        })
+    }
+
+    fn finish(mut self) -> Result<()> {
+        self.writer.flush()?;
+        drop(self.writer);
+        if let Some((tmp, path)) = self.paths {
+            std::fs::rename(&tmp, &path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_lines_with_and_without_ids_and_bad_bytes() {
+        let mut warnings = Vec::new();
+        let input = b"q1\tcats and dogs\r\nplain query\n\n7\t\xffbad\n";
+        let lines = read_queries(&input[..], "q.txt", &mut warnings).unwrap();
+        let got: Vec<(&str, &str)> = lines.iter().map(|l| (l.qid.as_str(), l.text.as_str())).collect();
+        assert_eq!(got, [("q1", "cats and dogs"), ("2", "plain query"), ("3", ""), ("7", "\u{FFFD}bad")]);
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].starts_with("q.txt:4:"), "{warnings:?}");
+        assert!(read_queries(&b"a b\tx\n"[..], "q", &mut warnings).is_err());
+    }
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let d: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        assert_eq!(percentile_ms(&d, 50.0), 50.0);
+        assert_eq!(percentile_ms(&d, 99.0), 99.0);
+        assert_eq!(percentile_ms(&d, 99.9), 100.0);
+        assert_eq!(percentile_ms(&[], 50.0), 0.0);
+    }
+}

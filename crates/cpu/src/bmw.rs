@@ -1,0 +1,117 @@
+//! Block-max WAND for ranked OR (Ding and Suel 2011).
+//!
+//! Cursors are kept sorted by current docID. The pivot is the first cursor at which the lists' upper
+//! bounds (plus the prior's) can beat the k-th score; no document before the pivot's docID can. The
+//! shallow pointers of the cursors up to the pivot then move to the blocks that would hold the pivot
+//! docID, without decoding: if even those blocks' maxima cannot beat the k-th score, every document up
+//! to the end of the nearest such block is skipped; otherwise the pivot document is scored (stopping
+//! early once the block bounds left over say it cannot make it) or a lagging cursor is moved to it.
+
+use warpsearch_index::Result;
+
+use crate::cursor::{Cursor, END};
+use crate::query::{Plan, Scored};
+use crate::topk::TopK;
+
+/// The top `k` documents containing at least one term of `plan`.
+pub fn block_max_wand(plan: &Plan, k: usize) -> Result<Vec<Scored>> {
+    if plan.terms.is_empty() || k == 0 {
+        return Ok(Vec::new());
+    }
+    let mut cursors = plan.terms.iter().map(Cursor::new).collect::<Result<Vec<_>>>()?;
+    let mut top = TopK::new(k);
+    let mut contributions = vec![0f32; plan.terms.len()];
+    let n = cursors.len();
+    cursors.sort_by_key(Cursor::doc);
+    loop {
+        let threshold = top.threshold();
+        // Find the pivot.
+        let mut bound = plan.prior_bound;
+        let mut pivot = None;
+        for (i, c) in cursors.iter().enumerate() {
+            if c.doc() == END {
+                break;
+            }
+            bound += c.term.max_bound;
+            if plan.can_beat(bound, threshold) {
+                pivot = Some(i);
+                break;
+            }
+        }
+        let Some(mut pivot) = pivot else { break };
+        let pivot_doc = cursors[pivot].doc();
+        while pivot + 1 < n && cursors[pivot + 1].doc() == pivot_doc {
+            pivot += 1;
+        }
+        // Block-max bound of the pivot document.
+        let mut block_bound = plan.prior_bound;
+        let mut block_end = END;
+        for c in &mut cursors[..=pivot] {
+            if let Some((b, last)) = c.block_max(pivot_doc) {
+                block_bound += b;
+                block_end = block_end.min(last);
+            }
+        }
+        if plan.can_beat(block_bound, threshold) {
+            if cursors[0].doc() == pivot_doc {
+                contributions.fill(0.0);
+                let mut left = block_bound;
+                let mut hopeless = false;
+                for c in &mut cursors[..=pivot] {
+                    let s = plan.contribution(c.term, pivot_doc, c.freq()?);
+                    contributions[c.slot()] = s;
+                    left -= c.current_block_bound() - s;
+                    if !plan.can_beat(left, threshold) {
+                        hopeless = true;
+                        break;
+                    }
+                }
+                if !hopeless {
+                    top.insert(pivot_doc, plan.finish(pivot_doc, &contributions));
+                }
+                for c in &mut cursors[..=pivot] {
+                    c.next()?;
+                }
+                cursors.sort_by_key(Cursor::doc);
+            } else {
+                // Move the last cursor before the pivot docID up to it.
+                let mut i = pivot;
+                while cursors[i].doc() == pivot_doc {
+                    i -= 1;
+                }
+                cursors[i].next_geq(pivot_doc)?;
+                bubble(&mut cursors, i);
+            }
+        } else {
+            // No document up to the end of the nearest block (or the next cursor) can make it.
+            let mut next = block_end.saturating_add(1);
+            if pivot + 1 < n {
+                next = next.min(cursors[pivot + 1].doc());
+            }
+            if next <= pivot_doc {
+                next = pivot_doc + 1;
+            }
+            // Advance the cursor with the largest bound among those up to the pivot.
+            let i = (0..=pivot)
+                .max_by(|&a, &b| {
+                    cursors[a]
+                        .term
+                        .max_bound
+                        .total_cmp(&cursors[b].term.max_bound)
+                        .then(b.cmp(&a))
+                })
+                .expect("pivot exists");
+            cursors[i].next_geq(next)?;
+            bubble(&mut cursors, i);
+        }
+    }
+    Ok(top.into_sorted())
+}
+
+/// Restores docID order after cursor `i` moved forward.
+fn bubble(cursors: &mut [Cursor], mut i: usize) {
+    while i + 1 < cursors.len() && cursors[i].doc() > cursors[i + 1].doc() {
+        cursors.swap(i, i + 1);
+        i += 1;
+    }
+}

@@ -1,0 +1,169 @@
+//! A forward cursor over one posting list: block skipping through the skip data, search within a
+//! decoded block, frequencies decoded only when asked for, and a "shallow" block pointer that moves over
+//! the skip data without decoding (for block-max bounds).
+
+use warpsearch_index::{BlockMeta, Result, BLOCK_LEN};
+
+use crate::query::PlanTerm;
+
+/// Past the last posting. DocIDs are below the number of documents, itself at most `u32::MAX`.
+pub const END: u32 = u32::MAX;
+
+/// A cursor over a plan term's list.
+pub struct Cursor<'p, 'a> {
+    /// The term.
+    pub term: &'p PlanTerm<'a>,
+    metas: &'a [BlockMeta],
+    block: usize,
+    pos: usize,
+    len: usize,
+    docs: [u32; BLOCK_LEN],
+    freqs: [u32; BLOCK_LEN],
+    freqs_ready: bool,
+    doc: u32,
+    shallow: usize,
+}
+
+impl<'p, 'a> Cursor<'p, 'a> {
+    /// A cursor on the first posting of `term`'s list.
+    pub fn new(term: &'p PlanTerm<'a>) -> Result<Self> {
+        let mut c = Cursor {
+            term,
+            metas: term.list.blocks(),
+            block: 0,
+            pos: 0,
+            len: 0,
+            docs: [0; BLOCK_LEN],
+            freqs: [0; BLOCK_LEN],
+            freqs_ready: false,
+            doc: END,
+            shallow: 0,
+        };
+        if !c.metas.is_empty() {
+            c.load(0)?;
+            c.doc = c.docs[0];
+        }
+        Ok(c)
+    }
+
+    /// The current docID, or [`END`].
+    #[inline]
+    pub fn doc(&self) -> u32 {
+        self.doc
+    }
+
+    /// Postings in the list.
+    pub fn len(&self) -> usize {
+        self.term.list.len()
+    }
+
+    /// The canonical slot of the cursor's term.
+    #[inline]
+    pub fn slot(&self) -> usize {
+        self.term.slot
+    }
+
+    fn load(&mut self, block: usize) -> Result<()> {
+        self.block = block;
+        self.len = self.term.list.decode_docs(block, &mut self.docs)?;
+        self.freqs_ready = false;
+        self.pos = 0;
+        Ok(())
+    }
+
+    /// The term frequency at the current posting (not at [`END`]).
+    #[inline]
+    pub fn freq(&mut self) -> Result<u32> {
+        if !self.freqs_ready {
+            self.term.list.decode_freqs(self.block, &mut self.freqs)?;
+            self.freqs_ready = true;
+        }
+        Ok(self.freqs[self.pos])
+    }
+
+    /// Moves to the next posting.
+    #[inline]
+    pub fn next(&mut self) -> Result<()> {
+        if self.doc == END {
+            return Ok(());
+        }
+        self.pos += 1;
+        if self.pos < self.len {
+            self.doc = self.docs[self.pos];
+        } else if self.block + 1 < self.metas.len() {
+            self.load(self.block + 1)?;
+            self.doc = self.docs[0];
+        } else {
+            self.doc = END;
+        }
+        Ok(())
+    }
+
+    /// Moves to the first posting with docID ≥ `target` (or [`END`]); never moves backwards.
+    #[inline]
+    pub fn next_geq(&mut self, target: u32) -> Result<()> {
+        if target <= self.doc {
+            return Ok(());
+        }
+        if target > self.metas[self.block].last_doc {
+            let rest = &self.metas[self.block + 1..];
+            let skip = gallop(rest, |m| m.last_doc < target);
+            if skip == rest.len() {
+                self.doc = END;
+                return Ok(());
+            }
+            self.load(self.block + 1 + skip)?;
+        }
+        // The block's last docID is ≥ target, so the search stops inside the block.
+        let docs = &self.docs[self.pos..self.len];
+        self.pos += docs.partition_point(|&d| d < target);
+        self.doc = self.docs[self.pos];
+        Ok(())
+    }
+
+    /// Moves the shallow pointer to the block that would hold `target` and returns that block's
+    /// upper bound and last docID; `None` when no block of the list reaches `target`.
+    #[inline]
+    pub fn block_max(&mut self, target: u32) -> Option<(f32, u32)> {
+        self.shallow = self.shallow.max(self.block);
+        let rest = &self.metas[self.shallow..];
+        self.shallow += gallop(rest, |m| m.last_doc < target);
+        self.metas
+            .get(self.shallow)
+            .map(|m| (self.term.block_bound(self.shallow), m.last_doc))
+    }
+
+    /// The upper bound of the block holding the current posting.
+    #[inline]
+    pub fn current_block_bound(&self) -> f32 {
+        self.term.block_bound(self.block)
+    }
+}
+
+/// The first index `i` where `pred(&s[i])` is false (`pred` is true on a prefix), found by doubling
+/// from the start then binary search: cheap for short moves, logarithmic for long ones.
+#[inline]
+pub fn gallop<T>(s: &[T], pred: impl Fn(&T) -> bool) -> usize {
+    let mut hi = 1;
+    while hi <= s.len() && pred(&s[hi - 1]) {
+        hi *= 2;
+    }
+    let lo = hi / 2;
+    let hi = hi.min(s.len());
+    lo + s[lo..hi].partition_point(pred)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gallop;
+
+    #[test]
+    fn gallop_finds_the_partition_point() {
+        for n in 0..70usize {
+            let v: Vec<usize> = (0..n).collect();
+            for t in 0..=n + 1 {
+                assert_eq!(gallop(&v, |&x| x < t), t.min(n), "n {n} t {t}");
+            }
+        }
+    }
+}

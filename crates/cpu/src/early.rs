@@ -1,0 +1,63 @@
+//! Early termination for `bm25-static` on a global-score-ordered index (papers/000 section 3.2,
+//! Algorithm 1, on the CPU).
+//!
+//! DocIDs run in descending global score GS(d) = α·static(d) + (1 − α)·max_t IR(d, t), which bounds the
+//! score of d under every query (eq. 5). Documents are visited in docID order; once the top k is full and
+//! its k-th score reaches GS of the next document to visit, no later document can enter and the search
+//! stops. The paper checks after every round of a thread block; on the CPU the check costs one load per
+//! candidate, so it runs before each. Exact: the stop compares against GS with the plan's slack.
+
+use warpsearch_index::{IndexError, Result};
+
+use crate::cursor::{Cursor, END};
+use crate::query::{Mode, Plan, Ranking, Scored};
+use crate::topk::TopK;
+
+/// The top `k` of `plan` under `mode` (And or Or) with early termination; an error if the index is not
+/// ordered by the global score of this ranking (same α, k1 and b).
+pub fn early_termination(plan: &Plan, ranking: Ranking, mode: Mode, k: usize) -> Result<Vec<Scored>> {
+    let gs = match plan.index.global_scores() {
+        Some(gs) if plan.global_order_applies(ranking) => gs,
+        _ => {
+            return Err(IndexError::Invalid(format!(
+                "early termination needs an index built with --doc-order global-score and ranking \
+                 bm25-static with the same alpha, k1 and b (index {}: {:?}, bm25 {:?})",
+                plan.index.dir().display(),
+                plan.index.meta().doc_order,
+                plan.index.meta().bm25
+            )))
+        }
+    };
+    match mode {
+        Mode::Or => union(plan, k, gs),
+        _ => crate::and::intersect(plan, k, Some(gs)),
+    }
+}
+
+/// Document-at-a-time OR over all lists, stopping on the global-score bound.
+fn union(plan: &Plan, k: usize, gs: &[f32]) -> Result<Vec<Scored>> {
+    if plan.terms.is_empty() || k == 0 {
+        return Ok(Vec::new());
+    }
+    let mut cursors = plan.terms.iter().map(Cursor::new).collect::<Result<Vec<_>>>()?;
+    let mut top = TopK::new(k);
+    let mut contributions = vec![0f32; plan.terms.len()];
+    let mut doc = cursors.iter().map(Cursor::doc).min().unwrap_or(END);
+    while doc != END {
+        if top.is_full() && top.threshold() >= gs[doc as usize] * plan.slack {
+            break;
+        }
+        contributions.fill(0.0);
+        let mut next = END;
+        for c in &mut cursors {
+            if c.doc() == doc {
+                contributions[c.slot()] = plan.contribution(c.term, doc, c.freq()?);
+                c.next()?;
+            }
+            next = next.min(c.doc());
+        }
+        top.insert(doc, plan.finish(doc, &contributions));
+        doc = next;
+    }
+    Ok(top.into_sorted())
+}

@@ -1,0 +1,70 @@
+//! MaxScore for ranked OR (Turtle and Flood 1995, in the document-at-a-time form of PISA).
+//!
+//! Lists are ordered by their upper bound. The lowest-bound prefix whose bounds (plus the prior's) sum
+//! below the k-th score is "non-essential": a document found only there cannot enter the top k, so
+//! candidates come from the essential lists alone, and the non-essential lists are probed (skipping
+//! through their skip data) only while the candidate's partial score plus the remaining bounds can still
+//! beat the k-th score.
+
+use warpsearch_index::Result;
+
+use crate::cursor::{Cursor, END};
+use crate::query::{Plan, Scored};
+use crate::topk::TopK;
+
+/// The top `k` documents containing at least one term of `plan`.
+pub fn maxscore(plan: &Plan, k: usize) -> Result<Vec<Scored>> {
+    if plan.terms.is_empty() || k == 0 {
+        return Ok(Vec::new());
+    }
+    let mut cursors = plan.terms.iter().map(Cursor::new).collect::<Result<Vec<_>>>()?;
+    cursors.sort_by(|a, b| a.term.max_bound.total_cmp(&b.term.max_bound));
+    // prefix[i]: bound of a document that appears in lists 0..=i only (the prior's bound included).
+    let mut prefix = Vec::with_capacity(cursors.len());
+    let mut sum = plan.prior_bound;
+    for c in &cursors {
+        sum += c.term.max_bound;
+        prefix.push(sum);
+    }
+    let mut top = TopK::new(k);
+    let mut contributions = vec![0f32; plan.terms.len()];
+    let mut first_essential = 0;
+    let mut doc = cursors.iter().map(Cursor::doc).min().unwrap_or(END);
+    while first_essential < cursors.len() && doc != END {
+        contributions.fill(0.0);
+        let mut partial = 0f32;
+        let mut next = END;
+        for c in &mut cursors[first_essential..] {
+            if c.doc() == doc {
+                let s = plan.contribution(c.term, doc, c.freq()?);
+                contributions[c.slot()] = s;
+                partial += s;
+                c.next()?;
+            }
+            next = next.min(c.doc());
+        }
+        let threshold = top.threshold();
+        let mut pruned = false;
+        for i in (0..first_essential).rev() {
+            if !plan.can_beat(partial + prefix[i], threshold) {
+                pruned = true;
+                break;
+            }
+            let c = &mut cursors[i];
+            c.next_geq(doc)?;
+            if c.doc() == doc {
+                let s = plan.contribution(c.term, doc, c.freq()?);
+                contributions[c.slot()] = s;
+                partial += s;
+            }
+        }
+        if !pruned && top.insert(doc, plan.finish(doc, &contributions)) {
+            let threshold = top.threshold();
+            while first_essential < cursors.len() && !plan.can_beat(prefix[first_essential], threshold) {
+                first_essential += 1;
+            }
+        }
+        doc = next;
+    }
+    Ok(top.into_sorted())
+}

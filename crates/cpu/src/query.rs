@@ -1,0 +1,327 @@
+//! Queries, ranking choices and the per-query plan every algorithm executes.
+//!
+//! A [`Query`] is the analysed text: its distinct terms in order of first appearance, each with how
+//! often it occurs (Anserini's bag-of-words query weights a repeated term by its count), and the terms
+//! the index does not know. A [`Plan`] binds a query to an index and a [`Ranking`]: per term the posting
+//! list, the weight that multiplies BM25's tf part, and upper bounds for the list and each block.
+//!
+//! Every algorithm scores a document the same way, in the same floating-point order, so that all of them
+//! return bit-identical scores: the term contributions `weight · tf_part(tf, dl)` summed in the plan's
+//! term order (terms the document lacks add nothing), then the document prior (the static part of
+//! `bm25-static`, zero for `bm25`) added last. Pruning compares upper bounds against the current k-th
+//! score with a small relative slack ([`Plan::can_beat`]) so that rounding never prunes a document that
+//! belongs in the top k.
+
+use warpsearch_index::{Bm25, Bm25Params, DocOrder, Index, IndexError, PostingList, Result};
+
+/// Which documents match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Documents containing every query term (a term the index lacks matches nothing).
+    And,
+    /// Documents containing at least one query term.
+    Or,
+    /// AND; when that finds fewer than k documents, the OR result instead (papers/001 section 8.3).
+    AndOr,
+}
+
+impl Mode {
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::And => "and",
+            Mode::Or => "or",
+            Mode::AndOr => "and-or",
+        }
+    }
+}
+
+/// How documents are scored.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Ranking {
+    /// BM25: Σ count(t) · idf(t) · tf part (crate `warpsearch_index::bm25`).
+    Bm25,
+    /// papers/000 equation (3): α · static(d) + (1 − α) · Σ w̄_t · IR(d, t), with static scores min-max
+    /// normalised to [0, 1], IR(d, t) = tf part / (k1 + 1) ∈ [0, 1) and w̄_t = count(t) · idf(t) divided
+    /// by the sum over the query's known terms, so both halves lie in [0, 1].
+    Bm25Static {
+        /// Weight of the static score, in [0, 1].
+        alpha: f32,
+    },
+}
+
+/// A ranked document.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scored {
+    /// Internal docID.
+    pub doc: u32,
+    /// Score under the query's ranking.
+    pub score: f32,
+}
+
+/// An analysed query.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Query {
+    /// Distinct known terms (ordinals) in order of first appearance, with their counts.
+    pub terms: Vec<(u32, u32)>,
+    /// Analysed terms the index does not contain, in order.
+    pub unknown: Vec<String>,
+}
+
+impl Query {
+    /// Analyses `text` with the index's analyzer and looks its terms up.
+    pub fn parse(index: &Index, text: &str) -> Query {
+        let mut query = Query::default();
+        index
+            .meta()
+            .analyzer
+            .for_each_term(text, |term| match index.term_id(term) {
+                Some(id) => query.add(id),
+                None => query.unknown.push(term.to_owned()),
+            });
+        query
+    }
+
+    /// A query of term ordinals (`None` for a term the index lacks), in order, repeats counted.
+    pub fn from_ids(ids: &[Option<u32>]) -> Query {
+        let mut query = Query::default();
+        for id in ids {
+            match id {
+                Some(id) => query.add(*id),
+                None => query.unknown.push(String::from("?")),
+            }
+        }
+        query
+    }
+
+    fn add(&mut self, id: u32) {
+        match self.terms.iter_mut().find(|(t, _)| *t == id) {
+            Some((_, count)) => *count += 1,
+            None => self.terms.push((id, 1)),
+        }
+    }
+
+    /// Whether no term survived analysis (empty text, only stopwords or punctuation).
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty() && self.unknown.is_empty()
+    }
+
+    /// Whether the query can match nothing under `mode`: no known term, or (AND) an unknown one.
+    pub fn matches_nothing(&self, mode: Mode) -> bool {
+        self.terms.is_empty() || (mode == Mode::And && !self.unknown.is_empty())
+    }
+}
+
+/// One term of a plan.
+#[derive(Clone)]
+pub struct PlanTerm<'a> {
+    /// Position in the plan's (canonical) term order.
+    pub slot: usize,
+    /// The posting list.
+    pub list: PostingList<'a>,
+    /// Multiplies BM25's tf part to give this term's contribution.
+    pub weight: f32,
+    /// Upper bound of the contribution over the whole list.
+    pub max_bound: f32,
+    /// Upper bounds per block.
+    pub bounds: BlockBounds,
+}
+
+/// Where a term's per-block upper bounds come from.
+#[derive(Clone)]
+pub enum BlockBounds {
+    /// The index's block maxima (computed with the index's k1 and b) times this factor.
+    Stored(f32),
+    /// Computed for this query by decoding the list (query k1/b differ from the index's).
+    Computed(Vec<f32>),
+}
+
+impl PlanTerm<'_> {
+    /// Upper bound of the contribution in block `i`.
+    #[inline]
+    pub fn block_bound(&self, i: usize) -> f32 {
+        match &self.bounds {
+            BlockBounds::Stored(scale) => self.list.blocks()[i].max_score * scale,
+            BlockBounds::Computed(v) => v[i],
+        }
+    }
+}
+
+/// A query bound to an index and a ranking, ready to execute.
+pub struct Plan<'a> {
+    /// The index.
+    pub index: &'a Index,
+    /// Terms in canonical order (the query's order of first appearance).
+    pub terms: Vec<PlanTerm<'a>>,
+    /// Whether the query had terms the index lacks (AND then matches nothing).
+    pub has_unknown: bool,
+    /// BM25 with the query's parameters and the index's statistics.
+    pub bm25: Bm25,
+    /// Document lengths.
+    pub doc_lens: &'a [u32],
+    /// The static half of `bm25-static`.
+    pub prior: Option<Prior<'a>>,
+    /// Upper bound of the prior over all documents (0 without one).
+    pub prior_bound: f32,
+    /// Bounds are multiplied by this before a pruning comparison.
+    pub slack: f32,
+}
+
+/// The static part of a score: `alpha · normalize(static(d))`.
+#[derive(Clone, Copy)]
+pub struct Prior<'a> {
+    scores: &'a [f32],
+    min: f32,
+    max: f32,
+    alpha: f32,
+}
+
+impl Prior<'_> {
+    /// The prior of document `doc`.
+    #[inline]
+    pub fn of(&self, doc: u32) -> f32 {
+        let s = self.scores[doc as usize];
+        let norm = if self.max > self.min {
+            (s - self.min) / (self.max - self.min)
+        } else {
+            0.0
+        };
+        self.alpha * norm
+    }
+}
+
+impl<'a> Plan<'a> {
+    /// Binds `query` to `index` under `ranking` with BM25 parameters `params`.
+    pub fn new(index: &'a Index, query: &Query, ranking: Ranking, params: Bm25Params) -> Result<Plan<'a>> {
+        let stats = index.bm25();
+        let bm25 = Bm25 { params, ..stats };
+        let same_params = params == stats.params;
+        let idfs: Vec<f32> = query
+            .terms
+            .iter()
+            .map(|&(id, count)| bm25.idf(index.postings(id).len() as u64) * count as f32)
+            .collect();
+        let (prior, prior_bound, scale): (_, _, Box<dyn Fn(f32) -> f32>) = match ranking {
+            Ranking::Bm25 => (None, 0.0, Box::new(|w: f32| w)),
+            Ranking::Bm25Static { alpha } => {
+                if !(0.0..=1.0).contains(&alpha) {
+                    return Err(IndexError::Invalid(format!(
+                        "alpha {alpha} is outside [0, 1]"
+                    )));
+                }
+                let (Some(scores), Some(range)) = (index.static_scores(), index.meta().static_scores)
+                else {
+                    return Err(IndexError::Invalid(format!(
+                        "the index in {} has no static scores: rebuild it with --static-scores <file> \
+                         to rank with bm25-static",
+                        index.dir().display()
+                    )));
+                };
+                let total: f32 = idfs.iter().sum();
+                let k1 = params.k1;
+                let prior = Prior {
+                    scores,
+                    min: range.min,
+                    max: range.max,
+                    alpha,
+                };
+                (
+                    Some(prior),
+                    alpha,
+                    Box::new(move |w: f32| (1.0 - alpha) * (w / total) / (k1 + 1.0)),
+                )
+            }
+        };
+        let n = query.terms.len();
+        // Relative rounding of a sum of n + 1 non-negative f32 values in any order, with room to spare.
+        let slack = 1.0 + (8 * n as u32 + 32) as f32 * f32::EPSILON;
+        let mut terms = Vec::with_capacity(n);
+        for (slot, (&(id, _), &idf)) in query.terms.iter().zip(&idfs).enumerate() {
+            let list = index.postings(id);
+            let weight = scale(idf);
+            let (bounds, max_bound) = if same_params {
+                // Stored bounds are ≥ idf · tf_part for weight-1 idf; rescale to this weight.
+                let f = weight / bm25.idf(list.len() as u64) * slack;
+                (BlockBounds::Stored(f), list.record().max_score * f)
+            } else {
+                let v = computed_bounds(&list, &bm25, weight, index.doc_lens())?;
+                let max = v.iter().copied().fold(0.0, f32::max);
+                (BlockBounds::Computed(v), max)
+            };
+            terms.push(PlanTerm {
+                slot,
+                list,
+                weight,
+                max_bound,
+                bounds,
+            });
+        }
+        Ok(Plan {
+            index,
+            terms,
+            has_unknown: !query.unknown.is_empty(),
+            bm25,
+            doc_lens: index.doc_lens(),
+            prior,
+            prior_bound: prior_bound * slack,
+            slack,
+        })
+    }
+
+    /// Term `t`'s contribution for a posting `(doc, tf)`.
+    #[inline]
+    pub fn contribution(&self, t: &PlanTerm, doc: u32, tf: u32) -> f32 {
+        t.weight * self.bm25.tf_part(tf, self.doc_lens[doc as usize])
+    }
+
+    /// The final score from per-slot contributions (0 where the document lacks the term).
+    #[inline]
+    pub fn finish(&self, doc: u32, contributions: &[f32]) -> f32 {
+        self.finish_sum(doc, contributions.iter().fold(0.0, |s, &c| s + c))
+    }
+
+    /// The final score from the sum of the contributions, added in slot order (adding the zero of a
+    /// term the document lacks changes nothing, so only present terms need adding).
+    #[inline]
+    pub fn finish_sum(&self, doc: u32, sum: f32) -> f32 {
+        match &self.prior {
+            Some(p) => sum + p.of(doc),
+            None => sum,
+        }
+    }
+
+    /// Whether a document whose score is at most `bound` could still enter a top-k whose k-th score is
+    /// `threshold` (always true while the top-k is not full: `threshold` is −∞ then).
+    #[inline]
+    pub fn can_beat(&self, bound: f32, threshold: f32) -> bool {
+        bound * self.slack >= threshold
+    }
+
+    /// Whether the plan's static weight and BM25 parameters are those the index's global-score docID
+    /// order was computed with, so that GS(d) bounds every later document's score (papers/000 eq. 5).
+    pub fn global_order_applies(&self, ranking: Ranking) -> bool {
+        match (ranking, self.index.meta().doc_order) {
+            (Ranking::Bm25Static { alpha }, DocOrder::GlobalScore { alpha: a }) => {
+                alpha == a && self.bm25.params == self.index.meta().bm25 && self.index.global_scores().is_some()
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Exact per-block maxima of `weight · tf_part` for parameters other than the index's.
+fn computed_bounds(list: &PostingList, bm25: &Bm25, weight: f32, lens: &[u32]) -> Result<Vec<f32>> {
+    let (mut docs, mut freqs) = ([0u32; warpsearch_index::BLOCK_LEN], [0u32; warpsearch_index::BLOCK_LEN]);
+    (0..list.blocks().len())
+        .map(|i| {
+            let n = list.decode_docs(i, &mut docs)?;
+            list.decode_freqs(i, &mut freqs)?;
+            let max = docs[..n]
+                .iter()
+                .zip(&freqs[..n])
+                .map(|(&d, &f)| weight * bm25.tf_part(f, lens[d as usize]))
+                .fold(0.0, f32::max);
+            Ok(warpsearch_index::bm25::loosen_bound(max))
+        })
+        .collect()
+}
