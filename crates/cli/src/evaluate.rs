@@ -49,10 +49,18 @@ pub fn read_qrels(path: &Path) -> Result<Qrels> {
     let mut qrels = Qrels::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let f = fields(path, i + 1, line, 4, "qid iter docid relevance")?;
-        let rel: i32 = f[3]
-            .parse()
-            .with_context(|| format!("{}:{}: relevance '{}' is not an integer", path.display(), i + 1, f[3]))?;
-        qrels.entry(f[0].to_owned()).or_default().insert(f[2].to_owned(), rel);
+        let rel: i32 = f[3].parse().with_context(|| {
+            format!(
+                "{}:{}: relevance '{}' is not an integer",
+                path.display(),
+                i + 1,
+                f[3]
+            )
+        })?;
+        qrels
+            .entry(f[0].to_owned())
+            .or_default()
+            .insert(f[2].to_owned(), rel);
     }
     Ok(qrels)
 }
@@ -68,9 +76,17 @@ pub fn read_run(path: &Path) -> Result<Run> {
             .parse()
             .with_context(|| format!("{}:{}: score '{}' is not a number", path.display(), i + 1, f[4]))?;
         if !seen.insert((f[0].to_owned(), f[2].to_owned())) {
-            bail!("{}:{}: document {} appears twice for query {}", path.display(), i + 1, f[2], f[0]);
+            bail!(
+                "{}:{}: document {} appears twice for query {}",
+                path.display(),
+                i + 1,
+                f[2],
+                f[0]
+            );
         }
-        run.entry(f[0].to_owned()).or_default().push((f[2].to_owned(), score));
+        run.entry(f[0].to_owned())
+            .or_default()
+            .push((f[2].to_owned(), score));
     }
     Ok(run)
 }
@@ -101,7 +117,12 @@ pub fn measure(ranked: &[(String, f64)], judged: &HashMap<String, i32>) -> Measu
     }
     let mut gains: Vec<i32> = judged.values().copied().filter(|&r| r >= 1).collect();
     gains.sort_unstable_by(|a, b| b.cmp(a));
-    let idcg: f64 = gains.iter().take(10).enumerate().map(|(i, &g)| g as f64 / ((i + 2) as f64).log2()).sum();
+    let idcg: f64 = gains
+        .iter()
+        .take(10)
+        .enumerate()
+        .map(|(i, &g)| g as f64 / ((i + 2) as f64).log2())
+        .sum();
     Measures {
         ndcg10: dcg / idcg,
         map: ap / num_rel as f64,
@@ -157,13 +178,18 @@ mod tests {
     use super::*;
 
     fn ranked(docs: &[&str]) -> Vec<(String, f64)> {
-        docs.iter().enumerate().map(|(i, d)| (d.to_string(), 100.0 - i as f64)).collect()
+        docs.iter()
+            .enumerate()
+            .map(|(i, d)| (d.to_string(), 100.0 - i as f64))
+            .collect()
     }
 
     #[test]
     fn measures_by_hand() {
-        let judged: HashMap<String, i32> =
-            [("a", 1), ("b", 2), ("c", 0), ("z", 1)].iter().map(|(d, r)| (d.to_string(), *r)).collect();
+        let judged: HashMap<String, i32> = [("a", 1), ("b", 2), ("c", 0), ("z", 1)]
+            .iter()
+            .map(|(d, r)| (d.to_string(), *r))
+            .collect();
         // Ranking: a (rel 1), c (0), b (2), x (unjudged); z is never retrieved. 3 relevant.
         let m = measure(&ranked(&["a", "c", "b", "x"]), &judged);
         assert!((m.map - (1.0 + 2.0 / 3.0) / 3.0).abs() < 1e-12);
@@ -187,7 +213,11 @@ mod tests {
             .iter()
             .map(|(q, d)| (q.to_string(), [(d.to_string(), 1)].into_iter().collect()))
             .collect();
-        let run: Run = [("1".to_string(), ranked(&["a"])), ("9".to_string(), ranked(&["b"]))].into();
+        let run: Run = [
+            ("1".to_string(), ranked(&["a"])),
+            ("9".to_string(), ranked(&["b"])),
+        ]
+        .into();
         assert_eq!(evaluate(&qrels, &run, false).1.map, 1.0);
         assert_eq!(evaluate(&qrels, &run, true).1.map, 0.5);
     }

@@ -172,8 +172,17 @@ pub fn run(a: SearchArgs) -> Result<()> {
 /// Warnings about queries that will match little or nothing, summarised with examples.
 fn report_queries(lines: &[QueryLine], queries: &[Query], a: &SearchArgs, warnings: &mut Vec<String>) {
     let examples = |f: &dyn Fn(&Query) -> bool| -> (usize, String) {
-        let hits: Vec<&QueryLine> = lines.iter().zip(queries).filter(|(_, q)| f(q)).map(|(l, _)| l).collect();
-        let shown: Vec<String> = hits.iter().take(3).map(|l| format!("{} (line {})", l.qid, l.line)).collect();
+        let hits: Vec<&QueryLine> = lines
+            .iter()
+            .zip(queries)
+            .filter(|(_, q)| f(q))
+            .map(|(l, _)| l)
+            .collect();
+        let shown: Vec<String> = hits
+            .iter()
+            .take(3)
+            .map(|l| format!("{} (line {})", l.qid, l.line))
+            .collect();
         (hits.len(), shown.join(", "))
     };
     let (empty, e) = examples(&|q: &Query| q.is_empty());
@@ -213,7 +222,14 @@ fn write_answer(
 ) -> Result<()> {
     if a.format == "trec" {
         for (rank, h) in hits.iter().enumerate() {
-            writeln!(w, "{qid} Q0 {} {} {:.6} {}", index.doc_id(h.doc), rank + 1, h.score, a.tag)?;
+            writeln!(
+                w,
+                "{qid} Q0 {} {} {:.6} {}",
+                index.doc_id(h.doc),
+                rank + 1,
+                h.score,
+                a.tag
+            )?;
         }
     } else {
         let hits: Vec<_> = hits
@@ -258,7 +274,8 @@ impl Output {
         self.writer.flush()?;
         drop(self.writer);
         if let Some((tmp, path)) = self.paths {
-            std::fs::rename(&tmp, &path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
+            std::fs::rename(&tmp, &path)
+                .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
         }
         Ok(())
     }
@@ -274,7 +291,15 @@ mod tests {
         let input = b"q1\tcats and dogs\r\nplain query\n\n7\t\xffbad\n";
         let lines = read_queries(&input[..], "q.txt", &mut warnings).unwrap();
         let got: Vec<(&str, &str)> = lines.iter().map(|l| (l.qid.as_str(), l.text.as_str())).collect();
-        assert_eq!(got, [("q1", "cats and dogs"), ("2", "plain query"), ("3", ""), ("7", "\u{FFFD}bad")]);
+        assert_eq!(
+            got,
+            [
+                ("q1", "cats and dogs"),
+                ("2", "plain query"),
+                ("3", ""),
+                ("7", "\u{FFFD}bad")
+            ]
+        );
         assert_eq!(warnings.len(), 1);
         assert!(warnings[0].starts_with("q.txt:4:"), "{warnings:?}");
         assert!(read_queries(&b"a b\tx\n"[..], "q", &mut warnings).is_err());

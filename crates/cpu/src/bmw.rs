@@ -22,13 +22,15 @@ pub fn block_max_wand(plan: &Plan, k: usize) -> Result<Vec<Scored>> {
     let mut top = TopK::new(k);
     let mut contributions = vec![0f32; plan.terms.len()];
     let n = cursors.len();
-    cursors.sort_by_key(Cursor::doc);
+    // Cursors are large (two decoded blocks); keep them in place and sort positions instead.
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| cursors[i].doc());
     loop {
         let threshold = top.threshold();
         // Find the pivot.
         let mut bound = plan.prior_bound;
         let mut pivot = None;
-        for (i, c) in cursors.iter().enumerate() {
+        for (i, c) in order.iter().map(|&o| &cursors[o]).enumerate() {
             if c.doc() == END {
                 break;
             }
@@ -39,25 +41,26 @@ pub fn block_max_wand(plan: &Plan, k: usize) -> Result<Vec<Scored>> {
             }
         }
         let Some(mut pivot) = pivot else { break };
-        let pivot_doc = cursors[pivot].doc();
-        while pivot + 1 < n && cursors[pivot + 1].doc() == pivot_doc {
+        let pivot_doc = cursors[order[pivot]].doc();
+        while pivot + 1 < n && cursors[order[pivot + 1]].doc() == pivot_doc {
             pivot += 1;
         }
         // Block-max bound of the pivot document.
         let mut block_bound = plan.prior_bound;
         let mut block_end = END;
-        for c in &mut cursors[..=pivot] {
-            if let Some((b, last)) = c.block_max(pivot_doc) {
+        for &o in &order[..=pivot] {
+            if let Some((b, last)) = cursors[o].block_max(pivot_doc) {
                 block_bound += b;
                 block_end = block_end.min(last);
             }
         }
         if plan.can_beat(block_bound, threshold) {
-            if cursors[0].doc() == pivot_doc {
+            if cursors[order[0]].doc() == pivot_doc {
                 contributions.fill(0.0);
                 let mut left = block_bound;
                 let mut hopeless = false;
-                for c in &mut cursors[..=pivot] {
+                for &o in &order[..=pivot] {
+                    let c = &mut cursors[o];
                     let s = plan.contribution(c.term, pivot_doc, c.freq()?);
                     contributions[c.slot()] = s;
                     left -= c.current_block_bound() - s;
@@ -69,49 +72,44 @@ pub fn block_max_wand(plan: &Plan, k: usize) -> Result<Vec<Scored>> {
                 if !hopeless {
                     top.insert(pivot_doc, plan.finish(pivot_doc, &contributions));
                 }
-                for c in &mut cursors[..=pivot] {
-                    c.next()?;
+                for &o in &order[..=pivot] {
+                    cursors[o].next()?;
                 }
-                cursors.sort_by_key(Cursor::doc);
+                order.sort_by_key(|&i| cursors[i].doc());
             } else {
                 // Move the last cursor before the pivot docID up to it.
                 let mut i = pivot;
-                while cursors[i].doc() == pivot_doc {
+                while cursors[order[i]].doc() == pivot_doc {
                     i -= 1;
                 }
-                cursors[i].next_geq(pivot_doc)?;
-                bubble(&mut cursors, i);
+                cursors[order[i]].next_geq(pivot_doc)?;
+                bubble(&cursors, &mut order, i);
             }
         } else {
             // No document up to the end of the nearest block (or the next cursor) can make it.
             let mut next = block_end.saturating_add(1);
             if pivot + 1 < n {
-                next = next.min(cursors[pivot + 1].doc());
+                next = next.min(cursors[order[pivot + 1]].doc());
             }
             if next <= pivot_doc {
                 next = pivot_doc + 1;
             }
             // Advance the cursor with the largest bound among those up to the pivot.
+            let bound = |i: usize| cursors[order[i]].term.max_bound;
             let i = (0..=pivot)
-                .max_by(|&a, &b| {
-                    cursors[a]
-                        .term
-                        .max_bound
-                        .total_cmp(&cursors[b].term.max_bound)
-                        .then(b.cmp(&a))
-                })
+                .max_by(|&a, &b| bound(a).total_cmp(&bound(b)).then(b.cmp(&a)))
                 .expect("pivot exists");
-            cursors[i].next_geq(next)?;
-            bubble(&mut cursors, i);
+            cursors[order[i]].next_geq(next)?;
+            bubble(&cursors, &mut order, i);
         }
     }
     Ok(top.into_sorted())
 }
 
-/// Restores docID order after cursor `i` moved forward.
-fn bubble(cursors: &mut [Cursor], mut i: usize) {
-    while i + 1 < cursors.len() && cursors[i].doc() > cursors[i + 1].doc() {
-        cursors.swap(i, i + 1);
+/// Restores docID order after the cursor at position `i` of `order` moved forward.
+fn bubble(cursors: &[Cursor], order: &mut [usize], mut i: usize) {
+    while i + 1 < order.len() && cursors[order[i]].doc() > cursors[order[i + 1]].doc() {
+        order.swap(i, i + 1);
         i += 1;
     }
 }

@@ -118,11 +118,16 @@ impl<'a> Searcher<'a> {
         }
         let p = options.bm25;
         if !(p.k1.is_finite() && p.k1 >= 0.0 && (0.0..=1.0).contains(&p.b)) {
-            return invalid(format!("BM25 needs k1 ≥ 0 and b in [0, 1], got k1 {} b {}", p.k1, p.b));
+            return invalid(format!(
+                "BM25 needs k1 ≥ 0 and b in [0, 1], got k1 {} b {}",
+                p.k1, p.b
+            ));
         }
         use Algorithm::*;
         match (options.algorithm, options.mode) {
-            (Daat, Mode::Or) => return invalid("daat evaluates AND queries: use --mode and or and-or".into()),
+            (Daat, Mode::Or) => {
+                return invalid("daat evaluates AND queries: use --mode and or and-or".into())
+            }
             (MaxScore | BlockMaxWand, Mode::And) => {
                 return invalid(format!(
                     "{} evaluates OR queries: use --mode or or and-or, or --algorithm daat for AND",

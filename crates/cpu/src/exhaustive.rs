@@ -16,7 +16,11 @@ pub fn exhaustive(plan: &Plan, mode: Mode, k: usize) -> Result<Vec<Scored>> {
     let mut postings: Vec<(u32, f32)> = Vec::new();
     for t in &plan.terms {
         let (docs, freqs) = t.list.decode_all()?;
-        postings.extend(docs.iter().zip(&freqs).map(|(&d, &f)| (d, plan.contribution(t, d, f))));
+        postings.extend(
+            docs.iter()
+                .zip(&freqs)
+                .map(|(&d, &f)| (d, plan.contribution(t, d, f))),
+        );
     }
     postings.sort_by_key(|p| p.0);
     let need = if mode == Mode::And { slots } else { 1 };

@@ -205,12 +205,9 @@ impl<'a> Plan<'a> {
             Ranking::Bm25 => (None, 0.0, Box::new(|w: f32| w)),
             Ranking::Bm25Static { alpha } => {
                 if !(0.0..=1.0).contains(&alpha) {
-                    return Err(IndexError::Invalid(format!(
-                        "alpha {alpha} is outside [0, 1]"
-                    )));
+                    return Err(IndexError::Invalid(format!("alpha {alpha} is outside [0, 1]")));
                 }
-                let (Some(scores), Some(range)) = (index.static_scores(), index.meta().static_scores)
-                else {
+                let (Some(scores), Some(range)) = (index.static_scores(), index.meta().static_scores) else {
                     return Err(IndexError::Invalid(format!(
                         "the index in {} has no static scores: rebuild it with --static-scores <file> \
                          to rank with bm25-static",
@@ -302,7 +299,9 @@ impl<'a> Plan<'a> {
     pub fn global_order_applies(&self, ranking: Ranking) -> bool {
         match (ranking, self.index.meta().doc_order) {
             (Ranking::Bm25Static { alpha }, DocOrder::GlobalScore { alpha: a }) => {
-                alpha == a && self.bm25.params == self.index.meta().bm25 && self.index.global_scores().is_some()
+                alpha == a
+                    && self.bm25.params == self.index.meta().bm25
+                    && self.index.global_scores().is_some()
             }
             _ => false,
         }
@@ -311,7 +310,10 @@ impl<'a> Plan<'a> {
 
 /// Exact per-block maxima of `weight · tf_part` for parameters other than the index's.
 fn computed_bounds(list: &PostingList, bm25: &Bm25, weight: f32, lens: &[u32]) -> Result<Vec<f32>> {
-    let (mut docs, mut freqs) = ([0u32; warpsearch_index::BLOCK_LEN], [0u32; warpsearch_index::BLOCK_LEN]);
+    let (mut docs, mut freqs) = (
+        [0u32; warpsearch_index::BLOCK_LEN],
+        [0u32; warpsearch_index::BLOCK_LEN],
+    );
     (0..list.blocks().len())
         .map(|i| {
             let n = list.decode_docs(i, &mut docs)?;

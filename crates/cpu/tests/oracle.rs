@@ -1,6 +1,6 @@
 //! The oracle against BM25 computed by hand from the formula on a tiny collection.
 
-use warpsearch_cpu::{exhaustive, Mode};
+use warpsearch_cpu::{Algorithm, Mode, Query, Ranking, Scored, SearchOptions, Searcher};
 use warpsearch_index::build::{build_from_jsonl, BuildOptions};
 use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, Index, WriterOptions};
 
@@ -29,6 +29,21 @@ fn and_or_semantics_and_scores_follow_the_formula() {
     .unwrap();
     let index = Index::open(dir.path().join("idx")).unwrap();
     let t = |s: &str| index.term_id(s);
+    let exhaustive =
+        |index: &Index, ids: &[Option<u32>], mode: Mode, k: usize| -> Result<Vec<Scored>, String> {
+            if k == 0 {
+                return Ok(Vec::new());
+            }
+            let options = SearchOptions {
+                mode,
+                k,
+                ranking: Ranking::Bm25,
+                bm25: Bm25Params::default(),
+                algorithm: Algorithm::Exhaustive,
+            };
+            let searcher = Searcher::new(index, options).map_err(|e| e.to_string())?;
+            searcher.search(&Query::from_ids(ids)).map_err(|e| e.to_string())
+        };
     // By hand: N = 4, avgdl = 11 / 4, k1 = 0.9, b = 0.4.
     let bm25 = |tf: f64, df: f64, dl: f64| {
         let idf = (1.0 + (4.0 - df + 0.5) / (df + 0.5)).ln();

@@ -1,0 +1,248 @@
+//! Every algorithm against the exhaustive oracle on random indexes, and the oracle against BM25
+//! computed independently (in f64, from the raw documents).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use proptest::prelude::*;
+use warpsearch_cpu::{Algorithm, Mode, Query, Ranking, SearchOptions, Searcher};
+use warpsearch_index::build::{build_from_jsonl, BuildOptions};
+use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, Index, WriterOptions};
+
+/// A random collection over terms t0..tV: document `d` holds term `j` `tfs[d][j]` times (0 = absent).
+#[derive(Debug, Clone)]
+struct Collection {
+    tfs: Vec<Vec<u32>>,
+    statics: Vec<f32>,
+}
+
+fn collection() -> impl Strategy<Value = Collection> {
+    // Densities from "in almost every document" to "in one or two", so lists span one posting to many
+    // blocks, with lengths rarely a multiple of 128.
+    let densities = prop::collection::vec(
+        prop::sample::select(vec![0.95, 0.6, 0.3, 0.08, 0.01, 0.002]),
+        1..7,
+    );
+    (1usize..4000, densities, any::<u64>()).prop_map(|(n, densities, seed)| {
+        let mut rng = seed | 1;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let tfs = (0..n)
+            .map(|_| {
+                densities
+                    .iter()
+                    .map(|&p| {
+                        if (next() % 10_000) as f64 / 10_000.0 < p {
+                            // Mostly small tfs, a few large, some equal scores.
+                            [1, 1, 1, 2, 2, 3, 7, 40][(next() % 8) as usize]
+                        } else {
+                            0
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let statics = (0..n).map(|_| (next() % 1000) as f32 / 7.0).collect();
+        Collection { tfs, statics }
+    })
+}
+
+/// Writes the collection as JSONL (plus filler words so lengths vary) and builds an index.
+fn build(c: &Collection, dir: &Path, codec: Codec, alpha: Option<f32>) -> Index {
+    let mut lines = String::new();
+    let mut statics = String::new();
+    for (d, tfs) in c.tfs.iter().enumerate() {
+        let mut words = Vec::new();
+        for (j, &tf) in tfs.iter().enumerate() {
+            words.extend(std::iter::repeat_n(format!("t{j}"), tf as usize));
+        }
+        words.extend(std::iter::repeat_n("filler".to_string(), d % 5));
+        lines.push_str(&format!(
+            "{{\"id\": \"d{d}\", \"contents\": \"{}\"}}\n",
+            words.join(" ")
+        ));
+        statics.push_str(&format!("d{d}\t{}\n", c.statics[d]));
+    }
+    std::fs::write(dir.join("in.jsonl"), lines).unwrap();
+    std::fs::write(dir.join("static.tsv"), statics).unwrap();
+    let writer = WriterOptions {
+        codec,
+        analyzer: AnalyzerConfig::whitespace(),
+        bm25: Bm25Params::default(),
+        doc_order: DocOrder::Input,
+        force: true,
+    };
+    let mut opts = BuildOptions::new(writer);
+    opts.static_scores = Some(dir.join("static.tsv"));
+    opts.reorder_alpha = alpha;
+    let out = dir.join("idx");
+    build_from_jsonl(&dir.join("in.jsonl"), &out, &opts).unwrap();
+    Index::open(out).unwrap()
+}
+
+fn queries(num_terms: usize, seed: u64) -> Vec<Vec<String>> {
+    let mut rng = seed | 1;
+    let mut next = move |m: u64| {
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (rng >> 33) % m
+    };
+    (0..30)
+        .map(|_| {
+            (0..1 + next(5))
+                .map(|_| match next(12) {
+                    0 => "unknownterm".to_string(),
+                    _ => format!("t{}", next(num_terms as u64)),
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Every algorithm valid for the options gives exactly (docs and bit-identical scores) the oracle's answer.
+fn check_all(index: &Index, texts: &[Vec<String>], ranking: Ranking, bm25: Bm25Params) {
+    let parsed: Vec<Query> = texts.iter().map(|t| Query::parse(index, &t.join(" "))).collect();
+    for mode in [Mode::And, Mode::Or, Mode::AndOr] {
+        for k in [1, 3, 10, 200, 5000] {
+            let options = |algorithm| SearchOptions {
+                mode,
+                k,
+                ranking,
+                bm25,
+                algorithm,
+            };
+            let oracle = Searcher::new(index, options(Algorithm::Exhaustive)).unwrap();
+            let expected: Vec<_> = parsed.iter().map(|q| oracle.search(q).unwrap()).collect();
+            for algorithm in Algorithm::ALL {
+                let Ok(searcher) = Searcher::new(index, options(algorithm)) else {
+                    continue;
+                };
+                for ((q, text), want) in parsed.iter().zip(texts).zip(&expected) {
+                    let got = searcher.search(q).unwrap();
+                    assert_eq!(
+                        &got,
+                        want,
+                        "{} {:?} k {k} {ranking:?} {bm25:?} query {text:?}",
+                        algorithm.name(),
+                        mode
+                    );
+                }
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_algorithm_equals_the_oracle(c in collection(), seed in any::<u64>(), codec in prop::sample::select(Codec::ALL.to_vec())) {
+        let dir = tempfile::tempdir().unwrap();
+        let index = build(&c, dir.path(), codec, None);
+        let texts = queries(c.tfs[0].len(), seed);
+        check_all(&index, &texts, Ranking::Bm25, Bm25Params::default());
+        // Other k1/b than the index was built with: bounds recomputed per query.
+        check_all(&index, &texts, Ranking::Bm25, Bm25Params { k1: 1.2, b: 0.75 });
+        check_all(&index, &texts, Ranking::Bm25Static { alpha: 0.3 }, Bm25Params::default());
+    }
+
+    #[test]
+    fn early_termination_equals_the_oracle(c in collection(), seed in any::<u64>(), alpha in prop::sample::select(vec![0.0f32, 0.2, 0.5, 0.9, 1.0])) {
+        let dir = tempfile::tempdir().unwrap();
+        let index = build(&c, dir.path(), Codec::PForDelta, Some(alpha));
+        let texts = queries(c.tfs[0].len(), seed);
+        // The index's own α (early termination applies) and another (it does not; other algorithms run).
+        check_all(&index, &texts, Ranking::Bm25Static { alpha }, Bm25Params::default());
+        check_all(&index, &texts, Ranking::Bm25Static { alpha: 0.45 }, Bm25Params::default());
+        check_all(&index, &texts, Ranking::Bm25, Bm25Params::default());
+    }
+
+    #[test]
+    fn the_oracle_follows_the_formulas(c in collection(), seed in any::<u64>()) {
+        let dir = tempfile::tempdir().unwrap();
+        let index = build(&c, dir.path(), Codec::EliasFano, None);
+        let ids: HashMap<String, usize> = (0..c.tfs.len()).map(|d| (format!("d{d}"), d)).collect();
+        for text in queries(c.tfs[0].len(), seed) {
+            for (mode, ranking) in [(Mode::Or, Ranking::Bm25), (Mode::And, Ranking::Bm25), (Mode::Or, Ranking::Bm25Static { alpha: 0.3 })] {
+                let options = SearchOptions { algorithm: Algorithm::Exhaustive, ranking, ..SearchOptions::new(&index, mode, 1_000_000.min(warpsearch_cpu::MAX_K)) };
+                let got = Searcher::new(&index, options).unwrap().search(&Query::parse(&index, &text.join(" "))).unwrap();
+                let want = by_hand(&c, &text, mode, ranking);
+                prop_assert_eq!(got.len(), want.len(), "{:?} {:?}", text, mode);
+                for s in &got {
+                    let d = ids[index.doc_id(s.doc)];
+                    let w = want[&d];
+                    prop_assert!((s.score as f64 - w).abs() <= 1e-4 * w.abs().max(1e-3), "doc {} {} vs {}", d, s.score, w);
+                }
+            }
+        }
+    }
+}
+
+/// Scores of every matching document, in f64, straight from the formulas.
+fn by_hand(c: &Collection, text: &[String], mode: Mode, ranking: Ranking) -> HashMap<usize, f64> {
+    let n = c.tfs.len() as f64;
+    let lens: Vec<f64> = c
+        .tfs
+        .iter()
+        .enumerate()
+        .map(|(d, t)| (t.iter().sum::<u32>() as usize + d % 5) as f64)
+        .collect();
+    let avg = lens.iter().sum::<f64>() / n;
+    let (k1, b) = (0.9, 0.4);
+    let mut counts: Vec<(usize, f64)> = Vec::new();
+    let mut unknown = false;
+    for t in text {
+        match t.strip_prefix('t').and_then(|j| j.parse::<usize>().ok()) {
+            Some(j) if c.tfs.iter().any(|d| d[j] > 0) => match counts.iter_mut().find(|(x, _)| *x == j) {
+                Some(e) => e.1 += 1.0,
+                None => counts.push((j, 1.0)),
+            },
+            _ => unknown = true,
+        }
+    }
+    let idf = |j: usize| {
+        let df = c.tfs.iter().filter(|d| d[j] > 0).count() as f64;
+        (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+    };
+    let tf_part = |tf: f64, dl: f64| tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * dl / avg));
+    let total: f64 = counts.iter().map(|&(j, w)| w * idf(j)).sum();
+    let (smin, smax) = c.statics.iter().fold((f64::MAX, f64::MIN), |(a, z), &s| {
+        (a.min(s as f64), z.max(s as f64))
+    });
+    let mut out = HashMap::new();
+    if counts.is_empty() || (mode == Mode::And && unknown) {
+        return out;
+    }
+    for (d, tfs) in c.tfs.iter().enumerate() {
+        let present = counts.iter().filter(|&&(j, _)| tfs[j] > 0).count();
+        if present == 0 || (mode == Mode::And && present < counts.len()) {
+            continue;
+        }
+        let score = match ranking {
+            Ranking::Bm25 => counts
+                .iter()
+                .map(|&(j, w)| w * idf(j) * tf_part(tfs[j] as f64, lens[d]))
+                .sum(),
+            Ranking::Bm25Static { alpha } => {
+                let a = alpha as f64;
+                let norm = if smax > smin {
+                    (c.statics[d] as f64 - smin) / (smax - smin)
+                } else {
+                    0.0
+                };
+                let ir: f64 = counts
+                    .iter()
+                    .map(|&(j, w)| w * idf(j) / total * tf_part(tfs[j] as f64, lens[d]) / (k1 + 1.0))
+                    .sum();
+                a * norm + (1.0 - a) * ir
+            }
+        };
+        out.insert(d, score);
+    }
+    out
+}
