@@ -31,6 +31,9 @@ pub enum Command {
     Search(SearchArgs),
     /// Score a TREC run against TREC qrels: nDCG@10, MAP, P@10, recall@1000 (trec_eval's definitions).
     Evaluate(EvaluateArgs),
+    /// Print queries as the index's analyzer sees them: `qid<TAB>term term …` (for other engines, or to
+    /// debug a query).
+    Analyze(AnalyzeArgs),
     /// Generate a collection, index it, run a batch of queries and report speed (no download, no GPU).
     Demo(DemoArgs),
 }
@@ -259,4 +262,15 @@ pub struct EvaluateArgs {
     /// Also print every query's measures.
     #[arg(long)]
     pub per_query: bool,
+}
+
+/// `warpsearch analyze`.
+#[derive(Args)]
+pub struct AnalyzeArgs {
+    /// The index directory (its analyzer is used).
+    #[arg(long)]
+    pub index: PathBuf,
+    /// Queries, as for `search`; `-` reads stdin.
+    #[arg(long)]
+    pub queries: PathBuf,
 }

@@ -31,6 +31,7 @@ fn main() -> ExitCode {
         Command::Export(a) => run_export(a),
         Command::Search(a) => search::run(a),
         Command::Evaluate(a) => evaluate::run(a),
+        Command::Analyze(a) => search::analyze(a),
         Command::Demo(a) => demo::run(a),
     };
     match result {

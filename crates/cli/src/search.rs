@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use rayon::prelude::*;
 use warpsearch_cpu::{Query, Ranking, SearchOptions, Searcher};
 use warpsearch_index::{Bm25Params, DocOrder, Index};
 
@@ -67,6 +68,37 @@ pub fn read_queries(reader: impl Read, name: &str, warnings: &mut Vec<String>) -
     Ok(out)
 }
 
+/// [`read_queries`] from a file, or standard input for `-`.
+pub fn read_query_file(path: &Path, warnings: &mut Vec<String>) -> Result<Vec<QueryLine>> {
+    if path == Path::new("-") {
+        read_queries(std::io::stdin().lock(), "<stdin>", warnings)
+    } else {
+        let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        read_queries(file, &path.display().to_string(), warnings)
+    }
+}
+
+/// `warpsearch analyze`: every query's terms after the index's analysis.
+pub fn analyze(a: crate::args::AnalyzeArgs) -> Result<()> {
+    let index = crate::open(&a.index)?;
+    let mut warnings = Vec::new();
+    let lines = read_query_file(&a.queries, &mut warnings)?;
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    for l in &lines {
+        writeln!(
+            out,
+            "{}\t{}",
+            l.qid,
+            index.meta().analyzer.terms(&l.text).join(" ")
+        )?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
 /// Nearest-rank percentile of sorted durations, in milliseconds.
 pub fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
@@ -108,12 +140,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
     }
 
     let mut warnings = Vec::new();
-    let lines = if a.queries == Path::new("-") {
-        read_queries(std::io::stdin().lock(), "<stdin>", &mut warnings)?
-    } else {
-        let file = File::open(&a.queries).with_context(|| format!("opening {}", a.queries.display()))?;
-        read_queries(file, &a.queries.display().to_string(), &mut warnings)?
-    };
+    let lines = read_query_file(&a.queries, &mut warnings)?;
     let queries: Vec<Query> = lines.iter().map(|l| searcher.parse(&l.text)).collect();
     report_queries(&lines, &queries, &a, &mut warnings);
     for w in warnings.iter().take(10) {
@@ -136,10 +163,21 @@ pub fn run(a: SearchArgs) -> Result<()> {
         let t = Instant::now();
         let answers = searcher.search_batch(chunk);
         busy += t.elapsed();
-        for (answer, line) in answers.into_iter().zip(chunk_lines) {
-            let answer = answer.with_context(|| format!("query {} (line {})", line.qid, line.line))?;
-            latencies.push(answer.latency);
-            write_answer(&mut out.writer, &index, &line.qid, &answer.hits, &a)?;
+        // Results are formatted on all threads (at k = 1000 formatting costs more than searching).
+        let formatted: Vec<Result<(Duration, String)>> = answers
+            .into_par_iter()
+            .zip(chunk_lines)
+            .map(|(answer, line)| {
+                let answer = answer.with_context(|| format!("query {} (line {})", line.qid, line.line))?;
+                let mut text = Vec::new();
+                write_answer(&mut text, &index, &line.qid, &answer.hits, &a)?;
+                Ok((answer.latency, String::from_utf8(text)?))
+            })
+            .collect();
+        for f in formatted {
+            let (latency, text) = f?;
+            latencies.push(latency);
+            out.writer.write_all(text.as_bytes())?;
         }
     }
     let total = started.elapsed();
@@ -257,6 +295,17 @@ impl Output {
                 paths: None,
             });
         };
+        if path.exists() && !path.is_file() {
+            // A device or pipe (/dev/null, a FIFO): write to it as it is, never rename over it.
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .with_context(|| format!("opening {}", path.display()))?;
+            return Ok(Output {
+                writer: Box::new(BufWriter::new(file)),
+                paths: None,
+            });
+        }
         if path.exists() && !force {
             bail!("{} exists: pass --force to replace it", path.display());
         }

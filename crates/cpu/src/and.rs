@@ -24,7 +24,7 @@ pub(crate) fn intersect(plan: &Plan, k: usize, global_scores: Option<&[f32]>) ->
         return Ok(Vec::new());
     }
     let mut cursors = plan.terms.iter().map(Cursor::new).collect::<Result<Vec<_>>>()?;
-    cursors.sort_by_key(|c| c.len());
+    cursors.sort_by_key(|c| c.list_len());
     let mut top = TopK::new(k);
     let mut contributions = vec![0f32; plan.terms.len()];
     let mut candidate = cursors[0].doc();
@@ -57,7 +57,7 @@ pub(crate) fn intersect(plan: &Plan, k: usize, global_scores: Option<&[f32]>) ->
             }
             top.insert(candidate, plan.finish(candidate, &contributions));
         }
-        cursors[0].next()?;
+        cursors[0].advance()?;
         candidate = cursors[0].doc();
     }
     Ok(top.into_sorted())

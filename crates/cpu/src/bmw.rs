@@ -73,7 +73,7 @@ pub fn block_max_wand(plan: &Plan, k: usize) -> Result<Vec<Scored>> {
                     top.insert(pivot_doc, plan.finish(pivot_doc, &contributions));
                 }
                 for &o in &order[..=pivot] {
-                    cursors[o].next()?;
+                    cursors[o].advance()?;
                 }
                 order.sort_by_key(|&i| cursors[i].doc());
             } else {

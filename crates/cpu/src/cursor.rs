@@ -53,7 +53,7 @@ impl<'p, 'a> Cursor<'p, 'a> {
     }
 
     /// Postings in the list.
-    pub fn len(&self) -> usize {
+    pub fn list_len(&self) -> usize {
         self.term.list.len()
     }
 
@@ -83,7 +83,7 @@ impl<'p, 'a> Cursor<'p, 'a> {
 
     /// Moves to the next posting.
     #[inline]
-    pub fn next(&mut self) -> Result<()> {
+    pub fn advance(&mut self) -> Result<()> {
         if self.doc == END {
             return Ok(());
         }

@@ -52,7 +52,7 @@ fn union(plan: &Plan, k: usize, gs: &[f32]) -> Result<Vec<Scored>> {
         for c in &mut cursors {
             if c.doc() == doc {
                 contributions[c.slot()] = plan.contribution(c.term, doc, c.freq()?);
-                c.next()?;
+                c.advance()?;
             }
             next = next.min(c.doc());
         }

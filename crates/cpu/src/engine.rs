@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use rayon::prelude::*;
 use warpsearch_index::{Bm25Params, Index, IndexError, Result};
 
-use crate::query::{Mode, Plan, Query, Ranking, Scored};
+use crate::query::{length_norms, Mode, Plan, Query, Ranking, Scored};
 use crate::{and, bmw, early, exhaustive, maxscore};
 
 /// Largest k accepted: beyond it a top-k is a sort of the whole result set (use the exhaustive
@@ -106,6 +106,7 @@ pub struct Answer {
 pub struct Searcher<'a> {
     index: &'a Index,
     options: SearchOptions,
+    norms: Vec<f32>,
 }
 
 impl<'a> Searcher<'a> {
@@ -136,14 +137,19 @@ impl<'a> Searcher<'a> {
             }
             _ => {}
         }
-        let searcher = Searcher { index, options };
+        let norms = length_norms(index, options.bm25);
         // Validates the ranking against the index (static scores, alpha) and the early-termination
         // order once, on an empty query, so that a bad combination fails before any query runs.
-        let plan = Plan::new(index, &Query::default(), options.ranking, options.bm25)?;
+        let plan = Plan::new(index, &Query::default(), options.ranking, options.bm25, &norms)?;
         if options.algorithm == EarlyTermination {
             early::early_termination(&plan, options.ranking, Mode::And, 1)?;
         }
-        Ok(searcher)
+        drop(plan);
+        Ok(Searcher {
+            index,
+            options,
+            norms,
+        })
     }
 
     /// The index.
@@ -164,7 +170,7 @@ impl<'a> Searcher<'a> {
     /// The top k of one query.
     pub fn search(&self, query: &Query) -> Result<Vec<Scored>> {
         let o = &self.options;
-        let plan = Plan::new(self.index, query, o.ranking, o.bm25)?;
+        let plan = Plan::new(self.index, query, o.ranking, o.bm25, &self.norms)?;
         let early = match o.algorithm {
             Algorithm::EarlyTermination => true,
             Algorithm::Auto => plan.global_order_applies(o.ranking),

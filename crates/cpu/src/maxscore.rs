@@ -39,7 +39,7 @@ pub fn maxscore(plan: &Plan, k: usize) -> Result<Vec<Scored>> {
                 let s = plan.contribution(c.term, doc, c.freq()?);
                 contributions[c.slot()] = s;
                 partial += s;
-                c.next()?;
+                c.advance()?;
             }
             next = next.min(c.doc());
         }

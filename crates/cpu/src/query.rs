@@ -157,8 +157,8 @@ pub struct Plan<'a> {
     pub has_unknown: bool,
     /// BM25 with the query's parameters and the index's statistics.
     pub bm25: Bm25,
-    /// Document lengths.
-    pub doc_lens: &'a [u32],
+    /// Every document's BM25 length norm under the plan's parameters ([`length_norms`]).
+    pub norms: &'a [f32],
     /// The static half of `bm25-static`.
     pub prior: Option<Prior<'a>>,
     /// Upper bound of the prior over all documents (0 without one).
@@ -191,10 +191,22 @@ impl Prior<'_> {
 }
 
 impl<'a> Plan<'a> {
-    /// Binds `query` to `index` under `ranking` with BM25 parameters `params`.
-    pub fn new(index: &'a Index, query: &Query, ranking: Ranking, params: Bm25Params) -> Result<Plan<'a>> {
+    /// Binds `query` to `index` under `ranking` with BM25 parameters `params`; `norms` must be
+    /// [`length_norms`] of the same index and parameters.
+    pub fn new(
+        index: &'a Index,
+        query: &Query,
+        ranking: Ranking,
+        params: Bm25Params,
+        norms: &'a [f32],
+    ) -> Result<Plan<'a>> {
         let stats = index.bm25();
         let bm25 = Bm25 { params, ..stats };
+        assert_eq!(
+            norms.len(),
+            index.num_docs() as usize,
+            "length norms of another index"
+        );
         let same_params = params == stats.params;
         let idfs: Vec<f32> = query
             .terms
@@ -241,7 +253,7 @@ impl<'a> Plan<'a> {
                 let f = weight / bm25.idf(list.len() as u64) * slack;
                 (BlockBounds::Stored(f), list.record().max_score * f)
             } else {
-                let v = computed_bounds(&list, &bm25, weight, index.doc_lens())?;
+                let v = computed_bounds(&list, &bm25, weight, norms)?;
                 let max = v.iter().copied().fold(0.0, f32::max);
                 (BlockBounds::Computed(v), max)
             };
@@ -258,7 +270,7 @@ impl<'a> Plan<'a> {
             terms,
             has_unknown: !query.unknown.is_empty(),
             bm25,
-            doc_lens: index.doc_lens(),
+            norms,
             prior,
             prior_bound: prior_bound * slack,
             slack,
@@ -268,7 +280,7 @@ impl<'a> Plan<'a> {
     /// Term `t`'s contribution for a posting `(doc, tf)`.
     #[inline]
     pub fn contribution(&self, t: &PlanTerm, doc: u32, tf: u32) -> f32 {
-        t.weight * self.bm25.tf_part(tf, self.doc_lens[doc as usize])
+        t.weight * self.bm25.tf_part_normed(tf, self.norms[doc as usize])
     }
 
     /// The final score from per-slot contributions (0 where the document lacks the term).
@@ -309,7 +321,7 @@ impl<'a> Plan<'a> {
 }
 
 /// Exact per-block maxima of `weight · tf_part` for parameters other than the index's.
-fn computed_bounds(list: &PostingList, bm25: &Bm25, weight: f32, lens: &[u32]) -> Result<Vec<f32>> {
+fn computed_bounds(list: &PostingList, bm25: &Bm25, weight: f32, norms: &[f32]) -> Result<Vec<f32>> {
     let (mut docs, mut freqs) = (
         [0u32; warpsearch_index::BLOCK_LEN],
         [0u32; warpsearch_index::BLOCK_LEN],
@@ -321,9 +333,19 @@ fn computed_bounds(list: &PostingList, bm25: &Bm25, weight: f32, lens: &[u32]) -
             let max = docs[..n]
                 .iter()
                 .zip(&freqs[..n])
-                .map(|(&d, &f)| weight * bm25.tf_part(f, lens[d as usize]))
+                .map(|(&d, &f)| weight * bm25.tf_part_normed(f, norms[d as usize]))
                 .fold(0.0, f32::max);
             Ok(warpsearch_index::bm25::loosen_bound(max))
         })
         .collect()
+}
+
+/// Every document's [`Bm25::length_norm`] under `params` (computed once per searcher: it takes the
+/// division by the mean length out of every posting's score).
+pub fn length_norms(index: &Index, params: Bm25Params) -> Vec<f32> {
+    let bm25 = Bm25 {
+        params,
+        ..index.bm25()
+    };
+    index.doc_lens().iter().map(|&l| bm25.length_norm(l)).collect()
 }

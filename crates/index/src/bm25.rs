@@ -43,14 +43,27 @@ impl Bm25 {
     /// The length-normalised term-frequency part (without idf).
     #[inline]
     pub fn tf_part(&self, tf: u32, doc_len: u32) -> f32 {
+        self.tf_part_normed(tf, self.length_norm(doc_len))
+    }
+
+    /// `k1 · (1 − b + b · dl / avgdl)`: the document's part of the denominator, which engines compute
+    /// once per document; [`Bm25::tf_part_normed`] of it equals [`Bm25::tf_part`] bit for bit.
+    #[inline]
+    pub fn length_norm(&self, doc_len: u32) -> f32 {
         let Bm25Params { k1, b } = self.params;
-        let tf = tf as f32;
         let norm = if self.avg_doc_len > 0.0 {
             doc_len as f32 / self.avg_doc_len
         } else {
             0.0
         };
-        tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * norm))
+        k1 * (1.0 - b + b * norm)
+    }
+
+    /// The tf part given the document's [`Bm25::length_norm`].
+    #[inline]
+    pub fn tf_part_normed(&self, tf: u32, length_norm: f32) -> f32 {
+        let tf = tf as f32;
+        tf * (self.params.k1 + 1.0) / (tf + length_norm)
     }
 
     /// One term's contribution.

@@ -1,0 +1,223 @@
+//! `warpsearch search` and `evaluate` end to end through the binary: odd queries, bad options, output
+//! formats, and CACM quality against the bm25s reference of `../shared/data/README.md`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn warpsearch(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_warpsearch"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A small English collection indexed with the default analyzer.
+fn small_index(dir: &Path) -> PathBuf {
+    let docs = [
+        "The quick brown fox jumps over the lazy dog",
+        "A fox and a dog are friends",
+        "Brown bears eat fish in the river",
+        "Quick thinking saves the day",
+        "Dogs dogs dogs everywhere",
+    ];
+    let lines: String = docs
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("{{\"id\": \"doc{i}\", \"contents\": \"{t}\"}}\n"))
+        .collect();
+    std::fs::write(dir.join("in.jsonl"), lines).unwrap();
+    let index = dir.join("idx");
+    let out = warpsearch(&[
+        "index",
+        "--input",
+        dir.join("in.jsonl").to_str().unwrap(),
+        "-o",
+        index.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    index
+}
+
+#[test]
+fn odd_queries_are_answered_with_warnings_never_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = small_index(dir.path());
+    let long: Vec<&str> = std::iter::repeat_n(["fox", "dog", "zebra", "the"], 250)
+        .flatten()
+        .collect();
+    let mut queries = b"q1\tquick fox\n\nthe and of\nzebra\nfox fox fox dog\n".to_vec();
+    queries.extend_from_slice(b"caf\xe9 fox\n");
+    queries.extend_from_slice(format!("long\t{}\n", long.join(" ")).as_bytes());
+    let qfile = dir.path().join("q.txt");
+    std::fs::write(&qfile, queries).unwrap();
+    for mode in ["and", "or", "and-or"] {
+        let run = dir.path().join(format!("{mode}.run"));
+        let out = warpsearch(&[
+            "search",
+            "--index",
+            index.to_str().unwrap(),
+            "--queries",
+            qfile.to_str().unwrap(),
+            "--mode",
+            mode,
+            "--k",
+            "3",
+            "-o",
+            run.to_str().unwrap(),
+        ]);
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(err.contains("q.txt:6: not valid UTF-8"), "{err}");
+        assert!(
+            err.contains("no searchable terms") && err.contains("(line 2)"),
+            "{err}"
+        );
+        assert!(err.contains("terms the index does not have"), "{err}");
+        let run = std::fs::read_to_string(run).unwrap();
+        let mut last: Option<(String, f64)> = None;
+        for line in run.lines() {
+            let f: Vec<&str> = line.split(' ').collect();
+            assert_eq!(f.len(), 6, "{line}");
+            assert_eq!((f[1], f[5]), ("Q0", "warpsearch"));
+            let score: f64 = f[4].parse().unwrap();
+            let rank: usize = f[3].parse().unwrap();
+            assert!((1..=3).contains(&rank));
+            if let Some((q, s)) = &last {
+                assert!(
+                    q != f[0] || *s >= score,
+                    "scores must not increase within a query: {run}"
+                );
+            }
+            last = Some((f[0].to_owned(), score));
+        }
+        let qids: std::collections::BTreeSet<&str> =
+            run.lines().map(|l| l.split(' ').next().unwrap()).collect();
+        // The stopword-only (3) and empty (2) queries find nothing; "zebra" (4) finds nothing.
+        assert!(
+            !qids.contains("2") && !qids.contains("3") && !qids.contains("4"),
+            "{run}"
+        );
+        assert!(qids.contains("q1") && qids.contains("5"), "{run}");
+        // The long query holds "zebra": AND finds nothing, OR and and-or find documents.
+        assert_eq!(qids.contains("long"), mode != "and", "{run}");
+    }
+}
+
+#[test]
+fn bad_options_are_refused_with_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = small_index(dir.path());
+    let qfile = dir.path().join("q.txt");
+    std::fs::write(&qfile, "fox\n").unwrap();
+    let (i, q) = (index.to_str().unwrap(), qfile.to_str().unwrap());
+    let cases: [(&[&str], &str); 6] = [
+        (&["--k", "0"], "k = 0 is out of range"),
+        (&["--k", "1000000000"], "out of range"),
+        (
+            &["--mode", "or", "--algorithm", "daat"],
+            "daat evaluates AND queries",
+        ),
+        (
+            &["--mode", "and", "--algorithm", "bmw"],
+            "bmw evaluates OR queries",
+        ),
+        (&["--ranking", "bm25-static"], "--static-scores"),
+        (&["--algorithm", "early"], "global-score"),
+    ];
+    for (extra, message) in cases {
+        let mut args = vec!["search", "--index", i, "--queries", q];
+        args.extend_from_slice(extra);
+        let out = warpsearch(&args);
+        let err = text(&out.stderr);
+        assert!(!out.status.success(), "{extra:?} should fail");
+        assert!(err.contains(message), "{extra:?}: {err}");
+    }
+    let run = dir.path().join("r.txt");
+    std::fs::write(&run, "keep me").unwrap();
+    let out = warpsearch(&[
+        "search",
+        "--index",
+        i,
+        "--queries",
+        q,
+        "-o",
+        run.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success() && text(&out.stderr).contains("--force"));
+    assert_eq!(std::fs::read_to_string(&run).unwrap(), "keep me");
+    let out = warpsearch(&["search", "--index", i, "--queries", "/nonexistent/q.txt"]);
+    assert!(text(&out.stderr).contains("/nonexistent/q.txt"));
+}
+
+#[test]
+fn json_output_and_other_bm25_parameters() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = small_index(dir.path());
+    let qfile = dir.path().join("q.txt");
+    std::fs::write(&qfile, "7\tbrown dog\n").unwrap();
+    let (i, q) = (index.to_str().unwrap(), qfile.to_str().unwrap());
+    let run = |extra: &[&str]| {
+        let mut args = vec!["search", "--index", i, "--queries", q, "--format", "json"];
+        args.extend_from_slice(extra);
+        let out = warpsearch(&args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (v, text(&out.stderr))
+    };
+    let (v, _) = run(&[]);
+    assert_eq!(v["qid"], "7");
+    let hits = v["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), 4, "{v}");
+    assert_eq!(hits[0]["rank"], 1);
+    let (other, err) = run(&["--k1", "1.2", "--b", "0.75"]);
+    assert!(err.contains("recomputed"), "{err}");
+    assert_ne!(v, other, "other BM25 parameters must change the scores");
+}
+
+#[test]
+fn cacm_quality_is_close_to_the_bm25s_reference() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/cacm");
+    if !data.join("docs.jsonl").exists() {
+        eprintln!("skipped: ../shared/data/cacm is absent");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    let d = |name: &str| data.join(name).to_str().unwrap().to_owned();
+    let out = warpsearch(&["index", "--input", &d("docs.jsonl"), "-o", &p("idx")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = warpsearch(&[
+        "search",
+        "--index",
+        &p("idx"),
+        "--queries",
+        &d("topics.tsv"),
+        "--mode",
+        "or",
+        "--k",
+        "1000",
+        "-o",
+        &p("run"),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = warpsearch(&["evaluate", "--qrels", &d("qrels.txt"), "--run", &p("run")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report = text(&out.stdout);
+    let measure = |name: &str| -> f64 {
+        let line = report
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}\tall\t")))
+            .unwrap();
+        line.rsplit('\t').next().unwrap().parse().unwrap()
+    };
+    assert_eq!(measure("num_q") as usize, 52, "{report}");
+    // bm25s (k1 0.9, b 0.4, Porter, stopwords): nDCG@10 0.481, MAP 0.340. Tokenizers and stopword
+    // lists differ, so allow a small gap, but not a broken ranking.
+    assert!((measure("ndcg_cut_10") - 0.481).abs() < 0.03, "{report}");
+    assert!((measure("map") - 0.340).abs() < 0.03, "{report}");
+}
