@@ -246,3 +246,32 @@ fn by_hand(c: &Collection, text: &[String], mode: Mode, ranking: Ranking) -> Has
     }
     out
 }
+
+#[test]
+fn a_query_of_a_thousand_distinct_terms() {
+    // 1,000 terms, each in a few of 3,000 documents; the query names every term, some twice, plus
+    // unknown ones.
+    let (n, v) = (3000usize, 1000usize);
+    let tfs: Vec<Vec<u32>> = (0..n)
+        .map(|d| {
+            (0..v)
+                .map(|j| u32::from((d * 31 + j * 17) % 97 < 3) * (1 + (d + j) as u32 % 3))
+                .collect()
+        })
+        .collect();
+    let c = Collection {
+        statics: (0..n).map(|d| (d % 13) as f32).collect(),
+        tfs,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let index = build(&c, dir.path(), Codec::PForDelta, None);
+    let mut text: Vec<String> = (0..v).map(|j| format!("t{j}")).collect();
+    text.extend((0..100).map(|j| format!("t{}", j * 7)));
+    text.push("unknownterm".into());
+    check_all(
+        &index,
+        &[text.clone(), text[..v].to_vec()],
+        Ranking::Bm25,
+        Bm25Params::default(),
+    );
+}
