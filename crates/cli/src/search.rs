@@ -164,20 +164,20 @@ pub fn run(a: SearchArgs) -> Result<()> {
         let answers = searcher.search_batch(chunk);
         busy += t.elapsed();
         // Results are formatted on all threads (at k = 1000 formatting costs more than searching).
-        let formatted: Vec<Result<(Duration, String)>> = answers
+        let formatted: Vec<Result<(Duration, Vec<u8>)>> = answers
             .into_par_iter()
             .zip(chunk_lines)
             .map(|(answer, line)| {
                 let answer = answer.with_context(|| format!("query {} (line {})", line.qid, line.line))?;
                 let mut text = Vec::new();
                 write_answer(&mut text, &index, &line.qid, &answer.hits, &a)?;
-                Ok((answer.latency, String::from_utf8(text)?))
+                Ok((answer.latency, text))
             })
             .collect();
         for f in formatted {
             let (latency, text) = f?;
             latencies.push(latency);
-            out.writer.write_all(text.as_bytes())?;
+            out.writer.write_all(&text)?;
         }
     }
     let total = started.elapsed();

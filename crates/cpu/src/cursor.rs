@@ -4,7 +4,7 @@
 
 use warpsearch_index::{BlockMeta, Result, BLOCK_LEN};
 
-use crate::query::PlanTerm;
+use crate::query::{Plan, PlanTerm};
 
 /// Past the last posting. DocIDs are below the number of documents, itself at most `u32::MAX`.
 pub const END: u32 = u32::MAX;
@@ -138,6 +138,28 @@ impl<'p, 'a> Cursor<'p, 'a> {
     pub fn current_block_bound(&self) -> f32 {
         self.term.block_bound(self.block)
     }
+}
+
+/// One step of a document-at-a-time union: every cursor on `doc` writes its contribution to its slot of
+/// `contributions` and moves on. Returns the sum of those contributions (in cursor order) and the
+/// smallest docID the cursors are on afterwards.
+pub fn score_and_advance(
+    cursors: &mut [Cursor],
+    doc: u32,
+    plan: &Plan,
+    contributions: &mut [f32],
+) -> Result<(f32, u32)> {
+    let (mut partial, mut next) = (0f32, END);
+    for c in cursors {
+        if c.doc() == doc {
+            let s = plan.contribution(c.term, doc, c.freq()?);
+            contributions[c.slot()] = s;
+            partial += s;
+            c.advance()?;
+        }
+        next = next.min(c.doc());
+    }
+    Ok((partial, next))
 }
 
 /// The first index `i` where `pred(&s[i])` is false (`pred` is true on a prefix), found by doubling

@@ -9,28 +9,32 @@
 
 use warpsearch_index::{IndexError, Result};
 
-use crate::cursor::{Cursor, END};
+use crate::cursor::{score_and_advance, Cursor, END};
 use crate::query::{Mode, Plan, Ranking, Scored};
 use crate::topk::TopK;
 
 /// The top `k` of `plan` under `mode` (And or Or) with early termination; an error if the index is not
 /// ordered by the global score of this ranking (same α, k1 and b).
 pub fn early_termination(plan: &Plan, ranking: Ranking, mode: Mode, k: usize) -> Result<Vec<Scored>> {
-    let gs = match plan.index.global_scores() {
-        Some(gs) if plan.global_order_applies(ranking) => gs,
-        _ => {
-            return Err(IndexError::Invalid(format!(
-                "early termination needs an index built with --doc-order global-score and ranking \
-                 bm25-static with the same alpha, k1 and b (index {}: {:?}, bm25 {:?})",
-                plan.index.dir().display(),
-                plan.index.meta().doc_order,
-                plan.index.meta().bm25
-            )))
-        }
-    };
+    let gs = global_scores(plan, ranking)?;
     match mode {
         Mode::Or => union(plan, k, gs),
         _ => crate::and::intersect(plan, k, Some(gs)),
+    }
+}
+
+/// The index's global scores GS(d), or an error if its docID order was not made for `ranking` under the
+/// plan's BM25 parameters.
+pub fn global_scores<'a>(plan: &Plan<'a>, ranking: Ranking) -> Result<&'a [f32]> {
+    match plan.index.global_scores() {
+        Some(gs) if plan.global_order_applies(ranking) => Ok(gs),
+        _ => Err(IndexError::Invalid(format!(
+            "early termination needs an index built with --doc-order global-score and ranking \
+             bm25-static with the same alpha, k1 and b (index {}: {:?}, bm25 {:?})",
+            plan.index.dir().display(),
+            plan.index.meta().doc_order,
+            plan.index.meta().bm25
+        ))),
     }
 }
 
@@ -48,14 +52,7 @@ fn union(plan: &Plan, k: usize, gs: &[f32]) -> Result<Vec<Scored>> {
             break;
         }
         contributions.fill(0.0);
-        let mut next = END;
-        for c in &mut cursors {
-            if c.doc() == doc {
-                contributions[c.slot()] = plan.contribution(c.term, doc, c.freq()?);
-                c.advance()?;
-            }
-            next = next.min(c.doc());
-        }
+        let (_, next) = score_and_advance(&mut cursors, doc, plan, &mut contributions)?;
         top.insert(doc, plan.finish(doc, &contributions));
         doc = next;
     }

@@ -142,7 +142,7 @@ impl<'a> Searcher<'a> {
         // order once, on an empty query, so that a bad combination fails before any query runs.
         let plan = Plan::new(index, &Query::default(), options.ranking, options.bm25, &norms)?;
         if options.algorithm == EarlyTermination {
-            early::early_termination(&plan, options.ranking, Mode::And, 1)?;
+            early::global_scores(&plan, options.ranking)?;
         }
         drop(plan);
         Ok(Searcher {

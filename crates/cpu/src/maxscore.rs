@@ -8,7 +8,7 @@
 
 use warpsearch_index::Result;
 
-use crate::cursor::{Cursor, END};
+use crate::cursor::{score_and_advance, Cursor, END};
 use crate::query::{Plan, Scored};
 use crate::topk::TopK;
 
@@ -32,17 +32,8 @@ pub fn maxscore(plan: &Plan, k: usize) -> Result<Vec<Scored>> {
     let mut doc = cursors.iter().map(Cursor::doc).min().unwrap_or(END);
     while first_essential < cursors.len() && doc != END {
         contributions.fill(0.0);
-        let mut partial = 0f32;
-        let mut next = END;
-        for c in &mut cursors[first_essential..] {
-            if c.doc() == doc {
-                let s = plan.contribution(c.term, doc, c.freq()?);
-                contributions[c.slot()] = s;
-                partial += s;
-                c.advance()?;
-            }
-            next = next.min(c.doc());
-        }
+        let (mut partial, next) =
+            score_and_advance(&mut cursors[first_essential..], doc, plan, &mut contributions)?;
         let threshold = top.threshold();
         let mut pruned = false;
         for i in (0..first_essential).rev() {
