@@ -190,6 +190,65 @@ impl Prior<'_> {
     }
 }
 
+impl<'a> Prior<'a> {
+    /// The prior of `bm25-static` with weight `alpha`, or an error if the index has no static scores or
+    /// `alpha` is outside [0, 1].
+    pub fn new(index: &'a Index, alpha: f32) -> Result<Prior<'a>> {
+        if !(0.0..=1.0).contains(&alpha) {
+            return Err(IndexError::Invalid(format!("alpha {alpha} is outside [0, 1]")));
+        }
+        let (Some(scores), Some(range)) = (index.static_scores(), index.meta().static_scores) else {
+            return Err(IndexError::Invalid(format!(
+                "the index in {} has no static scores: rebuild it with --static-scores <file> \
+                 to rank with bm25-static",
+                index.dir().display()
+            )));
+        };
+        Ok(Prior {
+            scores,
+            min: range.min,
+            max: range.max,
+            alpha,
+        })
+    }
+
+    /// The bound of every document's prior (its weight α).
+    pub fn alpha(&self) -> f32 {
+        self.alpha
+    }
+}
+
+/// The weight of each query term (in slot order) that multiplies BM25's tf part: the term's idf times
+/// its count for `bm25`; for `bm25-static`, papers/000 eq. 3's normalised weight `(1 − α)·w/Σw/(k1 + 1)`.
+pub fn term_weights(index: &Index, query: &Query, ranking: Ranking, params: Bm25Params) -> Result<Vec<f32>> {
+    let bm25 = Bm25 {
+        params,
+        ..index.bm25()
+    };
+    let idfs: Vec<f32> = query
+        .terms
+        .iter()
+        .map(|&(id, count)| bm25.idf(index.postings(id).len() as u64) * count as f32)
+        .collect();
+    Ok(match ranking {
+        Ranking::Bm25 => idfs,
+        Ranking::Bm25Static { alpha } => {
+            Prior::new(index, alpha)?;
+            let total: f32 = idfs.iter().sum();
+            let k1 = params.k1;
+            idfs.iter()
+                .map(|&w| (1.0 - alpha) * (w / total) / (k1 + 1.0))
+                .collect()
+        }
+    })
+}
+
+/// The relative slack of upper bounds for a query of `n` terms (see [`Plan::can_beat`]).
+pub fn bound_slack(n: usize) -> f32 {
+    // Relative rounding of a sum of n + 1 non-negative f32 values in any order, with room to spare.
+    1.0 + (8 * n as u32 + 32) as f32 * f32::EPSILON
+}
+
 impl<'a> Plan<'a> {
     /// Binds `query` to `index` under `ranking` with BM25 parameters `params`; `norms` must be
     /// [`length_norms`] of the same index and parameters.
@@ -208,46 +267,17 @@ impl<'a> Plan<'a> {
             "length norms of another index"
         );
         let same_params = params == stats.params;
-        let idfs: Vec<f32> = query
-            .terms
-            .iter()
-            .map(|&(id, count)| bm25.idf(index.postings(id).len() as u64) * count as f32)
-            .collect();
-        let (prior, prior_bound, scale): (_, _, Box<dyn Fn(f32) -> f32>) = match ranking {
-            Ranking::Bm25 => (None, 0.0, Box::new(|w: f32| w)),
-            Ranking::Bm25Static { alpha } => {
-                if !(0.0..=1.0).contains(&alpha) {
-                    return Err(IndexError::Invalid(format!("alpha {alpha} is outside [0, 1]")));
-                }
-                let (Some(scores), Some(range)) = (index.static_scores(), index.meta().static_scores) else {
-                    return Err(IndexError::Invalid(format!(
-                        "the index in {} has no static scores: rebuild it with --static-scores <file> \
-                         to rank with bm25-static",
-                        index.dir().display()
-                    )));
-                };
-                let total: f32 = idfs.iter().sum();
-                let k1 = params.k1;
-                let prior = Prior {
-                    scores,
-                    min: range.min,
-                    max: range.max,
-                    alpha,
-                };
-                (
-                    Some(prior),
-                    alpha,
-                    Box::new(move |w: f32| (1.0 - alpha) * (w / total) / (k1 + 1.0)),
-                )
-            }
+        let weights = term_weights(index, query, ranking, params)?;
+        let prior = match ranking {
+            Ranking::Bm25 => None,
+            Ranking::Bm25Static { alpha } => Some(Prior::new(index, alpha)?),
         };
+        let prior_bound = prior.map_or(0.0, |p| p.alpha);
         let n = query.terms.len();
-        // Relative rounding of a sum of n + 1 non-negative f32 values in any order, with room to spare.
-        let slack = 1.0 + (8 * n as u32 + 32) as f32 * f32::EPSILON;
+        let slack = bound_slack(n);
         let mut terms = Vec::with_capacity(n);
-        for (slot, (&(id, _), &idf)) in query.terms.iter().zip(&idfs).enumerate() {
+        for (slot, (&(id, _), &weight)) in query.terms.iter().zip(&weights).enumerate() {
             let list = index.postings(id);
-            let weight = scale(idf);
             let (bounds, max_bound) = if same_params {
                 // Stored bounds are ≥ idf · tf_part for weight-1 idf; rescale to this weight.
                 let f = weight / bm25.idf(list.len() as u64) * slack;
