@@ -36,6 +36,9 @@ pub enum Command {
     Analyze(AnalyzeArgs),
     /// Generate a collection, index it, run a batch of queries and report speed (no download, no GPU).
     Demo(DemoArgs),
+    /// Check the GPU: open it, compile the kernels, upload an index and measure block decode throughput
+    /// against the device's copy bandwidth.
+    GpuCheck(GpuCheckArgs),
 }
 
 /// `warpsearch index`.
@@ -235,6 +238,65 @@ pub struct SearchArgs {
     /// Run the whole batch this many times before the timed run (warms caches for --stats).
     #[arg(long, default_value_t = 0)]
     pub warmup: usize,
+    /// cpu, gpu, or auto (the GPU when one is usable for these options, else the CPU; says which and why).
+    #[arg(long, default_value = "auto", value_parser = ["cpu", "gpu", "auto"])]
+    pub backend: String,
+    #[command(flatten)]
+    pub gpu: GpuArgs,
+}
+
+/// `warpsearch gpu-check`.
+#[derive(Args)]
+pub struct GpuCheckArgs {
+    /// An index to upload and decode (optional: without it only the device and the compiler are checked).
+    #[arg(long)]
+    pub index: Option<PathBuf>,
+    /// Timed repetitions (the best is reported).
+    #[arg(long, default_value_t = 10)]
+    pub reps: usize,
+}
+
+/// Options of the GPU engine.
+#[derive(Args, Clone, Debug)]
+pub struct GpuArgs {
+    /// GPU memory the index may take, e.g. 40G or 512M (default: 90% of the free memory).
+    #[arg(long, value_parser = parse_bytes)]
+    pub gpu_memory: Option<usize>,
+    /// Queries per GPU kernel launch.
+    #[arg(long, default_value_t = 8192)]
+    pub gpu_batch: usize,
+    /// OR accumulator window of the GPU kernel, in documents (power of two, 256 to 32768).
+    #[arg(long, default_value_t = 16384)]
+    pub gpu_window: u32,
+    /// Time the GPU kernel's phases (with --stats; slightly slower).
+    #[arg(long)]
+    pub gpu_profile: bool,
+}
+
+/// Bytes from `40G`, `512M`, `100K` or a plain number of bytes.
+pub fn parse_bytes(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m: u64 = match c.to_ascii_uppercase() {
+                'K' => 1 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                _ => return Err(format!("'{s}': use a number with K, M, G or T, e.g. 40G")),
+            };
+            (&t[..i], m)
+        }
+        _ => (t, 1),
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size: use e.g. 40G or 512M"))?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(format!("'{s}': the size must be positive"));
+    }
+    Ok((v * mult as f64) as usize)
 }
 
 fn parse_mode(s: &str) -> Result<Mode, String> {

@@ -3,6 +3,7 @@
 mod args;
 mod demo;
 mod evaluate;
+mod gpu;
 mod search;
 
 use std::io::Write;
@@ -33,6 +34,7 @@ fn main() -> ExitCode {
         Command::Evaluate(a) => evaluate::run(a),
         Command::Analyze(a) => search::analyze(a),
         Command::Demo(a) => demo::run(a),
+        Command::GpuCheck(a) => gpu::gpu_check(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -11,6 +11,7 @@ use warpsearch_cpu::{Query, Ranking, SearchOptions, Searcher};
 use warpsearch_index::{Bm25Params, DocOrder, Index};
 
 use crate::args::SearchArgs;
+use crate::gpu::{choose_backend, gpu_stats_line, Engine, GPU_CHUNK};
 
 /// Queries answered per batch: bounds the memory held by results (k = 1000 → ~8 KB a query).
 const CHUNK: usize = 4096;
@@ -131,6 +132,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
         algorithm: a.algorithm,
     };
     let searcher = Searcher::new(&index, options).context("invalid search options")?;
+    let mut engine = choose_backend(&a, &index, searcher)?;
     if options.bm25 != meta.bm25 {
         eprintln!(
             "note: k1 {} b {} differ from the index's ({} {}): block bounds are recomputed for every query, \
@@ -141,7 +143,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
 
     let mut warnings = Vec::new();
     let lines = read_query_file(&a.queries, &mut warnings)?;
-    let queries: Vec<Query> = lines.iter().map(|l| searcher.parse(&l.text)).collect();
+    let queries: Vec<Query> = lines.iter().map(|l| Query::parse(&index, &l.text)).collect();
     report_queries(&lines, &queries, &a, &mut warnings);
     for w in warnings.iter().take(10) {
         eprintln!("warning: {w}");
@@ -151,17 +153,23 @@ pub fn run(a: SearchArgs) -> Result<()> {
     }
 
     for _ in 0..a.warmup {
-        for r in searcher.search_batch(&queries) {
+        for r in engine.search_batch(&queries) {
             r?;
         }
     }
+    engine.take_gpu_stats();
+    // The GPU pipelines batches within one call: give it many queries at a time.
+    let chunk = match engine {
+        Engine::Cpu(_) => CHUNK,
+        Engine::Gpu(_) => GPU_CHUNK,
+    };
     let mut out = Output::create(a.output.as_deref(), a.force)?;
     let mut latencies = Vec::with_capacity(queries.len());
     let mut busy = Duration::ZERO;
     let started = Instant::now();
-    for (chunk, chunk_lines) in queries.chunks(CHUNK).zip(lines.chunks(CHUNK)) {
+    for (chunk, chunk_lines) in queries.chunks(chunk).zip(lines.chunks(chunk)) {
         let t = Instant::now();
-        let answers = searcher.search_batch(chunk);
+        let answers = engine.search_batch(chunk);
         busy += t.elapsed();
         // Results are formatted on all threads (at k = 1000 formatting costs more than searching).
         let formatted: Vec<Result<(Duration, Vec<u8>)>> = answers
@@ -187,10 +195,13 @@ pub fn run(a: SearchArgs) -> Result<()> {
         let n = latencies.len().max(1) as f64;
         let mean = latencies.iter().map(Duration::as_secs_f64).sum::<f64>() / n * 1e3;
         eprintln!(
-            "{} queries, {} threads, mode {}, k {}, algorithm {}: {:.0} queries/s (search only {:.0}); \
+            "{} queries, {}, mode {}, k {}, algorithm {}: {:.0} queries/s (search only {:.0}); \
              latency ms mean {:.3} p50 {:.3} p95 {:.3} p99 {:.3} p99.9 {:.3} max {:.3}",
             latencies.len(),
-            rayon::current_num_threads(),
+            match engine {
+                Engine::Cpu(_) => format!("CPU {} threads", rayon::current_num_threads()),
+                Engine::Gpu(_) => "GPU".to_string(),
+            },
             a.mode.name(),
             a.k,
             a.algorithm.name(),
@@ -203,6 +214,9 @@ pub fn run(a: SearchArgs) -> Result<()> {
             percentile_ms(&latencies, 99.9),
             latencies.last().map_or(0.0, |d| d.as_secs_f64() * 1e3),
         );
+        if let Some(stats) = engine.take_gpu_stats() {
+            eprintln!("{}", gpu_stats_line(&stats));
+        }
     }
     Ok(())
 }

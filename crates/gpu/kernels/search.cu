@@ -1,0 +1,886 @@
+// warpsearch GPU kernels: block decode, exact top-k, and the batched AND / OR query kernel.
+//
+// Compiled once at start-up by NVRTC (crates/gpu/src/kernels.rs) with --fmad=false and IEEE division, so
+// that every float operation rounds exactly as the CPU engine's does: scores are bit-identical to the CPU
+// oracle's. docs/kernels.md describes each kernel's inputs, outputs, grid shape and invariants.
+//
+// Layout conventions (all little-endian u32 words, as in the on-disk index, docs/format.md):
+// - a posting list is cut into blocks of 128 postings; block b of a list has skip data first/last docID,
+//   its word offset from the list's start and the offset of its frequency section;
+// - PForDelta, Elias-Fano and Rice blocks are decoded by one warp each (decode_block_warp).
+
+#define BLOCK_LEN 128
+#define THREADS 256
+#define WARPS (THREADS / 32)
+#define FULL_MASK 0xffffffffu
+#define TOPK_CAP 36864u     // entries of the per-CTA running top-k buffer (k <= MAX_K_GPU, + a window)
+#define MAX_K_GPU 1024u     // the final sort runs in shared memory over this many keys
+#define MAX_WINDOW 32768u   // OR accumulator window (shared floats)
+#define SENTINEL (-__int_as_float(0x7f800000))  // -inf marks an untouched accumulator
+
+#define CODEC_PFOR 0u
+#define CODEC_EF 1u
+#define CODEC_RICE 2u
+
+#define MODE_AND 0u
+#define MODE_OR 1u
+
+#define COUNT_FAILED 0xffffffffu
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+// ---------------------------------------------------------------------------------------------------------
+// Descriptors shared with the host (crates/gpu/src/batch.rs mirrors them with #[repr(C)]).
+
+struct TermDesc {
+    u64 word_base;    // offset of the list's first word in the postings buffer
+    u32 block_base;   // index of the list's first block in the block arrays
+    u32 num_blocks;
+    u32 df;
+    u32 len_words;    // words of the whole list (end of the last block)
+    u32 params;       // doc codec parameter | freq parameter << 8
+    u32 slot_term;    // position (in this query's processing order) of the term whose plan slot is this index
+    float weight;     // multiplies BM25's tf part
+    float bound_scale; // block max_score * bound_scale bounds a contribution; < 0: no block bounds
+};
+
+struct QueryDesc {
+    u32 term_begin;   // first TermDesc of the query (terms sorted by df, shortest first)
+    u32 num_terms;
+    u32 out_slot;     // results go to out_*[out_slot * k ..]
+    float slack;      // relative rounding slack of bounds for this query (Plan::slack)
+};
+
+struct IndexArgs {
+    const u32* words;
+    const u32* blk_first;
+    const u32* blk_last;
+    const u32* blk_off;
+    const u32* blk_foff;
+    const float* blk_max;
+    const float* norms;   // per-document k1 * (1 - b + b * dl / avgdl)
+    const float* prior;   // per-document static part of bm25-static, or null
+    const float* gs;      // global scores (early termination), or null
+    u32 codec;
+    u32 num_docs;
+    float k1p1;           // k1 + 1
+    float prior_max;      // bound of the prior before slack (alpha), 0 for bm25
+};
+
+struct BatchArgs {
+    const QueryDesc* queries;
+    const TermDesc* terms;
+    u32 num_queries;
+    u32 k;
+    u32 mode;
+    u32 early;            // stop on the global-score bound (papers/000 Algorithm 1)
+    u32 window;           // OR accumulator window in documents (<= MAX_WINDOW, multiple of THREADS)
+    u32* next_query;      // work counter (zeroed before launch)
+    u32* out_doc;
+    float* out_score;
+    u32* out_count;       // per query: hits, or COUNT_FAILED
+    u32* scratch_doc;     // per CTA: THREADS * BLOCK_LEN decoded docIDs
+    u32* scratch_tf;      // per CTA: THREADS * BLOCK_LEN decoded frequencies
+    u64* topbuf;          // per CTA: TOPK_CAP keys
+    u64* phase_cycles;    // per CTA: 8 counters, or null (no instrumentation)
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Small helpers.
+
+__device__ __forceinline__ u32 packed_words(u32 n, u32 b) { return (n * b + 31u) / 32u; }
+
+__device__ __forceinline__ u32 low_mask(u32 b) { return b >= 32u ? FULL_MASK : ((1u << b) - 1u); }
+
+// Value i of a sequence packed LSB-first with width b.
+__device__ __forceinline__ u32 unpack_one(const u32* w, u32 b, u32 i) {
+    if (b == 0u) return 0u;
+    u32 bit = i * b, wi = bit >> 5, s = bit & 31u;
+    u32 v = w[wi] >> s;
+    if (s + b > 32u) v |= w[wi + 1] << (32u - s);
+    return v & low_mask(b);
+}
+
+__device__ __forceinline__ u32 warp_inclusive_scan(u32 v) {
+    u32 lane = threadIdx.x & 31u;
+    for (u32 d = 1; d < 32; d <<= 1) {
+        u32 o = __shfl_up_sync(FULL_MASK, v, d);
+        if (lane >= d) v += o;
+    }
+    return v;
+}
+
+// Exclusive prefix sum over the CTA; every thread must call it. Returns the thread's offset and sets
+// *total. Uses `sh` (WARPS + 1 words of shared memory).
+__device__ u32 block_exclusive_scan(u32 v, u32* sh, u32* total) {
+    u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    u32 inc = warp_inclusive_scan(v);
+    if (lane == 31u) sh[warp] = inc;
+    __syncthreads();
+    if (warp == 0) {
+        u32 s = lane < WARPS ? sh[lane] : 0u;
+        u32 si = warp_inclusive_scan(s);
+        if (lane < WARPS) sh[lane] = si - s;
+        if (lane == WARPS - 1) sh[WARPS] = si;
+    }
+    __syncthreads();
+    u32 r = sh[warp] + inc - v;
+    *total = sh[WARPS];
+    __syncthreads();
+    return r;
+}
+
+// Ordered key of a hit: larger key = better (higher score, then smaller docID).
+__device__ __forceinline__ u64 hit_key(float score, u32 doc) {
+    u32 u = __float_as_uint(score);
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return ((u64)u << 32) | (u64)(~doc);
+}
+__device__ __forceinline__ float key_score(u64 key) {
+    u32 u = (u32)(key >> 32);
+    u = (u & 0x80000000u) ? (u & 0x7fffffffu) : ~u;
+    return __uint_as_float(u);
+}
+__device__ __forceinline__ u32 key_doc(u64 key) { return ~(u32)key; }
+
+// First index in [0, n) with a[i] >= x, or n.
+__device__ __forceinline__ u32 lower_bound(const u32* a, u32 n, u32 x) {
+    u32 lo = 0, hi = n;
+    while (lo < hi) {
+        u32 mid = (lo + hi) >> 1;
+        if (a[mid] < x) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Block decode, one warp per block. `blk` is the block's words, `end` its length in words, `foff` the
+// start of its frequency section, n its postings. Writes docIDs (if out_doc) and frequencies (if out_tf)
+// for positions 0..n. Returns false (on every lane) if the block is malformed; the query then fails and is
+// answered on the CPU, which reports the corruption.
+
+// PForDelta exceptions (crates/codec/src/pfor.rs): the level-1 slots' exception positions and high bits are
+// two arrays, each PForDelta again with its own width and exceptions, whose exceptions in turn are two
+// plain arrays (no further nesting). One lane decodes them sequentially: they are rare by construction of
+// the width. `xs` is per-warp shared scratch of 4 * BLOCK_LEN words.
+
+// An innermost array: header (width, zero exceptions), then n values.
+__device__ bool pfor_flat_array(const u32* w, u32 end, u32* pos, u32* out, u32 n) {
+    if (*pos >= end) return false;
+    u32 h = w[*pos];
+    u32 b = h & 0xffu;
+    if ((h >> 8) != 0u || b > 32u || *pos + 1u + packed_words(n, b) > end) return false;
+    for (u32 i = 0; i < n; i++) out[i] = unpack_one(w + *pos + 1u, b, i);
+    *pos += 1u + packed_words(n, b);
+    return true;
+}
+
+// Patches exceptions into out: positions are gaps between exception slots, highs are (high bits - 1).
+__device__ bool pfor_patch(u32* out, u32 n, u32 b, const u32* positions, const u32* highs, u32 exc) {
+    u32 at = 0;
+    for (u32 e = 0; e < exc; e++) {
+        at += positions[e] + (e > 0 ? 1u : 0u);
+        if (at >= n) return false;
+        u64 v = (u64)out[at] | (((u64)highs[e] + 1ull) << b);
+        if (v > 0xffffffffull) return false;
+        out[at] = (u32)v;
+    }
+    return true;
+}
+
+// A middle array: header (width, exceptions), n values, then two innermost arrays if exceptions.
+__device__ bool pfor_mid_array(const u32* w, u32 end, u32* pos, u32* out, u32 n, u32* p2, u32* h2) {
+    if (*pos >= end) return false;
+    u32 h = w[*pos];
+    u32 b = h & 0xffu, exc = (h >> 8) & 0xffu;
+    if ((h >> 16) != 0u || b > 32u || *pos + 1u + packed_words(n, b) > end) return false;
+    for (u32 i = 0; i < n; i++) out[i] = unpack_one(w + *pos + 1u, b, i);
+    *pos += 1u + packed_words(n, b);
+    if (exc == 0u) return true;
+    if (b >= 32u || exc > n) return false;
+    if (!pfor_flat_array(w, end, pos, p2, exc) || !pfor_flat_array(w, end, pos, h2, exc)) return false;
+    return pfor_patch(out, n, b, p2, h2, exc);
+}
+
+// Level-1 slots of one section: the warp unpacks, lane 0 patches the exceptions. Values land in out[0..n).
+__device__ bool pfor_section_warp(const u32* w, u32 end, u32 pos, u32 b, u32 exc, u32* out, u32 n, u32* xs) {
+    u32 lane = threadIdx.x & 31u;
+    bool ok = b <= 32u && pos + packed_words(n, b) <= end;
+    if (ok)
+        for (u32 i = lane; i < n; i += 32) out[i] = unpack_one(w + pos, b, i);
+    __syncwarp();
+    if (ok && exc != 0u && lane == 0) {
+        u32 p = pos + packed_words(n, b);
+        u32 *p1 = xs, *h1 = xs + BLOCK_LEN, *p2 = xs + 2 * BLOCK_LEN, *h2 = xs + 3 * BLOCK_LEN;
+        ok = b < 32u && exc <= n && pfor_mid_array(w, end, &p, p1, exc, p2, h2) &&
+             pfor_mid_array(w, end, &p, h1, exc, p2, h2) && pfor_patch(out, n, b, p1, h1, exc);
+    }
+    __syncwarp();
+    return __shfl_sync(FULL_MASK, ok ? 1u : 0u, 0) != 0u;
+}
+
+// docIDs from gap values in out[0..n) (gap 0 for the first): d[i] = first + i + sum_{j<=i} gap[j].
+__device__ bool prefix_docs_warp(u32* out, u32 n, u32 first, u32 last) {
+    u32 lane = threadIdx.x & 31u;
+    u64 g[4];
+    u64 sum = 0;
+    for (u32 j = 0; j < 4; j++) {
+        u32 i = lane * 4 + j;
+        g[j] = i < n ? (u64)out[i] + (i > 0 ? 1ull : 0ull) : 0ull;
+        sum += g[j];
+    }
+    u64 inc = sum;
+    for (u32 d = 1; d < 32; d <<= 1) {
+        u64 o = __shfl_up_sync(FULL_MASK, inc, d);
+        if (lane >= d) inc += o;
+    }
+    u64 acc = (u64)first + (inc - sum);
+    bool ok = true;
+    __syncwarp();
+    for (u32 j = 0; j < 4; j++) {
+        u32 i = lane * 4 + j;
+        acc += g[j];
+        if (i < n) {
+            if (acc > 0xffffffffull) ok = false;
+            out[i] = (u32)acc;
+        }
+    }
+    __syncwarp();
+    ok = __all_sync(FULL_MASK, ok);
+    // The block must end at the skip data's last docID (and start at its first).
+    return ok && out[0] == first && out[n - 1] == last;
+}
+
+// Elias-Fano of n values in [0, upper] (crates/codec/src/eliasfano.rs): low bits packed, then the high
+// bits' unary bucket stream. One lane per high word; a warp scan of popcounts gives each lane its rank.
+__device__ bool ef_decode_warp(const u32* w, u32 end, u32 upper, u32* out, u32 n) {
+    u32 lane = threadIdx.x & 31u;
+    u64 ratio = (u64)upper / n;
+    u32 low = ratio == 0 ? 0u : 63u - __clzll((long long)ratio);
+    u32 lw = packed_words(n, low);
+    u64 high_len = (u64)n + ((u64)upper >> low) + 1ull;
+    u32 hw = (u32)((high_len + 31ull) / 32ull);
+    if ((u64)lw + hw > end) return false;
+    for (u32 i = lane; i < n; i += 32) out[i] = unpack_one(w, low, i);
+    __syncwarp();
+    u32 base = 0;
+    bool ok = true;
+    for (u32 c = 0; c < hw; c += 32) {
+        u32 wi = c + lane;
+        u32 word = 0;
+        if (wi < hw) {
+            word = w[lw + wi];
+            u64 valid = high_len - (u64)wi * 32ull;
+            if (valid < 32ull) word &= (1u << valid) - 1u;
+        }
+        u32 cnt = __popc(word);
+        u32 inc = warp_inclusive_scan(cnt);
+        u32 i = base + inc - cnt;
+        while (word) {
+            u32 bit = __ffs(word) - 1u;
+            word &= word - 1u;
+            if (i >= n) { ok = false; break; }
+            u64 pos = (u64)wi * 32ull + bit;
+            u64 value = ((pos - i) << low) | (u64)out[i];
+            if (value > upper) { ok = false; break; }
+            out[i] = (u32)value;  // only this lane touches element i
+            i++;
+        }
+        base += __shfl_sync(FULL_MASK, inc, 31);
+    }
+    __syncwarp();
+    ok = __all_sync(FULL_MASK, ok);
+    return ok && base == n;
+}
+
+// Rice: binary parts packed with width b, then unary quotients (ones ended by a zero). The positions of
+// the first n zeros give the quotients: q[i] = z[i] - z[i-1] - 1. `zpos` is per-warp shared scratch.
+__device__ bool rice_decode_warp(const u32* w, u32 end, u32 b, u32* out, u32 n, u32* zpos) {
+    u32 lane = threadIdx.x & 31u;
+    u32 bw = packed_words(n, b);
+    if (b > 32u || bw > end) return false;
+    for (u32 i = lane; i < n; i += 32) out[i] = unpack_one(w, b, i);
+    u32 uw = end - bw;
+    u32 found = 0;
+    for (u32 c = 0; c < uw && found < n; c += 32) {
+        u32 wi = c + lane;
+        u32 zeros = wi < uw ? ~w[bw + wi] : 0u;
+        u32 cnt = __popc(zeros);
+        u32 inc = warp_inclusive_scan(cnt);
+        u32 z = found + inc - cnt;
+        while (zeros && z < n) {
+            u32 bit = __ffs(zeros) - 1u;
+            zeros &= zeros - 1u;
+            zpos[z] = wi * 32u + bit;
+            z++;
+        }
+        found += __shfl_sync(FULL_MASK, inc, 31);
+    }
+    __syncwarp();
+    if (found < n) return false;
+    bool ok = true;
+    for (u32 i = lane; i < n; i += 32) {
+        u32 prev = i == 0 ? 0u : zpos[i - 1] + 1u;
+        u64 q = (u64)(zpos[i] - prev);
+        u64 v = (q << b) | (u64)out[i];
+        if (b >= 32u && q != 0) ok = false;
+        if (v > 0xffffffffull) ok = false;
+        out[i] = (u32)v;
+    }
+    __syncwarp();
+    return __all_sync(FULL_MASK, ok);
+}
+
+// Decodes block `bi` (global block index) of list `t`. `xs` is per-warp shared scratch of 4 * BLOCK_LEN.
+__device__ bool decode_block_warp(const IndexArgs& ix, const TermDesc& t, u32 bi, u32* out_doc, u32* out_tf,
+                                  u32* xs) {
+    u32 local = bi - t.block_base;
+    u32 n = local + 1 == t.num_blocks ? t.df - local * BLOCK_LEN : BLOCK_LEN;
+    const u32* list = ix.words + t.word_base;
+    u32 off = ix.blk_off[bi];
+    u32 end = local + 1 == t.num_blocks ? t.len_words : ix.blk_off[bi + 1];
+    if (end <= off || n == 0 || n > BLOCK_LEN) return false;
+    const u32* blk = list + off;
+    u32 len = end - off, foff = ix.blk_foff[bi];
+    if (foff > len) return false;
+    u32 first = ix.blk_first[bi], last = ix.blk_last[bi];
+    u32 dp = t.params & 0xffu, fp = (t.params >> 8) & 0xffu;
+    bool ok = true;
+    if (ix.codec == CODEC_PFOR) {
+        u32 header = blk[0];
+        if (out_doc) {
+            ok = pfor_section_warp(blk, foff, 1, dp, header & 0xffu, out_doc, n, xs);
+            if (ok) ok = prefix_docs_warp(out_doc, n, first, last);
+        }
+        if (ok && out_tf) ok = pfor_section_warp(blk, len, foff, fp, (header >> 8) & 0xffu, out_tf, n, xs);
+    } else if (ix.codec == CODEC_EF) {
+        if (out_doc) {
+            if (last < first) return false;
+            ok = ef_decode_warp(blk, foff, last - first, out_doc, n);
+            __syncwarp();
+            if (ok) {
+                u32 lane = threadIdx.x & 31u;
+                bool inc = true;
+                for (u32 i = lane; i < n; i += 32) out_doc[i] += first;
+                __syncwarp();
+                for (u32 i = lane; i + 1 < n; i += 32) inc = inc && out_doc[i] < out_doc[i + 1];
+                ok = __all_sync(FULL_MASK, inc) && out_doc[0] == first && out_doc[n - 1] == last;
+            }
+        }
+        if (ok && out_tf) {
+            if (foff >= len) return false;
+            u32 upper = blk[foff];
+            ok = ef_decode_warp(blk + foff + 1, len - foff - 1, upper, out_tf, n);
+            __syncwarp();
+            if (ok) {
+                // prefix sums of tf - 1 back to frequencies; one lane, 128 steps
+                u32 lane = threadIdx.x & 31u;
+                bool good = true;
+                if (lane == 0) {
+                    u32 prev = 0;
+                    for (u32 i = 0; i < n; i++) {
+                        u32 s = out_tf[i];
+                        if (s < prev) good = false;
+                        out_tf[i] = s - prev + 1u;
+                        prev = s;
+                    }
+                }
+                ok = __shfl_sync(FULL_MASK, good ? 1u : 0u, 0) != 0u;
+            }
+        }
+    } else {
+        if (out_doc) {
+            ok = rice_decode_warp(blk, foff, dp, out_doc, n, xs);
+            if (ok) ok = prefix_docs_warp(out_doc, n, first, last);
+        }
+        __syncwarp();
+        if (ok && out_tf) ok = rice_decode_warp(blk + foff, len - foff, fp, out_tf, n, xs);
+    }
+    __syncwarp();
+    if (ok && out_tf && ix.codec != CODEC_EF) {
+        u32 lane = threadIdx.x & 31u;
+        bool good = true;
+        for (u32 i = lane; i < n; i += 32) {
+            if (out_tf[i] == FULL_MASK) good = false;
+            out_tf[i] += 1u;
+        }
+        ok = __all_sync(FULL_MASK, good);
+    }
+    __syncwarp();
+    return ok;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The running top-k of one CTA: keys in a global buffer, a threshold key below which nothing can enter.
+
+struct TopShared {
+    u32 count;        // keys in the buffer
+    u32 full;         // the buffer held k keys after a selection
+    u64 thresh;       // keys below this cannot enter the top k
+    u32 hist[256];
+    u32 scan[WARPS + 1];
+    u64 prefix;
+    u32 need;
+    u32 shift_done;
+    u32 failed;
+};
+
+// Finds T such that exactly `k` of buf[0..count) are >= T (keys are distinct), by MSB radix select over
+// 8-bit digits; stops early once the bucket holding the k-th key is taken whole.
+__device__ u64 radix_select(const u64* buf, u32 count, u32 k, TopShared* ts) {
+    if (threadIdx.x == 0) { ts->prefix = 0; ts->need = k; ts->shift_done = 0; }
+    __syncthreads();
+    for (int shift = 56; shift >= 0; shift -= 8) {
+        for (u32 i = threadIdx.x; i < 256; i += THREADS) ts->hist[i] = 0;
+        __syncthreads();
+        u64 prefix = ts->prefix;
+        u64 hi_mask = shift == 56 ? 0ull : (~0ull << (shift + 8));
+        for (u32 i = threadIdx.x; i < count; i += THREADS) {
+            u64 key = buf[i];
+            if ((key & hi_mask) == prefix) atomicAdd(&ts->hist[(key >> shift) & 0xffu], 1u);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            u32 need = ts->need, acc = 0;
+            int d = 255;
+            for (; d > 0; d--) {
+                if (acc + ts->hist[d] >= need) break;
+                acc += ts->hist[d];
+            }
+            ts->prefix = prefix | ((u64)d << shift);
+            ts->need = need - acc;
+            if (ts->hist[d] == ts->need) ts->shift_done = 1;
+        }
+        __syncthreads();
+        if (ts->shift_done) break;
+    }
+    u64 t = ts->prefix;
+    __syncthreads();
+    return t;
+}
+
+// Keeps the keys >= t (stable in-place compaction); returns how many.
+__device__ u32 compact_keys(u64* buf, u32 count, u64 t, TopShared* ts) {
+    u32 out = 0;
+    for (u32 base = 0; base < count; base += THREADS) {
+        u32 i = base + threadIdx.x;
+        u64 key = i < count ? buf[i] : 0ull;
+        u32 keep = (i < count && key >= t) ? 1u : 0u;
+        u32 total;
+        u32 pos = block_exclusive_scan(keep, ts->scan, &total);
+        if (keep) buf[out + pos] = key;
+        out += total;
+        __syncthreads();
+    }
+    return out;
+}
+
+__device__ void topk_reset(TopShared* ts) {
+    if (threadIdx.x == 0) { ts->count = 0; ts->full = 0; ts->thresh = 0; ts->failed = 0; }
+    __syncthreads();
+}
+
+// Shrinks the buffer to the top k and raises the threshold. All threads call it.
+__device__ void topk_shrink(u64* buf, u32 k, TopShared* ts) {
+    u32 count = ts->count;
+    if (count <= k) return;
+    u64 t = radix_select(buf, count, k, ts);
+    u32 kept = compact_keys(buf, count, t, ts);
+    if (threadIdx.x == 0) { ts->count = kept; ts->full = 1; if (t > ts->thresh) ts->thresh = t; }
+    __syncthreads();
+}
+
+// Makes room for up to `incoming` new keys: shrinks the buffer to the top k when it holds more than
+// max(2k, 512) keys (so that the threshold rises soon and block-max skipping starts) or when the new keys
+// would not fit. All threads call it; afterwards threads push with topk_push and then synchronise.
+__device__ void topk_make_room(u64* buf, u32 k, TopShared* ts, u32 incoming) {
+    u32 eager = max(2u * k, 512u);
+    u32 count = ts->count;
+    // Every thread must see the same count before any thread pushes (or the shrink would diverge).
+    __syncthreads();
+    if (count > eager || count + incoming > TOPK_CAP) topk_shrink(buf, k, ts);
+}
+
+// Appends one hit if it can still enter the top k (no synchronisation; see topk_make_room).
+__device__ __forceinline__ void topk_push(u64* buf, TopShared* ts, bool valid, float score, u32 doc) {
+    u64 key = hit_key(score, doc);
+    if (valid && key >= ts->thresh) {
+        u32 pos = atomicAdd(&ts->count, 1u);
+        buf[pos] = key;
+    }
+}
+
+// Offers one hit per calling thread (valid = false: none). All threads call it.
+__device__ void topk_offer(u64* buf, u32 k, TopShared* ts, bool valid, float score, u32 doc) {
+    topk_make_room(buf, k, ts, THREADS);
+    topk_push(buf, ts, valid, score, doc);
+    __syncthreads();
+}
+
+// Threshold score: no document scoring below it can enter (a lower bound of the k-th score once full).
+__device__ __forceinline__ bool topk_full(const TopShared* ts) { return ts->full != 0; }
+__device__ __forceinline__ float topk_threshold(const TopShared* ts) { return key_score(ts->thresh); }
+
+// Final selection and a bitonic sort (descending keys) in shared memory; writes up to k hits.
+__device__ u32 topk_finish(u64* buf, u32 k, TopShared* ts, u64* sort, u32* out_doc, float* out_score) {
+    topk_shrink(buf, k, ts);
+    u32 n = ts->count;
+    u32 m = 1;
+    while (m < n) m <<= 1;
+    for (u32 i = threadIdx.x; i < m; i += THREADS) sort[i] = i < n ? buf[i] : 0ull;
+    __syncthreads();
+    for (u32 size = 2; size <= m; size <<= 1) {
+        for (u32 stride = size >> 1; stride > 0; stride >>= 1) {
+            for (u32 i = threadIdx.x; i < m; i += THREADS) {
+                u32 j = i ^ stride;
+                if (j > i) {
+                    bool desc = (i & size) == 0;
+                    u64 a = sort[i], b = sort[j];
+                    if (desc ? (a < b) : (a > b)) { sort[i] = b; sort[j] = a; }
+                }
+            }
+            __syncthreads();
+        }
+    }
+    for (u32 i = threadIdx.x; i < n; i += THREADS) {
+        out_doc[i] = key_doc(sort[i]);
+        out_score[i] = key_score(sort[i]);
+    }
+    __syncthreads();
+    return n;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The query kernel's shared state.
+
+struct QueryShared {
+    TopShared top;
+    u64 sort[MAX_K_GPU];
+    u32 cand_doc[THREADS];
+    u32 cand_tf0[THREADS];
+    float cand_score[THREADS];
+    u32 blk[THREADS];
+    u32 sel_blk[THREADS];
+    u32 xs[WARPS][4 * BLOCK_LEN];
+    u32 ncand;
+    u32 q;
+    u32 stop;
+    float bound;
+    u32 wnext;
+    float slack;        // this query's bound slack
+};
+
+#define PH_SELECT 0
+#define PH_DECODE 1
+#define PH_INTERSECT 2
+#define PH_SCORE 3
+#define PH_TOPK 4
+
+struct PhaseClock {
+    u64* out;
+    u64 t;
+    __device__ void start() { if (out && threadIdx.x == 0) t = clock64(); }
+    __device__ void lap(int phase) {
+        if (out && threadIdx.x == 0) { u64 now = clock64(); out[phase] += now - t; t = now; }
+    }
+};
+
+// Looks up every candidate in list t (SvS step): selects the blocks that can hold a candidate (one per run
+// of candidates falling in the same block, papers/001 section 8.1), decodes only those (one warp each), and
+// finds each candidate by binary search in its decoded block. Sets tf (0: absent) per thread for thread
+// indices < ncand. Returns false if a block is malformed.
+__device__ bool lookup_step(const IndexArgs& ix, const BatchArgs& ba, const TermDesc& t, QueryShared* s,
+                            u32* dec_doc, u32* dec_tf, bool want_tf, u32* tf_out, PhaseClock& clk) {
+    u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    u32 ncand = s->ncand;
+    u32 d = tid < ncand ? s->cand_doc[tid] : 0u;
+    u32 b = t.num_blocks;
+    bool inr = false;
+    if (tid < ncand) {
+        b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, d);
+        inr = b < t.num_blocks && ix.blk_first[t.block_base + b] <= d;
+    }
+    s->blk[tid] = inr ? b : 0xffffffffu;
+    __syncthreads();
+    bool need = inr && (tid == 0 || s->blk[tid - 1] != b);
+    u32 total;
+    u32 sel = block_exclusive_scan(need ? 1u : 0u, s->top.scan, &total);
+    if (need) s->sel_blk[sel] = t.block_base + b;
+    __syncthreads();
+    clk.lap(PH_SELECT);
+    bool ok = true;
+    for (u32 j = warp; j < total; j += WARPS) {
+        bool good = decode_block_warp(ix, t, s->sel_blk[j], dec_doc + j * BLOCK_LEN,
+                                      want_tf ? dec_tf + j * BLOCK_LEN : (u32*)0, s->xs[warp]);
+        if (!good) ok = false;
+    }
+    if (!ok && lane == 0) s->top.failed = 1;
+    __syncthreads();
+    clk.lap(PH_DECODE);
+    u32 tf = 0;
+    if (inr) {
+        // The selection for this candidate's block is the number of selections before it, minus one when
+        // this candidate did not start its run: sel counts selections strictly before tid.
+        u32 j = need ? sel : sel - 1u;
+        u32 local = b;
+        u32 n = local + 1 == t.num_blocks ? t.df - local * BLOCK_LEN : BLOCK_LEN;
+        const u32* dd = dec_doc + j * BLOCK_LEN;
+        u32 lo = 0, hi = n;
+        while (lo < hi) {
+            u32 mid = (lo + hi) >> 1;
+            if (dd[mid] < d) lo = mid + 1; else hi = mid;
+        }
+        if (lo < n && dd[lo] == d) tf = want_tf ? dec_tf[j * BLOCK_LEN + lo] : 1u;
+    }
+    *tf_out = tf;
+    __syncthreads();
+    return s->top.failed == 0;
+}
+
+// Keeps the candidates with keep = true, in order.
+__device__ void compact_candidates(QueryShared* s, bool keep) {
+    u32 tid = threadIdx.x;
+    u32 d = tid < s->ncand ? s->cand_doc[tid] : 0u;
+    u32 f = tid < s->ncand ? s->cand_tf0[tid] : 0u;
+    keep = keep && tid < s->ncand;
+    u32 total;
+    u32 pos = block_exclusive_scan(keep ? 1u : 0u, s->top.scan, &total);
+    if (keep) { s->cand_doc[pos] = d; s->cand_tf0[pos] = f; }
+    if (tid == 0) s->ncand = total;
+    __syncthreads();
+}
+
+__device__ __forceinline__ float contribution(const IndexArgs& ix, const TermDesc& t, u32 doc, u32 tf) {
+    float f = (float)tf;
+    return t.weight * (f * ix.k1p1 / (f + ix.norms[doc]));
+}
+
+__device__ __forceinline__ float finish(const IndexArgs& ix, u32 doc, float sum) {
+    return ix.prior ? sum + ix.prior[doc] : sum;
+}
+
+// Upper bound of term t's contribution over docIDs [lo, hi] from its block maxima; +inf if unknown.
+__device__ float range_bound(const IndexArgs& ix, const TermDesc& t, u32 lo, u32 hi) {
+    if (t.bound_scale < 0.0f) return __int_as_float(0x7f800000);
+    u32 b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, lo);
+    float m = 0.0f;
+    for (; b < t.num_blocks && ix.blk_first[t.block_base + b] <= hi; b++)
+        m = fmaxf(m, ix.blk_max[t.block_base + b] * t.bound_scale);
+    return m;
+}
+
+// Sum of the terms' range bounds (terms handled by one thread each), plus the prior's bound, in s->bound.
+__device__ void query_bound(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 lo, u32 hi, QueryShared* s) {
+    if (threadIdx.x == 0) s->bound = ix.prior_max * s->slack;
+    __syncthreads();
+    for (u32 i = threadIdx.x; i < n; i += THREADS) atomicAdd(&s->bound, range_bound(ix, terms[i], lo, hi));
+    __syncthreads();
+}
+
+// Ranked AND of one query (SvS from the shortest list, a chunk of THREADS candidates at a time).
+__device__ void and_query(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n, QueryShared* s,
+                          u64* buf, u32* dec_doc, u32* dec_tf, PhaseClock& clk) {
+    u32 tid = threadIdx.x, warp = tid >> 5;
+    const TermDesc& t0 = terms[0];
+    for (u32 c0 = 0; c0 < t0.df; c0 += THREADS) {
+        // The previous chunk's readers of the candidate arrays and counts are done.
+        __syncthreads();
+        u32 b0 = t0.block_base + c0 / BLOCK_LEN;
+        u32 nb = min((u32)(THREADS / BLOCK_LEN), t0.num_blocks - c0 / BLOCK_LEN);
+        u32 first = ix.blk_first[b0], last = ix.blk_last[b0 + nb - 1];
+        if (ba.early && topk_full(&s->top) && topk_threshold(&s->top) >= ix.gs[first] * s->slack) break;
+        // Block-max skip: no candidate of this chunk can enter the top k.
+        if (topk_full(&s->top)) {
+            query_bound(ix, terms, n, first, last, s);
+            if (s->bound * s->slack < topk_threshold(&s->top)) continue;
+        }
+        clk.lap(PH_SELECT);
+        if (warp < nb) {
+            bool good = decode_block_warp(ix, t0, b0 + warp, s->cand_doc + warp * BLOCK_LEN,
+                                          s->cand_tf0 + warp * BLOCK_LEN, s->xs[warp]);
+            if (!good && (tid & 31u) == 0) s->top.failed = 1;
+        }
+        if (tid == 0) s->ncand = min((u32)THREADS, t0.df - c0);
+        __syncthreads();
+        clk.lap(PH_DECODE);
+        if (s->top.failed) return;
+        for (u32 j = 1; j < n && s->ncand > 0; j++) {
+            u32 tf;
+            if (!lookup_step(ix, ba, terms[j], s, dec_doc, dec_tf, false, &tf, clk)) return;
+            compact_candidates(s, tf != 0);
+            clk.lap(PH_INTERSECT);
+        }
+        u32 ncand = s->ncand;
+        if (ncand == 0) continue;
+        // Score the survivors in plan slot order, as the CPU does.
+        float score = 0.0f;
+        u32 doc = tid < ncand ? s->cand_doc[tid] : 0u;
+        for (u32 slot = 0; slot < n; slot++) {
+            u32 j = terms[slot].slot_term;
+            u32 tf;
+            if (j == 0) {
+                tf = tid < ncand ? s->cand_tf0[tid] : 0u;
+            } else {
+                if (!lookup_step(ix, ba, terms[j], s, dec_doc, dec_tf, true, &tf, clk)) return;
+            }
+            if (tid < ncand) score = score + contribution(ix, terms[j], doc, tf);
+        }
+        clk.lap(PH_SCORE);
+        topk_offer(buf, ba.k, &s->top, tid < ncand, tid < ncand ? finish(ix, doc, score) : 0.0f, doc);
+        clk.lap(PH_TOPK);
+    }
+}
+
+// OR of one query: document windows of ba.window docIDs with dense accumulators in shared memory; lists
+// are added in plan slot order (one list at a time), so sums round as the CPU's. A window whose block-max
+// bound cannot beat the k-th score is skipped; with early termination the scan stops on the global score.
+__device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n, QueryShared* s,
+                         float* acc, u32* wdoc, u32* wtf, u64* buf, PhaseClock& clk) {
+    u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    u32 W = ba.window;
+    // First docID of any list.
+    if (tid == 0) s->wnext = 0xffffffffu;
+    __syncthreads();
+    for (u32 i = tid; i < n; i += THREADS) atomicMin(&s->wnext, ix.blk_first[terms[i].block_base]);
+    __syncthreads();
+    while (s->wnext != 0xffffffffu) {
+        u32 w0 = s->wnext / W * W;
+        __syncthreads();  // every thread has read wnext before it is reset below
+        u32 w1 = w0 + W - 1u;  // inclusive; W divides 2^32 so this never wraps past a window
+        if (ba.early && topk_full(&s->top) && topk_threshold(&s->top) >= ix.gs[w0] * s->slack) break;
+        if (tid == 0) s->wnext = 0xffffffffu;
+        __syncthreads();
+        // Next window holding any posting after this one.
+        if (w1 != 0xffffffffu) {
+            for (u32 i = tid; i < n; i += THREADS) {
+                const TermDesc& t = terms[i];
+                u32 b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, w1 + 1u);
+                if (b < t.num_blocks) {
+                    u32 f = ix.blk_first[t.block_base + b];
+                    atomicMin(&s->wnext, f > w1 ? f : w1 + 1u);
+                }
+            }
+        }
+        bool skip = false;
+        if (topk_full(&s->top)) {
+            query_bound(ix, terms, n, w0, w1, s);
+            skip = s->bound * s->slack < topk_threshold(&s->top);
+        }
+        clk.lap(PH_SELECT);
+        if (skip) continue;
+        for (u32 i = tid; i < W; i += THREADS) acc[i] = SENTINEL;
+        __syncthreads();
+        for (u32 slot = 0; slot < n; slot++) {
+            const TermDesc& t = terms[terms[slot].slot_term];
+            u32 b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, w0);
+            for (u32 bi = b + warp; bi < t.num_blocks; bi += WARPS) {
+                if (ix.blk_first[t.block_base + bi] > w1) break;
+                u32* dd = wdoc + warp * BLOCK_LEN;
+                u32* tt = wtf + warp * BLOCK_LEN;
+                if (!decode_block_warp(ix, t, t.block_base + bi, dd, tt, s->xs[warp])) {
+                    if (lane == 0) s->top.failed = 1;
+                    break;
+                }
+                u32 nb = bi + 1 == t.num_blocks ? t.df - bi * BLOCK_LEN : BLOCK_LEN;
+                for (u32 i = lane; i < nb; i += 32) {
+                    u32 d = dd[i];
+                    if (d >= w0 && d <= w1) {
+                        float a = acc[d - w0];
+                        acc[d - w0] = (a == SENTINEL ? 0.0f : a) + contribution(ix, t, d, tt[i]);
+                    }
+                }
+                __syncwarp();
+            }
+            __syncthreads();
+        }
+        clk.lap(PH_SCORE);
+        if (s->top.failed) return;
+        topk_make_room(buf, ba.k, &s->top, W);
+        for (u32 i = tid; i < W; i += THREADS) {
+            float a = acc[i];
+            bool valid = a != SENTINEL && (u64)w0 + i < (u64)ix.num_docs;
+            u32 d = w0 + i;
+            topk_push(buf, &s->top, valid, valid ? finish(ix, d, a) : 0.0f, d);
+        }
+        __syncthreads();
+        clk.lap(PH_TOPK);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS) search_batch(const IndexArgs ix, const BatchArgs ba) {
+    extern __shared__ float dyn[];  // OR: window accumulators, then per-warp decode staging
+    __shared__ QueryShared s;
+    u32 cta = blockIdx.x;
+    u64* buf = ba.topbuf + (u64)cta * TOPK_CAP;
+    u32* dec_doc = ba.scratch_doc + (u64)cta * THREADS * BLOCK_LEN;
+    u32* dec_tf = ba.scratch_tf + (u64)cta * THREADS * BLOCK_LEN;
+    PhaseClock clk;
+    clk.out = ba.phase_cycles ? ba.phase_cycles + (u64)cta * 8 : (u64*)0;
+    clk.t = 0;
+    for (;;) {
+        if (threadIdx.x == 0) s.q = atomicAdd(ba.next_query, 1u);
+        __syncthreads();
+        u32 q = s.q;
+        if (q >= ba.num_queries) break;
+        QueryDesc qd = ba.queries[q];
+        const TermDesc* terms = ba.terms + qd.term_begin;
+        clk.start();
+        if (threadIdx.x == 0) s.slack = qd.slack;
+        topk_reset(&s.top);
+        if (ba.mode == MODE_AND)
+            and_query(ix, ba, terms, qd.num_terms, &s, buf, dec_doc, dec_tf, clk);
+        else
+            or_query(ix, ba, terms, qd.num_terms, &s, dyn, (u32*)(dyn + ba.window),
+                     (u32*)(dyn + ba.window) + WARPS * BLOCK_LEN, buf, clk);
+        __syncthreads();
+        u32* od = ba.out_doc + (u64)qd.out_slot * ba.k;
+        float* os = ba.out_score + (u64)qd.out_slot * ba.k;
+        if (s.top.failed) {
+            if (threadIdx.x == 0) ba.out_count[qd.out_slot] = COUNT_FAILED;
+        } else {
+            u32 got = topk_finish(buf, ba.k, &s.top, s.sort, od, os);
+            if (threadIdx.x == 0) ba.out_count[qd.out_slot] = got;
+        }
+        clk.lap(PH_TOPK);
+        __syncthreads();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Test and benchmark kernels.
+
+// Decodes the listed blocks (one warp per block, any number of warps): block j of the request is global
+// block bids[j] of term terms[tids[j]]; docIDs and frequencies go to out_*[j * BLOCK_LEN ..]; ok[j] = 0/1.
+extern "C" __global__ void decode_blocks(const IndexArgs ix, const TermDesc* terms, const u32* tids,
+                                         const u32* bids, u32 count, u32* out_doc, u32* out_tf, u32* ok) {
+    __shared__ u32 xs[WARPS][4 * BLOCK_LEN];
+    u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+    u32 gw = blockIdx.x * WARPS + warp, nw = gridDim.x * WARPS;
+    for (u32 j = gw; j < count; j += nw) {
+        bool good = decode_block_warp(ix, terms[tids[j]], bids[j], out_doc + (u64)j * BLOCK_LEN,
+                                      out_tf ? out_tf + (u64)j * BLOCK_LEN : (u32*)0, xs[warp]);
+        if (lane == 0) ok[j] = good ? 1u : 0u;
+    }
+}
+
+// Top-k of segments: segment i holds docs/scores [seg[i], seg[i+1]); one CTA per segment, any k up to
+// MAX_K_GPU; writes out_count[i] hits to out_*[i * k ..]. Exercises the running top-k used by queries.
+extern "C" __global__ void __launch_bounds__(THREADS) topk_segments(const u32* seg, const u32* docs,
+        const float* scores, u32 num_segments, u32 k, u64* topbuf, u32* out_doc, float* out_score,
+        u32* out_count) {
+    __shared__ TopShared ts;
+    __shared__ u64 sort[MAX_K_GPU];
+    for (u32 i = blockIdx.x; i < num_segments; i += gridDim.x) {
+        u64* buf = topbuf + (u64)blockIdx.x * TOPK_CAP;
+        topk_reset(&ts);
+        for (u32 base = seg[i]; base < seg[i + 1]; base += THREADS) {
+            u32 j = base + threadIdx.x;
+            bool valid = j < seg[i + 1];
+            topk_offer(buf, k, &ts, valid, valid ? scores[j] : 0.0f, valid ? docs[j] : 0u);
+        }
+        u32 got = topk_finish(buf, k, &ts, sort, out_doc + (u64)i * k, out_score + (u64)i * k);
+        if (threadIdx.x == 0) out_count[i] = got;
+        __syncthreads();
+    }
+}

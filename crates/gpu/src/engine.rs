@@ -1,0 +1,663 @@
+//! The GPU searcher: batches of queries through the `search_batch` kernel, two pipeline slots (a stream,
+//! pinned host buffers and device buffers each) so that batch i+1 is prepared and copied while batch i
+//! computes, and the CPU engine as the fallback for any batch or query the GPU fails.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cudarc::driver::result as cu;
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use warpsearch_cpu::engine::Answer;
+use warpsearch_cpu::query::{length_norms, Plan, Prior};
+use warpsearch_cpu::{Algorithm, Mode, Query, Ranking, Scored, SearchOptions, Searcher};
+use warpsearch_index::{Index, IndexError};
+
+use crate::batch::{prepare, Prepared, QueryDesc, TermDesc};
+use crate::device::{or_shared_bytes, BLOCK_LEN, MAX_K, MAX_WINDOW, THREADS, TOPK_CAP};
+use crate::residency::{mib, ptr, DeviceIndex, IndexArgs};
+use crate::{Gpu, GpuError};
+
+/// `out_count` of a query the kernel could not answer (a malformed block): the CPU answers it.
+const COUNT_FAILED: u32 = u32::MAX;
+/// Phases the kernel times when instrumented (`PH_*` in the source).
+pub const PHASES: [&str; 5] = ["block selection", "decode", "intersect", "score", "top-k"];
+
+/// Tunables of the GPU engine.
+#[derive(Debug, Clone, Copy)]
+pub struct GpuOptions {
+    /// Queries per kernel launch.
+    pub batch_size: usize,
+    /// OR accumulator window in documents (a power of two from 256 to 32768).
+    pub window: u32,
+    /// Device memory the index may take, in bytes; `None`: 90% of what is free.
+    pub memory_budget: Option<usize>,
+    /// Time the kernel's phases with clock counters (slightly slower).
+    pub instrument: bool,
+}
+
+impl Default for GpuOptions {
+    fn default() -> Self {
+        GpuOptions {
+            batch_size: 8192,
+            window: 16384,
+            memory_budget: None,
+            instrument: false,
+        }
+    }
+}
+
+/// Counters of a searcher's work since it was made (or since [`GpuSearcher::take_stats`]).
+#[derive(Debug, Clone, Default)]
+pub struct GpuStats {
+    /// Kernel launches.
+    pub batches: u64,
+    /// Queries sent to the GPU.
+    pub queries: u64,
+    /// Bytes copied host to device (query descriptors).
+    pub h2d_bytes: u64,
+    /// Bytes copied device to host (results).
+    pub d2h_bytes: u64,
+    /// Device time of host-to-device copies, kernels and device-to-host copies, in ms (CUDA events).
+    pub h2d_ms: f64,
+    /// Kernel time, in ms.
+    pub kernel_ms: f64,
+    /// Device-to-host time, in ms.
+    pub d2h_ms: f64,
+    /// Host time preparing descriptors, in ms.
+    pub prepare_ms: f64,
+    /// Clock cycles per kernel phase, summed over CTAs ([`PHASES`]); zero unless instrumented.
+    pub phase_cycles: [u64; 5],
+    /// Queries answered by the CPU after a GPU failure.
+    pub cpu_fallback_queries: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct BatchArgs {
+    queries: u64,
+    terms: u64,
+    num_queries: u32,
+    k: u32,
+    mode: u32,
+    early: u32,
+    window: u32,
+    next_query: u64,
+    out_doc: u64,
+    out_score: u64,
+    out_count: u64,
+    scratch_doc: u64,
+    scratch_tf: u64,
+    topbuf: u64,
+    phase_cycles: u64,
+}
+unsafe impl DeviceRepr for BatchArgs {}
+
+/// Page-locked host memory (not write-combined: the host reads results back from it).
+struct Pinned<T: Copy> {
+    ptr: *mut T,
+    len: usize,
+}
+
+unsafe impl<T: Copy> Send for Pinned<T> {}
+
+impl<T: Copy> Pinned<T> {
+    fn new(gpu: &Gpu, len: usize) -> Result<Self, GpuError> {
+        gpu.ctx.bind_to_thread()?;
+        let len = len.max(1);
+        let ptr = unsafe { cu::malloc_host(len * std::mem::size_of::<T>(), 0)? } as *mut T;
+        Ok(Pinned { ptr, len })
+    }
+    fn as_slice(&self) -> &[T] {
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+    fn as_mut_slice(&mut self) -> &mut [T] {
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl<T: Copy> Drop for Pinned<T> {
+    fn drop(&mut self) {
+        unsafe {
+            let _ = cu::free_host(self.ptr as *mut std::ffi::c_void);
+        }
+    }
+}
+
+/// A batch on its way through a slot.
+struct InFlight {
+    prepared: Prepared,
+    started: Instant,
+    mode: Mode,
+}
+
+/// One pipeline slot: a stream and the buffers of one batch.
+struct Slot {
+    stream: Arc<CudaStream>,
+    desc: CudaSlice<u8>,
+    counter: CudaSlice<u32>,
+    out_doc: CudaSlice<u32>,
+    out_score: CudaSlice<f32>,
+    out_count: CudaSlice<u32>,
+    scratch_doc: CudaSlice<u32>,
+    scratch_tf: CudaSlice<u32>,
+    topbuf: CudaSlice<u64>,
+    phases: CudaSlice<u64>,
+    h_desc: Pinned<u8>,
+    h_doc: Pinned<u32>,
+    h_score: Pinned<f32>,
+    h_count: Pinned<u32>,
+    h_phases: Pinned<u64>,
+    events: [CudaEvent; 4],
+    in_flight: Option<InFlight>,
+}
+
+impl Slot {
+    fn new(gpu: &Gpu, batch: usize, k: usize, grid: u32) -> Result<Self, GpuError> {
+        let stream = gpu.ctx.new_stream()?;
+        let ctas = grid as usize;
+        let desc_bytes = batch * (std::mem::size_of::<QueryDesc>() + 8 * std::mem::size_of::<TermDesc>());
+        let event = || gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT));
+        Ok(Slot {
+            desc: stream.alloc_zeros(desc_bytes)?,
+            counter: stream.alloc_zeros(1)?,
+            out_doc: stream.alloc_zeros(batch * k)?,
+            out_score: stream.alloc_zeros(batch * k)?,
+            out_count: stream.alloc_zeros(batch)?,
+            scratch_doc: stream.alloc_zeros(ctas * THREADS as usize * BLOCK_LEN)?,
+            scratch_tf: stream.alloc_zeros(ctas * THREADS as usize * BLOCK_LEN)?,
+            topbuf: stream.alloc_zeros(ctas * TOPK_CAP)?,
+            phases: stream.alloc_zeros(ctas * 8)?,
+            h_desc: Pinned::new(gpu, desc_bytes)?,
+            h_doc: Pinned::new(gpu, batch * k)?,
+            h_score: Pinned::new(gpu, batch * k)?,
+            h_count: Pinned::new(gpu, batch)?,
+            h_phases: Pinned::new(gpu, ctas * 8)?,
+            events: [event()?, event()?, event()?, event()?],
+            stream,
+            in_flight: None,
+        })
+    }
+
+    /// Grows the descriptor buffers (the slot is idle).
+    fn reserve_desc(&mut self, gpu: &Gpu, bytes: usize) -> Result<(), GpuError> {
+        if bytes > self.desc.len() {
+            let bytes = bytes.next_power_of_two();
+            self.desc = self.stream.alloc_zeros(bytes)?;
+            self.h_desc = Pinned::new(gpu, bytes)?;
+        }
+        Ok(())
+    }
+}
+
+/// Exact batched search on the GPU, with the CPU engine as fallback.
+pub struct GpuSearcher<'a> {
+    gpu: Arc<Gpu>,
+    index: &'a Index,
+    options: SearchOptions,
+    gopts: GpuOptions,
+    dev: DeviceIndex,
+    norms: CudaSlice<f32>,
+    prior: Option<CudaSlice<f32>>,
+    gs: Option<CudaSlice<f32>>,
+    early: bool,
+    slots: Vec<Slot>,
+    grid_and: u32,
+    grid_or: u32,
+    smem_or: u32,
+    stats: GpuStats,
+}
+
+impl<'a> GpuSearcher<'a> {
+    /// Uploads `index` and prepares the pipeline for `options`; an error says why the GPU cannot serve
+    /// them (k above 1,000, a CPU-only algorithm, the memory budget, a driver failure).
+    pub fn new(
+        gpu: Arc<Gpu>,
+        index: &'a Index,
+        options: SearchOptions,
+        gopts: GpuOptions,
+    ) -> Result<Self, GpuError> {
+        // The CPU engine validates the options against the index (and answers for the GPU on failure).
+        Searcher::new(index, options)?;
+        if options.k > MAX_K {
+            return Err(GpuError::Unsupported(format!(
+                "k = {} is above the GPU engine's limit of {MAX_K}: use --backend cpu",
+                options.k
+            )));
+        }
+        if !matches!(options.algorithm, Algorithm::Auto | Algorithm::EarlyTermination) {
+            return Err(GpuError::Unsupported(format!(
+                "--algorithm {} runs on the CPU only: use --backend cpu, or --algorithm auto",
+                options.algorithm.name()
+            )));
+        }
+        if !(256..=MAX_WINDOW).contains(&gopts.window) || !gopts.window.is_power_of_two() {
+            return Err(GpuError::Unsupported(format!(
+                "GPU window {} must be a power of two from 256 to {MAX_WINDOW}",
+                gopts.window
+            )));
+        }
+        if index.block_metas().len() > u32::MAX as usize {
+            return Err(GpuError::Unsupported(
+                "the index has more than 2^32 blocks".into(),
+            ));
+        }
+        let batch_size = gopts.batch_size.max(1);
+        let gopts = GpuOptions { batch_size, ..gopts };
+        let init = gpu.ctx.new_stream()?;
+        let (free, _) = gpu.memory_info()?;
+        let budget = gopts.memory_budget.unwrap_or(free / 10 * 9);
+        let dev = DeviceIndex::upload(&gpu, &init, index, budget)?;
+        let norms_host = length_norms(index, options.bm25);
+        let norms = init.memcpy_stod(nonempty(&norms_host))?;
+        let prior = match options.ranking {
+            Ranking::Bm25 => None,
+            Ranking::Bm25Static { alpha } => {
+                let p = Prior::new(index, alpha)?;
+                let v: Vec<f32> = (0..index.num_docs()).map(|d| p.of(d)).collect();
+                Some(init.memcpy_stod(nonempty(&v))?)
+            }
+        };
+        let plan = Plan::new(
+            index,
+            &Query::default(),
+            options.ranking,
+            options.bm25,
+            &norms_host,
+        )?;
+        let early = match options.algorithm {
+            Algorithm::EarlyTermination => true,
+            _ => plan.global_order_applies(options.ranking),
+        };
+        drop(plan);
+        let gs = match (early, index.global_scores()) {
+            (true, Some(g)) => Some(init.memcpy_stod(nonempty(g))?),
+            _ => None,
+        };
+        init.synchronize()?;
+        let smem_or = or_shared_bytes(gopts.window);
+        let occupancy = |smem: u32| -> Result<u32, GpuError> {
+            let per_sm =
+                gpu.search
+                    .occupancy_max_active_blocks_per_multiprocessor(THREADS, smem as usize, None)?;
+            Ok(per_sm.max(1) * gpu.multiprocessors())
+        };
+        let grid_and = occupancy(0)?;
+        let grid_or = occupancy(smem_or)?;
+        let grid = grid_and.max(grid_or);
+        let slots = (0..2)
+            .map(|_| Slot::new(&gpu, batch_size, options.k, grid))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(GpuSearcher {
+            gpu,
+            index,
+            options,
+            gopts,
+            dev,
+            norms,
+            prior,
+            gs,
+            early,
+            slots,
+            grid_and,
+            grid_or,
+            smem_or,
+            stats: GpuStats::default(),
+        })
+    }
+
+    /// The options.
+    pub fn options(&self) -> &SearchOptions {
+        &self.options
+    }
+
+    /// The GPU.
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    /// Device memory the index takes, in bytes.
+    pub fn index_bytes(&self) -> usize {
+        self.dev.bytes()
+    }
+
+    /// Persistent CTAs launched per AND and per OR batch.
+    pub fn grid(&self) -> (u32, u32) {
+        (self.grid_and, self.grid_or)
+    }
+
+    /// Whether `bm25-static` queries stop early on the global-score order.
+    pub fn early_termination(&self) -> bool {
+        self.early
+    }
+
+    /// The counters so far, resetting them.
+    pub fn take_stats(&mut self) -> GpuStats {
+        std::mem::take(&mut self.stats)
+    }
+
+    /// One query (a batch of one).
+    pub fn search(&mut self, query: &Query) -> warpsearch_index::Result<Vec<Scored>> {
+        let mut answers = self.search_batch(std::slice::from_ref(query));
+        answers.pop().expect("one answer per query").map(|a| a.hits)
+    }
+
+    /// Answers every query, in order. Latency of a GPU query is the time from its batch's preparation
+    /// to its results being on the host.
+    pub fn search_batch(&mut self, queries: &[Query]) -> Vec<warpsearch_index::Result<Answer>> {
+        let mut answers: Vec<Option<warpsearch_index::Result<Answer>>> =
+            (0..queries.len()).map(|_| None).collect();
+        let mode = self.options.mode;
+        let first = if mode == Mode::Or { Mode::Or } else { Mode::And };
+        let mut send = Vec::new();
+        for (i, q) in queries.iter().enumerate() {
+            if q.matches_nothing(first) {
+                // and-or sends it to the OR pass below if it has known terms.
+                answers[i] = Some(Ok(Answer {
+                    hits: Vec::new(),
+                    latency: Duration::ZERO,
+                }));
+            } else {
+                send.push(i);
+            }
+        }
+        self.run(first, queries, &send, &mut answers);
+        if mode == Mode::AndOr {
+            let k = self.options.k;
+            let again: Vec<usize> = (0..queries.len())
+                .filter(|&i| {
+                    !queries[i].matches_nothing(Mode::Or)
+                        && matches!(&answers[i], Some(Ok(a)) if a.hits.len() < k)
+                })
+                .collect();
+            let before: Vec<Duration> = again
+                .iter()
+                .map(|&i| {
+                    answers[i]
+                        .as_ref()
+                        .and_then(|a| a.as_ref().ok())
+                        .map_or(Duration::ZERO, |a| a.latency)
+                })
+                .collect();
+            self.run(Mode::Or, queries, &again, &mut answers);
+            for (&i, d) in again.iter().zip(before) {
+                if let Some(Ok(a)) = &mut answers[i] {
+                    a.latency += d;
+                }
+            }
+        }
+        answers
+            .into_iter()
+            .map(|a| a.expect("every query answered"))
+            .collect()
+    }
+
+    /// Runs `which` in `mode` through the pipeline, writing `answers`.
+    fn run(
+        &mut self,
+        mode: Mode,
+        queries: &[Query],
+        which: &[usize],
+        answers: &mut [Option<warpsearch_index::Result<Answer>>],
+    ) {
+        let batch = self.gopts.batch_size;
+        let nslots = self.slots.len();
+        for (b, chunk) in which.chunks(batch).enumerate() {
+            let s = b % nslots;
+            self.harvest(s, queries, answers);
+            let started = Instant::now();
+            let prepared = match prepare(
+                self.index,
+                &self.dev,
+                queries,
+                chunk,
+                self.options.ranking,
+                self.options.bm25,
+                mode == Mode::Or,
+            ) {
+                Ok(p) => p,
+                Err(e) => {
+                    for &i in chunk {
+                        answers[i] = Some(Err(IndexError::Invalid(e.to_string())));
+                    }
+                    continue;
+                }
+            };
+            self.stats.prepare_ms += started.elapsed().as_secs_f64() * 1e3;
+            if let Err(e) = self.submit(s, &prepared, mode) {
+                self.fallback(
+                    &format!("GPU batch of {} queries failed ({e})", chunk.len()),
+                    queries,
+                    chunk,
+                    mode,
+                    answers,
+                );
+                continue;
+            }
+            self.slots[s].in_flight = Some(InFlight {
+                prepared,
+                started,
+                mode,
+            });
+            // Collect the previous batch while this one computes.
+            self.harvest((s + nslots - 1) % nslots, queries, answers);
+        }
+        for s in 0..nslots {
+            self.harvest(s, queries, answers);
+        }
+    }
+
+    fn index_args(&self, stream: &CudaStream) -> IndexArgs {
+        IndexArgs {
+            norms: ptr(&self.norms, stream),
+            prior: self.prior.as_ref().map_or(0, |p| ptr(p, stream)),
+            gs: match (&self.gs, self.early) {
+                (Some(g), true) => ptr(g, stream),
+                _ => 0,
+            },
+            k1p1: self.options.bm25.k1 + 1.0,
+            prior_max: match self.options.ranking {
+                Ranking::Bm25 => 0.0,
+                Ranking::Bm25Static { alpha } => alpha,
+            },
+            ..self.dev.args(self.index, stream)
+        }
+    }
+
+    /// Copies a batch's descriptors and launches it on slot `s`'s stream (all asynchronous).
+    fn submit(&mut self, s: usize, p: &Prepared, mode: Mode) -> Result<(), GpuError> {
+        let qbytes: &[u8] = bytemuck::cast_slice(&p.queries);
+        let tbytes: &[u8] = bytemuck::cast_slice(&p.terms);
+        let total = qbytes.len() + tbytes.len();
+        let gpu = self.gpu.clone();
+        self.slots[s].reserve_desc(&gpu, total)?;
+        let ix = self.index_args(&self.slots[s].stream);
+        let k = self.options.k;
+        let (grid, smem) = match mode {
+            Mode::And => (self.grid_and, 0),
+            _ => (self.grid_or, self.smem_or),
+        };
+        let slot = &mut self.slots[s];
+        let st = slot.stream.cu_stream();
+        let n = p.queries.len();
+        let h = slot.h_desc.as_mut_slice();
+        h[..qbytes.len()].copy_from_slice(qbytes);
+        h[qbytes.len()..total].copy_from_slice(tbytes);
+        let desc = ptr(&slot.desc, &slot.stream);
+        let tptr = desc + qbytes.len() as u64;
+        let ba = BatchArgs {
+            queries: desc,
+            terms: tptr,
+            num_queries: n as u32,
+            k: k as u32,
+            mode: if mode == Mode::And { 0 } else { 1 },
+            early: self.early as u32,
+            window: self.gopts.window,
+            next_query: ptr(&slot.counter, &slot.stream),
+            out_doc: ptr(&slot.out_doc, &slot.stream),
+            out_score: ptr(&slot.out_score, &slot.stream),
+            out_count: ptr(&slot.out_count, &slot.stream),
+            scratch_doc: ptr(&slot.scratch_doc, &slot.stream),
+            scratch_tf: ptr(&slot.scratch_tf, &slot.stream),
+            topbuf: ptr(&slot.topbuf, &slot.stream),
+            phase_cycles: if self.gopts.instrument {
+                ptr(&slot.phases, &slot.stream)
+            } else {
+                0
+            },
+        };
+        debug_assert_eq!(qbytes.len() % 8, 0, "QueryDesc is 16 bytes");
+        unsafe {
+            slot.events[0].record(&slot.stream)?;
+            cu::memcpy_htod_async(desc, &slot.h_desc.as_slice()[..total], st)?;
+            cu::memset_d8_async(ba.next_query, 0, 4, st)?;
+            if self.gopts.instrument {
+                cu::memset_d8_async(ba.phase_cycles, 0, slot.phases.len() * 8, st)?;
+            }
+            slot.events[1].record(&slot.stream)?;
+            let mut launch = slot.stream.launch_builder(&gpu.search);
+            launch.arg(&ix).arg(&ba);
+            launch.launch(LaunchConfig {
+                grid_dim: (grid, 1, 1),
+                block_dim: (THREADS, 1, 1),
+                shared_mem_bytes: smem,
+            })?;
+            slot.events[2].record(&slot.stream)?;
+            cu::memcpy_dtoh_async(&mut slot.h_count.as_mut_slice()[..n], ba.out_count, st)?;
+            cu::memcpy_dtoh_async(&mut slot.h_doc.as_mut_slice()[..n * k], ba.out_doc, st)?;
+            cu::memcpy_dtoh_async(&mut slot.h_score.as_mut_slice()[..n * k], ba.out_score, st)?;
+            if self.gopts.instrument {
+                let c = slot.phases.len();
+                cu::memcpy_dtoh_async(&mut slot.h_phases.as_mut_slice()[..c], ba.phase_cycles, st)?;
+            }
+            slot.events[3].record(&slot.stream)?;
+        }
+        self.stats.batches += 1;
+        self.stats.queries += n as u64;
+        self.stats.h2d_bytes += total as u64;
+        self.stats.d2h_bytes += (n * 4 + n * k * 8) as u64;
+        Ok(())
+    }
+
+    /// Waits for slot `s`'s batch, if any, and turns its results into answers.
+    fn harvest(
+        &mut self,
+        s: usize,
+        queries: &[Query],
+        answers: &mut [Option<warpsearch_index::Result<Answer>>],
+    ) {
+        let Some(job) = self.slots[s].in_flight.take() else {
+            return;
+        };
+        let slot = &self.slots[s];
+        let waited = slot.events[3].synchronize().and_then(|_| {
+            let t = |a: usize, b: usize| slot.events[a].elapsed_ms(&slot.events[b]).map(|x| x as f64);
+            Ok((t(0, 1)?, t(1, 2)?, t(2, 3)?))
+        });
+        let p = &job.prepared;
+        let (h2d, kernel, d2h) = match waited {
+            Ok(t) => t,
+            Err(e) => {
+                let which: Vec<usize> = p.slots.clone();
+                self.fallback(
+                    &format!("GPU batch of {} queries failed ({e})", which.len()),
+                    queries,
+                    &which,
+                    job.mode,
+                    answers,
+                );
+                return;
+            }
+        };
+        self.stats.h2d_ms += h2d;
+        self.stats.kernel_ms += kernel;
+        self.stats.d2h_ms += d2h;
+        if self.gopts.instrument {
+            let ph = slot.h_phases.as_slice();
+            for cta in ph.chunks(8) {
+                for (acc, &c) in self.stats.phase_cycles.iter_mut().zip(cta) {
+                    *acc += c;
+                }
+            }
+        }
+        let latency = job.started.elapsed();
+        let k = self.options.k;
+        let (counts, docs, scores) = (
+            slot.h_count.as_slice(),
+            slot.h_doc.as_slice(),
+            slot.h_score.as_slice(),
+        );
+        let mut failed = Vec::new();
+        for (out, &i) in p.slots.iter().enumerate() {
+            let c = counts[out];
+            if c == COUNT_FAILED || c as usize > k {
+                failed.push(i);
+                continue;
+            }
+            let base = out * k;
+            let hits = (0..c as usize)
+                .map(|j| Scored {
+                    doc: docs[base + j],
+                    score: scores[base + j],
+                })
+                .collect();
+            answers[i] = Some(Ok(Answer { hits, latency }));
+        }
+        if !failed.is_empty() {
+            let mode = job.mode;
+            self.fallback(
+                &format!("{} queries failed on the GPU (a malformed block)", failed.len()),
+                queries,
+                &failed,
+                mode,
+                answers,
+            );
+        }
+    }
+
+    /// Answers `which` on the CPU after a GPU failure, and logs it once.
+    fn fallback(
+        &mut self,
+        why: &str,
+        queries: &[Query],
+        which: &[usize],
+        mode: Mode,
+        answers: &mut [Option<warpsearch_index::Result<Answer>>],
+    ) {
+        eprintln!("warpsearch: {why}: answering them on the CPU");
+        self.stats.cpu_fallback_queries += which.len() as u64;
+        let options = SearchOptions { mode, ..self.options };
+        let cpu = match Searcher::new(self.index, options) {
+            Ok(c) => c,
+            Err(e) => {
+                for &i in which {
+                    answers[i] = Some(Err(IndexError::Invalid(e.to_string())));
+                }
+                return;
+            }
+        };
+        for &i in which {
+            answers[i] = Some(cpu.answer(&queries[i]));
+        }
+    }
+
+    /// A short description of the memory held, for logs.
+    pub fn describe(&self) -> String {
+        format!(
+            "{}; index {:.1} MiB on the device; {} + {} CTAs (AND, OR); batch {}",
+            self.gpu.describe(),
+            mib(self.dev.bytes()),
+            self.grid_and,
+            self.grid_or,
+            self.gopts.batch_size
+        )
+    }
+}
+
+fn nonempty(v: &[f32]) -> &[f32] {
+    if v.is_empty() {
+        &[0.0]
+    } else {
+        v
+    }
+}

@@ -1,0 +1,372 @@
+//! The decode and top-k kernels run alone: the tests check them against the CPU references, and the
+//! benchmark measures decode throughput against the device's copy bandwidth.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use warpsearch_index::Index;
+
+use crate::batch::TermDesc;
+use crate::device::{BLOCK_LEN, THREADS, TOPK_CAP};
+use crate::residency::{ptr, DeviceIndex, IndexArgs};
+use crate::{Gpu, GpuError};
+
+/// The index on the device with a stream, for running the standalone kernels.
+pub struct KernelBench<'a> {
+    gpu: Arc<Gpu>,
+    index: &'a Index,
+    stream: Arc<CudaStream>,
+    dev: DeviceIndex,
+    terms: CudaSlice<u8>,
+    term_descs: Vec<TermDesc>,
+}
+
+/// A decoded block: docIDs and frequencies, or `None` where the kernel found it malformed.
+pub type Decoded = Option<(Vec<u32>, Vec<u32>)>;
+
+impl<'a> KernelBench<'a> {
+    /// Uploads `index` (every list resident).
+    pub fn new(gpu: Arc<Gpu>, index: &'a Index) -> Result<Self, GpuError> {
+        let stream = gpu.ctx.new_stream()?;
+        let dev = DeviceIndex::upload(&gpu, &stream, index, usize::MAX)?;
+        let term_descs: Vec<TermDesc> = index
+            .term_records()
+            .iter()
+            .enumerate()
+            .map(|(id, r)| {
+                let loc = dev.residency().list(id as u32);
+                TermDesc {
+                    word_base: loc.word_base,
+                    block_base: loc.block_base,
+                    num_blocks: r.num_blocks() as u32,
+                    df: r.df,
+                    len_words: r.len_words,
+                    params: r.doc_param as u32 | (r.freq_param as u32) << 8,
+                    ..TermDesc::default()
+                }
+            })
+            .collect();
+        let bytes: Vec<u8> = bytemuck::cast_slice(&term_descs).to_vec();
+        let terms = stream.memcpy_stod(if bytes.is_empty() { &[0u8; 40][..] } else { &bytes })?;
+        Ok(KernelBench {
+            gpu,
+            index,
+            stream,
+            dev,
+            terms,
+            term_descs,
+        })
+    }
+
+    /// Decodes every block of the index `reps` times with one kernel launch each; returns the best time
+    /// of a launch and the postings (docIDs + frequencies) decoded per launch.
+    pub fn decode_all_timed(&self, reps: usize) -> Result<(Duration, u64, u64), GpuError> {
+        let mut tids = Vec::new();
+        let mut bids = Vec::new();
+        for (t, d) in self.term_descs.iter().enumerate() {
+            for b in 0..d.num_blocks {
+                tids.push(t as u32);
+                bids.push(d.block_base + b);
+            }
+        }
+        let n = tids.len();
+        let (tids_d, bids_d) = (self.stream.memcpy_stod(&tids)?, self.stream.memcpy_stod(&bids)?);
+        let ix = self.dev.args(self.index, &self.stream);
+        let grid = self.gpu.multiprocessors() * 8;
+        let mut bufs = None;
+        let (start, end) = (
+            self.gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?,
+            self.gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?,
+        );
+        let mut best = f32::INFINITY;
+        for _ in 0..reps.max(1) {
+            start.record(&self.stream)?;
+            bufs = Some(launch_decode_into(
+                &self.gpu,
+                &self.stream,
+                &ix,
+                &self.terms,
+                &tids_d,
+                &bids_d,
+                n,
+                grid,
+                bufs,
+            )?);
+            end.record(&self.stream)?;
+            end.synchronize()?;
+            best = best.min(start.elapsed_ms(&end)?);
+        }
+        let oks = self.stream.memcpy_dtov(&bufs.expect("at least one run").2)?;
+        if oks.iter().any(|&o| o != 1) {
+            return Err(GpuError::Unsupported(
+                "a block failed to decode on the GPU".into(),
+            ));
+        }
+        let postings: u64 = self.term_descs.iter().map(|d| d.df as u64).sum();
+        Ok((
+            Duration::from_secs_f64(best as f64 / 1e3),
+            postings,
+            self.index.words().len() as u64 * 4,
+        ))
+    }
+
+    /// Device-to-device copy bandwidth (bytes read + written per second) over `bytes`, best of `reps`.
+    pub fn copy_bandwidth(&self, bytes: usize, reps: usize) -> Result<f64, GpuError> {
+        let n = bytes / 4;
+        let src = self.stream.alloc_zeros::<u32>(n)?;
+        let mut dst = self.stream.alloc_zeros::<u32>(n)?;
+        let (start, end) = (
+            self.gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?,
+            self.gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?,
+        );
+        let mut best = f32::INFINITY;
+        for _ in 0..reps.max(1) {
+            start.record(&self.stream)?;
+            self.stream.memcpy_dtod(&src, &mut dst)?;
+            end.record(&self.stream)?;
+            end.synchronize()?;
+            best = best.min(start.elapsed_ms(&end)?);
+        }
+        Ok(2.0 * (n * 4) as f64 / (best as f64 / 1e3))
+    }
+}
+
+/// Top `k` of each segment of `(doc, score)` hits on the GPU (the query kernel's selection), sorted by
+/// descending score then ascending docID.
+pub fn topk_segments(
+    gpu: &Gpu,
+    segments: &[Vec<(u32, f32)>],
+    k: usize,
+) -> Result<Vec<Vec<(u32, f32)>>, GpuError> {
+    let stream = gpu.ctx.new_stream()?;
+    let mut seg = vec![0u32];
+    let (mut docs, mut scores) = (Vec::new(), Vec::new());
+    for s in segments {
+        docs.extend(s.iter().map(|h| h.0));
+        scores.extend(s.iter().map(|h| h.1));
+        seg.push(docs.len() as u32);
+    }
+    docs.push(0);
+    scores.push(0.0);
+    let n = segments.len();
+    let grid = (n as u32).clamp(1, gpu.multiprocessors() * 4);
+    let seg_d = stream.memcpy_stod(&seg)?;
+    let docs_d = stream.memcpy_stod(&docs)?;
+    let scores_d = stream.memcpy_stod(&scores)?;
+    let mut topbuf = stream.alloc_zeros::<u64>(grid as usize * TOPK_CAP)?;
+    let mut out_doc = stream.alloc_zeros::<u32>((n * k).max(1))?;
+    let mut out_score = stream.alloc_zeros::<f32>((n * k).max(1))?;
+    let mut out_count = stream.alloc_zeros::<u32>(n.max(1))?;
+    let (nseg, kk) = (n as u32, k as u32);
+    let mut launch = stream.launch_builder(&gpu.topk);
+    launch
+        .arg(&seg_d)
+        .arg(&docs_d)
+        .arg(&scores_d)
+        .arg(&nseg)
+        .arg(&kk)
+        .arg(&mut topbuf)
+        .arg(&mut out_doc)
+        .arg(&mut out_score)
+        .arg(&mut out_count);
+    unsafe {
+        launch.launch(LaunchConfig {
+            grid_dim: (grid, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        })?;
+    }
+    stream.synchronize()?;
+    let (d, s, c) = (
+        stream.memcpy_dtov(&out_doc)?,
+        stream.memcpy_dtov(&out_score)?,
+        stream.memcpy_dtov(&out_count)?,
+    );
+    Ok((0..n)
+        .map(|i| (0..c[i] as usize).map(|j| (d[i * k + j], s[i * k + j])).collect())
+        .collect())
+}
+
+/// One posting list in raw form for [`decode_raw`]: its encoded words, skip data and codec parameters.
+#[derive(Debug, Clone)]
+pub struct RawList {
+    /// Encoded blocks.
+    pub words: Vec<u32>,
+    /// Skip data (offsets relative to the list's start).
+    pub blocks: Vec<warpsearch_index::BlockMeta>,
+    /// Postings.
+    pub df: u32,
+    /// Codec parameters.
+    pub params: warpsearch_codec::ListParams,
+}
+
+/// Decodes every block of every list on the GPU (one warp per block) and returns, per list and block,
+/// the docIDs and frequencies, or `None` where the kernel found the block malformed.
+pub fn decode_raw(
+    gpu: &Gpu,
+    codec: warpsearch_codec::Codec,
+    lists: &[RawList],
+) -> Result<Vec<Vec<Decoded>>, GpuError> {
+    let stream = gpu.ctx.new_stream()?;
+    let (mut words, mut metas, mut terms) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut tids, mut bids, mut lens) = (Vec::new(), Vec::new(), Vec::new());
+    for (t, l) in lists.iter().enumerate() {
+        let block_base = metas.len() as u32;
+        terms.push(TermDesc {
+            word_base: words.len() as u64,
+            block_base,
+            num_blocks: l.blocks.len() as u32,
+            df: l.df,
+            len_words: l.words.len() as u32,
+            params: l.params.doc as u32 | (l.params.freq as u32) << 8,
+            ..TermDesc::default()
+        });
+        for b in 0..l.blocks.len() {
+            tids.push(t as u32);
+            bids.push(block_base + b as u32);
+            lens.push(if b + 1 == l.blocks.len() {
+                l.df as usize - b * BLOCK_LEN
+            } else {
+                BLOCK_LEN
+            });
+        }
+        words.extend_from_slice(&l.words);
+        metas.extend_from_slice(&l.blocks);
+    }
+    words.push(0);
+    let column = |f: fn(&warpsearch_index::BlockMeta) -> u32| -> Vec<u32> {
+        let mut v: Vec<u32> = metas.iter().map(f).collect();
+        v.push(0);
+        v
+    };
+    let up = |v: &[u32]| stream.memcpy_stod(v);
+    let (w, first, last, off, foff) = (
+        up(&words)?,
+        up(&column(|m| m.first_doc))?,
+        up(&column(|m| m.last_doc))?,
+        up(&column(|m| m.offset))?,
+        up(&column(|m| m.freq_offset))?,
+    );
+    let maxes: Vec<f32> = metas.iter().map(|m| m.max_score).chain([0.0]).collect();
+    let max = stream.memcpy_stod(&maxes)?;
+    let ix = IndexArgs {
+        words: ptr(&w, &stream),
+        blk_first: ptr(&first, &stream),
+        blk_last: ptr(&last, &stream),
+        blk_off: ptr(&off, &stream),
+        blk_foff: ptr(&foff, &stream),
+        blk_max: ptr(&max, &stream),
+        codec: codec_id(codec),
+        ..IndexArgs::default()
+    };
+    let tbytes: Vec<u8> = bytemuck::cast_slice(&terms).to_vec();
+    let terms_d = stream.memcpy_stod(if tbytes.is_empty() {
+        &[0u8; 40][..]
+    } else {
+        &tbytes
+    })?;
+    let n = tids.len();
+    if n == 0 {
+        return Ok(lists.iter().map(|_| Vec::new()).collect());
+    }
+    let (tids_d, bids_d) = (stream.memcpy_stod(&tids)?, stream.memcpy_stod(&bids)?);
+    let [docs, tfs, ok] = launch_decode(gpu, &stream, &ix, &terms_d, &tids_d, &bids_d, n, 0)?;
+    let mut out: Vec<Vec<Decoded>> = lists.iter().map(|_| Vec::new()).collect();
+    for j in 0..n {
+        let r = j * BLOCK_LEN..j * BLOCK_LEN + lens[j];
+        out[tids[j] as usize].push((ok[j] == 1).then(|| (docs[r.clone()].to_vec(), tfs[r].to_vec())));
+    }
+    Ok(out)
+}
+
+/// The kernel's codec number.
+pub(crate) fn codec_id(codec: warpsearch_codec::Codec) -> u32 {
+    match codec {
+        warpsearch_codec::Codec::PForDelta => 0,
+        warpsearch_codec::Codec::EliasFano => 1,
+        warpsearch_codec::Codec::Rice => 2,
+    }
+}
+
+/// Runs `decode_blocks` over `n` requested blocks with poisoned outputs; returns docIDs, frequencies and
+/// per-block success flags. `grid` 0: one CTA per 8 blocks.
+#[allow(clippy::too_many_arguments)]
+fn launch_decode(
+    gpu: &Gpu,
+    stream: &Arc<CudaStream>,
+    ix: &IndexArgs,
+    terms: &CudaSlice<u8>,
+    tids: &CudaSlice<u32>,
+    bids: &CudaSlice<u32>,
+    n: usize,
+    grid: u32,
+) -> Result<[Vec<u32>; 3], GpuError> {
+    let out = launch_decode_into(gpu, stream, ix, terms, tids, bids, n, grid, None)?;
+    Ok([
+        stream.memcpy_dtov(&out.0)?,
+        stream.memcpy_dtov(&out.1)?,
+        stream.memcpy_dtov(&out.2)?,
+    ])
+}
+
+type DecodeBuffers = (CudaSlice<u32>, CudaSlice<u32>, CudaSlice<u32>);
+
+#[allow(clippy::too_many_arguments)]
+fn launch_decode_into(
+    gpu: &Gpu,
+    stream: &Arc<CudaStream>,
+    ix: &IndexArgs,
+    terms: &CudaSlice<u8>,
+    tids: &CudaSlice<u32>,
+    bids: &CudaSlice<u32>,
+    n: usize,
+    grid: u32,
+    reuse: Option<DecodeBuffers>,
+) -> Result<DecodeBuffers, GpuError> {
+    let (mut out_doc, mut out_tf, mut ok) = match reuse {
+        Some(b) => b,
+        None => {
+            let b = (
+                stream.alloc_zeros::<u32>(n * BLOCK_LEN)?,
+                stream.alloc_zeros::<u32>(n * BLOCK_LEN)?,
+                stream.alloc_zeros::<u32>(n)?,
+            );
+            // Poison the outputs: the caller checks every element the kernel must write.
+            unsafe {
+                let st = stream.cu_stream();
+                cudarc::driver::result::memset_d8_async(ptr(&b.0, stream), 0xAB, n * BLOCK_LEN * 4, st)?;
+                cudarc::driver::result::memset_d8_async(ptr(&b.1, stream), 0xCD, n * BLOCK_LEN * 4, st)?;
+                cudarc::driver::result::memset_d8_async(ptr(&b.2, stream), 0xEF, n * 4, st)?;
+            }
+            b
+        }
+    };
+    let warps = THREADS / 32;
+    let grid = if grid == 0 {
+        (n as u32).div_ceil(warps)
+    } else {
+        grid
+    };
+    let count = n as u32;
+    let mut launch = stream.launch_builder(&gpu.decode);
+    launch
+        .arg(ix)
+        .arg(terms)
+        .arg(tids)
+        .arg(bids)
+        .arg(&count)
+        .arg(&mut out_doc)
+        .arg(&mut out_tf)
+        .arg(&mut ok);
+    unsafe {
+        launch.launch(LaunchConfig {
+            grid_dim: (grid.max(1), 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        })?;
+    }
+    stream.synchronize()?;
+    Ok((out_doc, out_tf, ok))
+}

@@ -1,0 +1,44 @@
+//! Exact batched query processing on an NVIDIA GPU.
+//!
+//! - [`device`]: opening the GPU (never panicking where CUDA is absent) and the kernels, compiled from
+//!   `kernels/search.cu` by NVRTC at start-up.
+//! - [`residency`]: the index in device memory under a memory budget, behind one interface that says
+//!   where each list's blocks are.
+//! - [`batch`]: the descriptors of a batch of queries as the kernels read them.
+//! - [`engine`]: [`GpuSearcher`], the batch pipeline (two streams, pinned buffers) and the CPU fallback.
+//! - [`kernels`]: thin wrappers that run the decode and top-k kernels alone, for tests and benchmarks.
+//!
+//! Every result equals the CPU oracle's bit for bit: the kernels evaluate the same float operations in the
+//! same order (compiled without fused multiply-add), and ties go to the smaller docID.
+
+#![warn(missing_docs)]
+
+pub mod batch;
+pub mod device;
+pub mod engine;
+pub mod kernels;
+pub mod residency;
+
+pub use device::Gpu;
+pub use engine::{GpuOptions, GpuSearcher, GpuStats};
+pub use residency::DeviceIndex;
+
+/// What can go wrong on the GPU side.
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    /// No usable GPU here (the reason says what is missing).
+    #[error("{0}")]
+    Unavailable(String),
+    /// A CUDA driver call failed.
+    #[error("CUDA driver: {0}")]
+    Driver(#[from] cudarc::driver::DriverError),
+    /// NVRTC rejected the kernel source.
+    #[error("kernel compilation failed: {0}")]
+    Compile(String),
+    /// The request does not fit the GPU engine (k, memory budget, algorithm).
+    #[error("{0}")]
+    Unsupported(String),
+    /// The index could not be read.
+    #[error(transparent)]
+    Index(#[from] warpsearch_index::IndexError),
+}

@@ -1,0 +1,22 @@
+//! The kernel source compiles with NVRTC (needs only libnvrtc, no GPU); skipped where NVRTC is absent.
+
+#[test]
+fn kernels_compile_with_nvrtc() {
+    match warpsearch_gpu::device::compile_check() {
+        Ok(ptx) => {
+            if let Some(path) = std::env::var_os("WARPSEARCH_PTX_OUT") {
+                std::fs::write(path, &ptx).unwrap();
+            }
+            for name in ["search_batch", "decode_blocks", "topk_segments"] {
+                assert!(
+                    ptx.contains(&format!(".entry {name}")),
+                    "{name} missing from the PTX"
+                );
+            }
+        }
+        Err(warpsearch_gpu::GpuError::Unavailable(why)) => {
+            eprintln!("skipped: no NVRTC library ({why})");
+        }
+        Err(e) => panic!("{e}"),
+    }
+}

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The GPU checks and a short benchmark in one call on the lent GPU machine (see scripts/device-prepare.sh,
+# which builds the binaries here and packs the Wikipedia passage index into .device/).
+#
+#   1. the GPU test suite (kernels against CPU references, the engine against the CPU oracle on random
+#      indexes and on 5,000 TREC 2005 queries over the Wikipedia passages);
+#   2. `warpsearch gpu-check`: decode throughput against the device's copy bandwidth;
+#   3. CPU (all cores) vs GPU on the same index and queries, AND and OR at k 10 and 1000, each run once as
+#      a warm-up and once timed, with the two runs' outputs compared byte for byte.
+#
+# Full output goes under $OUT (or ./device-out); a short table is printed last.
+# usage: scripts/device-check.sh [queries-for-the-benchmark]   (run from the repository root)
+set -uo pipefail
+out=${OUT:-device-out}
+mkdir -p "$out"
+dev=.device
+bin=$dev/warpsearch
+wiki=${WARPSEARCH_WIKI_INDEX:-/root/wiki-pfor}
+queries=${1:-$dev/trec05-efficiency.txt}
+log=$out/device-check.log
+: >"$log"
+say() { echo "$@" | tee -a "$log"; }
+
+# The index comes in two parts (one per call: a call carries at most 64 MiB): postings.bin first, the rest
+# with the binaries.
+# (xz, unpacked with Python's lzma: the machine may lack the xz and zstd tools.)
+unxz() { python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)' "$1"; }
+if [ -f $dev/wiki-rest.tar.xz ] && [ ! -f "$wiki/meta.json" ]; then
+  mkdir -p "$wiki" && unxz $dev/wiki-rest.tar.xz | tar -x -C "$wiki"
+fi
+for part in $dev/wiki-postings.bin.xz $dev/part1/wiki-postings.bin.xz; do
+  if [ -f $part ] && [ ! -f "$wiki/postings.bin" ]; then
+    mkdir -p "$wiki" && unxz $part >"$wiki/postings.bin"
+  fi
+done
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv | tee -a "$log"
+nproc | sed 's/^/cores: /' | tee -a "$log"
+
+say "== GPU tests"
+WARPSEARCH_WIKI_INDEX=$wiki WARPSEARCH_QUERIES=$dev/trec05-efficiency.txt \
+  $dev/gpu-tests --test-threads=4 >"$out/gpu-tests.log" 2>&1
+tests_rc=$?
+grep -E "^test |test result|skipped|wiki " "$out/gpu-tests.log" | tee -a "$log"
+
+say "== gpu-check"
+$bin gpu-check --index "$wiki" 2>&1 | tee -a "$log"
+
+say "== benchmark: $queries"
+table=$out/table.txt
+printf "%-6s %-5s %-22s %12s %9s %9s %9s %9s\n" mode k backend "queries/s" p50_ms p95_ms p99_ms p99.9_ms >"$table"
+for mode in and or; do
+  for k in 10 1000; do
+    for backend in cpu gpu; do
+      run=$out/run-$mode-$k-$backend.txt
+      $bin search --index "$wiki" --queries "$queries" --mode $mode --k $k --backend $backend \
+        --warmup 1 --stats --force --output "$run" ${GPU_FLAGS:-} 2>"$out/stats-$mode-$k-$backend.txt"
+      cat "$out/stats-$mode-$k-$backend.txt" >>"$log"
+      line=$(grep -E "queries/s" "$out/stats-$mode-$k-$backend.txt" | tail -n 1)
+      qps=$(sed -E 's/.*: ([0-9]+) queries\/s.*/\1/' <<<"$line")
+      lat=$(sed -E 's/.*p50 ([0-9.]+) p95 ([0-9.]+) p99 ([0-9.]+) p99.9 ([0-9.]+).*/\1 \2 \3 \4/' <<<"$line")
+      printf "%-6s %-5s %-22s %12s %9s %9s %9s %9s\n" $mode $k "$backend" "$qps" $lat >>"$table"
+    done
+    if cmp -s "$out/run-$mode-$k-cpu.txt" "$out/run-$mode-$k-gpu.txt"; then
+      say "$mode k $k: GPU run identical to the CPU run"
+    else
+      say "$mode k $k: GPU run DIFFERS from the CPU run"
+      tests_rc=1
+    fi
+    rm -f "$out/run-$mode-$k-cpu.txt" "$out/run-$mode-$k-gpu.txt"
+  done
+done
+say "== GPU kernel phases and OR window sizes (k 10)"
+for mode in and or; do
+  $bin search --index "$wiki" --queries "$queries" --mode $mode --k 10 --backend gpu --gpu-profile \
+    --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s|^GPU" | tee -a "$log"
+done
+for w in 4096 8192 32768; do
+  $bin search --index "$wiki" --queries "$queries" --mode or --k 10 --backend gpu --gpu-window $w \
+    --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s" | sed "s/^/window $w: /" | tee -a "$log"
+done
+echo
+grep -E "^test result" "$out/gpu-tests.log" | tail -n 1
+grep -E "decode \(" "$log" | tail -n 1
+cat "$table"
+exit $tests_rc
