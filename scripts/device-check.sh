@@ -18,6 +18,7 @@ bin=$dev/warpsearch
 wiki=${WARPSEARCH_WIKI_INDEX:-/root/wiki-pfor}
 queries=${1:-$dev/trec05-efficiency.txt}
 log=$out/device-check.log
+tmp=$(mktemp -d)  # large run files stay out of $OUT (at most 8 files come back)
 : >"$log"
 say() { echo "$@" | tee -a "$log"; }
 
@@ -51,22 +52,22 @@ printf "%-6s %-5s %-22s %12s %9s %9s %9s %9s\n" mode k backend "queries/s" p50_m
 for mode in and or; do
   for k in 10 1000; do
     for backend in cpu gpu; do
-      run=$out/run-$mode-$k-$backend.txt
+      run=$tmp/run-$mode-$k-$backend.txt
       $bin search --index "$wiki" --queries "$queries" --mode $mode --k $k --backend $backend \
-        --warmup 1 --stats --force --output "$run" ${GPU_FLAGS:-} 2>"$out/stats-$mode-$k-$backend.txt"
-      cat "$out/stats-$mode-$k-$backend.txt" >>"$log"
-      line=$(grep -E "queries/s" "$out/stats-$mode-$k-$backend.txt" | tail -n 1)
+        --warmup 1 --stats --force --output "$run" 2>"$tmp/stats.txt"
+      cat "$tmp/stats.txt" >>"$log"
+      line=$(grep -E "queries/s" "$tmp/stats.txt" | tail -n 1)
       qps=$(sed -E 's/.*: ([0-9]+) queries\/s.*/\1/' <<<"$line")
       lat=$(sed -E 's/.*p50 ([0-9.]+) p95 ([0-9.]+) p99 ([0-9.]+) p99.9 ([0-9.]+).*/\1 \2 \3 \4/' <<<"$line")
       printf "%-6s %-5s %-22s %12s %9s %9s %9s %9s\n" $mode $k "$backend" "$qps" $lat >>"$table"
     done
-    if cmp -s "$out/run-$mode-$k-cpu.txt" "$out/run-$mode-$k-gpu.txt"; then
+    if cmp -s "$tmp/run-$mode-$k-cpu.txt" "$tmp/run-$mode-$k-gpu.txt"; then
       say "$mode k $k: GPU run identical to the CPU run"
     else
       say "$mode k $k: GPU run DIFFERS from the CPU run"
       tests_rc=1
     fi
-    rm -f "$out/run-$mode-$k-cpu.txt" "$out/run-$mode-$k-gpu.txt"
+    rm -f "$tmp/run-$mode-$k-cpu.txt" "$tmp/run-$mode-$k-gpu.txt"
   done
 done
 say "== GPU kernel phases and OR window sizes (k 10)"
@@ -77,6 +78,13 @@ done
 for w in 4096 8192 32768; do
   $bin search --index "$wiki" --queries "$queries" --mode or --k 10 --backend gpu --gpu-window $w \
     --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s" | sed "s/^/window $w: /" | tee -a "$log"
+done
+say "== GPU latency with small batches (k 10)"
+for mode in and or; do
+  for b in 64 512; do
+    $bin search --index "$wiki" --queries "$queries" --mode $mode --k 10 --backend gpu --gpu-batch $b \
+      --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s" | sed "s/^/batch $b: /" | tee -a "$log"
+  done
 done
 echo
 grep -E "^test result" "$out/gpu-tests.log" | tail -n 1

@@ -107,6 +107,7 @@ pub fn gpu_check(a: GpuCheckArgs) -> Result<()> {
     let gpu = Arc::new(Gpu::open(0).map_err(|e| anyhow::anyhow!("no usable GPU: {e}"))?);
     println!("device: {}", gpu.describe());
     println!("NVRTC compile: {:.0} ms", gpu.compile_time().as_secs_f64() * 1e3);
+    println!("{}", gpu.kernel_resources(GpuOptions::default().window)?);
     let Some(dir) = &a.index else {
         return Ok(());
     };

@@ -14,7 +14,7 @@ fn architecture_paths_exist() {
             if i % 2 == 0 || !looks_like_path || piece.contains(' ') {
                 continue;
             }
-            let from_root = ["crates/", "docs/", "bench/"]
+            let from_root = ["crates/", "docs/", "bench/", "scripts/"]
                 .iter()
                 .any(|p| piece.starts_with(p))
                 || (piece.ends_with(".md") && !piece.contains('/'));

@@ -569,6 +569,8 @@ struct QueryShared {
     float bound;
     u32 wnext;
     float slack;        // this query's bound slack
+    u32 t_start[THREADS];      // OR window: per plan slot, the first block overlapping the window
+    u32 t_off[THREADS + 1];    // OR window: per plan slot, the offset of its blocks in the window's list
 };
 
 #define PH_SELECT 0
@@ -732,11 +734,73 @@ __device__ void and_query(const IndexArgs& ix, const BatchArgs& ba, const TermDe
     }
 }
 
+// Adds one OR window's postings to the accumulators (at most THREADS terms): every (list, block) pair that
+// overlaps the window is decoded first, one warp per pair and all warps at once, into the CTA's scratch;
+// then the lists are added in plan slot order, all threads on one list's postings at a time (a barrier
+// between lists keeps each document's sum in slot order). More than THREADS pairs go in rounds, in order.
+__device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 w0, u32 w1, QueryShared* s,
+                          float* acc, u32* dec_doc, u32* dec_tf, PhaseClock& clk) {
+    u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    u32 cnt = 0;
+    if (tid < n) {
+        const TermDesc& t = terms[terms[tid].slot_term];
+        u32 start = lower_bound(ix.blk_last + t.block_base, t.num_blocks, w0);
+        u32 e = start;
+        while (e < t.num_blocks && ix.blk_first[t.block_base + e] <= w1) e++;
+        cnt = e - start;
+        s->t_start[tid] = start;
+    }
+    u32 total;
+    u32 off = block_exclusive_scan(cnt, s->top.scan, &total);
+    if (tid < n) s->t_off[tid] = off;
+    if (tid == 0) s->t_off[n] = total;
+    __syncthreads();
+    clk.lap(PH_SELECT);
+    for (u32 r0 = 0; r0 < total; r0 += THREADS) {
+        u32 r1 = min(total, r0 + THREADS);
+        for (u32 p = r0 + warp; p < r1; p += WARPS) {
+            // The slot of pair p: the last slot whose offset is at most p (it has blocks, as p < its end).
+            u32 lo = 0, hi = n;
+            while (hi - lo > 1) {
+                u32 mid = (lo + hi) >> 1;
+                if (s->t_off[mid] <= p) lo = mid; else hi = mid;
+            }
+            const TermDesc& t = terms[terms[lo].slot_term];
+            u32 bi = t.block_base + s->t_start[lo] + (p - s->t_off[lo]);
+            bool good = decode_block_warp(ix, t, bi, dec_doc + (p - r0) * BLOCK_LEN, dec_tf + (p - r0) * BLOCK_LEN,
+                                          s->xs[warp]);
+            if (!good && lane == 0) s->top.failed = 1;
+        }
+        __syncthreads();
+        clk.lap(PH_DECODE);
+        if (s->top.failed) return;
+        for (u32 sl = 0; sl < n; sl++) {
+            u32 a = max(s->t_off[sl], r0), b = min(s->t_off[sl + 1], r1);
+            if (a >= b) continue;
+            const TermDesc& t = terms[terms[sl].slot_term];
+            for (u32 x = tid; x < (b - a) * BLOCK_LEN; x += THREADS) {
+                u32 p = a + x / BLOCK_LEN, i = x % BLOCK_LEN;
+                u32 local = s->t_start[sl] + (p - s->t_off[sl]);
+                u32 nb = local + 1 == t.num_blocks ? t.df - local * BLOCK_LEN : BLOCK_LEN;
+                if (i < nb) {
+                    u32 d = dec_doc[(p - r0) * BLOCK_LEN + i];
+                    if (d >= w0 && d <= w1) {
+                        float c = contribution(ix, t, d, dec_tf[(p - r0) * BLOCK_LEN + i]);
+                        float av = acc[d - w0];
+                        acc[d - w0] = (av == SENTINEL ? 0.0f : av) + c;
+                    }
+                }
+            }
+            __syncthreads();
+        }
+    }
+}
+
 // OR of one query: document windows of ba.window docIDs with dense accumulators in shared memory; lists
 // are added in plan slot order (one list at a time), so sums round as the CPU's. A window whose block-max
 // bound cannot beat the k-th score is skipped; with early termination the scan stops on the global score.
 __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n, QueryShared* s,
-                         float* acc, u32* wdoc, u32* wtf, u64* buf, PhaseClock& clk) {
+                         float* acc, u32* wdoc, u32* wtf, u32* dec_doc, u32* dec_tf, u64* buf, PhaseClock& clk) {
     u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     u32 W = ba.window;
     // First docID of any list.
@@ -771,7 +835,11 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         if (skip) continue;
         for (u32 i = tid; i < W; i += THREADS) acc[i] = SENTINEL;
         __syncthreads();
-        for (u32 slot = 0; slot < n; slot++) {
+        if (n <= THREADS) {
+            or_window(ix, terms, n, w0, w1, s, acc, dec_doc, dec_tf, clk);
+            __syncthreads();
+        }
+        for (u32 slot = 0; n > THREADS && slot < n; slot++) {
             const TermDesc& t = terms[terms[slot].slot_term];
             u32 b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, w0);
             for (u32 bi = b + warp; bi < t.num_blocks; bi += WARPS) {
@@ -832,7 +900,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) search_batch(const IndexAr
             and_query(ix, ba, terms, qd.num_terms, &s, buf, dec_doc, dec_tf, clk);
         else
             or_query(ix, ba, terms, qd.num_terms, &s, dyn, (u32*)(dyn + ba.window),
-                     (u32*)(dyn + ba.window) + WARPS * BLOCK_LEN, buf, clk);
+                     (u32*)(dyn + ba.window) + WARPS * BLOCK_LEN, dec_doc, dec_tf, buf, clk);
         __syncthreads();
         u32* od = ba.out_doc + (u64)qd.out_slot * ba.k;
         float* os = ba.out_score + (u64)qd.out_slot * ba.k;

@@ -114,6 +114,25 @@ impl Gpu {
         self.compile_time
     }
 
+    /// Registers per thread, static shared memory per CTA, and resident CTAs per SM of the query kernel
+    /// (AND launch, OR launch with `window`) and of the decode kernel.
+    pub fn kernel_resources(&self, window: u32) -> Result<String, GpuError> {
+        let f = &self.search;
+        let per_sm = |func: &CudaFunction, smem: u32| {
+            func.occupancy_max_active_blocks_per_multiprocessor(THREADS, smem as usize, None)
+        };
+        Ok(format!(
+            "search_batch: {} registers/thread, {} B static shared, {} CTAs/SM for AND, {} for OR \
+             (window {window}); decode_blocks: {} registers/thread, {} CTAs/SM",
+            f.num_regs()?,
+            f.shared_size_bytes()?,
+            per_sm(f, 0)?,
+            per_sm(f, or_shared_bytes(window))?,
+            self.decode.num_regs()?,
+            per_sm(&self.decode, 0)?,
+        ))
+    }
+
     /// Free and total device memory in bytes.
     pub fn memory_info(&self) -> Result<(usize, usize), GpuError> {
         self.ctx.bind_to_thread()?;

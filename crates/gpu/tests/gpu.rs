@@ -406,6 +406,61 @@ fn early_termination_equals_the_oracle_on_global_score_indexes() {
     }
 }
 
+/// Queries of hundreds of terms (more than a CTA has threads: the OR kernel's other path), repeated terms
+/// and an unknown one, on a collection of 400 terms.
+#[test]
+fn long_queries_equal_the_oracle() {
+    let Some(gpu) = gpu() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rng = Rng(4242);
+    let mut lines = String::new();
+    for d in 0..3000 {
+        let words: Vec<String> = (0..1 + rng.below(40))
+            .map(|_| format!("t{}", rng.below(400)))
+            .collect();
+        lines.push_str(&format!(
+            "{{\"id\": \"d{d}\", \"contents\": \"{}\"}}\n",
+            words.join(" ")
+        ));
+    }
+    std::fs::write(tmp.path().join("in.jsonl"), lines).unwrap();
+    let opts = BuildOptions::new(WriterOptions {
+        codec: Codec::PForDelta,
+        analyzer: AnalyzerConfig::whitespace(),
+        bm25: Bm25Params::default(),
+        doc_order: DocOrder::Input,
+        force: true,
+    });
+    build_from_jsonl(&tmp.path().join("in.jsonl"), &tmp.path().join("idx"), &opts).unwrap();
+    let index = Index::open(tmp.path().join("idx")).unwrap();
+    let texts = [
+        (0..400).map(|i| format!("t{i}")).collect::<Vec<_>>().join(" "),
+        (0..300)
+            .map(|i| format!("t{}", (i * 7) % 400))
+            .collect::<Vec<_>>()
+            .join(" ")
+            + " nosuchterm t3 t3",
+        (0..3).map(|i| format!("t{i}")).collect::<Vec<_>>().join(" "),
+    ];
+    let queries: Vec<Query> = texts.iter().map(|t| Query::parse(&index, t)).collect();
+    for mode in [Mode::And, Mode::Or, Mode::AndOr] {
+        for k in [1, 10, 1000] {
+            let gopts = GpuOptions {
+                window: 256,
+                ..GpuOptions::default()
+            };
+            check_engine(
+                &gpu,
+                &index,
+                &queries,
+                SearchOptions::new(&index, mode, k),
+                gopts,
+                "long queries",
+            );
+        }
+    }
+}
+
 #[test]
 fn gpu_refuses_what_it_cannot_do() {
     let Some(gpu) = gpu() else { return };
