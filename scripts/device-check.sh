@@ -79,6 +79,14 @@ for w in 4096 8192 32768; do
   $bin search --index "$wiki" --queries "$queries" --mode or --k 10 --backend gpu --gpu-window $w \
     --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s" | sed "s/^/window $w: /" | tee -a "$log"
 done
+say "== register cap: WARPSEARCH_GPU_MIN_CTAS (k 10)"
+for m in 2 4 5 6; do
+  WARPSEARCH_GPU_MIN_CTAS=$m $bin gpu-check | grep search_batch | sed "s/^/min CTAs $m: /" | tee -a "$log"
+  for mode in and or; do
+    WARPSEARCH_GPU_MIN_CTAS=$m $bin search --index "$wiki" --queries "$queries" --mode $mode --k 10 \
+      --backend gpu --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s" | sed "s/^/min CTAs $m: /" | tee -a "$log"
+  done
+done
 say "== GPU latency with small batches (k 10)"
 for mode in and or; do
   for b in 64 512; do

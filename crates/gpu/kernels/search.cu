@@ -27,6 +27,12 @@
 
 #define COUNT_FAILED 0xffffffffu
 
+// Minimum resident CTAs per SM asked of the compiler for the query kernel (caps its registers per thread);
+// set at start-up from WARPSEARCH_GPU_MIN_CTAS (crates/gpu/src/device.rs).
+#ifndef MIN_CTAS
+#define MIN_CTAS 1
+#endif
+
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
@@ -876,7 +882,7 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
     }
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS) search_batch(const IndexArgs ix, const BatchArgs ba) {
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) search_batch(const IndexArgs ix, const BatchArgs ba) {
     extern __shared__ float dyn[];  // OR: window accumulators, then per-warp decode staging
     __shared__ QueryShared s;
     u32 cta = blockIdx.x;

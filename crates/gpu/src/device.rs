@@ -171,10 +171,27 @@ fn compile_options(major: i32, minor: i32) -> CompileOptions {
         use_fast_math: Some(false),
         arch,
         // Line info costs nothing at run time and lets compute-sanitizer name source lines.
-        options: vec!["--std=c++17".into(), "-lineinfo".into()],
+        options: vec![
+            "--std=c++17".into(),
+            "-lineinfo".into(),
+            format!("-DMIN_CTAS={}", min_ctas()),
+        ],
         ..Default::default()
     }
 }
+
+/// Resident CTAs per SM that the query kernel is compiled for (`__launch_bounds__`' second argument, which
+/// caps registers per thread): `WARPSEARCH_GPU_MIN_CTAS`, else the measured default.
+pub fn min_ctas() -> u32 {
+    std::env::var("WARPSEARCH_GPU_MIN_CTAS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| (1..=8).contains(&n))
+        .unwrap_or(DEFAULT_MIN_CTAS)
+}
+
+/// The default of [`min_ctas`].
+pub const DEFAULT_MIN_CTAS: u32 = 1;
 
 /// Compiles the kernel source to PTX without a device (NVRTC alone), for a compile check.
 pub fn compile_check() -> Result<String, GpuError> {
