@@ -47,6 +47,23 @@ pub struct QueryDesc {
 }
 
 unsafe impl cudarc::driver::DeviceRepr for TermDesc {}
+
+impl TermDesc {
+    /// The list of `rec` at device location `loc`, with weight 0, no block bounds and slot 0.
+    pub fn for_list(rec: &warpsearch_index::TermRecord, loc: crate::residency::ListLocation) -> TermDesc {
+        TermDesc {
+            word_base: loc.word_base,
+            block_base: loc.block_base,
+            num_blocks: rec.num_blocks() as u32,
+            df: rec.df,
+            len_words: rec.len_words,
+            params: rec.doc_param as u32 | (rec.freq_param as u32) << 8,
+            slot_term: 0,
+            weight: 0.0,
+            bound_scale: -1.0,
+        }
+    }
+}
 unsafe impl cudarc::driver::DeviceRepr for QueryDesc {}
 
 /// A batch's descriptors in host memory; `slots[i]` is the caller's index of the query at out_slot i.
@@ -122,15 +139,9 @@ pub fn prepare(
                 -1.0
             };
             out.terms.push(TermDesc {
-                word_base: loc.word_base,
-                block_base: loc.block_base,
-                num_blocks: rec.num_blocks() as u32,
-                df: rec.df,
-                len_words: rec.len_words,
-                params: rec.doc_param as u32 | (rec.freq_param as u32) << 8,
-                slot_term: 0,
                 weight: weights[s],
                 bound_scale,
+                ..TermDesc::for_list(rec, loc)
             });
         }
         for (pos, &s) in by_df.iter().enumerate() {

@@ -35,18 +35,7 @@ impl<'a> KernelBench<'a> {
             .term_records()
             .iter()
             .enumerate()
-            .map(|(id, r)| {
-                let loc = dev.residency().list(id as u32);
-                TermDesc {
-                    word_base: loc.word_base,
-                    block_base: loc.block_base,
-                    num_blocks: r.num_blocks() as u32,
-                    df: r.df,
-                    len_words: r.len_words,
-                    params: r.doc_param as u32 | (r.freq_param as u32) << 8,
-                    ..TermDesc::default()
-                }
-            })
+            .map(|(id, r)| TermDesc::for_list(r, dev.residency().list(id as u32)))
             .collect();
         let bytes: Vec<u8> = bytemuck::cast_slice(&term_descs).to_vec();
         let terms = stream.memcpy_stod(if bytes.is_empty() { &[0u8; 40][..] } else { &bytes })?;
@@ -76,13 +65,7 @@ impl<'a> KernelBench<'a> {
         let ix = self.dev.args(self.index, &self.stream);
         let grid = self.gpu.multiprocessors() * 8;
         let mut bufs = None;
-        let (start, end) = (
-            self.gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?,
-            self.gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?,
-        );
-        let mut best = f32::INFINITY;
-        for _ in 0..reps.max(1) {
-            start.record(&self.stream)?;
+        let best = self.best_ms(reps, || {
             bufs = Some(launch_decode_into(
                 &self.gpu,
                 &self.stream,
@@ -92,12 +75,10 @@ impl<'a> KernelBench<'a> {
                 &bids_d,
                 n,
                 grid,
-                bufs,
+                bufs.take(),
             )?);
-            end.record(&self.stream)?;
-            end.synchronize()?;
-            best = best.min(start.elapsed_ms(&end)?);
-        }
+            Ok(())
+        })?;
         let oks = self.stream.memcpy_dtov(&bufs.expect("at least one run").2)?;
         if oks.iter().any(|&o| o != 1) {
             return Err(GpuError::Unsupported(
@@ -112,23 +93,27 @@ impl<'a> KernelBench<'a> {
         ))
     }
 
+    /// The shortest of `reps` runs of `work` on the stream, in ms (CUDA events).
+    fn best_ms(&self, reps: usize, mut work: impl FnMut() -> Result<(), GpuError>) -> Result<f32, GpuError> {
+        let event = || self.gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT));
+        let (start, end) = (event()?, event()?);
+        let mut best = f32::INFINITY;
+        for _ in 0..reps.max(1) {
+            start.record(&self.stream)?;
+            work()?;
+            end.record(&self.stream)?;
+            end.synchronize()?;
+            best = best.min(start.elapsed_ms(&end)?);
+        }
+        Ok(best)
+    }
+
     /// Device-to-device copy bandwidth (bytes read + written per second) over `bytes`, best of `reps`.
     pub fn copy_bandwidth(&self, bytes: usize, reps: usize) -> Result<f64, GpuError> {
         let n = bytes / 4;
         let src = self.stream.alloc_zeros::<u32>(n)?;
         let mut dst = self.stream.alloc_zeros::<u32>(n)?;
-        let (start, end) = (
-            self.gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?,
-            self.gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?,
-        );
-        let mut best = f32::INFINITY;
-        for _ in 0..reps.max(1) {
-            start.record(&self.stream)?;
-            self.stream.memcpy_dtod(&src, &mut dst)?;
-            end.record(&self.stream)?;
-            end.synchronize()?;
-            best = best.min(start.elapsed_ms(&end)?);
-        }
+        let best = self.best_ms(reps, || Ok(self.stream.memcpy_dtod(&src, &mut dst)?))?;
         Ok(2.0 * (n * 4) as f64 / (best as f64 / 1e3))
     }
 }
@@ -272,7 +257,12 @@ pub fn decode_raw(
         return Ok(lists.iter().map(|_| Vec::new()).collect());
     }
     let (tids_d, bids_d) = (stream.memcpy_stod(&tids)?, stream.memcpy_stod(&bids)?);
-    let [docs, tfs, ok] = launch_decode(gpu, &stream, &ix, &terms_d, &tids_d, &bids_d, n, 0)?;
+    let out = launch_decode_into(gpu, &stream, &ix, &terms_d, &tids_d, &bids_d, n, 0, None)?;
+    let (docs, tfs, ok) = (
+        stream.memcpy_dtov(&out.0)?,
+        stream.memcpy_dtov(&out.1)?,
+        stream.memcpy_dtov(&out.2)?,
+    );
     let mut out: Vec<Vec<Decoded>> = lists.iter().map(|_| Vec::new()).collect();
     for j in 0..n {
         let r = j * BLOCK_LEN..j * BLOCK_LEN + lens[j];
@@ -290,29 +280,11 @@ pub(crate) fn codec_id(codec: warpsearch_codec::Codec) -> u32 {
     }
 }
 
-/// Runs `decode_blocks` over `n` requested blocks with poisoned outputs; returns docIDs, frequencies and
-/// per-block success flags. `grid` 0: one CTA per 8 blocks.
-#[allow(clippy::too_many_arguments)]
-fn launch_decode(
-    gpu: &Gpu,
-    stream: &Arc<CudaStream>,
-    ix: &IndexArgs,
-    terms: &CudaSlice<u8>,
-    tids: &CudaSlice<u32>,
-    bids: &CudaSlice<u32>,
-    n: usize,
-    grid: u32,
-) -> Result<[Vec<u32>; 3], GpuError> {
-    let out = launch_decode_into(gpu, stream, ix, terms, tids, bids, n, grid, None)?;
-    Ok([
-        stream.memcpy_dtov(&out.0)?,
-        stream.memcpy_dtov(&out.1)?,
-        stream.memcpy_dtov(&out.2)?,
-    ])
-}
-
+/// Decoded docIDs, frequencies and per-block success flags on the device.
 type DecodeBuffers = (CudaSlice<u32>, CudaSlice<u32>, CudaSlice<u32>);
 
+/// Runs `decode_blocks` over `n` requested blocks. Fresh buffers (`reuse` None) are poisoned first, so
+/// that the caller can check every element the kernel must write. `grid` 0: one CTA per 8 blocks.
 #[allow(clippy::too_many_arguments)]
 fn launch_decode_into(
     gpu: &Gpu,

@@ -18,10 +18,16 @@ fn gpu() -> Option<Arc<Gpu>> {
     match GPU.get_or_init(|| Gpu::open(0).map(Arc::new).map_err(|e| e.to_string())) {
         Ok(g) => Some(g.clone()),
         Err(why) => {
-            eprintln!("skipped: no CUDA device ({why})");
+            say(&format!("skipped: no CUDA device ({why})"));
             None
         }
     }
+}
+
+/// Writes a line to stderr past the test harness's capture, so that skips show in every log.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
 }
 
 struct Rng(u64);
@@ -242,8 +248,14 @@ fn random_index(dir: &Path, seed: u64, codec: Codec, alpha: Option<f32>) -> (Ind
         ));
         statics.push_str(&format!("d{d}\t{}\n", rng.below(1000) as f32 / 7.0));
     }
-    std::fs::write(dir.join("in.jsonl"), lines).unwrap();
     std::fs::write(dir.join("static.tsv"), statics).unwrap();
+    (build(dir, &lines, codec, Some(alpha)), densities.len())
+}
+
+/// Builds `dir/idx` from JSONL `lines` (white-space analysis); `statics`: with `dir/static.tsv` as static
+/// scores, reordered by global score when it holds an α.
+fn build(dir: &Path, lines: &str, codec: Codec, statics: Option<Option<f32>>) -> Index {
+    std::fs::write(dir.join("in.jsonl"), lines).unwrap();
     let mut opts = BuildOptions::new(WriterOptions {
         codec,
         analyzer: AnalyzerConfig::whitespace(),
@@ -251,10 +263,12 @@ fn random_index(dir: &Path, seed: u64, codec: Codec, alpha: Option<f32>) -> (Ind
         doc_order: DocOrder::Input,
         force: true,
     });
-    opts.static_scores = Some(dir.join("static.tsv"));
-    opts.reorder_alpha = alpha;
+    if let Some(alpha) = statics {
+        opts.static_scores = Some(dir.join("static.tsv"));
+        opts.reorder_alpha = alpha;
+    }
     build_from_jsonl(&dir.join("in.jsonl"), &dir.join("idx"), &opts).unwrap();
-    (Index::open(dir.join("idx")).unwrap(), densities.len())
+    Index::open(dir.join("idx")).unwrap()
 }
 
 fn random_queries(index: &Index, num_terms: usize, seed: u64) -> Vec<Query> {
@@ -316,6 +330,14 @@ fn check_engine(
         0,
         "{what}: no query may need the CPU"
     );
+}
+
+/// The smallest OR window: many windows per query, blocks straddling windows.
+fn small_window() -> GpuOptions {
+    GpuOptions {
+        window: 256,
+        ..GpuOptions::default()
+    }
 }
 
 #[test]
@@ -389,16 +411,12 @@ fn early_termination_equals_the_oracle_on_global_score_indexes() {
                     algorithm: Algorithm::EarlyTermination,
                     ..SearchOptions::new(&index, mode, k)
                 };
-                let gopts = GpuOptions {
-                    window: 256,
-                    ..GpuOptions::default()
-                };
                 check_engine(
                     &gpu,
                     &index,
                     &queries,
                     options,
-                    gopts,
+                    small_window(),
                     &format!("early alpha {alpha}"),
                 );
             }
@@ -423,16 +441,7 @@ fn long_queries_equal_the_oracle() {
             words.join(" ")
         ));
     }
-    std::fs::write(tmp.path().join("in.jsonl"), lines).unwrap();
-    let opts = BuildOptions::new(WriterOptions {
-        codec: Codec::PForDelta,
-        analyzer: AnalyzerConfig::whitespace(),
-        bm25: Bm25Params::default(),
-        doc_order: DocOrder::Input,
-        force: true,
-    });
-    build_from_jsonl(&tmp.path().join("in.jsonl"), &tmp.path().join("idx"), &opts).unwrap();
-    let index = Index::open(tmp.path().join("idx")).unwrap();
+    let index = build(tmp.path(), &lines, Codec::PForDelta, None);
     let texts = [
         (0..400).map(|i| format!("t{i}")).collect::<Vec<_>>().join(" "),
         (0..300)
@@ -445,16 +454,12 @@ fn long_queries_equal_the_oracle() {
     let queries: Vec<Query> = texts.iter().map(|t| Query::parse(&index, t)).collect();
     for mode in [Mode::And, Mode::Or, Mode::AndOr] {
         for k in [1, 10, 1000] {
-            let gopts = GpuOptions {
-                window: 256,
-                ..GpuOptions::default()
-            };
             check_engine(
                 &gpu,
                 &index,
                 &queries,
                 SearchOptions::new(&index, mode, k),
-                gopts,
+                small_window(),
                 "long queries",
             );
         }
@@ -492,7 +497,7 @@ fn gpu_refuses_what_it_cannot_do() {
 fn engine_equals_the_oracle_on_wikipedia_passages() {
     let Some(gpu) = gpu() else { return };
     let Some(dir) = std::env::var_os("WARPSEARCH_WIKI_INDEX") else {
-        eprintln!("skipped: WARPSEARCH_WIKI_INDEX is not set (a passage index built with --title)");
+        say("skipped: WARPSEARCH_WIKI_INDEX is not set (a passage index built with --title)");
         return;
     };
     let queries_path = std::env::var_os("WARPSEARCH_QUERIES")
