@@ -43,6 +43,11 @@ WARPSEARCH_WIKI_INDEX=$wiki WARPSEARCH_QUERIES=$dev/trec05-efficiency.txt \
 tests_rc=$?
 grep -E "^test |test result|skipped|wiki " "$out/gpu-tests.log" | tee -a "$log"
 
+for t in 128; do
+  WARPSEARCH_GPU_THREADS=$t $dev/gpu-tests --test-threads=4 --skip wikipedia >"$tmp/tests-$t.log" 2>&1 || tests_rc=1
+  grep -E "^test result" "$tmp/tests-$t.log" | sed "s/^/GPU tests with $t threads per CTA: /" | tee -a "$log"
+done
+
 say "== gpu-check"
 $bin gpu-check --index "$wiki" 2>&1 | tee -a "$log"
 
@@ -85,6 +90,13 @@ for m in 2 4 5 6; do
   for mode in and or; do
     WARPSEARCH_GPU_MIN_CTAS=$m $bin search --index "$wiki" --queries "$queries" --mode $mode --k 10 \
       --backend gpu --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s" | sed "s/^/min CTAs $m: /" | tee -a "$log"
+  done
+done
+say "== threads per CTA: WARPSEARCH_GPU_THREADS (k 10)"
+for t in 128; do
+  for mode in and or; do
+    WARPSEARCH_GPU_THREADS=$t $bin search --index "$wiki" --queries "$queries" --mode $mode --k 10 \
+      --backend gpu --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s" | sed "s/^/threads $t: /" | tee -a "$log"
   done
 done
 say "== GPU latency with small batches (k 10)"

@@ -10,7 +10,9 @@
 // - PForDelta, Elias-Fano and Rice blocks are decoded by one warp each (decode_block_warp).
 
 #define BLOCK_LEN 128
-#define THREADS 256
+#ifndef THREADS
+#define THREADS 256  // set at start-up from WARPSEARCH_GPU_THREADS (crates/gpu/src/device.rs)
+#endif
 #define WARPS (THREADS / 32)
 #define FULL_MASK 0xffffffffu
 #define TOPK_CAP 36864u     // entries of the per-CTA running top-k buffer (k <= MAX_K_GPU, + a window)

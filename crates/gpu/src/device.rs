@@ -12,8 +12,21 @@ use crate::GpuError;
 /// The CUDA source of every kernel (one translation unit).
 pub const KERNEL_SOURCE: &str = include_str!("../kernels/search.cu");
 
-/// Threads per CTA of every kernel (`THREADS` in the source).
-pub const THREADS: u32 = 256;
+/// Threads per CTA of every kernel (`THREADS` in the source, set at compile time): 128 or 256 from
+/// `WARPSEARCH_GPU_THREADS`, else [`DEFAULT_THREADS`]. An AND chunk holds this many candidates.
+pub fn threads() -> u32 {
+    static T: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *T.get_or_init(|| {
+        std::env::var("WARPSEARCH_GPU_THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|t| [128, 256].contains(t))
+            .unwrap_or(DEFAULT_THREADS)
+    })
+}
+
+/// The default of [`threads`].
+pub const DEFAULT_THREADS: u32 = 256;
 /// Entries of the per-CTA top-k buffer (`TOPK_CAP`).
 pub const TOPK_CAP: usize = 36864;
 /// Largest k the GPU kernels select (`MAX_K_GPU` bounds the shared-memory sort; 1,000 is promised).
@@ -26,7 +39,7 @@ pub const BLOCK_LEN: usize = 128;
 /// Dynamic shared memory of an OR launch with a window of `window` documents: the accumulators and
 /// per-warp decode staging (docIDs and frequencies of one block per warp).
 pub fn or_shared_bytes(window: u32) -> u32 {
-    window * 4 + 2 * (THREADS / 32) * BLOCK_LEN as u32 * 4
+    window * 4 + 2 * (threads() / 32) * BLOCK_LEN as u32 * 4
 }
 
 /// One opened GPU with the compiled kernels.
@@ -119,7 +132,7 @@ impl Gpu {
     pub fn kernel_resources(&self, window: u32) -> Result<String, GpuError> {
         let f = &self.search;
         let per_sm = |func: &CudaFunction, smem: u32| {
-            func.occupancy_max_active_blocks_per_multiprocessor(THREADS, smem as usize, None)
+            func.occupancy_max_active_blocks_per_multiprocessor(threads(), smem as usize, None)
         };
         Ok(format!(
             "search_batch: {} registers/thread, {} B static shared, {} CTAs/SM for AND, {} for OR \
@@ -175,6 +188,7 @@ fn compile_options(major: i32, minor: i32) -> CompileOptions {
             "--std=c++17".into(),
             "-lineinfo".into(),
             format!("-DMIN_CTAS={}", min_ctas()),
+            format!("-DTHREADS={}", threads()),
         ],
         ..Default::default()
     }

@@ -14,7 +14,7 @@ use warpsearch_cpu::{Algorithm, Mode, Query, Ranking, Scored, SearchOptions, Sea
 use warpsearch_index::{Index, IndexError};
 
 use crate::batch::{prepare, Prepared, QueryDesc, TermDesc};
-use crate::device::{or_shared_bytes, BLOCK_LEN, MAX_K, MAX_WINDOW, THREADS, TOPK_CAP};
+use crate::device::{or_shared_bytes, threads, BLOCK_LEN, MAX_K, MAX_WINDOW, TOPK_CAP};
 use crate::residency::{mib, ptr, DeviceIndex, IndexArgs};
 use crate::{Gpu, GpuError};
 
@@ -164,8 +164,8 @@ impl Slot {
             out_doc: stream.alloc_zeros(batch * k)?,
             out_score: stream.alloc_zeros(batch * k)?,
             out_count: stream.alloc_zeros(batch)?,
-            scratch_doc: stream.alloc_zeros(ctas * THREADS as usize * BLOCK_LEN)?,
-            scratch_tf: stream.alloc_zeros(ctas * THREADS as usize * BLOCK_LEN)?,
+            scratch_doc: stream.alloc_zeros(ctas * threads() as usize * BLOCK_LEN)?,
+            scratch_tf: stream.alloc_zeros(ctas * threads() as usize * BLOCK_LEN)?,
             topbuf: stream.alloc_zeros(ctas * TOPK_CAP)?,
             phases: stream.alloc_zeros(ctas * 8)?,
             h_desc: Pinned::new(gpu, desc_bytes)?,
@@ -279,7 +279,7 @@ impl<'a> GpuSearcher<'a> {
         let occupancy = |smem: u32| -> Result<u32, GpuError> {
             let per_sm =
                 gpu.search
-                    .occupancy_max_active_blocks_per_multiprocessor(THREADS, smem as usize, None)?;
+                    .occupancy_max_active_blocks_per_multiprocessor(threads(), smem as usize, None)?;
             Ok(per_sm.max(1) * gpu.multiprocessors())
         };
         let grid_and = occupancy(0)?;
@@ -519,7 +519,7 @@ impl<'a> GpuSearcher<'a> {
             launch.arg(&ix).arg(&ba);
             launch.launch(LaunchConfig {
                 grid_dim: (grid, 1, 1),
-                block_dim: (THREADS, 1, 1),
+                block_dim: (threads(), 1, 1),
                 shared_mem_bytes: smem,
             })?;
             slot.events[2].record(&slot.stream)?;

@@ -9,7 +9,7 @@ use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use warpsearch_index::Index;
 
 use crate::batch::TermDesc;
-use crate::device::{BLOCK_LEN, THREADS, TOPK_CAP};
+use crate::device::{threads, BLOCK_LEN, TOPK_CAP};
 use crate::residency::{ptr, DeviceIndex, IndexArgs};
 use crate::{Gpu, GpuError};
 
@@ -159,7 +159,7 @@ pub fn topk_segments(
     unsafe {
         launch.launch(LaunchConfig {
             grid_dim: (grid, 1, 1),
-            block_dim: (THREADS, 1, 1),
+            block_dim: (threads(), 1, 1),
             shared_mem_bytes: 0,
         })?;
     }
@@ -315,7 +315,7 @@ fn launch_decode_into(
             b
         }
     };
-    let warps = THREADS / 32;
+    let warps = threads() / 32;
     let grid = if grid == 0 {
         (n as u32).div_ceil(warps)
     } else {
@@ -335,7 +335,7 @@ fn launch_decode_into(
     unsafe {
         launch.launch(LaunchConfig {
             grid_dim: (grid.max(1), 1, 1),
-            block_dim: (THREADS, 1, 1),
+            block_dim: (threads(), 1, 1),
             shared_mem_bytes: 0,
         })?;
     }
