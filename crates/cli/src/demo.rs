@@ -1,4 +1,5 @@
-//! `warpsearch demo`: the whole pipeline on a collection generated here, with no download and no GPU.
+//! `warpsearch demo`: the whole pipeline on a collection generated here, with no download; the GPU engine
+//! runs too where a CUDA device is present.
 //!
 //! Documents are drawn from a Zipf-distributed vocabulary of pronounceable pseudo-words (deterministic
 //! by seed), written as JSONL into a temporary directory, indexed, then queried in AND and OR mode on
@@ -8,8 +9,11 @@
 use std::io::{BufWriter, Write};
 use std::time::Instant;
 
+use std::sync::Arc;
+
 use anyhow::Result;
 use warpsearch_cpu::{Algorithm, Mode, Query, SearchOptions, Searcher};
+use warpsearch_gpu::{Gpu, GpuOptions, GpuSearcher};
 use warpsearch_index::build::{build_from_jsonl, BuildOptions};
 use warpsearch_index::{AnalyzerConfig, Bm25Params, DocOrder, Index, WriterOptions};
 
@@ -134,10 +138,14 @@ pub fn run(a: DemoArgs) -> Result<()> {
         })
         .collect();
     let parsed: Vec<Query> = queries.iter().map(|q| Query::parse(&index, q)).collect();
+    let gpu = Gpu::open(0).map(Arc::new);
     println!(
-        "backend: cpu on {} threads (the GPU engine is not built yet); every fast result is checked \
-         against the exhaustive oracle",
-        rayon::current_num_threads()
+        "backends: cpu on {} threads; gpu: {}. Every fast result is checked against the exhaustive oracle",
+        rayon::current_num_threads(),
+        match &gpu {
+            Ok(g) => g.describe(),
+            Err(e) => format!("skipped ({e})"),
+        }
     );
     for mode in [Mode::And, Mode::Or] {
         let mut results = Vec::new();
@@ -168,6 +176,33 @@ pub fn run(a: DemoArgs) -> Result<()> {
         }
         if results[0] != results[1] {
             anyhow::bail!("{} results differ from the exhaustive oracle", mode.name());
+        }
+        if let Ok(gpu) = &gpu {
+            let options = SearchOptions::new(&index, mode, a.k);
+            match GpuSearcher::new(gpu.clone(), &index, options, GpuOptions::default()) {
+                Ok(mut searcher) => {
+                    searcher.search_batch(&parsed); // warm-up
+                    let started = Instant::now();
+                    let answers = searcher
+                        .search_batch(&parsed)
+                        .into_iter()
+                        .map(|r| r.map(|a| a.hits))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let secs = started.elapsed().as_secs_f64();
+                    println!(
+                        "{} top-{} (gpu): {} queries in {:.3} s = {:.0} queries/s",
+                        mode.name(),
+                        a.k,
+                        queries.len(),
+                        secs,
+                        queries.len() as f64 / secs
+                    );
+                    if answers != results[1] {
+                        anyhow::bail!("{} GPU results differ from the exhaustive oracle", mode.name());
+                    }
+                }
+                Err(e) => println!("{} top-{} (gpu): skipped ({e})", mode.name(), a.k),
+            }
         }
         let results = &results[0];
         for (q, r) in queries.iter().zip(results).take(3) {
