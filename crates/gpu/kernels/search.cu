@@ -14,6 +14,8 @@
 #define THREADS 256  // set at start-up from WARPSEARCH_GPU_THREADS (crates/gpu/src/device.rs)
 #endif
 #define WARPS (THREADS / 32)
+#define CPT 4                    // AND candidates per thread
+#define CHUNK (THREADS * CPT)    // AND candidates per step: WARPS blocks of the shortest list
 #define FULL_MASK 0xffffffffu
 #define TOPK_CAP 36864u     // entries of the per-CTA running top-k buffer (k <= MAX_K_GPU, + a window)
 #define MAX_K_GPU 1024u     // the final sort runs in shared memory over this many keys
@@ -88,8 +90,8 @@ struct BatchArgs {
     u32* out_doc;
     float* out_score;
     u32* out_count;       // per query: hits, or COUNT_FAILED
-    u32* scratch_doc;     // per CTA: THREADS * BLOCK_LEN decoded docIDs
-    u32* scratch_tf;      // per CTA: THREADS * BLOCK_LEN decoded frequencies
+    u32* scratch_doc;     // per CTA: CHUNK * BLOCK_LEN decoded docIDs
+    u32* scratch_tf;      // per CTA: CHUNK * BLOCK_LEN decoded frequencies
     u64* topbuf;          // per CTA: TOPK_CAP keys
     u64* phase_cycles;    // per CTA: 8 counters, or null (no instrumentation)
 };
@@ -565,11 +567,12 @@ __device__ u32 topk_finish(u64* buf, u32 k, TopShared* ts, u64* sort, u32* out_d
 struct QueryShared {
     TopShared top;
     u64 sort[MAX_K_GPU];
-    u32 cand_doc[THREADS];
-    u32 cand_tf0[THREADS];
-    float cand_score[THREADS];
-    u32 blk[THREADS];
-    u32 sel_blk[THREADS];
+    // AND: candidates and their blocks, CHUNK each, in the dynamic shared memory of an AND launch (an OR
+    // launch gives that memory to its window instead).
+    u32* cand_doc;
+    u32* cand_tf0;
+    u32* blk;
+    u32* sel_blk;
     u32 xs[WARPS][4 * BLOCK_LEN];
     u32 ncand;
     u32 q;
@@ -596,27 +599,48 @@ struct PhaseClock {
     }
 };
 
-// Looks up every candidate in list t (SvS step): selects the blocks that can hold a candidate (one per run
-// of candidates falling in the same block, papers/001 section 8.1), decodes only those (one warp each), and
-// finds each candidate by binary search in its decoded block. Sets tf (0: absent) per thread for thread
-// indices < ncand. Returns false if a block is malformed.
+// Looks up every candidate in list t (SvS step). Thread i holds candidates CPT*i .. CPT*i+CPT-1 (in docID
+// order), so that each thread has several independent searches in flight. Selects the blocks that can hold
+// a candidate (one per run of candidates falling in the same block, papers/001 section 8.1), decodes only
+// those (one warp each), and finds each candidate by binary search in its decoded block. Sets tf[i] (0:
+// absent) for each of the thread's candidates. Returns false if a block is malformed.
 __device__ bool lookup_step(const IndexArgs& ix, const BatchArgs& ba, const TermDesc& t, QueryShared* s,
-                            u32* dec_doc, u32* dec_tf, bool want_tf, u32* tf_out, PhaseClock& clk) {
+                            u32* dec_doc, u32* dec_tf, bool want_tf, u32 (&tf)[CPT], PhaseClock& clk) {
     u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     u32 ncand = s->ncand;
-    u32 d = tid < ncand ? s->cand_doc[tid] : 0u;
-    u32 b = t.num_blocks;
-    bool inr = false;
-    if (tid < ncand) {
-        b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, d);
-        inr = b < t.num_blocks && ix.blk_first[t.block_base + b] <= d;
+    u32 d[CPT], b[CPT];
+    bool inr[CPT];
+#pragma unroll
+    for (int i = 0; i < CPT; i++) {
+        u32 c = tid * CPT + i;
+        d[i] = c < ncand ? s->cand_doc[c] : 0u;
+        b[i] = t.num_blocks;
+        inr[i] = false;
+        if (c < ncand) {
+            b[i] = lower_bound(ix.blk_last + t.block_base, t.num_blocks, d[i]);
+            inr[i] = b[i] < t.num_blocks && ix.blk_first[t.block_base + b[i]] <= d[i];
+        }
+        s->blk[c] = inr[i] ? b[i] : 0xffffffffu;
     }
-    s->blk[tid] = inr ? b : 0xffffffffu;
     __syncthreads();
-    bool need = inr && (tid == 0 || s->blk[tid - 1] != b);
+    bool need[CPT];
+    u32 needs = 0;
+#pragma unroll
+    for (int i = 0; i < CPT; i++) {
+        u32 c = tid * CPT + i;
+        need[i] = inr[i] && (c == 0 || s->blk[c - 1] != b[i]);
+        needs += need[i] ? 1u : 0u;
+    }
     u32 total;
-    u32 sel = block_exclusive_scan(need ? 1u : 0u, s->top.scan, &total);
-    if (need) s->sel_blk[sel] = t.block_base + b;
+    u32 run = block_exclusive_scan(needs, s->top.scan, &total);
+    // sel[i]: the decode slot of candidate i's block, the last selection at or before it.
+    u32 sel[CPT];
+#pragma unroll
+    for (int i = 0; i < CPT; i++) {
+        if (need[i]) s->sel_blk[run] = t.block_base + b[i];
+        run += need[i] ? 1u : 0u;
+        sel[i] = run - 1u;
+    }
     __syncthreads();
     clk.lap(PH_SELECT);
     bool ok = true;
@@ -628,35 +652,47 @@ __device__ bool lookup_step(const IndexArgs& ix, const BatchArgs& ba, const Term
     if (!ok && lane == 0) s->top.failed = 1;
     __syncthreads();
     clk.lap(PH_DECODE);
-    u32 tf = 0;
-    if (inr) {
-        // The selection for this candidate's block is the number of selections before it, minus one when
-        // this candidate did not start its run: sel counts selections strictly before tid.
-        u32 j = need ? sel : sel - 1u;
-        u32 local = b;
-        u32 n = local + 1 == t.num_blocks ? t.df - local * BLOCK_LEN : BLOCK_LEN;
-        const u32* dd = dec_doc + j * BLOCK_LEN;
-        u32 lo = 0, hi = n;
-        while (lo < hi) {
-            u32 mid = (lo + hi) >> 1;
-            if (dd[mid] < d) lo = mid + 1; else hi = mid;
+#pragma unroll
+    for (int i = 0; i < CPT; i++) {
+        tf[i] = 0;
+        if (inr[i]) {
+            u32 n = b[i] + 1 == t.num_blocks ? t.df - b[i] * BLOCK_LEN : BLOCK_LEN;
+            const u32* dd = dec_doc + sel[i] * BLOCK_LEN;
+            u32 lo = 0, hi = n;
+            while (lo < hi) {
+                u32 mid = (lo + hi) >> 1;
+                if (dd[mid] < d[i]) lo = mid + 1; else hi = mid;
+            }
+            if (lo < n && dd[lo] == d[i]) tf[i] = want_tf ? dec_tf[sel[i] * BLOCK_LEN + lo] : 1u;
         }
-        if (lo < n && dd[lo] == d) tf = want_tf ? dec_tf[j * BLOCK_LEN + lo] : 1u;
     }
-    *tf_out = tf;
     __syncthreads();
     return s->top.failed == 0;
 }
 
-// Keeps the candidates with keep = true, in order.
-__device__ void compact_candidates(QueryShared* s, bool keep) {
+// Keeps the candidates whose tf is not 0, in order.
+__device__ void compact_candidates(QueryShared* s, const u32 (&tf)[CPT]) {
     u32 tid = threadIdx.x;
-    u32 d = tid < s->ncand ? s->cand_doc[tid] : 0u;
-    u32 f = tid < s->ncand ? s->cand_tf0[tid] : 0u;
-    keep = keep && tid < s->ncand;
+    u32 ncand = s->ncand;
+    u32 d[CPT], f[CPT], keeps = 0;
+#pragma unroll
+    for (int i = 0; i < CPT; i++) {
+        u32 c = tid * CPT + i;
+        d[i] = c < ncand ? s->cand_doc[c] : 0u;
+        f[i] = c < ncand ? s->cand_tf0[c] : 0u;
+        keeps += (c < ncand && tf[i] != 0) ? 1u : 0u;
+    }
     u32 total;
-    u32 pos = block_exclusive_scan(keep ? 1u : 0u, s->top.scan, &total);
-    if (keep) { s->cand_doc[pos] = d; s->cand_tf0[pos] = f; }
+    u32 pos = block_exclusive_scan(keeps, s->top.scan, &total);
+#pragma unroll
+    for (int i = 0; i < CPT; i++) {
+        u32 c = tid * CPT + i;
+        if (c < ncand && tf[i] != 0) {
+            s->cand_doc[pos] = d[i];
+            s->cand_tf0[pos] = f[i];
+            pos++;
+        }
+    }
     if (tid == 0) s->ncand = total;
     __syncthreads();
 }
@@ -693,11 +729,11 @@ __device__ void and_query(const IndexArgs& ix, const BatchArgs& ba, const TermDe
                           u64* buf, u32* dec_doc, u32* dec_tf, PhaseClock& clk) {
     u32 tid = threadIdx.x, warp = tid >> 5;
     const TermDesc& t0 = terms[0];
-    for (u32 c0 = 0; c0 < t0.df; c0 += THREADS) {
+    for (u32 c0 = 0; c0 < t0.df; c0 += CHUNK) {
         // The previous chunk's readers of the candidate arrays and counts are done.
         __syncthreads();
         u32 b0 = t0.block_base + c0 / BLOCK_LEN;
-        u32 nb = min((u32)(THREADS / BLOCK_LEN), t0.num_blocks - c0 / BLOCK_LEN);
+        u32 nb = min((u32)(CHUNK / BLOCK_LEN), t0.num_blocks - c0 / BLOCK_LEN);
         u32 first = ix.blk_first[b0], last = ix.blk_last[b0 + nb - 1];
         if (ba.early && topk_full(&s->top) && topk_threshold(&s->top) >= ix.gs[first] * s->slack) break;
         // Block-max skip: no candidate of this chunk can enter the top k.
@@ -711,33 +747,50 @@ __device__ void and_query(const IndexArgs& ix, const BatchArgs& ba, const TermDe
                                           s->cand_tf0 + warp * BLOCK_LEN, s->xs[warp]);
             if (!good && (tid & 31u) == 0) s->top.failed = 1;
         }
-        if (tid == 0) s->ncand = min((u32)THREADS, t0.df - c0);
+        if (tid == 0) s->ncand = min((u32)CHUNK, t0.df - c0);
         __syncthreads();
         clk.lap(PH_DECODE);
         if (s->top.failed) return;
+        u32 tf[CPT];
         for (u32 j = 1; j < n && s->ncand > 0; j++) {
-            u32 tf;
-            if (!lookup_step(ix, ba, terms[j], s, dec_doc, dec_tf, false, &tf, clk)) return;
-            compact_candidates(s, tf != 0);
+            if (!lookup_step(ix, ba, terms[j], s, dec_doc, dec_tf, false, tf, clk)) return;
+            compact_candidates(s, tf);
             clk.lap(PH_INTERSECT);
         }
         u32 ncand = s->ncand;
         if (ncand == 0) continue;
         // Score the survivors in plan slot order, as the CPU does.
-        float score = 0.0f;
-        u32 doc = tid < ncand ? s->cand_doc[tid] : 0u;
+        float score[CPT];
+        u32 doc[CPT];
+#pragma unroll
+        for (int i = 0; i < CPT; i++) {
+            u32 c = tid * CPT + i;
+            score[i] = 0.0f;
+            doc[i] = c < ncand ? s->cand_doc[c] : 0u;
+        }
         for (u32 slot = 0; slot < n; slot++) {
             u32 j = terms[slot].slot_term;
-            u32 tf;
             if (j == 0) {
-                tf = tid < ncand ? s->cand_tf0[tid] : 0u;
+#pragma unroll
+                for (int i = 0; i < CPT; i++) {
+                    u32 c = tid * CPT + i;
+                    tf[i] = c < ncand ? s->cand_tf0[c] : 0u;
+                }
             } else {
-                if (!lookup_step(ix, ba, terms[j], s, dec_doc, dec_tf, true, &tf, clk)) return;
+                if (!lookup_step(ix, ba, terms[j], s, dec_doc, dec_tf, true, tf, clk)) return;
             }
-            if (tid < ncand) score = score + contribution(ix, terms[j], doc, tf);
+#pragma unroll
+            for (int i = 0; i < CPT; i++)
+                if (tid * CPT + i < ncand) score[i] = score[i] + contribution(ix, terms[j], doc[i], tf[i]);
         }
         clk.lap(PH_SCORE);
-        topk_offer(buf, ba.k, &s->top, tid < ncand, tid < ncand ? finish(ix, doc, score) : 0.0f, doc);
+        topk_make_room(buf, ba.k, &s->top, CHUNK);
+#pragma unroll
+        for (int i = 0; i < CPT; i++) {
+            bool valid = tid * CPT + i < ncand;
+            topk_push(buf, &s->top, valid, valid ? finish(ix, doc[i], score[i]) : 0.0f, doc[i]);
+        }
+        __syncthreads();
         clk.lap(PH_TOPK);
     }
 }
@@ -885,12 +938,20 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) search_batch(const IndexArgs ix, const BatchArgs ba) {
-    extern __shared__ float dyn[];  // OR: window accumulators, then per-warp decode staging
+    extern __shared__ float dyn[];  // AND: candidate arrays; OR: window accumulators, then decode staging
     __shared__ QueryShared s;
     u32 cta = blockIdx.x;
     u64* buf = ba.topbuf + (u64)cta * TOPK_CAP;
-    u32* dec_doc = ba.scratch_doc + (u64)cta * THREADS * BLOCK_LEN;
-    u32* dec_tf = ba.scratch_tf + (u64)cta * THREADS * BLOCK_LEN;
+    u32* dec_doc = ba.scratch_doc + (u64)cta * CHUNK * BLOCK_LEN;
+    u32* dec_tf = ba.scratch_tf + (u64)cta * CHUNK * BLOCK_LEN;
+    if (threadIdx.x == 0) {
+        u32* and_arrays = (u32*)dyn;
+        s.cand_doc = and_arrays;
+        s.cand_tf0 = and_arrays + CHUNK;
+        s.blk = and_arrays + 2 * CHUNK;
+        s.sel_blk = and_arrays + 3 * CHUNK;
+    }
+    __syncthreads();
     PhaseClock clk;
     clk.out = ba.phase_cycles ? ba.phase_cycles + (u64)cta * 8 : (u64*)0;
     clk.t = 0;

@@ -25,6 +25,11 @@ pub fn threads() -> u32 {
     })
 }
 
+/// AND candidates per step of a CTA (`CHUNK`: 4 per thread), and blocks of decode scratch per CTA.
+pub fn chunk() -> usize {
+    threads() as usize * 4
+}
+
 /// The default of [`threads`].
 pub const DEFAULT_THREADS: u32 = 256;
 /// Entries of the per-CTA top-k buffer (`TOPK_CAP`).
@@ -40,6 +45,12 @@ pub const BLOCK_LEN: usize = 128;
 /// per-warp decode staging (docIDs and frequencies of one block per warp).
 pub fn or_shared_bytes(window: u32) -> u32 {
     window * 4 + 2 * (threads() / 32) * BLOCK_LEN as u32 * 4
+}
+
+/// Dynamic shared memory of an AND launch: four arrays of [`chunk`] words (candidates, their first
+/// list's frequencies, their blocks, the selected blocks).
+pub fn and_shared_bytes() -> u32 {
+    16 * chunk() as u32
 }
 
 /// One opened GPU with the compiled kernels.
@@ -139,7 +150,7 @@ impl Gpu {
              (window {window}); decode_blocks: {} registers/thread, {} CTAs/SM",
             f.num_regs()?,
             f.shared_size_bytes()?,
-            per_sm(f, 0)?,
+            per_sm(f, and_shared_bytes())?,
             per_sm(f, or_shared_bytes(window))?,
             self.decode.num_regs()?,
             per_sm(&self.decode, 0)?,

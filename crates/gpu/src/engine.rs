@@ -14,7 +14,9 @@ use warpsearch_cpu::{Algorithm, Mode, Query, Ranking, Scored, SearchOptions, Sea
 use warpsearch_index::{Index, IndexError};
 
 use crate::batch::{prepare, Prepared, QueryDesc, TermDesc};
-use crate::device::{or_shared_bytes, threads, BLOCK_LEN, MAX_K, MAX_WINDOW, TOPK_CAP};
+use crate::device::{
+    and_shared_bytes, chunk, or_shared_bytes, threads, BLOCK_LEN, MAX_K, MAX_WINDOW, TOPK_CAP,
+};
 use crate::residency::{mib, ptr, DeviceIndex, IndexArgs};
 use crate::{Gpu, GpuError};
 
@@ -148,6 +150,7 @@ struct Slot {
     h_score: Pinned<f32>,
     h_count: Pinned<u32>,
     h_phases: Pinned<u64>,
+    h_zero: Pinned<u32>,
     events: [CudaEvent; 4],
     in_flight: Option<InFlight>,
 }
@@ -164,8 +167,8 @@ impl Slot {
             out_doc: stream.alloc_zeros(batch * k)?,
             out_score: stream.alloc_zeros(batch * k)?,
             out_count: stream.alloc_zeros(batch)?,
-            scratch_doc: stream.alloc_zeros(ctas * threads() as usize * BLOCK_LEN)?,
-            scratch_tf: stream.alloc_zeros(ctas * threads() as usize * BLOCK_LEN)?,
+            scratch_doc: stream.alloc_zeros(ctas * chunk() * BLOCK_LEN)?,
+            scratch_tf: stream.alloc_zeros(ctas * chunk() * BLOCK_LEN)?,
             topbuf: stream.alloc_zeros(ctas * TOPK_CAP)?,
             phases: stream.alloc_zeros(ctas * 8)?,
             h_desc: Pinned::new(gpu, desc_bytes)?,
@@ -173,6 +176,11 @@ impl Slot {
             h_score: Pinned::new(gpu, batch * k)?,
             h_count: Pinned::new(gpu, batch)?,
             h_phases: Pinned::new(gpu, ctas * 8)?,
+            h_zero: {
+                let mut z = Pinned::new(gpu, 1)?;
+                z.as_mut_slice()[0] = 0;
+                z
+            },
             events: [event()?, event()?, event()?, event()?],
             stream,
             in_flight: None,
@@ -282,7 +290,7 @@ impl<'a> GpuSearcher<'a> {
                     .occupancy_max_active_blocks_per_multiprocessor(threads(), smem as usize, None)?;
             Ok(per_sm.max(1) * gpu.multiprocessors())
         };
-        let grid_and = occupancy(0)?;
+        let grid_and = occupancy(and_shared_bytes())?;
         let grid_or = occupancy(smem_or)?;
         let grid = grid_and.max(grid_or);
         let slots = (0..2)
@@ -474,7 +482,7 @@ impl<'a> GpuSearcher<'a> {
         let ix = self.index_args(&self.slots[s].stream);
         let k = self.options.k;
         let (grid, smem) = match mode {
-            Mode::And => (self.grid_and, 0),
+            Mode::And => (self.grid_and, and_shared_bytes()),
             _ => (self.grid_or, self.smem_or),
         };
         let slot = &mut self.slots[s];
@@ -510,7 +518,8 @@ impl<'a> GpuSearcher<'a> {
         unsafe {
             slot.events[0].record(&slot.stream)?;
             cu::memcpy_htod_async(desc, &slot.h_desc.as_slice()[..total], st)?;
-            cu::memset_d8_async(ba.next_query, 0, 4, st)?;
+            // The work counter is reset by the copy engine (a memset would wait for free SMs).
+            cu::memcpy_htod_async(ba.next_query, slot.h_zero.as_slice(), st)?;
             if self.gopts.instrument {
                 cu::memset_d8_async(ba.phase_cycles, 0, slot.phases.len() * 8, st)?;
             }
