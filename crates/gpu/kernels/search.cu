@@ -576,7 +576,6 @@ struct QueryShared {
     u32 xs[WARPS][4 * BLOCK_LEN];
     u32 ncand;
     u32 q;
-    u32 stop;
     float bound;
     u32 wnext;
     float slack;        // this query's bound slack

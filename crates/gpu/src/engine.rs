@@ -36,6 +36,9 @@ pub struct GpuOptions {
     pub memory_budget: Option<usize>,
     /// Time the kernel's phases with clock counters (slightly slower).
     pub instrument: bool,
+    /// Fail every batch before launch (tests of the CPU fallback).
+    #[doc(hidden)]
+    pub fail_batches: bool,
 }
 
 impl Default for GpuOptions {
@@ -45,6 +48,7 @@ impl Default for GpuOptions {
             window: 16384,
             memory_budget: None,
             instrument: false,
+            fail_batches: false,
         }
     }
 }
@@ -474,6 +478,9 @@ impl<'a> GpuSearcher<'a> {
 
     /// Copies a batch's descriptors and launches it on slot `s`'s stream (all asynchronous).
     fn submit(&mut self, s: usize, p: &Prepared, mode: Mode) -> Result<(), GpuError> {
+        if self.gopts.fail_batches {
+            return Err(GpuError::Unsupported("failure injected for a test".into()));
+        }
         let qbytes: &[u8] = bytemuck::cast_slice(&p.queries);
         let tbytes: &[u8] = bytemuck::cast_slice(&p.terms);
         let total = qbytes.len() + tbytes.len();

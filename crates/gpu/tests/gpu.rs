@@ -466,6 +466,44 @@ fn long_queries_equal_the_oracle() {
     }
 }
 
+/// A batch the GPU fails is answered by the CPU: every query still gets the oracle's answer.
+#[test]
+fn failed_batches_are_answered_by_the_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (index, v) = random_index(tmp.path(), 77, Codec::PForDelta, None);
+    let queries = random_queries(&index, v, 77);
+    for mode in [Mode::And, Mode::Or, Mode::AndOr] {
+        let options = SearchOptions::new(&index, mode, 10);
+        let oracle = Searcher::new(
+            &index,
+            SearchOptions {
+                algorithm: Algorithm::Exhaustive,
+                ..options
+            },
+        )
+        .unwrap();
+        let gopts = GpuOptions {
+            batch_size: 16,
+            fail_batches: true,
+            ..GpuOptions::default()
+        };
+        let mut searcher = GpuSearcher::new(gpu.clone(), &index, options, gopts).unwrap();
+        let got = searcher.search_batch(&queries);
+        for (q, a) in queries.iter().zip(got) {
+            assert!(same(&a.unwrap().hits, &oracle.search(q).unwrap()));
+        }
+        let sent = queries
+            .iter()
+            .filter(|q| !q.matches_nothing(if mode == Mode::Or { Mode::Or } else { Mode::And }))
+            .count();
+        assert!(
+            searcher.take_stats().cpu_fallback_queries as usize >= sent,
+            "{mode:?}"
+        );
+    }
+}
+
 #[test]
 fn gpu_refuses_what_it_cannot_do() {
     let Some(gpu) = gpu() else { return };
