@@ -12,7 +12,7 @@ use std::time::Instant;
 use std::sync::Arc;
 
 use anyhow::Result;
-use warpsearch_cpu::{Algorithm, Mode, Query, SearchOptions, Searcher};
+use warpsearch_cpu::{Algorithm, Answer, Mode, Query, Scored, SearchOptions, Searcher};
 use warpsearch_gpu::{Gpu, GpuOptions, GpuSearcher};
 use warpsearch_index::build::{build_from_jsonl, BuildOptions};
 use warpsearch_index::{AnalyzerConfig, Bm25Params, DocOrder, Index, WriterOptions};
@@ -155,24 +155,8 @@ pub fn run(a: DemoArgs) -> Result<()> {
                 ..SearchOptions::new(&index, mode, a.k)
             };
             let searcher = Searcher::new(&index, options)?;
-            let started = Instant::now();
-            let answers = searcher
-                .search_batch(&parsed)
-                .into_iter()
-                .map(|r| r.map(|a| a.hits))
-                .collect::<Result<Vec<_>, _>>()?;
-            let secs = started.elapsed().as_secs_f64();
-            println!(
-                "{} top-{} ({}): {} queries in {:.3} s = {:.0} queries/s; {} found documents",
-                mode.name(),
-                a.k,
-                algorithm.name(),
-                queries.len(),
-                secs,
-                queries.len() as f64 / secs,
-                answers.iter().filter(|r| !r.is_empty()).count()
-            );
-            results.push(answers);
+            let label = format!("{} top-{} ({})", mode.name(), a.k, algorithm.name());
+            results.push(timed(&label, || searcher.search_batch(&parsed))?);
         }
         if results[0] != results[1] {
             anyhow::bail!("{} results differ from the exhaustive oracle", mode.name());
@@ -182,21 +166,8 @@ pub fn run(a: DemoArgs) -> Result<()> {
             match GpuSearcher::new(gpu.clone(), &index, options, GpuOptions::default()) {
                 Ok(mut searcher) => {
                     searcher.search_batch(&parsed); // warm-up
-                    let started = Instant::now();
-                    let answers = searcher
-                        .search_batch(&parsed)
-                        .into_iter()
-                        .map(|r| r.map(|a| a.hits))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    let secs = started.elapsed().as_secs_f64();
-                    println!(
-                        "{} top-{} (gpu): {} queries in {:.3} s = {:.0} queries/s",
-                        mode.name(),
-                        a.k,
-                        queries.len(),
-                        secs,
-                        queries.len() as f64 / secs
-                    );
+                    let label = format!("{} top-{} (gpu)", mode.name(), a.k);
+                    let answers = timed(&label, || searcher.search_batch(&parsed))?;
                     if answers != results[1] {
                         anyhow::bail!("{} GPU results differ from the exhaustive oracle", mode.name());
                     }
@@ -222,4 +193,24 @@ pub fn run(a: DemoArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Runs one batch, prints its speed and how many queries found documents, and returns the hits.
+fn timed(
+    label: &str,
+    run: impl FnOnce() -> Vec<warpsearch_index::Result<Answer>>,
+) -> Result<Vec<Vec<Scored>>> {
+    let started = Instant::now();
+    let answers = run()
+        .into_iter()
+        .map(|r| r.map(|a| a.hits))
+        .collect::<Result<Vec<_>, _>>()?;
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "{label}: {} queries in {secs:.3} s = {:.0} queries/s; {} found documents",
+        answers.len(),
+        answers.len() as f64 / secs,
+        answers.iter().filter(|r| !r.is_empty()).count()
+    );
+    Ok(answers)
 }

@@ -286,6 +286,18 @@ fn random_queries(index: &Index, num_terms: usize, seed: u64) -> Vec<Query> {
         .collect()
 }
 
+/// The exhaustive CPU oracle for `options`.
+fn oracle(index: &Index, options: SearchOptions) -> Searcher<'_> {
+    Searcher::new(
+        index,
+        SearchOptions {
+            algorithm: Algorithm::Exhaustive,
+            ..options
+        },
+    )
+    .unwrap()
+}
+
 fn same(a: &[Scored], b: &[Scored]) -> bool {
     a.len() == b.len()
         && a.iter()
@@ -302,14 +314,7 @@ fn check_engine(
     gopts: GpuOptions,
     what: &str,
 ) {
-    let oracle = Searcher::new(
-        index,
-        SearchOptions {
-            algorithm: Algorithm::Exhaustive,
-            ..options
-        },
-    )
-    .unwrap();
+    let oracle = oracle(index, options);
     let mut searcher = GpuSearcher::new(gpu.clone(), index, options, gopts).unwrap();
     let got = searcher.search_batch(queries);
     for (i, (q, a)) in queries.iter().zip(got).enumerate() {
@@ -475,14 +480,7 @@ fn failed_batches_are_answered_by_the_cpu() {
     let queries = random_queries(&index, v, 77);
     for mode in [Mode::And, Mode::Or, Mode::AndOr] {
         let options = SearchOptions::new(&index, mode, 10);
-        let oracle = Searcher::new(
-            &index,
-            SearchOptions {
-                algorithm: Algorithm::Exhaustive,
-                ..options
-            },
-        )
-        .unwrap();
+        let oracle = oracle(&index, options);
         let gopts = GpuOptions {
             batch_size: 16,
             fail_batches: true,
@@ -551,14 +549,7 @@ fn engine_equals_the_oracle_on_wikipedia_passages() {
     for mode in [Mode::And, Mode::Or, Mode::AndOr] {
         for k in [10, 1000] {
             let options = SearchOptions::new(&index, mode, k);
-            let oracle = Searcher::new(
-                &index,
-                SearchOptions {
-                    algorithm: Algorithm::Exhaustive,
-                    ..options
-                },
-            )
-            .unwrap();
+            let oracle = oracle(&index, options);
             let want = oracle.search_batch(&queries);
             let mut searcher = GpuSearcher::new(gpu.clone(), &index, options, GpuOptions::default()).unwrap();
             let got = searcher.search_batch(&queries);
