@@ -92,6 +92,13 @@ for m in 2 4 5 6; do
       --backend gpu --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s" | sed "s/^/min CTAs $m: /" | tee -a "$log"
   done
 done
+say "== long queries cut into docID ranges: --gpu-split (k 10)"
+for split in 0 50000 1000000; do
+  for mode in and or; do
+    $bin search --index "$wiki" --queries "$queries" --mode $mode --k 10 --backend gpu --gpu-split $split \
+      --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s" | sed "s/^/split $split: /" | tee -a "$log"
+  done
+done
 say "== threads per CTA: WARPSEARCH_GPU_THREADS (k 10)"
 for t in 128; do
   for mode in and or; do

@@ -268,6 +268,10 @@ pub struct GpuArgs {
     /// OR accumulator window of the GPU kernel, in documents (power of two, 256 to 32768).
     #[arg(long, default_value_t = 16384)]
     pub gpu_window: u32,
+    /// Cut a query whose cost (postings of its shortest list for AND, of all lists for OR) exceeds this
+    /// into docID ranges, one GPU thread block each (0: never).
+    #[arg(long, default_value_t = 200_000)]
+    pub gpu_split: u64,
     /// Time the GPU kernel's phases (with --stats; slightly slower).
     #[arg(long)]
     pub gpu_profile: bool,

@@ -52,7 +52,12 @@ pub fn choose_backend<'a>(a: &SearchArgs, index: &'a Index, cpu: Searcher<'a>) -
         window: a.gpu.gpu_window,
         memory_budget: a.gpu.gpu_memory,
         instrument: a.gpu.gpu_profile,
-        fail_batches: false,
+        split_cost: if a.gpu.gpu_split == 0 {
+            u64::MAX
+        } else {
+            a.gpu.gpu_split
+        },
+        ..GpuOptions::default()
     };
     let options = *cpu.options();
     let gpu = Gpu::open(0).and_then(|g| GpuSearcher::new(Arc::new(g), index, options, gopts));

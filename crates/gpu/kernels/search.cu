@@ -60,6 +60,8 @@ struct QueryDesc {
     u32 num_terms;
     u32 out_slot;     // results go to out_*[out_slot * k ..]
     float slack;      // relative rounding slack of bounds for this query (Plan::slack)
+    u32 doc_lo;       // only documents in [doc_lo, doc_hi] count: a long query is cut into docID ranges,
+    u32 doc_hi;       // one CTA each, whose top-k lists the host merges
 };
 
 struct IndexArgs {
@@ -579,6 +581,8 @@ struct QueryShared {
     float bound;
     u32 wnext;
     float slack;        // this query's bound slack
+    u32 doc_lo;         // this (part of a) query's docID range, inclusive
+    u32 doc_hi;
     u32 t_start[THREADS];      // OR window: per plan slot, the first block overlapping the window
     u32 t_off[THREADS + 1];    // OR window: per plan slot, the offset of its blocks in the window's list
 };
@@ -728,12 +732,16 @@ __device__ void and_query(const IndexArgs& ix, const BatchArgs& ba, const TermDe
                           u64* buf, u32* dec_doc, u32* dec_tf, PhaseClock& clk) {
     u32 tid = threadIdx.x, warp = tid >> 5;
     const TermDesc& t0 = terms[0];
-    for (u32 c0 = 0; c0 < t0.df; c0 += CHUNK) {
+    u32 lo = s->doc_lo, hi = s->doc_hi;
+    bool ranged = lo > 0u || hi < 0xffffffffu;
+    u32 start = lower_bound(ix.blk_last + t0.block_base, t0.num_blocks, lo) * BLOCK_LEN;
+    for (u32 c0 = start; c0 < t0.df; c0 += CHUNK) {
         // The previous chunk's readers of the candidate arrays and counts are done.
         __syncthreads();
         u32 b0 = t0.block_base + c0 / BLOCK_LEN;
         u32 nb = min((u32)(CHUNK / BLOCK_LEN), t0.num_blocks - c0 / BLOCK_LEN);
-        u32 first = ix.blk_first[b0], last = ix.blk_last[b0 + nb - 1];
+        u32 first = max(ix.blk_first[b0], lo), last = min(ix.blk_last[b0 + nb - 1], hi);
+        if (first > hi) break;
         if (ba.early && topk_full(&s->top) && topk_threshold(&s->top) >= ix.gs[first] * s->slack) break;
         // Block-max skip: no candidate of this chunk can enter the top k.
         if (topk_full(&s->top)) {
@@ -751,6 +759,15 @@ __device__ void and_query(const IndexArgs& ix, const BatchArgs& ba, const TermDe
         clk.lap(PH_DECODE);
         if (s->top.failed) return;
         u32 tf[CPT];
+        if (ranged) {
+#pragma unroll
+            for (int i = 0; i < CPT; i++) {
+                u32 c = tid * CPT + i;
+                u32 d = c < s->ncand ? s->cand_doc[c] : 0u;
+                tf[i] = d >= lo && d <= hi ? 1u : 0u;
+            }
+            compact_candidates(s, tf);
+        }
         for (u32 j = 1; j < n && s->ncand > 0; j++) {
             if (!lookup_step(ix, ba, terms[j], s, dec_doc, dec_tf, false, tf, clk)) return;
             compact_candidates(s, tf);
@@ -798,15 +815,15 @@ __device__ void and_query(const IndexArgs& ix, const BatchArgs& ba, const TermDe
 // overlaps the window is decoded first, one warp per pair and all warps at once, into the CTA's scratch;
 // then the lists are added in plan slot order, all threads on one list's postings at a time (a barrier
 // between lists keeps each document's sum in slot order). More than THREADS pairs go in rounds, in order.
-__device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 w0, u32 w1, QueryShared* s,
-                          float* acc, u32* dec_doc, u32* dec_tf, PhaseClock& clk) {
+__device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 w0, u32 r0, u32 r1,
+                          QueryShared* s, float* acc, u32* dec_doc, u32* dec_tf, PhaseClock& clk) {
     u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     u32 cnt = 0;
     if (tid < n) {
         const TermDesc& t = terms[terms[tid].slot_term];
-        u32 start = lower_bound(ix.blk_last + t.block_base, t.num_blocks, w0);
+        u32 start = lower_bound(ix.blk_last + t.block_base, t.num_blocks, r0);
         u32 e = start;
-        while (e < t.num_blocks && ix.blk_first[t.block_base + e] <= w1) e++;
+        while (e < t.num_blocks && ix.blk_first[t.block_base + e] <= r1) e++;
         cnt = e - start;
         s->t_start[tid] = start;
     }
@@ -816,9 +833,9 @@ __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32
     if (tid == 0) s->t_off[n] = total;
     __syncthreads();
     clk.lap(PH_SELECT);
-    for (u32 r0 = 0; r0 < total; r0 += THREADS) {
-        u32 r1 = min(total, r0 + THREADS);
-        for (u32 p = r0 + warp; p < r1; p += WARPS) {
+    for (u32 q0 = 0; q0 < total; q0 += THREADS) {
+        u32 q1 = min(total, q0 + THREADS);
+        for (u32 p = q0 + warp; p < q1; p += WARPS) {
             // The slot of pair p: the last slot whose offset is at most p (it has blocks, as p < its end).
             u32 lo = 0, hi = n;
             while (hi - lo > 1) {
@@ -827,7 +844,7 @@ __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32
             }
             const TermDesc& t = terms[terms[lo].slot_term];
             u32 bi = t.block_base + s->t_start[lo] + (p - s->t_off[lo]);
-            bool good = decode_block_warp(ix, t, bi, dec_doc + (p - r0) * BLOCK_LEN, dec_tf + (p - r0) * BLOCK_LEN,
+            bool good = decode_block_warp(ix, t, bi, dec_doc + (p - q0) * BLOCK_LEN, dec_tf + (p - q0) * BLOCK_LEN,
                                           s->xs[warp]);
             if (!good && lane == 0) s->top.failed = 1;
         }
@@ -835,7 +852,7 @@ __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32
         clk.lap(PH_DECODE);
         if (s->top.failed) return;
         for (u32 sl = 0; sl < n; sl++) {
-            u32 a = max(s->t_off[sl], r0), b = min(s->t_off[sl + 1], r1);
+            u32 a = max(s->t_off[sl], q0), b = min(s->t_off[sl + 1], q1);
             if (a >= b) continue;
             const TermDesc& t = terms[terms[sl].slot_term];
             for (u32 x = tid; x < (b - a) * BLOCK_LEN; x += THREADS) {
@@ -843,9 +860,9 @@ __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32
                 u32 local = s->t_start[sl] + (p - s->t_off[sl]);
                 u32 nb = local + 1 == t.num_blocks ? t.df - local * BLOCK_LEN : BLOCK_LEN;
                 if (i < nb) {
-                    u32 d = dec_doc[(p - r0) * BLOCK_LEN + i];
-                    if (d >= w0 && d <= w1) {
-                        float c = contribution(ix, t, d, dec_tf[(p - r0) * BLOCK_LEN + i]);
+                    u32 d = dec_doc[(p - q0) * BLOCK_LEN + i];
+                    if (d >= r0 && d <= r1) {
+                        float c = contribution(ix, t, d, dec_tf[(p - q0) * BLOCK_LEN + i]);
                         float av = acc[d - w0];
                         acc[d - w0] = (av == SENTINEL ? 0.0f : av) + c;
                     }
@@ -866,13 +883,20 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
     // First docID of any list.
     if (tid == 0) s->wnext = 0xffffffffu;
     __syncthreads();
-    for (u32 i = tid; i < n; i += THREADS) atomicMin(&s->wnext, ix.blk_first[terms[i].block_base]);
+    u32 lo = s->doc_lo, hi = s->doc_hi;
+    for (u32 i = tid; i < n; i += THREADS) {
+        const TermDesc& t = terms[i];
+        u32 b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, lo);
+        if (b < t.num_blocks) atomicMin(&s->wnext, max(ix.blk_first[t.block_base + b], lo));
+    }
     __syncthreads();
-    while (s->wnext != 0xffffffffu) {
+    while (s->wnext != 0xffffffffu && s->wnext <= hi) {
         u32 w0 = s->wnext / W * W;
         __syncthreads();  // every thread has read wnext before it is reset below
         u32 w1 = w0 + W - 1u;  // inclusive; W divides 2^32 so this never wraps past a window
-        if (ba.early && topk_full(&s->top) && topk_threshold(&s->top) >= ix.gs[w0] * s->slack) break;
+        // The part of the window inside this query part's range.
+        u32 r0 = max(w0, lo), r1 = min(w1, hi);
+        if (ba.early && topk_full(&s->top) && topk_threshold(&s->top) >= ix.gs[r0] * s->slack) break;
         if (tid == 0) s->wnext = 0xffffffffu;
         __syncthreads();
         // Next window holding any posting after this one.
@@ -888,7 +912,7 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         }
         bool skip = false;
         if (topk_full(&s->top)) {
-            query_bound(ix, terms, n, w0, w1, s);
+            query_bound(ix, terms, n, r0, r1, s);
             skip = s->bound * s->slack < topk_threshold(&s->top);
         }
         clk.lap(PH_SELECT);
@@ -896,14 +920,14 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         for (u32 i = tid; i < W; i += THREADS) acc[i] = SENTINEL;
         __syncthreads();
         if (n <= THREADS) {
-            or_window(ix, terms, n, w0, w1, s, acc, dec_doc, dec_tf, clk);
+            or_window(ix, terms, n, w0, r0, r1, s, acc, dec_doc, dec_tf, clk);
             __syncthreads();
         }
         for (u32 slot = 0; n > THREADS && slot < n; slot++) {
             const TermDesc& t = terms[terms[slot].slot_term];
-            u32 b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, w0);
+            u32 b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, r0);
             for (u32 bi = b + warp; bi < t.num_blocks; bi += WARPS) {
-                if (ix.blk_first[t.block_base + bi] > w1) break;
+                if (ix.blk_first[t.block_base + bi] > r1) break;
                 u32* dd = wdoc + warp * BLOCK_LEN;
                 u32* tt = wtf + warp * BLOCK_LEN;
                 if (!decode_block_warp(ix, t, t.block_base + bi, dd, tt, s->xs[warp])) {
@@ -913,7 +937,7 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
                 u32 nb = bi + 1 == t.num_blocks ? t.df - bi * BLOCK_LEN : BLOCK_LEN;
                 for (u32 i = lane; i < nb; i += 32) {
                     u32 d = dd[i];
-                    if (d >= w0 && d <= w1) {
+                    if (d >= r0 && d <= r1) {
                         float a = acc[d - w0];
                         acc[d - w0] = (a == SENTINEL ? 0.0f : a) + contribution(ix, t, d, tt[i]);
                     }
@@ -962,7 +986,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) search_batch(con
         QueryDesc qd = ba.queries[q];
         const TermDesc* terms = ba.terms + qd.term_begin;
         clk.start();
-        if (threadIdx.x == 0) s.slack = qd.slack;
+        if (threadIdx.x == 0) {
+            s.slack = qd.slack;
+            s.doc_lo = qd.doc_lo;
+            s.doc_hi = qd.doc_hi;
+        }
         topk_reset(&s.top);
         if (ba.mode == MODE_AND)
             and_query(ix, ba, terms, qd.num_terms, &s, buf, dec_doc, dec_tf, clk);

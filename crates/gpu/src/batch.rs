@@ -32,7 +32,8 @@ pub struct TermDesc {
     pub bound_scale: f32,
 }
 
-/// One query as the kernel reads it (16 bytes; mirrors `struct QueryDesc`).
+/// One query, or one docID-range part of a long one, as the kernel reads it (24 bytes; mirrors
+/// `struct QueryDesc`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Pod, Zeroable)]
 pub struct QueryDesc {
@@ -44,6 +45,10 @@ pub struct QueryDesc {
     pub out_slot: u32,
     /// Relative slack of bounds for this query ([`bound_slack`]).
     pub slack: f32,
+    /// First docID of this part of the query (0 when not cut).
+    pub doc_lo: u32,
+    /// Last docID of this part of the query (u32::MAX when not cut).
+    pub doc_hi: u32,
 }
 
 unsafe impl cudarc::driver::DeviceRepr for TermDesc {}
@@ -69,11 +74,11 @@ unsafe impl cudarc::driver::DeviceRepr for QueryDesc {}
 /// A batch's descriptors in host memory; `slots[i]` is the caller's index of the query at out_slot i.
 #[derive(Default)]
 pub struct Prepared {
-    /// Queries, largest first.
+    /// Queries (and parts of queries), largest first; the parts of one query are adjacent.
     pub queries: Vec<QueryDesc>,
     /// Terms of all queries.
     pub terms: Vec<TermDesc>,
-    /// The caller's query index of each out_slot.
+    /// The caller's query index of each out_slot (one per part).
     pub slots: Vec<usize>,
 }
 
@@ -84,11 +89,68 @@ impl Prepared {
     }
 }
 
+/// How long queries are cut into docID ranges (papers/002: long lists spread over many thread blocks).
+#[derive(Debug, Clone, Copy)]
+pub struct Split {
+    /// Cost above which a query is cut: one part per `cost` (at least 1).
+    pub cost: u64,
+    /// Most parts.
+    pub max_parts: u32,
+    /// Cost is all postings (OR) rather than the shortest list (AND).
+    pub or_cost: bool,
+}
+
+impl Split {
+    /// The cost of `q`: postings of its shortest list (AND) or of all its lists (OR).
+    pub fn cost(&self, index: &Index, q: &Query) -> u64 {
+        let dfs = q
+            .terms
+            .iter()
+            .map(|&(t, _)| index.term_records()[t as usize].df as u64);
+        if self.or_cost {
+            dfs.sum()
+        } else {
+            dfs.min().unwrap_or(0)
+        }
+    }
+
+    /// Parts `q` is cut into.
+    pub fn parts(&self, index: &Index, q: &Query) -> u32 {
+        let parts = self.cost(index, q).div_ceil(self.cost.max(1)).max(1);
+        parts
+            .min(self.max_parts.max(1) as u64)
+            .min(index.num_docs().max(1) as u64) as u32
+    }
+}
+
+/// Cuts `which` into batches of at most `batch` descriptors (a query cut into P parts takes P).
+pub fn batches(
+    index: &Index,
+    queries: &[Query],
+    which: &[usize],
+    split: Split,
+    batch: usize,
+) -> Vec<Vec<usize>> {
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    let mut used = 0usize;
+    for &i in which {
+        let parts = split.parts(index, &queries[i]) as usize;
+        if out.is_empty() || used + parts > batch.max(parts) {
+            out.push(Vec::new());
+            used = 0;
+        }
+        out.last_mut().expect("a batch").push(i);
+        used += parts;
+    }
+    out
+}
+
 /// Builds the descriptors of `queries[i]` for each `i` in `which`. Terms are ordered by ascending
-/// document frequency (SvS: the shortest list generates the candidates); queries are ordered by
-/// descending cost (the shortest list for AND, all postings for OR), so that the persistent grid takes
-/// the long queries first and fills in with short ones (papers/002's bucketing by shortest-list length,
-/// taken to its limit: one bucket per length).
+/// document frequency (SvS: the shortest list generates the candidates). A query whose cost exceeds
+/// `split.cost` becomes several descriptors over disjoint docID ranges (sharing its terms), adjacent in
+/// the output. Queries are ordered by descending cost per part, so that the persistent grid takes the long
+/// ones first and fills in with short ones (papers/002's bucketing by shortest-list length, taken to its
+/// limit: one bucket per length).
 pub fn prepare(
     index: &Index,
     dev: &DeviceIndex,
@@ -96,31 +158,24 @@ pub fn prepare(
     which: &[usize],
     ranking: Ranking,
     params: Bm25Params,
-    or_cost: bool,
+    split: Split,
 ) -> Result<Prepared> {
     let same_params = params == index.meta().bm25;
     let bm25 = warpsearch_index::Bm25 {
         params,
         ..index.bm25()
     };
-    let mut order: Vec<(u64, usize)> = which
+    let mut order: Vec<(u64, usize, u32)> = which
         .iter()
         .map(|&i| {
-            let dfs = queries[i]
-                .terms
-                .iter()
-                .map(|&(t, _)| index.term_records()[t as usize].df as u64);
-            let cost = if or_cost {
-                dfs.sum()
-            } else {
-                dfs.min().unwrap_or(0)
-            };
-            (cost, i)
+            let parts = split.parts(index, &queries[i]);
+            (split.cost(index, &queries[i]) / parts as u64, i, parts)
         })
         .collect();
     order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let num_docs = index.num_docs() as u64;
     let mut out = Prepared::default();
-    for (slot, &(_, i)) in order.iter().enumerate() {
+    for &(_, i, parts) in &order {
         let q = &queries[i];
         let weights = term_weights(index, q, ranking, params)?;
         let n = q.terms.len();
@@ -147,13 +202,26 @@ pub fn prepare(
         for (pos, &s) in by_df.iter().enumerate() {
             out.terms[begin + s].slot_term = pos as u32;
         }
-        out.queries.push(QueryDesc {
-            term_begin: begin as u32,
-            num_terms: n as u32,
-            out_slot: slot as u32,
-            slack,
-        });
-        out.slots.push(i);
+        for part in 0..parts as u64 {
+            let (doc_lo, doc_hi) = if parts == 1 {
+                (0, u32::MAX)
+            } else {
+                let p = parts as u64;
+                (
+                    (part * num_docs / p) as u32,
+                    ((part + 1) * num_docs / p - 1) as u32,
+                )
+            };
+            out.queries.push(QueryDesc {
+                term_begin: begin as u32,
+                num_terms: n as u32,
+                out_slot: out.slots.len() as u32,
+                slack,
+                doc_lo,
+                doc_hi,
+            });
+            out.slots.push(i);
+        }
     }
     Ok(out)
 }

@@ -13,7 +13,7 @@ use warpsearch_cpu::query::{length_norms, Plan, Prior};
 use warpsearch_cpu::{Algorithm, Mode, Query, Ranking, Scored, SearchOptions, Searcher};
 use warpsearch_index::{Index, IndexError};
 
-use crate::batch::{prepare, Prepared, QueryDesc, TermDesc};
+use crate::batch::{batches, prepare, Prepared, QueryDesc, Split, TermDesc};
 use crate::device::{
     and_shared_bytes, chunk, or_shared_bytes, threads, BLOCK_LEN, MAX_K, MAX_WINDOW, TOPK_CAP,
 };
@@ -36,6 +36,11 @@ pub struct GpuOptions {
     pub memory_budget: Option<usize>,
     /// Time the kernel's phases with clock counters (slightly slower).
     pub instrument: bool,
+    /// A query whose cost (postings of its shortest list for AND, of all its lists for OR) exceeds this
+    /// is cut into docID ranges, one CTA each, up to `max_parts`.
+    pub split_cost: u64,
+    /// Most parts a query is cut into.
+    pub max_parts: u32,
     /// Fail every batch before launch (tests of the CPU fallback).
     #[doc(hidden)]
     pub fail_batches: bool,
@@ -48,6 +53,8 @@ impl Default for GpuOptions {
             window: 16384,
             memory_budget: None,
             instrument: false,
+            split_cost: 200_000,
+            max_parts: 16,
             fail_batches: false,
         }
     }
@@ -255,7 +262,12 @@ impl<'a> GpuSearcher<'a> {
             ));
         }
         let batch_size = gopts.batch_size.max(1);
-        let gopts = GpuOptions { batch_size, ..gopts };
+        let gopts = GpuOptions {
+            batch_size,
+            // A query's parts go in one batch.
+            max_parts: gopts.max_parts.clamp(1, batch_size as u32),
+            ..gopts
+        };
         let init = gpu.ctx.new_stream()?;
         let (free, _) = gpu.memory_info()?;
         let budget = gopts.memory_budget.unwrap_or(free / 10 * 9);
@@ -412,9 +424,15 @@ impl<'a> GpuSearcher<'a> {
         which: &[usize],
         answers: &mut [Option<warpsearch_index::Result<Answer>>],
     ) {
-        let batch = self.gopts.batch_size;
         let nslots = self.slots.len();
-        for (b, chunk) in which.chunks(batch).enumerate() {
+        let split = Split {
+            cost: self.gopts.split_cost,
+            max_parts: self.gopts.max_parts,
+            or_cost: mode == Mode::Or,
+        };
+        let chunks = batches(self.index, queries, which, split, self.gopts.batch_size);
+        for (b, chunk) in chunks.iter().enumerate() {
+            let chunk = &chunk[..];
             let s = b % nslots;
             self.harvest(s, queries, answers);
             let started = Instant::now();
@@ -425,7 +443,7 @@ impl<'a> GpuSearcher<'a> {
                 chunk,
                 self.options.ranking,
                 self.options.bm25,
-                mode == Mode::Or,
+                split,
             ) {
                 Ok(p) => p,
                 Err(e) => {
@@ -521,7 +539,7 @@ impl<'a> GpuSearcher<'a> {
                 0
             },
         };
-        debug_assert_eq!(qbytes.len() % 8, 0, "QueryDesc is 16 bytes");
+        debug_assert_eq!(qbytes.len() % 8, 0, "TermDesc needs 8-byte alignment");
         unsafe {
             slot.events[0].record(&slot.stream)?;
             cu::memcpy_htod_async(desc, &slot.h_desc.as_slice()[..total], st)?;
@@ -604,20 +622,35 @@ impl<'a> GpuSearcher<'a> {
             slot.h_score.as_slice(),
         );
         let mut failed = Vec::new();
-        for (out, &i) in p.slots.iter().enumerate() {
-            let c = counts[out];
-            if c == COUNT_FAILED || c as usize > k {
-                failed.push(i);
-                continue;
-            }
-            let base = out * k;
-            let hits = (0..c as usize)
-                .map(|j| Scored {
+        // Descriptors of one query are adjacent: its docID-range parts, whose top-k lists merge into the
+        // query's (each document belongs to one part, so the merged top k is exact).
+        let mut out = 0;
+        while out < p.slots.len() {
+            let i = p.slots[out];
+            let end = out + p.slots[out..].iter().take_while(|&&j| j == i).count();
+            let mut hits = Vec::new();
+            let mut ok = true;
+            for (part, &c) in counts.iter().enumerate().take(end).skip(out) {
+                if c == COUNT_FAILED || c as usize > k {
+                    ok = false;
+                    break;
+                }
+                let base = part * k;
+                hits.extend((0..c as usize).map(|j| Scored {
                     doc: docs[base + j],
                     score: scores[base + j],
-                })
-                .collect();
-            answers[i] = Some(Ok(Answer { hits, latency }));
+                }));
+            }
+            if end - out > 1 {
+                hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.doc.cmp(&b.doc)));
+                hits.truncate(k);
+            }
+            if ok {
+                answers[i] = Some(Ok(Answer { hits, latency }));
+            } else {
+                failed.push(i);
+            }
+            out = end;
         }
         if !failed.is_empty() {
             let mode = job.mode;

@@ -337,10 +337,12 @@ fn check_engine(
     );
 }
 
-/// The smallest OR window: many windows per query, blocks straddling windows.
+/// The smallest OR window (many windows per query, blocks straddling windows), and queries cut into
+/// docID ranges of about 100 postings of cost.
 fn small_window() -> GpuOptions {
     GpuOptions {
         window: 256,
+        split_cost: 100,
         ..GpuOptions::default()
     }
 }
@@ -361,9 +363,12 @@ fn engine_equals_the_oracle_on_random_indexes() {
         let tmp = tempfile::tempdir().unwrap();
         let (index, v) = random_index(tmp.path(), 0xABCD + seed * 7919, codec, None);
         let queries = random_queries(&index, v, seed);
+        // Batches of 7 and 4,096; small and large OR windows; long queries cut into docID ranges of
+        // about 60 and 700 postings of cost, or never.
         let gopts = GpuOptions {
             batch_size: [7, 4096][seed as usize % 2],
             window: [256, 4096, 32768][seed as usize % 3],
+            split_cost: [60, u64::MAX, 700, 200_000][seed as usize % 4],
             ..GpuOptions::default()
         };
         for mode in [Mode::And, Mode::Or, Mode::AndOr] {
