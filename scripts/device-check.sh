@@ -99,6 +99,11 @@ for split in 0 50000 1000000; do
       --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s" | sed "s/^/split $split: /" | tee -a "$log"
   done
 done
+say "== small OR queries sorted: --gpu-small-or (k 10)"
+for small in 0 1024; do
+  $bin search --index "$wiki" --queries "$queries" --mode or --k 10 --backend gpu --gpu-small-or $small \
+    --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s" | sed "s/^/small-or $small: /" | tee -a "$log"
+done
 say "== threads per CTA: WARPSEARCH_GPU_THREADS (k 10)"
 for t in 128; do
   for mode in and or; do

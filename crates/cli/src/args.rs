@@ -272,6 +272,10 @@ pub struct GpuArgs {
     /// into docID ranges, one GPU thread block each (0: never).
     #[arg(long, default_value_t = 200_000)]
     pub gpu_split: u64,
+    /// OR queries of at most this many postings are scored by sorting their postings rather than with
+    /// dense accumulators (0: never; at most 4096).
+    #[arg(long, default_value_t = 4096)]
+    pub gpu_small_or: u32,
     /// Time the GPU kernel's phases (with --stats; slightly slower).
     #[arg(long)]
     pub gpu_profile: bool,

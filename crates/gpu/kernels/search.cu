@@ -20,6 +20,8 @@
 #define TOPK_CAP 36864u     // entries of the per-CTA running top-k buffer (k <= MAX_K_GPU, + a window)
 #define MAX_K_GPU 1024u     // the final sort runs in shared memory over this many keys
 #define MAX_WINDOW 32768u   // OR accumulator window (shared floats)
+#define MAX_SMALL_OR 4096u  // postings of the largest OR query the sort path takes
+#define SMALL_OR_BLOCKS 256u  // blocks of the largest OR query the sort path takes
 #define SENTINEL (-__int_as_float(0x7f800000))  // -inf marks an untouched accumulator
 
 #define CODEC_PFOR 0u
@@ -88,6 +90,7 @@ struct BatchArgs {
     u32 mode;
     u32 early;            // stop on the global-score bound (papers/000 Algorithm 1)
     u32 window;           // OR accumulator window in documents (<= MAX_WINDOW, multiple of THREADS)
+    u32 small_or;         // OR queries of at most this many postings are sorted, not accumulated (0: never)
     u32* next_query;      // work counter (zeroed before launch)
     u32* out_doc;
     float* out_score;
@@ -873,6 +876,88 @@ __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32
     }
 }
 
+// OR of a small query by sorting, the alternative to dense accumulators: every block of every list is
+// decoded into the CTA's scratch, each posting becomes a (docID, plan slot) key with its contribution, a
+// bitonic sort in shared memory orders the keys, and one thread per run of equal docIDs sums the
+// contributions in slot order (so sums round as the CPU's) and offers the document. The host sends only
+// queries of at most ba.small_or postings (a power of two that fits the launch's shared memory) and at
+// most SMALL_OR_BLOCKS blocks.
+__device__ void or_small(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n, u32 postings,
+                         QueryShared* s, u64* keys, float* vals, u32* dec_doc, u32* dec_tf, u64* buf,
+                         PhaseClock& clk) {
+    u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    // Per plan slot: its first block pair and its first posting (exclusive scans).
+    const TermDesc* mine = tid < n ? &terms[terms[tid].slot_term] : (const TermDesc*)0;
+    u32 total, total_postings;
+    u32 off = block_exclusive_scan(mine ? mine->num_blocks : 0u, s->top.scan, &total);
+    u32 first = block_exclusive_scan(mine ? mine->df : 0u, s->top.scan, &total_postings);
+    if (tid < n) {
+        s->t_off[tid] = off;
+        s->t_start[tid] = first;
+    }
+    if (tid == 0) s->t_off[n] = total;
+    u32 m = 1;
+    while (m < postings) m <<= 1;
+    for (u32 x = postings + tid; x < m; x += THREADS) keys[x] = ~0ull;
+    __syncthreads();
+    clk.lap(PH_SELECT);
+    for (u32 p = warp; p < total; p += WARPS) {
+        u32 lo = 0, hi = n;
+        while (hi - lo > 1) {
+            u32 mid = (lo + hi) >> 1;
+            if (s->t_off[mid] <= p) lo = mid; else hi = mid;
+        }
+        const TermDesc& t = terms[terms[lo].slot_term];
+        u32 local = p - s->t_off[lo];
+        u32* dd = dec_doc + p * BLOCK_LEN;
+        u32* tt = dec_tf + p * BLOCK_LEN;
+        if (!decode_block_warp(ix, t, t.block_base + local, dd, tt, s->xs[warp])) {
+            if (lane == 0) s->top.failed = 1;
+            continue;
+        }
+        u32 nb = local + 1 == t.num_blocks ? t.df - local * BLOCK_LEN : BLOCK_LEN;
+        u32 x0 = s->t_start[lo] + local * BLOCK_LEN;
+        for (u32 i = lane; i < nb; i += 32) {
+            keys[x0 + i] = ((u64)dd[i] << 32) | lo;
+            vals[x0 + i] = contribution(ix, t, dd[i], tt[i]);
+        }
+        __syncwarp();
+    }
+    __syncthreads();
+    clk.lap(PH_DECODE);
+    if (s->top.failed) return;
+    for (u32 size = 2; size <= m; size <<= 1) {
+        for (u32 stride = size >> 1; stride > 0; stride >>= 1) {
+            for (u32 i = tid; i < m; i += THREADS) {
+                u32 j = i ^ stride;
+                if (j > i) {
+                    bool up = (i & size) == 0;
+                    u64 a = keys[i], b = keys[j];
+                    if (up ? (a > b) : (a < b)) {
+                        keys[i] = b;
+                        keys[j] = a;
+                        float v = vals[i];
+                        vals[i] = vals[j];
+                        vals[j] = v;
+                    }
+                }
+            }
+            __syncthreads();
+        }
+    }
+    clk.lap(PH_SCORE);
+    topk_make_room(buf, ba.k, &s->top, postings);
+    for (u32 i = tid; i < postings; i += THREADS) {
+        u32 d = (u32)(keys[i] >> 32);
+        if (i > 0 && (u32)(keys[i - 1] >> 32) == d) continue;
+        float sum = 0.0f;
+        for (u32 j = i; j < postings && (u32)(keys[j] >> 32) == d; j++) sum = sum + vals[j];
+        topk_push(buf, &s->top, true, finish(ix, d, sum), d);
+    }
+    __syncthreads();
+    clk.lap(PH_TOPK);
+}
+
 // OR of one query: document windows of ba.window docIDs with dense accumulators in shared memory; lists
 // are added in plan slot order (one list at a time), so sums round as the CPU's. A window whose block-max
 // bound cannot beat the k-th score is skipped; with early termination the scan stops on the global score.
@@ -880,6 +965,25 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
                          float* acc, u32* wdoc, u32* wtf, u32* dec_doc, u32* dec_tf, u64* buf, PhaseClock& clk) {
     u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     u32 W = ba.window;
+    // Small whole queries are sorted instead (postings and blocks summed by one thread; n is small then).
+    if (ba.small_or != 0u && s->doc_lo == 0u && s->doc_hi == 0xffffffffu && n <= THREADS) {
+        if (tid == 0) {
+            u64 postings = 0, blocks = 0;
+            for (u32 i = 0; i < n; i++) {
+                postings += terms[i].df;
+                blocks += terms[i].num_blocks;
+            }
+            s->wnext = postings <= ba.small_or && blocks <= SMALL_OR_BLOCKS ? (u32)postings : 0u;
+        }
+        __syncthreads();
+        u32 postings = s->wnext;
+        __syncthreads();
+        if (postings != 0u) {
+            or_small(ix, ba, terms, n, postings, s, (u64*)acc, (float*)((u64*)acc + ba.small_or), dec_doc,
+                     dec_tf, buf, clk);
+            return;
+        }
+    }
     // First docID of any list.
     if (tid == 0) s->wnext = 0xffffffffu;
     __syncthreads();
@@ -961,7 +1065,7 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) search_batch(const IndexArgs ix, const BatchArgs ba) {
-    extern __shared__ float dyn[];  // AND: candidate arrays; OR: window accumulators, then decode staging
+    extern __shared__ __align__(16) float dyn[];  // AND: candidate arrays; OR: window accumulators, then decode staging
     __shared__ QueryShared s;
     u32 cta = blockIdx.x;
     u64* buf = ba.topbuf + (u64)cta * TOPK_CAP;

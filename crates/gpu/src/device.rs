@@ -36,6 +36,8 @@ pub const DEFAULT_THREADS: u32 = 256;
 pub const TOPK_CAP: usize = 36864;
 /// Largest k the GPU kernels select (`MAX_K_GPU` bounds the shared-memory sort; 1,000 is promised).
 pub const MAX_K: usize = 1000;
+/// Postings of the largest OR query the sort path takes (`MAX_SMALL_OR`).
+pub const MAX_SMALL_OR: u32 = 4096;
 /// Largest OR window (`MAX_WINDOW`).
 pub const MAX_WINDOW: u32 = 32768;
 /// Postings per block.

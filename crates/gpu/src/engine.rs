@@ -15,7 +15,7 @@ use warpsearch_index::{Index, IndexError};
 
 use crate::batch::{batches, prepare, Prepared, QueryDesc, Split, TermDesc};
 use crate::device::{
-    and_shared_bytes, chunk, or_shared_bytes, threads, BLOCK_LEN, MAX_K, MAX_WINDOW, TOPK_CAP,
+    and_shared_bytes, chunk, or_shared_bytes, threads, BLOCK_LEN, MAX_K, MAX_SMALL_OR, MAX_WINDOW, TOPK_CAP,
 };
 use crate::residency::{mib, ptr, DeviceIndex, IndexArgs};
 use crate::{Gpu, GpuError};
@@ -41,6 +41,9 @@ pub struct GpuOptions {
     pub split_cost: u64,
     /// Most parts a query is cut into.
     pub max_parts: u32,
+    /// OR queries of at most this many postings are scored by sorting their postings instead of dense
+    /// accumulators (0: never; rounded down to a power of two that fits the OR launch's shared memory).
+    pub small_or: u32,
     /// Fail every batch before launch (tests of the CPU fallback).
     #[doc(hidden)]
     pub fail_batches: bool,
@@ -55,6 +58,7 @@ impl Default for GpuOptions {
             instrument: false,
             split_cost: 200_000,
             max_parts: 16,
+            small_or: 4096,
             fail_batches: false,
         }
     }
@@ -95,6 +99,7 @@ struct BatchArgs {
     mode: u32,
     early: u32,
     window: u32,
+    small_or: u32,
     next_query: u64,
     out_doc: u64,
     out_score: u64,
@@ -224,6 +229,7 @@ pub struct GpuSearcher<'a> {
     grid_and: u32,
     grid_or: u32,
     smem_or: u32,
+    small_or: u32,
     stats: GpuStats,
 }
 
@@ -326,6 +332,7 @@ impl<'a> GpuSearcher<'a> {
             grid_and,
             grid_or,
             smem_or,
+            small_or: small_or_limit(gopts.small_or, smem_or),
             stats: GpuStats::default(),
         })
     }
@@ -526,6 +533,7 @@ impl<'a> GpuSearcher<'a> {
             mode: if mode == Mode::And { 0 } else { 1 },
             early: self.early as u32,
             window: self.gopts.window,
+            small_or: self.small_or,
             next_query: ptr(&slot.counter, &slot.stream),
             out_doc: ptr(&slot.out_doc, &slot.stream),
             out_score: ptr(&slot.out_score, &slot.stream),
@@ -700,6 +708,17 @@ impl<'a> GpuSearcher<'a> {
             self.grid_or,
             self.gopts.batch_size
         )
+    }
+}
+
+/// The sort path's posting limit: a power of two at most `wanted` and `MAX_SMALL_OR`, whose keys and
+/// contributions (12 bytes each) fit the OR launch's `smem` bytes of dynamic shared memory.
+fn small_or_limit(wanted: u32, smem: u32) -> u32 {
+    let cap = wanted.min(MAX_SMALL_OR).min(smem / 12);
+    if cap == 0 {
+        0
+    } else {
+        1 << (31 - cap.leading_zeros())
     }
 }
 

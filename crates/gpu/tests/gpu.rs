@@ -364,11 +364,13 @@ fn engine_equals_the_oracle_on_random_indexes() {
         let (index, v) = random_index(tmp.path(), 0xABCD + seed * 7919, codec, None);
         let queries = random_queries(&index, v, seed);
         // Batches of 7 and 4,096; small and large OR windows; long queries cut into docID ranges of
-        // about 60 and 700 postings of cost, or never.
+        // about 60 and 700 postings of cost, or never; OR queries sorted up to 4,096 or 64 postings, or
+        // never.
         let gopts = GpuOptions {
             batch_size: [7, 4096][seed as usize % 2],
             window: [256, 4096, 32768][seed as usize % 3],
             split_cost: [60, u64::MAX, 700, 200_000][seed as usize % 4],
+            small_or: [4096, 0, 64][seed as usize % 3],
             ..GpuOptions::default()
         };
         for mode in [Mode::And, Mode::Or, Mode::AndOr] {
