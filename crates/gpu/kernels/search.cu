@@ -814,6 +814,17 @@ __device__ void and_query(const IndexArgs& ix, const BatchArgs& ba, const TermDe
     }
 }
 
+// The plan slot of (list, block) pair p: the last slot whose first pair is at most p (it has blocks, as p
+// is before its end). s->t_off holds each slot's first pair.
+__device__ __forceinline__ u32 slot_of_pair(const QueryShared* s, u32 n, u32 p) {
+    u32 lo = 0, hi = n;
+    while (hi - lo > 1) {
+        u32 mid = (lo + hi) >> 1;
+        if (s->t_off[mid] <= p) lo = mid; else hi = mid;
+    }
+    return lo;
+}
+
 // Adds one OR window's postings to the accumulators (at most THREADS terms): every (list, block) pair that
 // overlaps the window is decoded first, one warp per pair and all warps at once, into the CTA's scratch;
 // then the lists are added in plan slot order, all threads on one list's postings at a time (a barrier
@@ -839,12 +850,7 @@ __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32
     for (u32 q0 = 0; q0 < total; q0 += THREADS) {
         u32 q1 = min(total, q0 + THREADS);
         for (u32 p = q0 + warp; p < q1; p += WARPS) {
-            // The slot of pair p: the last slot whose offset is at most p (it has blocks, as p < its end).
-            u32 lo = 0, hi = n;
-            while (hi - lo > 1) {
-                u32 mid = (lo + hi) >> 1;
-                if (s->t_off[mid] <= p) lo = mid; else hi = mid;
-            }
+            u32 lo = slot_of_pair(s, n, p);
             const TermDesc& t = terms[terms[lo].slot_term];
             u32 bi = t.block_base + s->t_start[lo] + (p - s->t_off[lo]);
             bool good = decode_block_warp(ix, t, bi, dec_doc + (p - q0) * BLOCK_LEN, dec_tf + (p - q0) * BLOCK_LEN,
@@ -902,11 +908,7 @@ __device__ void or_small(const IndexArgs& ix, const BatchArgs& ba, const TermDes
     __syncthreads();
     clk.lap(PH_SELECT);
     for (u32 p = warp; p < total; p += WARPS) {
-        u32 lo = 0, hi = n;
-        while (hi - lo > 1) {
-            u32 mid = (lo + hi) >> 1;
-            if (s->t_off[mid] <= p) lo = mid; else hi = mid;
-        }
+        u32 lo = slot_of_pair(s, n, p);
         const TermDesc& t = terms[terms[lo].slot_term];
         u32 local = p - s->t_off[lo];
         u32* dd = dec_doc + p * BLOCK_LEN;
