@@ -36,6 +36,8 @@ pub enum Command {
     Analyze(AnalyzeArgs),
     /// Generate a collection, index it, run a batch of queries and report speed (no download, no GPU).
     Demo(DemoArgs),
+    /// Measure an engine: closed-loop throughput and open-loop latency under Poisson arrivals (JSON report).
+    Bench(BenchArgs),
     /// Check the GPU: open it, compile the kernels, upload an index and measure block decode throughput
     /// against the device's copy bandwidth.
     GpuCheck(GpuCheckArgs),
@@ -190,9 +192,10 @@ pub struct DemoArgs {
     pub codec: Codec,
 }
 
-/// `warpsearch search`.
+/// What to search and how: the index, the queries, the mode, the ranking and the backend (shared by
+/// `search` and `bench`).
 #[derive(Args)]
-pub struct SearchArgs {
+pub struct EngineArgs {
     /// The index directory.
     #[arg(long)]
     pub index: PathBuf,
@@ -205,15 +208,6 @@ pub struct SearchArgs {
     /// Results per query.
     #[arg(long, default_value_t = 10)]
     pub k: usize,
-    /// trec (`qid Q0 docid rank score tag`) or json (one object per query per line).
-    #[arg(long, default_value = "trec", value_parser = ["trec", "json"])]
-    pub format: String,
-    /// Write results here instead of standard output.
-    #[arg(long, short)]
-    pub output: Option<PathBuf>,
-    /// Replace an existing output file.
-    #[arg(long)]
-    pub force: bool,
     /// auto, exhaustive, daat (AND), maxscore or bmw (OR), early (bm25-static, global-score order).
     #[arg(long, default_value = "auto", value_parser = Algorithm::by_name)]
     pub algorithm: Algorithm,
@@ -229,6 +223,27 @@ pub struct SearchArgs {
     /// BM25 b (default: the index's).
     #[arg(long)]
     pub b: Option<f32>,
+    /// cpu, gpu, or auto (the GPU when one is usable for these options, else the CPU; says which and why).
+    #[arg(long, default_value = "auto", value_parser = ["cpu", "gpu", "auto"])]
+    pub backend: String,
+    #[command(flatten)]
+    pub gpu: GpuArgs,
+}
+
+/// `warpsearch search`.
+#[derive(Args)]
+pub struct SearchArgs {
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// trec (`qid Q0 docid rank score tag`) or json (one object per query per line).
+    #[arg(long, default_value = "trec", value_parser = ["trec", "json"])]
+    pub format: String,
+    /// Write results here instead of standard output.
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+    /// Replace an existing output file.
+    #[arg(long)]
+    pub force: bool,
     /// The run tag in TREC output.
     #[arg(long, default_value = "warpsearch")]
     pub tag: String,
@@ -238,11 +253,31 @@ pub struct SearchArgs {
     /// Run the whole batch this many times before the timed run (warms caches for --stats).
     #[arg(long, default_value_t = 0)]
     pub warmup: usize,
-    /// cpu, gpu, or auto (the GPU when one is usable for these options, else the CPU; says which and why).
-    #[arg(long, default_value = "auto", value_parser = ["cpu", "gpu", "auto"])]
-    pub backend: String,
+}
+
+/// `warpsearch bench`.
+#[derive(Args)]
+pub struct BenchArgs {
     #[command(flatten)]
-    pub gpu: GpuArgs,
+    pub engine: EngineArgs,
+    /// Passes over all queries before measuring.
+    #[arg(long, default_value_t = 1)]
+    pub warmup: usize,
+    /// Open-loop arrival rates in queries/s (Poisson arrivals), comma-separated; none: closed loop only.
+    #[arg(long, value_delimiter = ',')]
+    pub rates: Vec<f64>,
+    /// Seconds of arrivals per rate (at least 1,000 arrivals; the query log repeats if it is shorter).
+    #[arg(long, default_value_t = 5.0)]
+    pub duration: f64,
+    /// A query answered later than this after its arrival missed its deadline (ms).
+    #[arg(long, default_value_t = 100.0)]
+    pub deadline_ms: f64,
+    /// Seed of the arrival times.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
 }
 
 /// `warpsearch gpu-check`.

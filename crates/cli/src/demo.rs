@@ -23,6 +23,11 @@ use crate::args::DemoArgs;
 pub struct Rng(u64);
 
 impl Rng {
+    /// A generator started from `seed`.
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
     /// Next 64 random bits.
     pub fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);

@@ -10,7 +10,7 @@ use warpsearch_gpu::kernels::KernelBench;
 use warpsearch_gpu::{Gpu, GpuOptions, GpuSearcher, GpuStats};
 use warpsearch_index::Index;
 
-use crate::args::{GpuCheckArgs, SearchArgs};
+use crate::args::{EngineArgs, GpuCheckArgs};
 
 /// Queries per `search_batch` call on the GPU (the engine splits them into kernel batches).
 pub const GPU_CHUNK: usize = 1 << 20;
@@ -43,7 +43,7 @@ impl Engine<'_> {
 
 /// `--backend`: the CPU, the GPU (an error if it cannot serve these options), or auto, which says in one
 /// line what it chose and why.
-pub fn choose_backend<'a>(a: &SearchArgs, index: &'a Index, cpu: Searcher<'a>) -> Result<Engine<'a>> {
+pub fn choose_backend<'a>(a: &EngineArgs, index: &'a Index, cpu: Searcher<'a>) -> Result<Engine<'a>> {
     if a.backend == "cpu" {
         return Ok(Engine::Cpu(cpu));
     }

@@ -1,6 +1,7 @@
 //! The `warpsearch` command: index, inspect, export, demo.
 
 mod args;
+mod bench;
 mod demo;
 mod evaluate;
 mod gpu;
@@ -35,6 +36,7 @@ fn main() -> ExitCode {
         Command::Analyze(a) => search::analyze(a),
         Command::Demo(a) => demo::run(a),
         Command::GpuCheck(a) => gpu::gpu_check(a),
+        Command::Bench(a) => bench::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

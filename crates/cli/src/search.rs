@@ -10,7 +10,7 @@ use rayon::prelude::*;
 use warpsearch_cpu::{Query, Ranking, SearchOptions, Searcher};
 use warpsearch_index::{Bm25Params, DocOrder, Index};
 
-use crate::args::SearchArgs;
+use crate::args::{EngineArgs, SearchArgs};
 use crate::gpu::{choose_backend, gpu_stats_line, Engine, GPU_CHUNK};
 
 /// Queries answered per batch: bounds the memory held by results (k = 1000 → ~8 KB a query).
@@ -109,8 +109,8 @@ pub fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
     sorted[rank.min(sorted.len()) - 1].as_secs_f64() * 1e3
 }
 
-pub fn run(a: SearchArgs) -> Result<()> {
-    let index = crate::open(&a.index)?;
+/// The search options that `a` asks for on `index` (the index's k1, b and α unless given).
+pub fn search_options(a: &EngineArgs, index: &Index) -> SearchOptions {
     let meta = index.meta();
     let ranking = match a.ranking.as_str() {
         "bm25" => Ranking::Bm25,
@@ -121,7 +121,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
             }),
         },
     };
-    let options = SearchOptions {
+    SearchOptions {
         mode: a.mode,
         k: a.k,
         ranking,
@@ -130,9 +130,15 @@ pub fn run(a: SearchArgs) -> Result<()> {
             b: a.b.unwrap_or(meta.bm25.b),
         },
         algorithm: a.algorithm,
-    };
-    let searcher = Searcher::new(&index, options).context("invalid search options")?;
-    let mut engine = choose_backend(&a, &index, searcher)?;
+    }
+}
+
+/// The engine `a` asks for on `index` (validated, the backend chosen), with a note when k1/b make it slow.
+pub fn open_engine<'a>(a: &EngineArgs, index: &'a Index) -> Result<Engine<'a>> {
+    let options = search_options(a, index);
+    let searcher = Searcher::new(index, options).context("invalid search options")?;
+    let engine = choose_backend(a, index, searcher)?;
+    let meta = index.meta();
     if options.bm25 != meta.bm25 {
         eprintln!(
             "note: k1 {} b {} differ from the index's ({} {}): block bounds are recomputed for every query, \
@@ -140,17 +146,28 @@ pub fn run(a: SearchArgs) -> Result<()> {
             options.bm25.k1, options.bm25.b, meta.bm25.k1, meta.bm25.b
         );
     }
+    Ok(engine)
+}
 
+/// The query file of `a`, analysed, with its warnings printed (at most ten, then a count).
+pub fn load_queries(a: &EngineArgs, index: &Index) -> Result<(Vec<QueryLine>, Vec<Query>)> {
     let mut warnings = Vec::new();
     let lines = read_query_file(&a.queries, &mut warnings)?;
-    let queries: Vec<Query> = lines.iter().map(|l| Query::parse(&index, &l.text)).collect();
-    report_queries(&lines, &queries, &a, &mut warnings);
+    let queries: Vec<Query> = lines.iter().map(|l| Query::parse(index, &l.text)).collect();
+    report_queries(&lines, &queries, a.mode, &mut warnings);
     for w in warnings.iter().take(10) {
         eprintln!("warning: {w}");
     }
     if warnings.len() > 10 {
         eprintln!("warning: … and {} more", warnings.len() - 10);
     }
+    Ok((lines, queries))
+}
+
+pub fn run(a: SearchArgs) -> Result<()> {
+    let index = crate::open(&a.engine.index)?;
+    let mut engine = open_engine(&a.engine, &index)?;
+    let (lines, queries) = load_queries(&a.engine, &index)?;
 
     for _ in 0..a.warmup {
         for r in engine.search_batch(&queries) {
@@ -202,9 +219,9 @@ pub fn run(a: SearchArgs) -> Result<()> {
                 Engine::Cpu(_) => format!("CPU {} threads", rayon::current_num_threads()),
                 Engine::Gpu(_) => "GPU".to_string(),
             },
-            a.mode.name(),
-            a.k,
-            a.algorithm.name(),
+            a.engine.mode.name(),
+            a.engine.k,
+            a.engine.algorithm.name(),
             latencies.len() as f64 / total.as_secs_f64(),
             latencies.len() as f64 / busy.as_secs_f64(),
             mean,
@@ -222,7 +239,12 @@ pub fn run(a: SearchArgs) -> Result<()> {
 }
 
 /// Warnings about queries that will match little or nothing, summarised with examples.
-fn report_queries(lines: &[QueryLine], queries: &[Query], a: &SearchArgs, warnings: &mut Vec<String>) {
+fn report_queries(
+    lines: &[QueryLine],
+    queries: &[Query],
+    mode: warpsearch_cpu::Mode,
+    warnings: &mut Vec<String>,
+) {
     let examples = |f: &dyn Fn(&Query) -> bool| -> (usize, String) {
         let hits: Vec<&QueryLine> = lines
             .iter()
@@ -246,7 +268,7 @@ fn report_queries(lines: &[QueryLine], queries: &[Query], a: &SearchArgs, warnin
     }
     let (unknown, e) = examples(&|q: &Query| !q.unknown.is_empty());
     if unknown > 0 {
-        let effect = match a.mode {
+        let effect = match mode {
             warpsearch_cpu::Mode::Or => "they are ignored",
             _ => "AND finds nothing for them",
         };
@@ -296,13 +318,13 @@ fn write_answer(
 }
 
 /// Standard output, or a file written under a temporary name and renamed when complete.
-struct Output {
-    writer: Box<dyn Write>,
+pub(crate) struct Output {
+    pub(crate) writer: Box<dyn Write>,
     paths: Option<(PathBuf, PathBuf)>,
 }
 
 impl Output {
-    fn create(path: Option<&Path>, force: bool) -> Result<Output> {
+    pub(crate) fn create(path: Option<&Path>, force: bool) -> Result<Output> {
         let Some(path) = path else {
             return Ok(Output {
                 writer: Box::new(BufWriter::new(std::io::stdout().lock())),
@@ -333,7 +355,7 @@ impl Output {
         })
     }
 
-    fn finish(mut self) -> Result<()> {
+    pub(crate) fn finish(mut self) -> Result<()> {
         self.writer.flush()?;
         drop(self.writer);
         if let Some((tmp, path)) = self.paths {

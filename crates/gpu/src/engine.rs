@@ -352,6 +352,11 @@ impl<'a> GpuSearcher<'a> {
         self.dev.bytes()
     }
 
+    /// Queries per kernel launch.
+    pub fn batch_size(&self) -> usize {
+        self.gopts.batch_size
+    }
+
     /// Persistent CTAs launched per AND and per OR batch.
     pub fn grid(&self) -> (u32, u32) {
         (self.grid_and, self.grid_or)

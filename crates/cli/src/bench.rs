@@ -1,0 +1,239 @@
+//! `warpsearch bench`: an engine's closed-loop throughput (every query available at once) and its latency
+//! under open-loop Poisson arrivals at given rates (papers/001 section 9: queries arrive at a rate and have
+//! a deadline; the report counts those that missed it). Prints a table and optionally writes JSON.
+//!
+//! Open loop on the CPU: one worker per thread takes the queries in arrival order, waits for each one's
+//! arrival time, and answers it; latency runs from arrival to answer, so queueing behind busy workers
+//! counts. On the GPU: the dispatcher sends every query that has arrived (up to the batch size) as one
+//! batch as soon as the previous batch is back, which is how a GPU server batches.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use serde_json::{json, Value};
+use warpsearch_cpu::{Query, Searcher};
+
+use crate::args::BenchArgs;
+use crate::demo::Rng;
+use crate::gpu::{gpu_stats_line, Engine};
+use crate::search::{load_queries, open_engine, percentile_ms, Output};
+
+/// Latency percentiles of one run, in ms.
+struct Latency {
+    mean: f64,
+    p50: f64,
+    p90: f64,
+    p95: f64,
+    p99: f64,
+    p999: f64,
+    max: f64,
+}
+
+impl Latency {
+    fn of(mut v: Vec<Duration>) -> Latency {
+        v.sort_unstable();
+        let n = v.len().max(1) as f64;
+        Latency {
+            mean: v.iter().map(Duration::as_secs_f64).sum::<f64>() / n * 1e3,
+            p50: percentile_ms(&v, 50.0),
+            p90: percentile_ms(&v, 90.0),
+            p95: percentile_ms(&v, 95.0),
+            p99: percentile_ms(&v, 99.0),
+            p999: percentile_ms(&v, 99.9),
+            max: v.last().map_or(0.0, |d| d.as_secs_f64() * 1e3),
+        }
+    }
+
+    fn json(&self) -> Value {
+        json!({"mean": self.mean, "p50": self.p50, "p90": self.p90, "p95": self.p95, "p99": self.p99,
+               "p99.9": self.p999, "max": self.max})
+    }
+}
+
+pub fn run(a: BenchArgs) -> Result<()> {
+    if a.rates.iter().any(|&r| !(r.is_finite() && r > 0.0)) {
+        bail!("--rates must be positive numbers of queries per second, e.g. --rates 1000,10000");
+    }
+    if !(a.duration.is_finite() && a.duration > 0.0 && a.deadline_ms.is_finite() && a.deadline_ms > 0.0) {
+        bail!("--duration and --deadline-ms must be positive");
+    }
+    let index = crate::open(&a.engine.index)?;
+    let mut engine = open_engine(&a.engine, &index)?;
+    let (_, queries) = load_queries(&a.engine, &index)?;
+    if queries.is_empty() {
+        bail!("{} holds no queries", a.engine.queries.display());
+    }
+    let backend = match engine {
+        Engine::Cpu(_) => format!("cpu ({} threads)", rayon::current_num_threads()),
+        Engine::Gpu(ref g) => format!("gpu ({})", g.gpu().describe()),
+    };
+    for _ in 0..a.warmup {
+        for r in engine.search_batch(&queries) {
+            r?;
+        }
+    }
+    engine.take_gpu_stats();
+
+    // Closed loop: every query available at once.
+    let started = Instant::now();
+    let answers = engine.search_batch(&queries);
+    let wall = started.elapsed();
+    let mut latencies = Vec::with_capacity(answers.len());
+    for r in answers {
+        latencies.push(r?.latency);
+    }
+    let gpu = engine.take_gpu_stats();
+    let closed_qps = queries.len() as f64 / wall.as_secs_f64();
+    let closed = Latency::of(latencies);
+    println!(
+        "bench: {} queries, mode {}, k {}, backend {backend}",
+        queries.len(),
+        a.engine.mode.name(),
+        a.engine.k
+    );
+    println!(
+        "{:<14} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}",
+        "load", "queries/s", "mean_ms", "p50_ms", "p95_ms", "p99_ms", "p99.9_ms", "max_ms", "missed"
+    );
+    let row = |load: &str, qps: f64, l: &Latency, missed: &str| {
+        println!(
+            "{load:<14} {qps:>12.0} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {missed:>8}",
+            l.mean, l.p50, l.p95, l.p99, l.p999, l.max
+        )
+    };
+    row("closed", closed_qps, &closed, "-");
+    if let Some(s) = &gpu {
+        println!("{}", gpu_stats_line(s));
+    }
+
+    let mut open = Vec::new();
+    for &rate in &a.rates {
+        // At least 1,000 arrivals; the query log repeats if it is shorter than the run.
+        let n = ((rate * a.duration) as usize).max(1000);
+        let log: Vec<Query> = queries.iter().cycle().take(n).cloned().collect();
+        let arrivals = poisson_arrivals(n, rate, a.seed);
+        let (lat, span) = open_loop(&mut engine, &log, &arrivals)?;
+        let deadline = Duration::from_secs_f64(a.deadline_ms / 1e3);
+        let missed = lat.iter().filter(|&&d| d > deadline).count();
+        let achieved = n as f64 / span.as_secs_f64();
+        let l = Latency::of(lat);
+        row(&format!("{rate:.0}/s"), achieved, &l, &missed.to_string());
+        open.push(
+            json!({"rate": rate, "queries": n, "achieved_qps": achieved, "latency_ms": l.json(),
+                         "deadline_ms": a.deadline_ms, "missed": missed}),
+        );
+    }
+
+    if let Some(path) = &a.json {
+        let report = json!({
+            "index": a.engine.index.display().to_string(),
+            "queries": a.engine.queries.display().to_string(),
+            "num_queries": queries.len(),
+            "mode": a.engine.mode.name(),
+            "k": a.engine.k,
+            "backend": backend,
+            "closed_loop": {"qps": closed_qps, "latency_ms": closed.json(),
+                            "gpu": gpu.as_ref().map(gpu_json)},
+            "open_loop": open,
+        });
+        // Written under a temporary name and renamed when complete; a report replaces an older one.
+        let mut out = Output::create(Some(path), true)?;
+        out.writer
+            .write_all((serde_json::to_string_pretty(&report)? + "\n").as_bytes())?;
+        out.finish()?;
+    }
+    Ok(())
+}
+
+fn gpu_json(s: &warpsearch_gpu::GpuStats) -> Value {
+    let total: u64 = s.phase_cycles.iter().sum::<u64>().max(1);
+    let phases: serde_json::Map<String, Value> = warpsearch_gpu::engine::PHASES
+        .iter()
+        .zip(s.phase_cycles)
+        .map(|(name, c)| (name.to_string(), json!(c as f64 / total as f64)))
+        .collect();
+    json!({"batches": s.batches, "queries": s.queries, "h2d_bytes": s.h2d_bytes, "d2h_bytes": s.d2h_bytes,
+           "h2d_ms": s.h2d_ms, "kernel_ms": s.kernel_ms, "d2h_ms": s.d2h_ms, "prepare_ms": s.prepare_ms,
+           "phase_share": phases, "cpu_fallback_queries": s.cpu_fallback_queries})
+}
+
+/// Arrival times of `n` queries at `rate` per second (exponential gaps), deterministic by `seed`.
+fn poisson_arrivals(n: usize, rate: f64, seed: u64) -> Vec<Duration> {
+    let mut rng = Rng::new(seed);
+    let mut t = 0.0f64;
+    (0..n)
+        .map(|_| {
+            // 1 - u is in (0, 1], so the logarithm is finite.
+            let u = 1.0 - (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+            t += -u.ln() / rate;
+            Duration::from_secs_f64(t)
+        })
+        .collect()
+}
+
+/// Answers `queries[i]` no earlier than `arrivals[i]` after the start; returns each query's latency from
+/// its arrival and the time until the last answer.
+fn open_loop(
+    engine: &mut Engine,
+    queries: &[Query],
+    arrivals: &[Duration],
+) -> Result<(Vec<Duration>, Duration)> {
+    match engine {
+        Engine::Cpu(searcher) => Ok(open_loop_cpu(searcher, queries, arrivals)),
+        Engine::Gpu(g) => {
+            let batch = g.batch_size();
+            let start = Instant::now();
+            let mut lat = vec![Duration::ZERO; queries.len()];
+            let mut next = 0;
+            while next < queries.len() {
+                let now = start.elapsed();
+                if arrivals[next] > now {
+                    std::thread::sleep(arrivals[next] - now);
+                    continue;
+                }
+                let end = (next..queries.len())
+                    .take(batch)
+                    .take_while(|&i| arrivals[i] <= now)
+                    .last()
+                    .map_or(next + 1, |i| i + 1);
+                for r in g.search_batch(&queries[next..end]) {
+                    r?;
+                }
+                let done = start.elapsed();
+                for i in next..end {
+                    lat[i] = done - arrivals[i];
+                }
+                next = end;
+            }
+            Ok((lat, start.elapsed()))
+        }
+    }
+}
+
+fn open_loop_cpu(searcher: &Searcher, queries: &[Query], arrivals: &[Duration]) -> (Vec<Duration>, Duration) {
+    let start = Instant::now();
+    let next = AtomicUsize::new(0);
+    let lat = Mutex::new(vec![Duration::ZERO; queries.len()]);
+    std::thread::scope(|scope| {
+        for _ in 0..rayon::current_num_threads() {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= queries.len() {
+                    break;
+                }
+                let now = start.elapsed();
+                if arrivals[i] > now {
+                    std::thread::sleep(arrivals[i] - now);
+                }
+                // Errors of single queries are the search command's business; here they count as answered.
+                let _ = searcher.search(&queries[i]);
+                let done = start.elapsed();
+                lat.lock().expect("no worker panics")[i] = done.saturating_sub(arrivals[i]);
+            });
+        }
+    });
+    (lat.into_inner().expect("no worker panics"), start.elapsed())
+}
