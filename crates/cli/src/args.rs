@@ -278,6 +278,9 @@ pub struct BenchArgs {
     /// Write the report as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Draw plots as SVG: `<prefix>-latency-cdf.svg`, and `<prefix>-latency-vs-rate.svg` with --rates.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
 }
 
 /// `warpsearch gpu-check`.

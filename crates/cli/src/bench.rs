@@ -87,6 +87,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     let gpu = engine.take_gpu_stats();
     let closed_qps = queries.len() as f64 / wall.as_secs_f64();
+    let mut curves: Vec<(String, Vec<Duration>)> = vec![("closed loop".into(), latencies.clone())];
     let closed = Latency::of(latencies);
     println!(
         "bench: {} queries, mode {}, k {}, backend {backend}",
@@ -110,6 +111,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
 
     let mut open = Vec::new();
+    let mut by_rate = Vec::new();
     for &rate in &a.rates {
         // At least 1,000 arrivals; the query log repeats if it is shorter than the run.
         let n = ((rate * a.duration) as usize).max(1000);
@@ -119,7 +121,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
         let deadline = Duration::from_secs_f64(a.deadline_ms / 1e3);
         let missed = lat.iter().filter(|&&d| d > deadline).count();
         let achieved = n as f64 / span.as_secs_f64();
+        curves.push((format!("{rate:.0}/s"), lat.clone()));
         let l = Latency::of(lat);
+        by_rate.push((achieved, l.p50, l.p99));
         row(&format!("{rate:.0}/s"), achieved, &l, &missed.to_string());
         open.push(
             json!({"rate": rate, "queries": n, "achieved_qps": achieved, "latency_ms": l.json(),
@@ -127,6 +131,15 @@ pub fn run(a: BenchArgs) -> Result<()> {
         );
     }
 
+    if let Some(prefix) = &a.svg {
+        let title = format!("{} top-{}, {backend}", a.engine.mode.name(), a.engine.k);
+        let cdf = prefix.with_file_name(format!("{}-latency-cdf.svg", file_stem(prefix)));
+        plot_cdf(&cdf, &title, &curves)?;
+        if !by_rate.is_empty() {
+            let rates = prefix.with_file_name(format!("{}-latency-vs-rate.svg", file_stem(prefix)));
+            plot_rates(&rates, &title, &by_rate)?;
+        }
+    }
     if let Some(path) = &a.json {
         let report = json!({
             "index": a.engine.index.display().to_string(),
@@ -191,7 +204,7 @@ fn open_loop(
             while next < queries.len() {
                 let now = start.elapsed();
                 if arrivals[next] > now {
-                    std::thread::sleep(arrivals[next] - now);
+                    wait_until(start, arrivals[next]);
                     continue;
                 }
                 let end = (next..queries.len())
@@ -213,6 +226,19 @@ fn open_loop(
     }
 }
 
+/// Waits until `at` after `start`: sleeps while far from it, then spins, so that the generator's own
+/// wake-up delay (tens of microseconds for a sleeping thread) does not count as the engine's latency.
+fn wait_until(start: Instant, at: Duration) {
+    const SPIN: Duration = Duration::from_micros(200);
+    let now = start.elapsed();
+    if at > now + SPIN {
+        std::thread::sleep(at - now - SPIN);
+    }
+    while start.elapsed() < at {
+        std::hint::spin_loop();
+    }
+}
+
 fn open_loop_cpu(searcher: &Searcher, queries: &[Query], arrivals: &[Duration]) -> (Vec<Duration>, Duration) {
     let start = Instant::now();
     let next = AtomicUsize::new(0);
@@ -224,10 +250,7 @@ fn open_loop_cpu(searcher: &Searcher, queries: &[Query], arrivals: &[Duration]) 
                 if i >= queries.len() {
                     break;
                 }
-                let now = start.elapsed();
-                if arrivals[i] > now {
-                    std::thread::sleep(arrivals[i] - now);
-                }
+                wait_until(start, arrivals[i]);
                 // Errors of single queries are the search command's business; here they count as answered.
                 let _ = searcher.search(&queries[i]);
                 let done = start.elapsed();
@@ -236,4 +259,107 @@ fn open_loop_cpu(searcher: &Searcher, queries: &[Query], arrivals: &[Duration]) 
         }
     });
     (lat.into_inner().expect("no worker panics"), start.elapsed())
+}
+
+fn file_stem(p: &std::path::Path) -> String {
+    p.file_name()
+        .map_or_else(|| "bench".into(), |n| n.to_string_lossy().into_owned())
+}
+
+/// The latency CDF of every run (log-scale milliseconds).
+fn plot_cdf(path: &std::path::Path, title: &str, curves: &[(String, Vec<Duration>)]) -> Result<()> {
+    use plotters::prelude::*;
+    let ms = |d: &Duration| (d.as_secs_f64() * 1e3).max(1e-4);
+    let lo = curves
+        .iter()
+        .flat_map(|c| c.1.iter().map(ms))
+        .fold(f64::INFINITY, f64::min);
+    let hi = curves.iter().flat_map(|c| c.1.iter().map(ms)).fold(0.0, f64::max);
+    let root = SVGBackend::new(path, (720, 440)).into_drawing_area();
+    root.fill(&WHITE).map_err(plot_err)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(format!("latency CDF: {title}"), ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(48)
+        .build_cartesian_2d((lo * 0.9..hi * 1.1).log_scale(), 0f64..1f64)
+        .map_err(plot_err)?;
+    chart
+        .configure_mesh()
+        .x_desc("latency (ms, log scale)")
+        .y_desc("fraction of queries")
+        .draw()
+        .map_err(plot_err)?;
+    for (i, (name, lat)) in curves.iter().enumerate() {
+        let mut v: Vec<f64> = lat.iter().map(ms).collect();
+        v.sort_by(f64::total_cmp);
+        let n = v.len().max(1) as f64;
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(LineSeries::new(
+                v.iter().enumerate().map(|(j, &x)| (x, (j + 1) as f64 / n)),
+                color.stroke_width(2),
+            ))
+            .map_err(plot_err)?
+            .label(name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::LowerRight)
+        .draw()
+        .map_err(plot_err)?;
+    root.present().map_err(plot_err)?;
+    Ok(())
+}
+
+/// p50 and p99 latency against the achieved rate of each open-loop run.
+fn plot_rates(path: &std::path::Path, title: &str, runs: &[(f64, f64, f64)]) -> Result<()> {
+    use plotters::prelude::*;
+    let x_hi = runs.iter().map(|r| r.0).fold(0.0, f64::max) * 1.1;
+    let y_hi = runs.iter().map(|r| r.2).fold(0.0, f64::max).max(1e-3) * 1.2;
+    let root = SVGBackend::new(path, (720, 440)).into_drawing_area();
+    root.fill(&WHITE).map_err(plot_err)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(format!("latency vs arrival rate: {title}"), ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(48)
+        .build_cartesian_2d(0f64..x_hi.max(1.0), 0f64..y_hi)
+        .map_err(plot_err)?;
+    chart
+        .configure_mesh()
+        .x_desc("achieved queries/s")
+        .y_desc("latency (ms)")
+        .draw()
+        .map_err(plot_err)?;
+    for (i, (name, pick)) in [("p50", 1usize), ("p99", 2)].into_iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let pts: Vec<(f64, f64)> = runs
+            .iter()
+            .map(|r| (r.0, if pick == 1 { r.1 } else { r.2 }))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+            .map_err(plot_err)?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+        chart
+            .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))
+            .map_err(plot_err)?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(plot_err)?;
+    root.present().map_err(plot_err)?;
+    Ok(())
+}
+
+fn plot_err<E: std::fmt::Display>(e: E) -> anyhow::Error {
+    anyhow::anyhow!("drawing the plot failed: {e}")
 }

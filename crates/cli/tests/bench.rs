@@ -53,6 +53,8 @@ fn bench_reports_closed_and_open_loop_in_json() {
         "50",
         "--json",
         json.to_str().unwrap(),
+        "--svg",
+        dir.path().join("plot").to_str().unwrap(),
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -75,6 +77,10 @@ fn bench_reports_closed_and_open_loop_in_json() {
         assert!(lat["p50"].as_f64().unwrap() <= lat["p99"].as_f64().unwrap());
         assert!(lat["p99"].as_f64().unwrap() <= lat["max"].as_f64().unwrap());
         assert!(run["missed"].as_u64().unwrap() <= n);
+    }
+    for plot in ["plot-latency-cdf.svg", "plot-latency-vs-rate.svg"] {
+        let svg = std::fs::read_to_string(dir.path().join(plot)).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("polyline"), "{plot}");
     }
     let bad = warpsearch(&[
         "bench",
