@@ -294,12 +294,17 @@ fn plot_cdf(path: &std::path::Path, title: &str, curves: &[(String, Vec<Duration
         let mut v: Vec<f64> = lat.iter().map(ms).collect();
         v.sort_by(f64::total_cmp);
         let n = v.len().max(1) as f64;
+        // At most about 1,000 points a curve, the last always kept, so that the file stays small.
+        let step = v.len().div_ceil(1000).max(1);
+        let points: Vec<(f64, f64)> = v
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| j % step == 0 || j + 1 == v.len())
+            .map(|(j, &x)| (x, (j + 1) as f64 / n))
+            .collect();
         let color = Palette99::pick(i).to_rgba();
         chart
-            .draw_series(LineSeries::new(
-                v.iter().enumerate().map(|(j, &x)| (x, (j + 1) as f64 / n)),
-                color.stroke_width(2),
-            ))
+            .draw_series(LineSeries::new(points, color.stroke_width(2)))
             .map_err(plot_err)?
             .label(name.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
