@@ -13,6 +13,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
+use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
 use warpsearch_cpu::{Query, Searcher};
 
@@ -117,7 +118,14 @@ pub fn run(a: BenchArgs) -> Result<()> {
         let n = ((rate * a.duration) as usize).max(1000);
         let log: Vec<Query> = queries.iter().cycle().take(n).cloned().collect();
         let arrivals = poisson_arrivals(n, rate, a.seed);
-        let (lat, span) = open_loop(&mut engine, &log, &arrivals)?;
+        // Drawn on stderr only when it is a terminal (indicatif hides it otherwise).
+        let bar = ProgressBar::new(n as u64).with_style(
+            ProgressStyle::with_template("{msg} {bar:40} {pos}/{len} queries, {elapsed}")
+                .expect("a valid template"),
+        );
+        bar.set_message(format!("{rate:.0}/s"));
+        let (lat, span) = open_loop(&mut engine, &log, &arrivals, &bar)?;
+        bar.finish_and_clear();
         let deadline = Duration::from_secs_f64(a.deadline_ms / 1e3);
         let missed = lat.iter().filter(|&&d| d > deadline).count();
         let achieved = n as f64 / span.as_secs_f64();
@@ -193,9 +201,10 @@ fn open_loop(
     engine: &mut Engine,
     queries: &[Query],
     arrivals: &[Duration],
+    bar: &ProgressBar,
 ) -> Result<(Vec<Duration>, Duration)> {
     match engine {
-        Engine::Cpu(searcher) => Ok(open_loop_cpu(searcher, queries, arrivals)),
+        Engine::Cpu(searcher) => Ok(open_loop_cpu(searcher, queries, arrivals, bar)),
         Engine::Gpu(g) => {
             let batch = g.batch_size();
             let start = Instant::now();
@@ -219,6 +228,7 @@ fn open_loop(
                 for i in next..end {
                     lat[i] = done - arrivals[i];
                 }
+                bar.inc((end - next) as u64);
                 next = end;
             }
             Ok((lat, start.elapsed()))
@@ -239,7 +249,12 @@ fn wait_until(start: Instant, at: Duration) {
     }
 }
 
-fn open_loop_cpu(searcher: &Searcher, queries: &[Query], arrivals: &[Duration]) -> (Vec<Duration>, Duration) {
+fn open_loop_cpu(
+    searcher: &Searcher,
+    queries: &[Query],
+    arrivals: &[Duration],
+    bar: &ProgressBar,
+) -> (Vec<Duration>, Duration) {
     let start = Instant::now();
     let next = AtomicUsize::new(0);
     let lat = Mutex::new(vec![Duration::ZERO; queries.len()]);
@@ -255,6 +270,7 @@ fn open_loop_cpu(searcher: &Searcher, queries: &[Query], arrivals: &[Duration]) 
                 let _ = searcher.search(&queries[i]);
                 let done = start.elapsed();
                 lat.lock().expect("no worker panics")[i] = done.saturating_sub(arrivals[i]);
+                bar.inc(1);
             });
         }
     });
