@@ -38,6 +38,8 @@ pub enum Command {
     Demo(DemoArgs),
     /// Measure an engine: closed-loop throughput and open-loop latency under Poisson arrivals (JSON report).
     Bench(BenchArgs),
+    /// Draw the closed-loop throughput of several `bench --json` reports side by side (SVG).
+    BenchPlot(BenchPlotArgs),
     /// Check the GPU: open it, compile the kernels, upload an index and measure block decode throughput
     /// against the device's copy bandwidth.
     GpuCheck(GpuCheckArgs),
@@ -281,6 +283,17 @@ pub struct BenchArgs {
     /// Draw plots as SVG: `<prefix>-latency-cdf.svg`, and `<prefix>-latency-vs-rate.svg` with --rates.
     #[arg(long)]
     pub svg: Option<PathBuf>,
+}
+
+/// `warpsearch bench-plot`.
+#[derive(Args)]
+pub struct BenchPlotArgs {
+    /// `bench --json` reports.
+    #[arg(required = true)]
+    pub reports: Vec<PathBuf>,
+    /// The SVG file to write.
+    #[arg(long)]
+    pub svg: PathBuf,
 }
 
 /// `warpsearch gpu-check`.

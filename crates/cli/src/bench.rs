@@ -12,12 +12,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
 use warpsearch_cpu::{Query, Searcher};
 
-use crate::args::BenchArgs;
+use crate::args::{BenchArgs, BenchPlotArgs};
 use crate::demo::Rng;
 use crate::gpu::{gpu_stats_line, Engine};
 use crate::search::{load_queries, open_engine, percentile_ms, Output};
@@ -383,4 +383,70 @@ fn plot_rates(path: &std::path::Path, title: &str, runs: &[(f64, f64, f64)]) -> 
 
 fn plot_err<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow::anyhow!("drawing the plot failed: {e}")
+}
+
+/// `warpsearch bench-plot`: one bar per report, its closed-loop queries/s, labelled with its mode, k and
+/// backend.
+pub fn plot_reports(a: BenchPlotArgs) -> Result<()> {
+    use plotters::prelude::*;
+    let mut bars = Vec::new();
+    for path in &a.reports {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let r: Value =
+            serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+        let qps = r["closed_loop"]["qps"]
+            .as_f64()
+            .with_context(|| format!("{} is not a `bench --json` report", path.display()))?;
+        // "cpu (16 threads)" / "gpu (NVIDIA H200 …)": the backend's first word is enough under a bar.
+        let backend = r["backend"].as_str().unwrap_or("?");
+        let label = format!(
+            "{} top-{} {}",
+            r["mode"].as_str().unwrap_or("?"),
+            r["k"],
+            backend.split_whitespace().next().unwrap_or("?")
+        );
+        bars.push((label, qps));
+    }
+    let top = bars.iter().map(|b| b.1).fold(0.0, f64::max).max(1.0) * 1.2;
+    let n = bars.len() as f64;
+    let root = SVGBackend::new(&a.svg, (200 + 200 * bars.len() as u32, 460)).into_drawing_area();
+    root.fill(&WHITE).map_err(plot_err)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("closed-loop throughput", ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(10)
+        .y_label_area_size(80)
+        .build_cartesian_2d(0f64..n, 0f64..top)
+        .map_err(plot_err)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .disable_x_axis()
+        .y_desc("queries/s")
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .draw()
+        .map_err(plot_err)?;
+    chart
+        .draw_series(bars.iter().enumerate().map(|(i, b)| {
+            let x = i as f64;
+            Rectangle::new(
+                [(x + 0.15, 0.0), (x + 0.85, b.1)],
+                Palette99::pick(i).to_rgba().filled(),
+            )
+        }))
+        .map_err(plot_err)?;
+    // Each bar's label and value above it (labels can be long: backend names carry the device).
+    chart
+        .draw_series(bars.iter().enumerate().flat_map(|(i, b)| {
+            let x = i as f64 + 0.15;
+            let style = ("sans-serif", 12).into_font();
+            [
+                Text::new(format!("{:.0} q/s", b.1), (x, b.1 + top * 0.07), style.clone()),
+                Text::new(b.0.clone(), (x, b.1 + top * 0.03), style),
+            ]
+        }))
+        .map_err(plot_err)?;
+    root.present().map_err(plot_err)?;
+    println!("{}: {} reports", a.svg.display(), bars.len());
+    Ok(())
 }

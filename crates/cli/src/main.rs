@@ -37,6 +37,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => demo::run(a),
         Command::GpuCheck(a) => gpu::gpu_check(a),
         Command::Bench(a) => bench::run(a),
+        Command::BenchPlot(a) => bench::plot_reports(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -82,6 +82,24 @@ fn bench_reports_closed_and_open_loop_in_json() {
         let svg = std::fs::read_to_string(dir.path().join(plot)).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("polyline"), "{plot}");
     }
+    let bars = dir.path().join("bars.svg");
+    let out = warpsearch(&[
+        "bench-plot",
+        json.to_str().unwrap(),
+        json.to_str().unwrap(),
+        "--svg",
+        bars.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let svg = std::fs::read_to_string(&bars).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("and top-10 cpu"), "{svg}");
+    let not_a_report = warpsearch(&[
+        "bench-plot",
+        queries.to_str().unwrap(),
+        "--svg",
+        bars.to_str().unwrap(),
+    ]);
+    assert!(!not_a_report.status.success());
     let bad = warpsearch(&[
         "bench",
         "--index",
