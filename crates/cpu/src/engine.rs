@@ -107,6 +107,7 @@ pub struct Searcher<'a> {
     index: &'a Index,
     options: SearchOptions,
     norms: Vec<f32>,
+    early: bool,
 }
 
 impl<'a> Searcher<'a> {
@@ -144,11 +145,18 @@ impl<'a> Searcher<'a> {
         if options.algorithm == EarlyTermination {
             early::global_scores(&plan, options.ranking)?;
         }
+        // Whether the index's order fits the ranking depends on the options alone, not on the query.
+        let early = match options.algorithm {
+            EarlyTermination => true,
+            Auto => plan.global_order_applies(options.ranking),
+            _ => false,
+        };
         drop(plan);
         Ok(Searcher {
             index,
             options,
             norms,
+            early,
         })
     }
 
@@ -162,6 +170,16 @@ impl<'a> Searcher<'a> {
         &self.options
     }
 
+    /// The per-document BM25 length norms of the options' k1 and b ([`length_norms`]).
+    pub fn norms(&self) -> &[f32] {
+        &self.norms
+    }
+
+    /// Whether queries stop early on the index's global-score order (papers/000 Algorithm 1).
+    pub fn early_termination(&self) -> bool {
+        self.early
+    }
+
     /// Analyses `text` with the index's analyzer.
     pub fn parse(&self, text: &str) -> Query {
         Query::parse(self.index, text)
@@ -169,15 +187,16 @@ impl<'a> Searcher<'a> {
 
     /// The top k of one query.
     pub fn search(&self, query: &Query) -> Result<Vec<Scored>> {
+        self.search_in(query, self.options.mode)
+    }
+
+    /// The top k of one query in `mode` rather than the options' (the GPU engine's fallback answers
+    /// the AND and the OR pass of and-or apart).
+    pub fn search_in(&self, query: &Query, mode: Mode) -> Result<Vec<Scored>> {
         let o = &self.options;
         let plan = Plan::new(self.index, query, o.ranking, o.bm25, &self.norms)?;
-        let early = match o.algorithm {
-            Algorithm::EarlyTermination => true,
-            Algorithm::Auto => plan.global_order_applies(o.ranking),
-            _ => false,
-        };
         let run = |mode: Mode| -> Result<Vec<Scored>> {
-            if early {
+            if self.early {
                 return early::early_termination(&plan, o.ranking, mode, o.k);
             }
             match (o.algorithm, mode) {
@@ -187,7 +206,7 @@ impl<'a> Searcher<'a> {
                 _ => maxscore::maxscore(&plan, o.k),
             }
         };
-        match o.mode {
+        match mode {
             Mode::AndOr => {
                 let and = run(Mode::And)?;
                 if and.len() >= o.k {
@@ -202,8 +221,13 @@ impl<'a> Searcher<'a> {
 
     /// The top k of one query and its latency.
     pub fn answer(&self, query: &Query) -> Result<Answer> {
+        self.answer_in(query, self.options.mode)
+    }
+
+    /// [`Searcher::answer`] in `mode` rather than the options' (see [`Searcher::search_in`]).
+    pub fn answer_in(&self, query: &Query, mode: Mode) -> Result<Answer> {
         let start = Instant::now();
-        let hits = self.search(query)?;
+        let hits = self.search_in(query, mode)?;
         Ok(Answer {
             hits,
             latency: start.elapsed(),

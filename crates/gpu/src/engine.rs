@@ -9,7 +9,7 @@ use cudarc::driver::result as cu;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 use warpsearch_cpu::engine::Answer;
-use warpsearch_cpu::query::{length_norms, Plan, Prior};
+use warpsearch_cpu::query::Prior;
 use warpsearch_cpu::{Algorithm, Mode, Query, Ranking, Scored, SearchOptions, Searcher};
 use warpsearch_index::{Index, IndexError};
 
@@ -87,6 +87,20 @@ pub struct GpuStats {
     pub phase_cycles: [u64; 5],
     /// Queries answered by the CPU after a GPU failure.
     pub cpu_fallback_queries: u64,
+}
+
+impl GpuStats {
+    /// Each kernel phase's share of the timed CTA cycles ([`PHASES`]), or `None` when not instrumented.
+    pub fn phase_shares(&self) -> Option<Vec<(&'static str, f64)>> {
+        let total: u64 = self.phase_cycles.iter().sum();
+        (total > 0).then(|| {
+            PHASES
+                .iter()
+                .zip(self.phase_cycles)
+                .map(|(&name, c)| (name, c as f64 / total as f64))
+                .collect()
+        })
+    }
 }
 
 #[repr(C)]
@@ -223,8 +237,10 @@ pub struct GpuSearcher<'a> {
     dev: DeviceIndex,
     norms: CudaSlice<f32>,
     prior: Option<CudaSlice<f32>>,
+    /// Global scores, uploaded only when queries stop early.
     gs: Option<CudaSlice<f32>>,
     early: bool,
+    cpu: Searcher<'a>,
     slots: Vec<Slot>,
     grid_and: u32,
     grid_or: u32,
@@ -242,8 +258,9 @@ impl<'a> GpuSearcher<'a> {
         options: SearchOptions,
         gopts: GpuOptions,
     ) -> Result<Self, GpuError> {
-        // The CPU engine validates the options against the index (and answers for the GPU on failure).
-        Searcher::new(index, options)?;
+        // The CPU engine validates the options against the index, computes the length norms and the
+        // early-termination choice the GPU shares, and answers for the GPU on failure.
+        let cpu = Searcher::new(index, options)?;
         if options.k > MAX_K {
             return Err(GpuError::Unsupported(format!(
                 "k = {} is above the GPU engine's limit of {MAX_K}: use --backend cpu",
@@ -278,8 +295,7 @@ impl<'a> GpuSearcher<'a> {
         let (free, _) = gpu.memory_info()?;
         let budget = gopts.memory_budget.unwrap_or(free / 10 * 9);
         let dev = DeviceIndex::upload(&gpu, &init, index, budget)?;
-        let norms_host = length_norms(index, options.bm25);
-        let norms = init.memcpy_stod(nonempty(&norms_host))?;
+        let norms = init.memcpy_stod(nonempty(cpu.norms()))?;
         let prior = match options.ranking {
             Ranking::Bm25 => None,
             Ranking::Bm25Static { alpha } => {
@@ -288,18 +304,7 @@ impl<'a> GpuSearcher<'a> {
                 Some(init.memcpy_stod(nonempty(&v))?)
             }
         };
-        let plan = Plan::new(
-            index,
-            &Query::default(),
-            options.ranking,
-            options.bm25,
-            &norms_host,
-        )?;
-        let early = match options.algorithm {
-            Algorithm::EarlyTermination => true,
-            _ => plan.global_order_applies(options.ranking),
-        };
-        drop(plan);
+        let early = cpu.early_termination();
         let gs = match (early, index.global_scores()) {
             (true, Some(g)) => Some(init.memcpy_stod(nonempty(g))?),
             _ => None,
@@ -328,6 +333,7 @@ impl<'a> GpuSearcher<'a> {
             prior,
             gs,
             early,
+            cpu,
             slots,
             grid_and,
             grid_or,
@@ -493,16 +499,13 @@ impl<'a> GpuSearcher<'a> {
         IndexArgs {
             norms: ptr(&self.norms, stream),
             prior: self.prior.as_ref().map_or(0, |p| ptr(p, stream)),
-            gs: match (&self.gs, self.early) {
-                (Some(g), true) => ptr(g, stream),
-                _ => 0,
-            },
+            gs: self.gs.as_ref().map_or(0, |g| ptr(g, stream)),
             k1p1: self.options.bm25.k1 + 1.0,
             prior_max: match self.options.ranking {
                 Ranking::Bm25 => 0.0,
                 Ranking::Bm25Static { alpha } => alpha,
             },
-            ..self.dev.args(self.index, stream)
+            ..self.dev.args(stream)
         }
     }
 
@@ -605,7 +608,9 @@ impl<'a> GpuSearcher<'a> {
         let (h2d, kernel, d2h) = match waited {
             Ok(t) => t,
             Err(e) => {
-                let which: Vec<usize> = p.slots.clone();
+                // The parts of a query cut into docID ranges are adjacent: one answer each.
+                let mut which: Vec<usize> = p.slots.clone();
+                which.dedup();
                 self.fallback(
                     &format!("GPU batch of {} queries failed ({e})", which.len()),
                     queries,
@@ -688,18 +693,8 @@ impl<'a> GpuSearcher<'a> {
     ) {
         eprintln!("warpsearch: {why}: answering them on the CPU");
         self.stats.cpu_fallback_queries += which.len() as u64;
-        let options = SearchOptions { mode, ..self.options };
-        let cpu = match Searcher::new(self.index, options) {
-            Ok(c) => c,
-            Err(e) => {
-                for &i in which {
-                    answers[i] = Some(Err(IndexError::Invalid(e.to_string())));
-                }
-                return;
-            }
-        };
         for &i in which {
-            answers[i] = Some(cpu.answer(&queries[i]));
+            answers[i] = Some(self.cpu.answer_in(&queries[i], mode));
         }
     }
 
