@@ -37,8 +37,7 @@ impl<'a> KernelBench<'a> {
             .enumerate()
             .map(|(id, r)| TermDesc::for_list(r, dev.residency().list(id as u32)))
             .collect();
-        let bytes: Vec<u8> = bytemuck::cast_slice(&term_descs).to_vec();
-        let terms = stream.memcpy_stod(if bytes.is_empty() { &[0u8; 40][..] } else { &bytes })?;
+        let terms = upload_terms(&stream, &term_descs)?;
         Ok(KernelBench {
             gpu,
             index,
@@ -62,7 +61,7 @@ impl<'a> KernelBench<'a> {
         }
         let n = tids.len();
         let (tids_d, bids_d) = (self.stream.memcpy_stod(&tids)?, self.stream.memcpy_stod(&bids)?);
-        let ix = self.dev.args(self.index, &self.stream);
+        let ix = self.dev.args(&self.stream);
         let grid = self.gpu.multiprocessors() * 8;
         let mut bufs = None;
         let best = self.best_ms(reps, || {
@@ -220,38 +219,11 @@ pub fn decode_raw(
         words.extend_from_slice(&l.words);
         metas.extend_from_slice(&l.blocks);
     }
-    words.push(0);
-    let column = |f: fn(&warpsearch_index::BlockMeta) -> u32| -> Vec<u32> {
-        let mut v: Vec<u32> = metas.iter().map(f).collect();
-        v.push(0);
-        v
-    };
-    let up = |v: &[u32]| stream.memcpy_stod(v);
-    let (w, first, last, off, foff) = (
-        up(&words)?,
-        up(&column(|m| m.first_doc))?,
-        up(&column(|m| m.last_doc))?,
-        up(&column(|m| m.offset))?,
-        up(&column(|m| m.freq_offset))?,
-    );
-    let maxes: Vec<f32> = metas.iter().map(|m| m.max_score).chain([0.0]).collect();
-    let max = stream.memcpy_stod(&maxes)?;
-    let ix = IndexArgs {
-        words: ptr(&w, &stream),
-        blk_first: ptr(&first, &stream),
-        blk_last: ptr(&last, &stream),
-        blk_off: ptr(&off, &stream),
-        blk_foff: ptr(&foff, &stream),
-        blk_max: ptr(&max, &stream),
-        codec: codec_id(codec),
-        ..IndexArgs::default()
-    };
-    let tbytes: Vec<u8> = bytemuck::cast_slice(&terms).to_vec();
-    let terms_d = stream.memcpy_stod(if tbytes.is_empty() {
-        &[0u8; 40][..]
-    } else {
-        &tbytes
-    })?;
+    let offsets = terms.iter().map(|t| (t.word_base, t.block_base)).collect();
+    let mut dev = DeviceIndex::from_parts(&stream, &words, &metas, offsets)?;
+    dev.codec = codec_id(codec);
+    let ix = dev.args(&stream);
+    let terms_d = upload_terms(&stream, &terms)?;
     let n = tids.len();
     if n == 0 {
         return Ok(lists.iter().map(|_| Vec::new()).collect());
@@ -269,6 +241,14 @@ pub fn decode_raw(
         out[tids[j] as usize].push((ok[j] == 1).then(|| (docs[r.clone()].to_vec(), tfs[r].to_vec())));
     }
     Ok(out)
+}
+
+/// Term descriptors as the device bytes the kernels read (one zero descriptor when there are none:
+/// empty device buffers cannot be allocated).
+fn upload_terms(stream: &Arc<CudaStream>, terms: &[TermDesc]) -> Result<CudaSlice<u8>, GpuError> {
+    let one = [TermDesc::default()];
+    let terms = if terms.is_empty() { &one[..] } else { terms };
+    Ok(stream.memcpy_stod(bytemuck::cast_slice::<TermDesc, u8>(terms))?)
 }
 
 /// The kernel's codec number.

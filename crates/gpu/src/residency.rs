@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
-use warpsearch_index::Index;
+use warpsearch_index::{BlockMeta, Index};
 
 use crate::{Gpu, GpuError};
 
@@ -48,9 +48,12 @@ pub struct DeviceIndex {
     pub(crate) blk_max: CudaSlice<f32>,
     residency: Residency,
     bytes: usize,
+    /// The kernel's codec number ([`crate::kernels::codec_id`]).
+    pub(crate) codec: u32,
+    pub(crate) num_docs: u32,
 }
 
-/// Bytes the index takes on the device.
+/// Bytes the index takes on the device: its postings words and 20 bytes of skip data per block.
 pub fn device_bytes(index: &Index) -> usize {
     index.words().len() * 4 + index.block_metas().len() * 20
 }
@@ -74,36 +77,51 @@ impl DeviceIndex {
             )));
         }
         gpu.ctx.bind_to_thread()?;
-        let metas = index.block_metas();
-        let column =
-            |f: fn(&warpsearch_index::BlockMeta) -> u32| -> Vec<u32> { metas.iter().map(f).collect() };
-        let upload = |v: &[u32]| -> Result<CudaSlice<u32>, GpuError> {
-            // Zero-length device buffers are not allocatable: keep one word.
-            Ok(stream.memcpy_stod(if v.is_empty() { &[0u32][..] } else { v })?)
-        };
-        let words = upload(index.words())?;
-        let blk_first = upload(&column(|m| m.first_doc))?;
-        let blk_last = upload(&column(|m| m.last_doc))?;
-        let blk_off = upload(&column(|m| m.offset))?;
-        let blk_foff = upload(&column(|m| m.freq_offset))?;
-        let maxes: Vec<f32> = metas.iter().map(|m| m.max_score).collect();
-        let blk_max = stream.memcpy_stod(if maxes.is_empty() { &[0f32][..] } else { &maxes })?;
-        stream.synchronize()?;
         let offsets = index
             .term_records()
             .iter()
             .map(|r| (r.offset_words, r.first_block as u32))
             .collect();
-        Ok(DeviceIndex {
-            words,
-            blk_first,
-            blk_last,
-            blk_off,
-            blk_foff,
-            blk_max,
+        let mut dev = DeviceIndex::from_parts(stream, index.words(), index.block_metas(), offsets)?;
+        dev.codec = crate::kernels::codec_id(index.codec());
+        dev.num_docs = index.num_docs();
+        Ok(dev)
+    }
+
+    /// Uploads postings `words` and the skip data `metas` of lists at `offsets` (word and block of each
+    /// list's start), for a codec and document count the caller sets. Also the decode tests' way in.
+    pub(crate) fn from_parts(
+        stream: &Arc<CudaStream>,
+        words: &[u32],
+        metas: &[BlockMeta],
+        offsets: Vec<(u64, u32)>,
+    ) -> Result<Self, GpuError> {
+        // Zero-length device buffers are not allocatable: keep one element.
+        fn upload<T: cudarc::driver::DeviceRepr + Default + Copy>(
+            stream: &Arc<CudaStream>,
+            v: &[T],
+        ) -> Result<CudaSlice<T>, GpuError> {
+            let one = [T::default()];
+            Ok(stream.memcpy_stod(if v.is_empty() { &one[..] } else { v })?)
+        }
+        let column = |f: fn(&BlockMeta) -> u32| -> Result<CudaSlice<u32>, GpuError> {
+            upload(stream, &metas.iter().map(f).collect::<Vec<u32>>())
+        };
+        let maxes: Vec<f32> = metas.iter().map(|m| m.max_score).collect();
+        let dev = DeviceIndex {
+            words: upload(stream, words)?,
+            blk_first: column(|m| m.first_doc)?,
+            blk_last: column(|m| m.last_doc)?,
+            blk_off: column(|m| m.offset)?,
+            blk_foff: column(|m| m.freq_offset)?,
+            blk_max: upload(stream, &maxes)?,
             residency: Residency { offsets },
-            bytes,
-        })
+            bytes: words.len() * 4 + metas.len() * 20,
+            codec: 0,
+            num_docs: 0,
+        };
+        stream.synchronize()?;
+        Ok(dev)
     }
 
     /// Where each list lives.
@@ -117,7 +135,7 @@ impl DeviceIndex {
     }
 
     /// The kernels' index arguments, without per-search arrays (norms, prior, global scores).
-    pub(crate) fn args(&self, index: &Index, stream: &CudaStream) -> IndexArgs {
+    pub(crate) fn args(&self, stream: &CudaStream) -> IndexArgs {
         IndexArgs {
             words: ptr(&self.words, stream),
             blk_first: ptr(&self.blk_first, stream),
@@ -128,8 +146,8 @@ impl DeviceIndex {
             norms: 0,
             prior: 0,
             gs: 0,
-            codec: crate::kernels::codec_id(index.codec()),
-            num_docs: index.num_docs(),
+            codec: self.codec,
+            num_docs: self.num_docs,
             k1p1: 0.0,
             prior_max: 0.0,
         }
