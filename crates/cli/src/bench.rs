@@ -20,39 +20,7 @@ use warpsearch_cpu::{Query, Searcher};
 use crate::args::{BenchArgs, BenchPlotArgs};
 use crate::demo::Rng;
 use crate::gpu::{gpu_stats_line, Engine};
-use crate::search::{load_queries, open_engine, percentile_ms, Output};
-
-/// Latency percentiles of one run, in ms.
-struct Latency {
-    mean: f64,
-    p50: f64,
-    p90: f64,
-    p95: f64,
-    p99: f64,
-    p999: f64,
-    max: f64,
-}
-
-impl Latency {
-    fn of(mut v: Vec<Duration>) -> Latency {
-        v.sort_unstable();
-        let n = v.len().max(1) as f64;
-        Latency {
-            mean: v.iter().map(Duration::as_secs_f64).sum::<f64>() / n * 1e3,
-            p50: percentile_ms(&v, 50.0),
-            p90: percentile_ms(&v, 90.0),
-            p95: percentile_ms(&v, 95.0),
-            p99: percentile_ms(&v, 99.0),
-            p999: percentile_ms(&v, 99.9),
-            max: v.last().map_or(0.0, |d| d.as_secs_f64() * 1e3),
-        }
-    }
-
-    fn json(&self) -> Value {
-        json!({"mean": self.mean, "p50": self.p50, "p90": self.p90, "p95": self.p95, "p99": self.p99,
-               "p99.9": self.p999, "max": self.max})
-    }
-}
+use crate::search::{load_queries, open_engine, Latency, Output};
 
 pub fn run(a: BenchArgs) -> Result<()> {
     if a.rates.iter().any(|&r| !(r.is_finite() && r > 0.0)) {
@@ -71,12 +39,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Engine::Cpu(_) => format!("cpu ({} threads)", rayon::current_num_threads()),
         Engine::Gpu(ref g) => format!("gpu ({})", g.gpu().describe()),
     };
-    for _ in 0..a.warmup {
-        for r in engine.search_batch(&queries) {
-            r?;
-        }
-    }
-    engine.take_gpu_stats();
+    engine.warm_up(&queries, a.warmup)?;
 
     // Closed loop: every query available at once.
     let started = Instant::now();
@@ -170,11 +133,17 @@ pub fn run(a: BenchArgs) -> Result<()> {
 }
 
 fn gpu_json(s: &warpsearch_gpu::GpuStats) -> Value {
-    let total: u64 = s.phase_cycles.iter().sum::<u64>().max(1);
-    let phases: serde_json::Map<String, Value> = warpsearch_gpu::engine::PHASES
-        .iter()
-        .zip(s.phase_cycles)
-        .map(|(name, c)| (name.to_string(), json!(c as f64 / total as f64)))
+    // Zero shares when the kernel was not instrumented.
+    let phases: serde_json::Map<String, Value> = s
+        .phase_shares()
+        .unwrap_or_else(|| {
+            warpsearch_gpu::engine::PHASES
+                .iter()
+                .map(|&name| (name, 0.0))
+                .collect()
+        })
+        .into_iter()
+        .map(|(name, share)| (name.to_string(), json!(share)))
         .collect();
     json!({"batches": s.batches, "queries": s.queries, "h2d_bytes": s.h2d_bytes, "d2h_bytes": s.d2h_bytes,
            "h2d_ms": s.h2d_ms, "kernel_ms": s.kernel_ms, "d2h_ms": s.d2h_ms, "prepare_ms": s.prepare_ms,

@@ -5,7 +5,6 @@ use std::time::Instant;
 
 use anyhow::{bail, Result};
 use warpsearch_cpu::{Answer, Query, Searcher};
-use warpsearch_gpu::engine::PHASES;
 use warpsearch_gpu::kernels::KernelBench;
 use warpsearch_gpu::{Gpu, GpuOptions, GpuSearcher, GpuStats};
 use warpsearch_index::Index;
@@ -30,6 +29,17 @@ impl Engine<'_> {
             Engine::Cpu(s) => s.search_batch(queries),
             Engine::Gpu(g) => g.search_batch(queries),
         }
+    }
+
+    /// Runs every query `passes` times (warming caches and the GPU), then forgets the GPU's counters.
+    pub fn warm_up(&mut self, queries: &[Query], passes: usize) -> Result<()> {
+        for _ in 0..passes {
+            for r in self.search_batch(queries) {
+                r?;
+            }
+        }
+        self.take_gpu_stats();
+        Ok(())
     }
 
     /// The GPU's counters since the last call (None on the CPU).
@@ -93,12 +103,10 @@ pub fn gpu_stats_line(s: &GpuStats) -> String {
         s.prepare_ms,
         s.cpu_fallback_queries
     );
-    let total: u64 = s.phase_cycles.iter().sum();
-    if total > 0 {
-        let parts: Vec<String> = PHASES
+    if let Some(shares) = s.phase_shares() {
+        let parts: Vec<String> = shares
             .iter()
-            .zip(s.phase_cycles)
-            .map(|(name, c)| format!("{name} {:.1}%", 100.0 * c as f64 / total as f64))
+            .map(|(name, share)| format!("{name} {:.1}%", 100.0 * share))
             .collect();
         line.push_str(&format!(
             "; kernel phases (share of CTA cycles): {}",

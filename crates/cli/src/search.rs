@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
+use serde_json::{json, Value};
 use warpsearch_cpu::{Query, Ranking, SearchOptions, Searcher};
 use warpsearch_index::{Bm25Params, DocOrder, Index};
 
@@ -164,17 +165,46 @@ pub fn load_queries(a: &EngineArgs, index: &Index) -> Result<(Vec<QueryLine>, Ve
     Ok((lines, queries))
 }
 
+/// Latency percentiles of one run, in ms.
+pub struct Latency {
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+impl Latency {
+    /// The percentiles of `v` (nearest rank).
+    pub fn of(mut v: Vec<Duration>) -> Latency {
+        v.sort_unstable();
+        let n = v.len().max(1) as f64;
+        Latency {
+            mean: v.iter().map(Duration::as_secs_f64).sum::<f64>() / n * 1e3,
+            p50: percentile_ms(&v, 50.0),
+            p90: percentile_ms(&v, 90.0),
+            p95: percentile_ms(&v, 95.0),
+            p99: percentile_ms(&v, 99.0),
+            p999: percentile_ms(&v, 99.9),
+            max: v.last().map_or(0.0, |d| d.as_secs_f64() * 1e3),
+        }
+    }
+
+    /// As a JSON object (keys mean, p50, p90, p95, p99, p99.9, max).
+    pub fn json(&self) -> Value {
+        json!({"mean": self.mean, "p50": self.p50, "p90": self.p90, "p95": self.p95, "p99": self.p99,
+               "p99.9": self.p999, "max": self.max})
+    }
+}
+
 pub fn run(a: SearchArgs) -> Result<()> {
     let index = crate::open(&a.engine.index)?;
     let mut engine = open_engine(&a.engine, &index)?;
     let (lines, queries) = load_queries(&a.engine, &index)?;
 
-    for _ in 0..a.warmup {
-        for r in engine.search_batch(&queries) {
-            r?;
-        }
-    }
-    engine.take_gpu_stats();
+    engine.warm_up(&queries, a.warmup)?;
     // The GPU pipelines batches within one call: give it many queries at a time.
     let chunk = match engine {
         Engine::Cpu(_) => CHUNK,
@@ -208,13 +238,11 @@ pub fn run(a: SearchArgs) -> Result<()> {
     let total = started.elapsed();
     out.finish()?;
     if a.stats {
-        latencies.sort_unstable();
-        let n = latencies.len().max(1) as f64;
-        let mean = latencies.iter().map(Duration::as_secs_f64).sum::<f64>() / n * 1e3;
+        let n = latencies.len();
+        let l = Latency::of(latencies);
         eprintln!(
-            "{} queries, {}, mode {}, k {}, algorithm {}: {:.0} queries/s (search only {:.0}); \
+            "{n} queries, {}, mode {}, k {}, algorithm {}: {:.0} queries/s (search only {:.0}); \
              latency ms mean {:.3} p50 {:.3} p95 {:.3} p99 {:.3} p99.9 {:.3} max {:.3}",
-            latencies.len(),
             match engine {
                 Engine::Cpu(_) => format!("CPU {} threads", rayon::current_num_threads()),
                 Engine::Gpu(_) => "GPU".to_string(),
@@ -222,14 +250,14 @@ pub fn run(a: SearchArgs) -> Result<()> {
             a.engine.mode.name(),
             a.engine.k,
             a.engine.algorithm.name(),
-            latencies.len() as f64 / total.as_secs_f64(),
-            latencies.len() as f64 / busy.as_secs_f64(),
-            mean,
-            percentile_ms(&latencies, 50.0),
-            percentile_ms(&latencies, 95.0),
-            percentile_ms(&latencies, 99.0),
-            percentile_ms(&latencies, 99.9),
-            latencies.last().map_or(0.0, |d| d.as_secs_f64() * 1e3),
+            n as f64 / total.as_secs_f64(),
+            n as f64 / busy.as_secs_f64(),
+            l.mean,
+            l.p50,
+            l.p95,
+            l.p99,
+            l.p999,
+            l.max,
         );
         if let Some(stats) = engine.take_gpu_stats() {
             eprintln!("{}", gpu_stats_line(&stats));
