@@ -67,6 +67,7 @@ pub fn choose_backend<'a>(a: &EngineArgs, index: &'a Index, cpu: Searcher<'a>) -
         } else {
             a.gpu.gpu_split
         },
+        small_or: a.gpu.gpu_small_or,
         ..GpuOptions::default()
     };
     let options = *cpu.options();
