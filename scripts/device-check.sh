@@ -6,7 +6,8 @@
 #      indexes and on 5,000 TREC 2005 queries over the Wikipedia passages);
 #   2. `warpsearch gpu-check`: decode throughput against the device's copy bandwidth;
 #   3. CPU (all cores) vs GPU on the same index and queries, AND and OR at k 10 and 1000, each run once as
-#      a warm-up and once timed, with the two runs' outputs compared byte for byte.
+#      a warm-up and once timed, with the two runs' outputs compared byte for byte;
+#   4. sweeps of the GPU engine's parameters (the older ones only with FULL=1).
 #
 # Full output goes under $OUT (or ./device-out); a short table is printed last.
 # usage: scripts/device-check.sh [queries-for-the-benchmark]   (run from the repository root)
@@ -80,6 +81,13 @@ for mode in and or; do
   $bin search --index "$wiki" --queries "$queries" --mode $mode --k 10 --backend gpu --gpu-profile \
     --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s|^GPU" | tee -a "$log"
 done
+say "== AND steps: merge (merge-find + merge-path) vs binary search, --gpu-merge-ratio (k 10)"
+for r in 0 1 2 4 8 32 4294967295; do
+  $bin search --index "$wiki" --queries "$queries" --mode and --k 10 --backend gpu --gpu-merge-ratio $r \
+    --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s" | sed "s/^/merge ratio $r: /" | tee -a "$log"
+done
+# The sweeps below were measured at 99b243a / 7f7c397 (bench/RESULTS.md); FULL=1 runs them again.
+if [ "${FULL:-0}" = 1 ]; then
 for w in 4096 8192 32768; do
   $bin search --index "$wiki" --queries "$queries" --mode or --k 10 --backend gpu --gpu-window $w \
     --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s" | sed "s/^/window $w: /" | tee -a "$log"
@@ -118,6 +126,7 @@ for mode in and or; do
       --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s" | sed "s/^/batch $b: /" | tee -a "$log"
   done
 done
+fi
 echo
 grep -E "^test result" "$out/gpu-tests.log" | tail -n 1
 grep -E "decode \(" "$log" | tail -n 1

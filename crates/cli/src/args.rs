@@ -327,6 +327,10 @@ pub struct GpuArgs {
     /// dense accumulators (0: never; at most 4096).
     #[arg(long, default_value_t = 4096)]
     pub gpu_small_or: u32,
+    /// An AND step merges (merge-find of blocks, merge-path intersection) when the next list holds at most
+    /// this many postings per candidate in the candidates' range, else it binary-searches (0: never merge).
+    #[arg(long, default_value_t = 8)]
+    pub gpu_merge_ratio: u32,
     /// Time the GPU kernel's phases (with --stats; slightly slower).
     #[arg(long)]
     pub gpu_profile: bool,

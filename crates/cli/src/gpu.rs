@@ -68,6 +68,7 @@ pub fn choose_backend<'a>(a: &EngineArgs, index: &'a Index, cpu: Searcher<'a>) -
             a.gpu.gpu_split
         },
         small_or: a.gpu.gpu_small_or,
+        merge_ratio: a.gpu.gpu_merge_ratio,
         ..GpuOptions::default()
     };
     let options = *cpu.options();

@@ -91,6 +91,8 @@ struct BatchArgs {
     u32 early;            // stop on the global-score bound (papers/000 Algorithm 1)
     u32 window;           // OR accumulator window in documents (<= MAX_WINDOW, multiple of THREADS)
     u32 small_or;         // OR queries of at most this many postings are sorted, not accumulated (0: never)
+    u32 merge_ratio;      // AND steps merge (merge-find, merge-path) when the list's postings in the
+                          // candidates' range are at most merge_ratio per candidate; else binary search
     u32* next_query;      // work counter (zeroed before launch)
     u32* out_doc;
     float* out_score;
@@ -167,6 +169,33 @@ __device__ __forceinline__ u32 lower_bound(const u32* a, u32 n, u32 x) {
         if (a[mid] < x) lo = mid + 1; else hi = mid;
     }
     return lo;
+}
+
+// Parallel merge of two sorted arrays a (na) and b (nb) by merge path (papers/004 section 3.1.2, after
+// Green et al.'s GPU MergePath): the merged sequence, a first on ties, is cut into equal parts, one per
+// thread; each thread finds where its cross diagonal meets the path by binary search, then merges its part
+// sequentially. visit(i, j) is called exactly once for every i < na, with j = lower_bound(b, a[i]) (the
+// number of b elements below a[i]), so it serves Parallel Merge Find (papers/001 section 7.1) as well as
+// intersection (a[i] is in b iff j < nb and b[j] == a[i]). No barrier inside: the caller synchronises.
+template <typename Visit>
+__device__ void merge_path(const u32* a, u32 na, const u32* b, u32 nb, Visit visit) {
+    u32 total = na + nb;
+    u32 per = (total + THREADS - 1) / THREADS;
+    u32 k0 = min(threadIdx.x * per, total), k1 = min(k0 + per, total);
+    u32 lo = k0 > nb ? k0 - nb : 0u, hi = min(k0, na);
+    while (lo < hi) {
+        u32 mid = (lo + hi) >> 1;
+        if (a[mid] <= b[k0 - 1u - mid]) lo = mid + 1u; else hi = mid;
+    }
+    u32 i = lo, j = k0 - lo;
+    for (u32 k = k0; k < k1; k++) {
+        if (i < na && (j >= nb || a[i] <= b[j])) {
+            visit(i, j);
+            i++;
+        } else {
+            j++;
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -580,6 +609,8 @@ struct QueryShared {
     u32* sel_blk;
     u32 xs[WARPS][4 * BLOCK_LEN];
     u32 ncand;
+    u32 range_lo;       // AND step: the first block of the list that can hold a candidate
+    u32 range_n;        // and the number of blocks up to the one that can hold the last candidate
     u32 q;
     float bound;
     u32 wnext;
@@ -606,14 +637,38 @@ struct PhaseClock {
 };
 
 // Looks up every candidate in list t (SvS step). Thread i holds candidates CPT*i .. CPT*i+CPT-1 (in docID
-// order), so that each thread has several independent searches in flight. Selects the blocks that can hold
-// a candidate (one per run of candidates falling in the same block, papers/001 section 8.1), decodes only
-// those (one warp each), and finds each candidate by binary search in its decoded block. Sets tf[i] (0:
-// absent) for each of the thread's candidates. Returns false if a block is malformed.
+// order), so that each thread has several independent searches in flight. Three stages, as papers/001
+// section 8.1 and papers/004 section 3.1.2 describe:
+// 1. block selection: each candidate's block, the first whose last docID is at or above it, within the
+//    blocks the candidates' range spans. When the list has at most ba.merge_ratio postings per candidate in
+//    that range (lengths alike), by Parallel Merge Find of the candidates against the blocks' last docIDs
+//    (merge_path); else by one binary search per candidate over the range's last docIDs (skip pointers).
+//    One selection per run of candidates falling in the same block;
+// 2. decode of the selected blocks only, one warp each, into consecutive slots of dec_doc (they stay in
+//    docID order, so the decoded postings form one sorted array);
+// 3. intersection: merge path of the candidates with the decoded postings when these are at most
+//    ba.merge_ratio per candidate, else a binary search of each candidate in its decoded block.
+// Sets tf[i] (0: absent) for each of the thread's candidates. Returns false if a block is malformed.
 __device__ bool lookup_step(const IndexArgs& ix, const BatchArgs& ba, const TermDesc& t, QueryShared* s,
                             u32* dec_doc, u32* dec_tf, bool want_tf, u32 (&tf)[CPT], PhaseClock& clk) {
     u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     u32 ncand = s->ncand;
+    const u32* last = ix.blk_last + t.block_base;
+    if (tid == 0) {
+        u32 lo = lower_bound(last, t.num_blocks, s->cand_doc[0]);
+        u32 hi = lo + lower_bound(last + lo, t.num_blocks - lo, s->cand_doc[ncand - 1u]);
+        s->range_lo = lo;
+        s->range_n = min(hi + 1u, t.num_blocks) - lo;
+    }
+    __syncthreads();
+    u32 rlo = s->range_lo, rn = s->range_n;
+    u64 budget = (u64)ba.merge_ratio * ncand;
+    bool merge_select = (u64)rn * BLOCK_LEN <= budget;
+    if (merge_select) {
+        u32* blk = s->blk;
+        merge_path(s->cand_doc, ncand, last + rlo, rn, [&](u32 i, u32 j) { blk[i] = rlo + j; });
+        __syncthreads();
+    }
     u32 d[CPT], b[CPT];
     bool inr[CPT];
 #pragma unroll
@@ -623,10 +678,15 @@ __device__ bool lookup_step(const IndexArgs& ix, const BatchArgs& ba, const Term
         b[i] = t.num_blocks;
         inr[i] = false;
         if (c < ncand) {
-            b[i] = lower_bound(ix.blk_last + t.block_base, t.num_blocks, d[i]);
+            b[i] = merge_select ? s->blk[c] : rlo + lower_bound(last + rlo, rn, d[i]);
             inr[i] = b[i] < t.num_blocks && ix.blk_first[t.block_base + b[i]] <= d[i];
         }
-        s->blk[c] = inr[i] ? b[i] : 0xffffffffu;
+    }
+    // Each thread reads and writes only its own candidates' entries of s->blk above, and below.
+#pragma unroll
+    for (int i = 0; i < CPT; i++) {
+        u32 c = tid * CPT + i;
+        if (c < ncand) s->blk[c] = inr[i] ? b[i] : 0xffffffffu;
     }
     __syncthreads();
     bool need[CPT];
@@ -658,18 +718,38 @@ __device__ bool lookup_step(const IndexArgs& ix, const BatchArgs& ba, const Term
     if (!ok && lane == 0) s->top.failed = 1;
     __syncthreads();
     clk.lap(PH_DECODE);
+    if (total == 0) {
 #pragma unroll
-    for (int i = 0; i < CPT; i++) {
-        tf[i] = 0;
-        if (inr[i]) {
-            u32 n = b[i] + 1 == t.num_blocks ? t.df - b[i] * BLOCK_LEN : BLOCK_LEN;
-            const u32* dd = dec_doc + sel[i] * BLOCK_LEN;
-            u32 lo = 0, hi = n;
-            while (lo < hi) {
-                u32 mid = (lo + hi) >> 1;
-                if (dd[mid] < d[i]) lo = mid + 1; else hi = mid;
+        for (int i = 0; i < CPT; i++) tf[i] = 0;
+        return s->top.failed == 0;
+    }
+    // Decoded postings: every selected block is full but the list's last one.
+    u32 tail = s->sel_blk[total - 1u] + 1u == t.block_base + t.num_blocks ? t.df - (t.num_blocks - 1u) * BLOCK_LEN
+                                                                         : BLOCK_LEN;
+    u32 decoded = (total - 1u) * BLOCK_LEN + tail;
+    if ((u64)decoded <= budget) {
+        // s->blk is free again: every thread has its b[], need[] and sel[] in registers (barrier above).
+        u32* found = s->blk;
+        merge_path(s->cand_doc, ncand, dec_doc, decoded, [&](u32 i, u32 j) {
+            bool hit = j < decoded && dec_doc[j] == s->cand_doc[i];
+            found[i] = hit ? (want_tf ? dec_tf[j] : 1u) : 0u;
+        });
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < CPT; i++) {
+            u32 c = tid * CPT + i;
+            tf[i] = c < ncand ? found[c] : 0u;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < CPT; i++) {
+            tf[i] = 0;
+            if (inr[i]) {
+                u32 n = b[i] + 1 == t.num_blocks ? t.df - b[i] * BLOCK_LEN : BLOCK_LEN;
+                const u32* dd = dec_doc + sel[i] * BLOCK_LEN;
+                u32 lo = lower_bound(dd, n, d[i]);
+                if (lo < n && dd[lo] == d[i]) tf[i] = want_tf ? dec_tf[sel[i] * BLOCK_LEN + lo] : 1u;
             }
-            if (lo < n && dd[lo] == d[i]) tf[i] = want_tf ? dec_tf[sel[i] * BLOCK_LEN + lo] : 1u;
         }
     }
     __syncthreads();

@@ -44,6 +44,11 @@ pub struct GpuOptions {
     /// OR queries of at most this many postings are scored by sorting their postings instead of dense
     /// accumulators (0: never; rounded down to a power of two that fits the OR launch's shared memory).
     pub small_or: u32,
+    /// An AND step merges (Parallel Merge Find of the candidates against the list's block last docIDs,
+    /// then merge-path intersection with the decoded blocks) when the list holds at most this many
+    /// postings per candidate in the candidates' docID range; else it binary-searches (papers/004
+    /// section 3.1.2 chooses by length ratio the same way). 0: always binary search.
+    pub merge_ratio: u32,
     /// Fail every batch before launch (tests of the CPU fallback).
     #[doc(hidden)]
     pub fail_batches: bool,
@@ -59,6 +64,7 @@ impl Default for GpuOptions {
             split_cost: 200_000,
             max_parts: 16,
             small_or: 4096,
+            merge_ratio: 8,
             fail_batches: false,
         }
     }
@@ -114,6 +120,7 @@ struct BatchArgs {
     early: u32,
     window: u32,
     small_or: u32,
+    merge_ratio: u32,
     next_query: u64,
     out_doc: u64,
     out_score: u64,
@@ -542,6 +549,7 @@ impl<'a> GpuSearcher<'a> {
             early: self.early as u32,
             window: self.gopts.window,
             small_or: self.small_or,
+            merge_ratio: self.gopts.merge_ratio,
             next_query: ptr(&slot.counter, &slot.stream),
             out_doc: ptr(&slot.out_doc, &slot.stream),
             out_score: ptr(&slot.out_score, &slot.stream),

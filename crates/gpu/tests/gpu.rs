@@ -365,12 +365,14 @@ fn engine_equals_the_oracle_on_random_indexes() {
         let queries = random_queries(&index, v, seed);
         // Batches of 7 and 4,096; small and large OR windows; long queries cut into docID ranges of
         // about 60 and 700 postings of cost, or never; OR queries sorted up to 4,096 or 64 postings, or
-        // never.
+        // never; AND steps merged by the default ratio, never, always, or at lengths 1:1.
         let gopts = GpuOptions {
             batch_size: [7, 4096][seed as usize % 2],
             window: [256, 4096, 32768][seed as usize % 3],
             split_cost: [60, u64::MAX, 700, 200_000][seed as usize % 4],
             small_or: [4096, 0, 64][seed as usize % 3],
+            // AND steps: the default, binary search only, merging always, merging only at 1:1.
+            merge_ratio: [8, 0, u32::MAX, 1][(seed as usize / 2) % 4],
             ..GpuOptions::default()
         };
         for mode in [Mode::And, Mode::Or, Mode::AndOr] {
@@ -558,29 +560,41 @@ fn engine_equals_the_oracle_on_wikipedia_passages() {
             let options = SearchOptions::new(&index, mode, k);
             let oracle = oracle(&index, options);
             let want = oracle.search_batch(&queries);
-            let mut searcher = GpuSearcher::new(gpu.clone(), &index, options, GpuOptions::default()).unwrap();
-            let got = searcher.search_batch(&queries);
-            let mut differ = 0;
-            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-                let (g, w) = (&g.as_ref().unwrap().hits, &w.as_ref().unwrap().hits);
-                if !same(g, w) {
-                    if differ < 3 {
-                        eprintln!(
-                            "query {i} ({}) differs: GPU {:?} oracle {:?}",
-                            text.lines().nth(i).unwrap(),
-                            &g[..g.len().min(3)],
-                            &w[..w.len().min(3)]
-                        );
+            // AND top-10 also with binary search only and with merging at every step.
+            let ratios: &[u32] = if (mode, k) == (Mode::And, 10) {
+                &[8, 0, u32::MAX]
+            } else {
+                &[8]
+            };
+            for &merge_ratio in ratios {
+                let gopts = GpuOptions {
+                    merge_ratio,
+                    ..GpuOptions::default()
+                };
+                let mut searcher = GpuSearcher::new(gpu.clone(), &index, options, gopts).unwrap();
+                let got = searcher.search_batch(&queries);
+                let mut differ = 0;
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    let (g, w) = (&g.as_ref().unwrap().hits, &w.as_ref().unwrap().hits);
+                    if !same(g, w) {
+                        if differ < 3 {
+                            eprintln!(
+                                "query {i} ({}) differs: GPU {:?} oracle {:?}",
+                                text.lines().nth(i).unwrap(),
+                                &g[..g.len().min(3)],
+                                &w[..w.len().min(3)]
+                            );
+                        }
+                        differ += 1;
                     }
-                    differ += 1;
                 }
-            }
-            assert_eq!(
+                assert_eq!(
                 differ, 0,
-                "{mode:?} k {k}: {differ} of 5000 queries differ from the oracle"
+                "{mode:?} k {k} merge ratio {merge_ratio}: {differ} of 5000 queries differ from the oracle"
             );
-            assert_eq!(searcher.take_stats().cpu_fallback_queries, 0);
-            eprintln!("wiki {mode:?} k {k}: 5000 queries equal the oracle");
+                assert_eq!(searcher.take_stats().cpu_fallback_queries, 0);
+                eprintln!("wiki {mode:?} k {k} merge ratio {merge_ratio}: 5000 queries equal the oracle");
+            }
         }
     }
 }
