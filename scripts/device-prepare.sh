@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Builds what scripts/device-check.sh needs and packs it into .device/ (ignored by git; add `/.device/` to
-# .git/info/exclude). The Wikipedia passage index (`warpsearch index --title`) is too large for one call's
-# 64 MiB, so it is packed in two parts: .device/part1 holds postings.bin, .device/ the rest and the binaries.
-# usage: scripts/device-prepare.sh <passage-index-dir>
+# Builds what scripts/device-check.sh and scripts/device-bench.sh need and packs it into .device/ (ignored by
+# git; add `/.device/` to .git/info/exclude). The Wikipedia passage index (`warpsearch index --title`) is
+# too large for one call's 64 MiB, so it is packed in two parts: .device/part1 holds postings.bin, .device/
+# the rest and the binaries. With a tantivy index of the passages (bench/peers/tantivy: `tantivy-peer
+# index`) as second argument, the tantivy peer and its index are packed too (the index alone is a call).
+# usage: scripts/device-prepare.sh <passage-index-dir> [tantivy-index-dir]
 set -euo pipefail
 index=$1
 dev=.device
@@ -16,4 +18,9 @@ strip $dev/warpsearch $dev/gpu-tests
 cp ../shared/data/queries/trec05-efficiency.txt $dev/
 xz -T2 -3 -c "$index/postings.bin" >$dev/part1/wiki-postings.bin.xz
 tar -C "$index" -cf - $(cd "$index" && ls | grep -v '^postings.bin$') | xz -T2 -3 -c >$dev/wiki-rest.tar.xz
+if [ $# -ge 2 ]; then
+  (cd bench/peers/tantivy && cargo build --release)
+  cp bench/peers/tantivy/target/release/tantivy-peer $dev/ && strip $dev/tantivy-peer
+  tar -C "$(dirname "$2")" --transform "s|^$(basename "$2")|tantivy-wiki|" -cf - "$(basename "$2")" | xz -T2 -6 -c >$dev/tantivy-wiki.tar.xz
+fi
 du -sh $dev $dev/part1

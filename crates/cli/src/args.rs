@@ -40,6 +40,12 @@ pub enum Command {
     Bench(BenchArgs),
     /// Draw the closed-loop throughput of several `bench --json` reports side by side (SVG).
     BenchPlot(BenchPlotArgs),
+    /// Generate a synthetic collection of any size (e.g. GOV2's 25M documents) as posting lists, calibrated
+    /// on a real sample index: its co-occurrence, document lengths and Heaps' law (docs/synth.md).
+    Synth(SynthArgs),
+    /// Compare a synthetic index with a real one: intersection sizes of query term pairs, vocabulary,
+    /// list lengths and bits per docID.
+    SynthCheck(SynthCheckArgs),
     /// Check the GPU: open it, compile the kernels, upload an index and measure block decode throughput
     /// against the device's copy bandwidth.
     GpuCheck(GpuCheckArgs),
@@ -143,6 +149,67 @@ impl IndexArgs {
             force: self.force,
         })
     }
+}
+
+/// `warpsearch synth`.
+#[derive(Args)]
+pub struct SynthArgs {
+    /// The real sample index to calibrate on (e.g. the Wikipedia passages).
+    #[arg(long)]
+    pub like: PathBuf,
+    /// The index directory to create.
+    #[arg(long, short)]
+    pub output: PathBuf,
+    /// Documents to generate (GOV2: 25,205,179).
+    #[arg(long, default_value_t = 25_000_000)]
+    pub docs: u32,
+    /// Mean distinct terms per document (GOV2: 5.7 billion postings / 25.2M documents = 226).
+    #[arg(long, default_value_t = 226.0)]
+    pub terms_per_doc: f64,
+    /// Fraction of the sample's documents used as templates (below 1 for a hold-out validation).
+    #[arg(long, default_value_t = 1.0)]
+    pub templates: f64,
+    /// Spread (σ of the log) of the number of templates per document.
+    #[arg(long, default_value_t = 0.8)]
+    pub length_sigma: f64,
+    /// Seed of every random choice: the same seed gives the same index.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Posting-list codec: pfor, ef or rice.
+    #[arg(long, default_value = "pfor")]
+    pub codec: Codec,
+    /// BM25 k1 for the stored block-max bounds.
+    #[arg(long, default_value_t = 0.9)]
+    pub k1: f32,
+    /// BM25 b for the stored block-max bounds.
+    #[arg(long, default_value_t = 0.4)]
+    pub b: f32,
+    /// Replace the output directory if it holds an index.
+    #[arg(long)]
+    pub force: bool,
+    /// Write the generation report (fitted parameters, sizes, time) as JSON here.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+}
+
+/// `warpsearch synth-check`.
+#[derive(Args)]
+pub struct SynthCheckArgs {
+    /// The real index.
+    #[arg(long)]
+    pub real: PathBuf,
+    /// The synthetic index (generated at the real one's scale for the intersection check).
+    #[arg(long)]
+    pub synth: PathBuf,
+    /// Query file whose term pairs are intersected.
+    #[arg(long)]
+    pub queries: PathBuf,
+    /// Most distinct term pairs to check.
+    #[arg(long, default_value_t = 2000)]
+    pub pairs: usize,
+    /// Write the comparison as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
 }
 
 /// `warpsearch inspect`.
@@ -329,7 +396,7 @@ pub struct GpuArgs {
     pub gpu_small_or: u32,
     /// An AND step merges (merge-find of blocks, merge-path intersection) when the next list holds at most
     /// this many postings per candidate in the candidates' range, else it binary-searches (0: never merge).
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 2)]
     pub gpu_merge_ratio: u32,
     /// Time the GPU kernel's phases (with --stats; slightly slower).
     #[arg(long)]

@@ -1,4 +1,4 @@
-//! The `warpsearch` command: index, inspect, export, demo.
+//! The `warpsearch` command: index, inspect, export, search, bench, synth, demo.
 
 mod args;
 mod bench;
@@ -6,6 +6,7 @@ mod demo;
 mod evaluate;
 mod gpu;
 mod search;
+mod synth;
 
 use std::io::Write;
 use std::path::Path;
@@ -35,6 +36,8 @@ fn main() -> ExitCode {
         Command::Evaluate(a) => evaluate::run(a),
         Command::Analyze(a) => search::analyze(a),
         Command::Demo(a) => demo::run(a),
+        Command::Synth(a) => synth::run(a),
+        Command::SynthCheck(a) => synth::check(a),
         Command::GpuCheck(a) => gpu::gpu_check(a),
         Command::Bench(a) => bench::run(a),
         Command::BenchPlot(a) => bench::plot_reports(a),

@@ -64,7 +64,7 @@ impl Default for GpuOptions {
             split_cost: 200_000,
             max_parts: 16,
             small_or: 4096,
-            merge_ratio: 8,
+            merge_ratio: 2,
             fail_batches: false,
         }
     }

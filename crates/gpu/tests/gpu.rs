@@ -372,7 +372,7 @@ fn engine_equals_the_oracle_on_random_indexes() {
             split_cost: [60, u64::MAX, 700, 200_000][seed as usize % 4],
             small_or: [4096, 0, 64][seed as usize % 3],
             // AND steps: the default, binary search only, merging always, merging only at 1:1.
-            merge_ratio: [8, 0, u32::MAX, 1][(seed as usize / 2) % 4],
+            merge_ratio: [2, 0, u32::MAX, 1][(seed as usize / 2) % 4],
             ..GpuOptions::default()
         };
         for mode in [Mode::And, Mode::Or, Mode::AndOr] {
@@ -562,9 +562,9 @@ fn engine_equals_the_oracle_on_wikipedia_passages() {
             let want = oracle.search_batch(&queries);
             // AND top-10 also with binary search only and with merging at every step.
             let ratios: &[u32] = if (mode, k) == (Mode::And, 10) {
-                &[8, 0, u32::MAX]
+                &[2, 0, u32::MAX]
             } else {
-                &[8]
+                &[2]
             };
             for &merge_ratio in ratios {
                 let gopts = GpuOptions {

@@ -5,6 +5,7 @@
 //! - [`writer`] / [`reader`]: the on-disk format (`docs/format.md`), written atomically, read memory-mapped.
 //! - [`ciff`]: import and export of the Common Index File Format.
 //! - [`inspect`]: statistics and a per-codec size and speed comparison.
+//! - [`synth`]: a synthetic collection of any size generated as posting lists from a real sample.
 //! - [`bm25`]: the ranking function whose upper bounds the index stores.
 //!
 //! This part knows nothing of query processing; the CPU and GPU engines depend on it, never the reverse.
@@ -20,6 +21,7 @@ pub mod error;
 pub mod format;
 pub mod inspect;
 pub mod reader;
+pub mod synth;
 pub mod writer;
 
 pub use analyzer::AnalyzerConfig;
@@ -28,4 +30,4 @@ pub use error::{IndexError, Result};
 pub use format::{BlockMeta, DocOrder, IndexMeta, TermRecord};
 pub use reader::{Index, PostingList};
 pub use warpsearch_codec::{Codec, BLOCK_LEN};
-pub use writer::{DocIds, DocTable, IndexWriter, WriterOptions};
+pub use writer::{DocIds, DocTable, EncodedList, IndexWriter, ListEncoder, WriterOptions};

@@ -86,6 +86,100 @@ pub struct DocTable {
     pub global_scores: Option<Vec<f32>>,
 }
 
+/// Encodes posting lists for an [`IndexWriter`] (codec, BM25 block bounds); shareable across threads.
+#[derive(Clone, Copy)]
+pub struct ListEncoder<'a> {
+    codec: Codec,
+    bm25: Bm25,
+    lens: &'a [u32],
+}
+
+/// One term's encoded list, ready for [`IndexWriter::push`].
+pub struct EncodedList {
+    term: Vec<u8>,
+    words: Vec<u32>,
+    blocks: Vec<BlockMeta>,
+    record: TermRecord,
+}
+
+impl ListEncoder<'_> {
+    /// Encodes the list of `term` (docIDs strictly increasing and below the number of documents,
+    /// frequencies at least 1); `None` for an empty list, which is skipped (it cannot match anything).
+    pub fn encode(&self, term: &[u8], docs: &[u32], freqs: &[u32]) -> Result<Option<EncodedList>> {
+        let shown = || String::from_utf8_lossy(term).into_owned();
+        if docs.len() != freqs.len() {
+            return Err(IndexError::Invalid(format!(
+                "term '{}': {} docIDs but {} frequencies",
+                shown(),
+                docs.len(),
+                freqs.len()
+            )));
+        }
+        if docs.is_empty() {
+            return Ok(None);
+        }
+        let n = self.lens.len();
+        if docs.windows(2).any(|w| w[0] >= w[1]) || docs[docs.len() - 1] as usize >= n {
+            return Err(IndexError::Invalid(format!(
+                "term '{}': docIDs must be strictly increasing and below the {n} documents",
+                shown()
+            )));
+        }
+        if freqs.contains(&0) {
+            return Err(IndexError::Invalid(format!(
+                "term '{}': a term frequency of 0",
+                shown()
+            )));
+        }
+        let df = u32::try_from(docs.len())
+            .map_err(|_| IndexError::Invalid(format!("term '{}': list too long", shown())))?;
+        let codec = self.codec;
+        let params = codec.list_params(docs, freqs);
+        let idf = self.bm25.idf(df as u64);
+        let mut words = Vec::new();
+        let mut blocks = Vec::with_capacity(docs.len().div_ceil(BLOCK_LEN));
+        let mut list_max = 0f32;
+        let mut cf = 0u64;
+        for (d, f) in docs.chunks(BLOCK_LEN).zip(freqs.chunks(BLOCK_LEN)) {
+            let offset = words.len() as u32;
+            let freq_offset = codec.encode_block(params, d, f, &mut words);
+            let mut block_max = 0f32;
+            for (&doc, &tf) in d.iter().zip(f) {
+                block_max = block_max.max(self.bm25.score(idf, tf, self.lens[doc as usize]));
+                cf += tf as u64;
+            }
+            let max_score = loosen_bound(block_max);
+            list_max = list_max.max(max_score);
+            blocks.push(BlockMeta {
+                first_doc: d[0],
+                last_doc: d[d.len() - 1],
+                offset,
+                freq_offset,
+                max_score,
+            });
+        }
+        let len_words = u32::try_from(words.len())
+            .map_err(|_| IndexError::Invalid(format!("term '{}': encoded list above 16 GiB", shown())))?;
+        let record = TermRecord {
+            df,
+            len_words,
+            cf,
+            first_block: 0,
+            offset_words: 0,
+            max_score: list_max,
+            doc_param: params.doc,
+            freq_param: params.freq,
+            reserved: [0; 2],
+        };
+        Ok(Some(EncodedList {
+            term: term.to_owned(),
+            words,
+            blocks,
+            record,
+        }))
+    }
+}
+
 /// An index being written. Terms must come in strictly increasing byte order.
 pub struct IndexWriter {
     out: PathBuf,
@@ -103,8 +197,6 @@ pub struct IndexWriter {
     num_blocks: u64,
     offset_words: u64,
     last_term: Option<Vec<u8>>,
-    words: Vec<u32>,
-    block_metas: Vec<BlockMeta>,
 }
 
 /// A temporary directory removed on drop unless kept.
@@ -183,8 +275,6 @@ impl IndexWriter {
             num_blocks: 0,
             offset_words: 0,
             last_term: None,
-            words: Vec::new(),
-            block_metas: Vec::new(),
         })
     }
 
@@ -196,88 +286,56 @@ impl IndexWriter {
     /// Adds the posting list of `term`: docIDs strictly increasing and below the number of documents,
     /// frequencies at least 1. An empty list is skipped (the term cannot match anything).
     pub fn add_term(&mut self, term: &[u8], docs: &[u32], freqs: &[u32]) -> Result<()> {
-        let shown = || String::from_utf8_lossy(term).into_owned();
+        self.check_order(term)?;
+        match self.encoder().encode(term, docs, freqs)? {
+            Some(list) => self.push(list),
+            None => Ok(()),
+        }
+    }
+
+    /// What encodes lists for this writer: [`ListEncoder::encode`] may run on many threads at once, the
+    /// lists then go to [`IndexWriter::push`] in term order.
+    pub fn encoder(&self) -> ListEncoder<'_> {
+        ListEncoder {
+            codec: self.opts.codec,
+            bm25: self.bm25,
+            lens: &self.docs.lens,
+        }
+    }
+
+    fn check_order(&self, term: &[u8]) -> Result<()> {
         if self.last_term.as_deref().is_some_and(|last| last >= term) {
             return Err(IndexError::Invalid(format!(
                 "term '{}' is out of order or repeated",
-                shown()
+                String::from_utf8_lossy(term)
             )));
         }
-        if docs.len() != freqs.len() {
-            return Err(IndexError::Invalid(format!(
-                "term '{}': {} docIDs but {} frequencies",
-                shown(),
-                docs.len(),
-                freqs.len()
-            )));
-        }
-        if docs.is_empty() {
-            return Ok(());
-        }
-        let n = self.docs.lens.len();
-        if docs.windows(2).any(|w| w[0] >= w[1]) || docs[docs.len() - 1] as usize >= n {
-            return Err(IndexError::Invalid(format!(
-                "term '{}': docIDs must be strictly increasing and below the {n} documents",
-                shown()
-            )));
-        }
-        if freqs.contains(&0) {
-            return Err(IndexError::Invalid(format!(
-                "term '{}': a term frequency of 0",
-                shown()
-            )));
-        }
-        let df = u32::try_from(docs.len())
-            .map_err(|_| IndexError::Invalid(format!("term '{}': list too long", shown())))?;
-        let codec = self.opts.codec;
-        let params = codec.list_params(docs, freqs);
-        let idf = self.bm25.idf(df as u64);
-        self.words.clear();
-        self.block_metas.clear();
-        let mut list_max = 0f32;
-        let mut cf = 0u64;
-        for (d, f) in docs.chunks(BLOCK_LEN).zip(freqs.chunks(BLOCK_LEN)) {
-            let offset = self.words.len() as u32;
-            let freq_offset = codec.encode_block(params, d, f, &mut self.words);
-            let mut block_max = 0f32;
-            for (&doc, &tf) in d.iter().zip(f) {
-                block_max = block_max.max(self.bm25.score(idf, tf, self.docs.lens[doc as usize]));
-                cf += tf as u64;
-            }
-            let max_score = loosen_bound(block_max);
-            list_max = list_max.max(max_score);
-            self.block_metas.push(BlockMeta {
-                first_doc: d[0],
-                last_doc: d[d.len() - 1],
-                offset,
-                freq_offset,
-                max_score,
-            });
-        }
-        let len_words = u32::try_from(self.words.len())
-            .map_err(|_| IndexError::Invalid(format!("term '{}': encoded list above 16 GiB", shown())))?;
-        let record = TermRecord {
-            df,
-            len_words,
-            cf,
-            first_block: self.num_blocks,
-            offset_words: self.offset_words,
-            max_score: list_max,
-            doc_param: params.doc,
-            freq_param: params.freq,
-            reserved: [0; 2],
-        };
-        self.postings.write(bytemuck::cast_slice(&self.words))?;
-        self.blocks.write(bytemuck::cast_slice(&self.block_metas))?;
+        Ok(())
+    }
+
+    /// Appends a list encoded by [`IndexWriter::encoder`]; terms must come in strictly increasing byte
+    /// order.
+    pub fn push(&mut self, list: EncodedList) -> Result<()> {
+        self.check_order(&list.term)?;
+        let EncodedList {
+            term,
+            words,
+            blocks,
+            mut record,
+        } = list;
+        record.first_block = self.num_blocks;
+        record.offset_words = self.offset_words;
+        self.postings.write(bytemuck::cast_slice(&words))?;
+        self.blocks.write(bytemuck::cast_slice(&blocks))?;
         self.terms.write(bytemuck::bytes_of(&record))?;
         self.terms_fst
-            .insert(term, self.num_terms)
+            .insert(&term, self.num_terms)
             .map_err(|e| fst_error(&self.tmp.path, e))?;
         self.num_terms += 1;
-        self.num_postings += docs.len() as u64;
-        self.num_blocks += self.block_metas.len() as u64;
-        self.offset_words += self.words.len() as u64;
-        self.last_term = Some(term.to_owned());
+        self.num_postings += record.df as u64;
+        self.num_blocks += blocks.len() as u64;
+        self.offset_words += words.len() as u64;
+        self.last_term = Some(term);
         Ok(())
     }
 
