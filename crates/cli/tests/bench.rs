@@ -112,3 +112,76 @@ fn bench_reports_closed_and_open_loop_in_json() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--rates"));
 }
+
+/// `synth` from the CACM index, at the sample's size from half of it (hold-out) and at twice its size,
+/// then `synth-check` against the real index with the CACM topics: reports that the commands stand by.
+#[test]
+fn synth_and_synth_check_run_end_to_end() {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/cacm");
+    if !data.join("docs.jsonl").exists() {
+        eprintln!("skipped: ../shared/data/cacm is absent");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    let docs = data.join("docs.jsonl");
+    let out = warpsearch(&["index", "--input", docs.to_str().unwrap(), "-o", &p("real")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let real_docs = 3204;
+    let per_doc = {
+        let out = warpsearch(&["inspect", &p("real"), "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["meta"]["num_docs"], real_docs);
+        v["meta"]["num_postings"].as_f64().unwrap() / real_docs as f64
+    };
+    let synth = |name: &str, docs: u32, templates: &str| {
+        let out = warpsearch(&[
+            "synth",
+            "--like",
+            &p("real"),
+            "-o",
+            &p(name),
+            "--docs",
+            &docs.to_string(),
+            "--terms-per-doc",
+            &per_doc.to_string(),
+            "--templates",
+            templates,
+            "--report",
+            &p(&format!("{name}.json")),
+        ]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let r: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(p(&format!("{name}.json"))).unwrap()).unwrap();
+        assert_eq!(r["docs"], docs);
+        r
+    };
+    let half = synth("half", real_docs, "0.5");
+    assert_eq!(half["templates"], real_docs / 2);
+    let double = synth("double", 2 * real_docs, "1");
+    assert!(double["passes"].as_f64().unwrap() > 1.9, "{double}");
+    let topics = data.join("topics.tsv");
+    let out = warpsearch(&[
+        "synth-check",
+        "--real",
+        &p("real"),
+        "--synth",
+        &p("half"),
+        "--queries",
+        topics.to_str().unwrap(),
+        "--json",
+        &p("check.json"),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("query term pairs"), "{stdout}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(p("check.json")).unwrap()).unwrap();
+    let within = v["within_2x"]["all"].as_f64().unwrap();
+    assert!(v["pairs"].as_u64().unwrap() > 100, "{v}");
+    // Half of CACM stands in for all of it: most pairs' intersections are within 2x.
+    assert!(within > 0.6, "{v}");
+    // A missing sample is a clear error naming it.
+    let out = warpsearch(&["synth", "--like", &p("nope"), "-o", &p("x")]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
+}
