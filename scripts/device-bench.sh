@@ -15,11 +15,7 @@
 # .tgz of JSON reports and SVG plots per collection (a call returns at most 8 files).
 # usage: scripts/device-bench.sh   (from the repository root)
 set -uo pipefail
-out=${OUT:-device-out}
-mkdir -p "$out"
-dev=.device
-bin=$dev/warpsearch
-wiki=${WARPSEARCH_WIKI_INDEX:-/root/wiki-pfor}
+source scripts/device-common.sh
 synth=/root/synth
 docs=${SYNTH_DOCS:-25000000}
 queries=$dev/trec05-efficiency.txt
@@ -27,11 +23,6 @@ log=$out/bench.log
 table=$out/table.txt
 work=$(mktemp -d)
 : >"$log"
-say() { echo "$@" | tee -a "$log"; }
-unxz() { python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)' "$1"; }
-if [ -f $dev/wiki-rest.tar.xz ] && [ ! -f "$wiki/meta.json" ]; then
-  mkdir -p "$wiki" && unxz $dev/wiki-rest.tar.xz | tar -x -C "$wiki"
-fi
 if [ -f $dev/tantivy-wiki.tar.xz ] && [ ! -d /root/tantivy-wiki ]; then  # packed as tantivy-wiki/
   unxz $dev/tantivy-wiki.tar.xz | tar -x -C /root
 fi

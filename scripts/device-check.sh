@@ -12,29 +12,11 @@
 # Full output goes under $OUT (or ./device-out); a short table is printed last.
 # usage: scripts/device-check.sh [queries-for-the-benchmark]   (run from the repository root)
 set -uo pipefail
-out=${OUT:-device-out}
-mkdir -p "$out"
-dev=.device
-bin=$dev/warpsearch
-wiki=${WARPSEARCH_WIKI_INDEX:-/root/wiki-pfor}
+source scripts/device-common.sh
 queries=${1:-$dev/trec05-efficiency.txt}
 log=$out/device-check.log
 tmp=$(mktemp -d)  # large run files stay out of $OUT (at most 8 files come back)
 : >"$log"
-say() { echo "$@" | tee -a "$log"; }
-
-# The index comes in two parts (one per call: a call carries at most 64 MiB): postings.bin first, the rest
-# with the binaries.
-# (xz, unpacked with Python's lzma: the machine may lack the xz and zstd tools.)
-unxz() { python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)' "$1"; }
-if [ -f $dev/wiki-rest.tar.xz ] && [ ! -f "$wiki/meta.json" ]; then
-  mkdir -p "$wiki" && unxz $dev/wiki-rest.tar.xz | tar -x -C "$wiki"
-fi
-for part in $dev/wiki-postings.bin.xz $dev/part1/wiki-postings.bin.xz; do
-  if [ -f $part ] && [ ! -f "$wiki/postings.bin" ]; then
-    mkdir -p "$wiki" && unxz $part >"$wiki/postings.bin"
-  fi
-done
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv | tee -a "$log"
 nproc | sed 's/^/cores: /' | tee -a "$log"
 
