@@ -161,6 +161,11 @@ __device__ __forceinline__ float key_score(u64 key) {
 }
 __device__ __forceinline__ u32 key_doc(u64 key) { return ~(u32)key; }
 
+// Postings in block b (0-based within the list) of list t: BLOCK_LEN but for the list's last block.
+__device__ __forceinline__ u32 block_postings(const TermDesc& t, u32 b) {
+    return b + 1u == t.num_blocks ? t.df - b * BLOCK_LEN : BLOCK_LEN;
+}
+
 // First index in [0, n) with a[i] >= x, or n.
 __device__ __forceinline__ u32 lower_bound(const u32* a, u32 n, u32 x) {
     u32 lo = 0, hi = n;
@@ -380,7 +385,7 @@ __device__ bool rice_decode_warp(const u32* w, u32 end, u32 b, u32* out, u32 n, 
 __device__ bool decode_block_warp(const IndexArgs& ix, const TermDesc& t, u32 bi, u32* out_doc, u32* out_tf,
                                   u32* xs) {
     u32 local = bi - t.block_base;
-    u32 n = local + 1 == t.num_blocks ? t.df - local * BLOCK_LEN : BLOCK_LEN;
+    u32 n = block_postings(t, local);
     const u32* list = ix.words + t.word_base;
     u32 off = ix.blk_off[bi];
     u32 end = local + 1 == t.num_blocks ? t.len_words : ix.blk_off[bi + 1];
@@ -724,8 +729,7 @@ __device__ bool lookup_step(const IndexArgs& ix, const BatchArgs& ba, const Term
         return s->top.failed == 0;
     }
     // Decoded postings: every selected block is full but the list's last one.
-    u32 tail = s->sel_blk[total - 1u] + 1u == t.block_base + t.num_blocks ? t.df - (t.num_blocks - 1u) * BLOCK_LEN
-                                                                         : BLOCK_LEN;
+    u32 tail = block_postings(t, s->sel_blk[total - 1u] - t.block_base);
     u32 decoded = (total - 1u) * BLOCK_LEN + tail;
     if ((u64)decoded <= budget) {
         // s->blk is free again: every thread has its b[], need[] and sel[] in registers (barrier above).
@@ -745,7 +749,7 @@ __device__ bool lookup_step(const IndexArgs& ix, const BatchArgs& ba, const Term
         for (int i = 0; i < CPT; i++) {
             tf[i] = 0;
             if (inr[i]) {
-                u32 n = b[i] + 1 == t.num_blocks ? t.df - b[i] * BLOCK_LEN : BLOCK_LEN;
+                u32 n = block_postings(t, b[i]);
                 const u32* dd = dec_doc + sel[i] * BLOCK_LEN;
                 u32 lo = lower_bound(dd, n, d[i]);
                 if (lo < n && dd[lo] == d[i]) tf[i] = want_tf ? dec_tf[sel[i] * BLOCK_LEN + lo] : 1u;
@@ -947,7 +951,7 @@ __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32
             for (u32 x = tid; x < (b - a) * BLOCK_LEN; x += THREADS) {
                 u32 p = a + x / BLOCK_LEN, i = x % BLOCK_LEN;
                 u32 local = s->t_start[sl] + (p - s->t_off[sl]);
-                u32 nb = local + 1 == t.num_blocks ? t.df - local * BLOCK_LEN : BLOCK_LEN;
+                u32 nb = block_postings(t, local);
                 if (i < nb) {
                     u32 d = dec_doc[(p - q0) * BLOCK_LEN + i];
                     if (d >= r0 && d <= r1) {
@@ -997,7 +1001,7 @@ __device__ void or_small(const IndexArgs& ix, const BatchArgs& ba, const TermDes
             if (lane == 0) s->top.failed = 1;
             continue;
         }
-        u32 nb = local + 1 == t.num_blocks ? t.df - local * BLOCK_LEN : BLOCK_LEN;
+        u32 nb = block_postings(t, local);
         u32 x0 = s->t_start[lo] + local * BLOCK_LEN;
         for (u32 i = lane; i < nb; i += 32) {
             keys[x0 + i] = ((u64)dd[i] << 32) | lo;
@@ -1120,7 +1124,7 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
                     if (lane == 0) s->top.failed = 1;
                     break;
                 }
-                u32 nb = bi + 1 == t.num_blocks ? t.df - bi * BLOCK_LEN : BLOCK_LEN;
+                u32 nb = block_postings(t, bi);
                 for (u32 i = lane; i < nb; i += 32) {
                     u32 d = dd[i];
                     if (d >= r0 && d <= r1) {
