@@ -1,24 +1,32 @@
 #!/usr/bin/env bash
-# The benchmark of bench/RESULTS.md in one call on a fresh GPU machine (issue 5): side by side on the same
-# queries, warpsearch GPU, warpsearch CPU (all cores) and tantivy (all cores), AND and OR top-10, on
-#   1. the Wikipedia passages (the index travels from here: scripts/device-prepare.sh), and
-#   2. the synthetic GOV2-scale collection, generated here from the passages (`warpsearch synth`,
-#      25M documents by default: SYNTH_DOCS=…), on which tantivy cannot run (it indexes text; the
-#      synthetic collection is posting lists).
+# The benchmark of bench/RESULTS.md on a fresh GPU machine (issue 5): side by side on the same queries,
+# warpsearch GPU, warpsearch CPU (all cores), PISA (all cores) and tantivy (all cores), AND and OR top-10, on
+#   wiki:  the Wikipedia passages (the index travels from here: scripts/device-prepare.sh), all 50,000
+#          TREC 2005 queries;
+#   synth: the synthetic GOV2-scale collection, generated here from the passages (`warpsearch synth`,
+#          25M documents by default: SYNTH_DOCS=…), the first 20,000 queries. tantivy cannot run on it
+#          (it indexes text; the synthetic collection is posting lists).
 # `warpsearch bench` gives closed-loop throughput and latency, then open-loop latency under Poisson
-# arrivals at rates from 10% to 90% of the closed-loop throughput. Top-10 agreement of tantivy with our
-# CPU run is reported (bench/peers/overlap.py).
+# arrivals at rates from 10% to 90% of the closed-loop throughput. PISA (pyterrier-pisa's compiled
+# library, bench/peers/pisa_bench.py) indexes exactly our postings of the terms the queries use
+# (`warpsearch export --pisa --terms-from`) and answers our analyzed queries, so its answers differ from
+# ours only by its BM25 idf. Top-10 agreement of each peer with our CPU run is reported
+# (bench/peers/overlap.py).
 #
 # What travels (scripts/device-prepare.sh packs it): .device/part1 (call 1: the passages' postings),
 # .device/tantivy-wiki.tar.xz (call 2), then .device/{warpsearch,tantivy-peer,wiki-rest.tar.xz,
-# trec05-efficiency.txt} with this script (call 3). Full output under $OUT: bench.log, table.txt and one
-# .tgz of JSON reports and SVG plots per collection (a call returns at most 8 files).
-# usage: scripts/device-bench.sh   (from the repository root)
+# trec05-efficiency.txt,whl} with this script (call 3: `wiki`), and the same again for `synth` (call 4,
+# at once, on the same machine: the synthetic collection is generated from the passages). Each part fits
+# one 10-minute call; with no argument both run, which fits only without PISA. Full output under $OUT:
+# bench.log, table.txt and one .tgz of JSON reports, PISA's JSON lines and SVG plots per collection.
+# usage: scripts/device-bench.sh [wiki|synth]   (from the repository root; QUERIES=file, BACKENDS=cpu and
+# SYNTH_DOCS=n make a small run possible on any machine)
 set -uo pipefail
 source scripts/device-common.sh
 synth=/root/synth
 docs=${SYNTH_DOCS:-25000000}
-queries=$dev/trec05-efficiency.txt
+queries=${QUERIES:-$dev/trec05-efficiency.txt}
+backends=${BACKENDS:-cpu gpu}  # BACKENDS=cpu runs the script on a machine without a GPU
 log=$out/bench.log
 table=$out/table.txt
 work=$(mktemp -d)
@@ -28,7 +36,21 @@ if [ -f $dev/tantivy-wiki.tar.xz ] && [ ! -d /root/tantivy-wiki ]; then  # packe
 fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | sed 's/^/device: /' | tee -a "$log"
 say "cores: $(nproc); date: $(date -u +%F)"
+part=${1:-all}
 printf "%-6s %-4s %-10s %12s %9s %9s %9s  %s\n" collection mode engine "queries/s" p50_ms p99_ms p99.9_ms note >"$table"
+row() { printf "%-6s %-4s %-10s %12s %9s %9s %9s  %s\n" "$@" >>"$table"; }
+
+# PISA from two carried wheels (pyterrier-pisa and tbb), unpacked rather than pip-installed: the
+# script loads only PISA's compiled module, which needs libtbb beside it.
+pisa_ready=""
+if compgen -G "$dev/whl/*.whl" >/dev/null; then
+  python3 -c 'import glob, sys, zipfile; [zipfile.ZipFile(w).extractall("/tmp/site") for w in glob.glob(sys.argv[1] + "/*.whl")]' $dev/whl
+  tbb=$(dirname "$(ls /tmp/site/tbb-*.data/data/lib/libtbb.so.2)")
+  export PYTHONPATH=/tmp/site LD_LIBRARY_PATH=$tbb${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  pisa_ready=1
+else
+  say "no .device/whl: PISA is skipped (scripts/device-prepare.sh downloads its wheels)"
+fi
 
 # Closed-loop q/s and latency of a bench JSON report.
 closed() { python3 -c '
@@ -43,7 +65,7 @@ bench() {
   $bin bench --index "$2" --queries "$5" --mode $3 --k 10 --backend $4 --json "$work/$name-closed.json" \
     2>&1 | grep -v "^warning" >>"$log"
   read -r qps p50 p99 p999 < <(closed "$work/$name-closed.json")
-  printf "%-6s %-4s %-10s %12s %9s %9s %9s  %s\n" $1 $3 "$4" $qps $p50 $p99 $p999 "closed loop" >>"$table"
+  row $1 $3 "$4" $qps $p50 $p99 $p999 "closed loop"
   local rates
   rates=$(python3 -c "q=$qps; print(','.join(str(round(q*f)) for f in (0.1, 0.3, 0.5, 0.7, 0.9)))")
   $bin bench --index "$2" --queries "$5" --mode $3 --k 10 --backend $4 --rates "$rates" --duration 1 \
@@ -51,24 +73,67 @@ bench() {
   tail -n 8 "$log"
 }
 
-say "== Wikipedia passages ($(wc -l <$queries) TREC 2005 queries)"
+# ours_run <collection> <index> <queries>: our CPU's top-10 runs, the reference for peers' agreement.
+ours_run() {
+  for mode in and or; do
+    $bin search --index "$2" --queries "$3" --mode $mode --k 10 --backend cpu --output "$work/ours-$1-$mode.run" \
+      --force 2>/dev/null
+  done
+}
+
+# agreement <collection> <mode> <peer run>: the mean top-10 agreement with our run, as a number.
+agreement() {
+  python3 bench/peers/overlap.py "$work/ours-$1-$2.run" "$3" 10 | tee -a "$log" | sed -E 's/.*agreement ([0-9.]+).*/\1/'
+}
+
+# pisa_peer <collection> <index> <queries> <pisa_bench.py options…>: PISA on our postings of the terms the
+# queries use, then one table row per algorithm.
+pisa_peer() {
+  [ -n "$pisa_ready" ] || return 0
+  local name=$1 index=$2 q=$3 dir=/root/pisa-$1
+  shift 3
+  say "[${SECONDS}s] PISA on $name"
+  if ! $bin export "$index" --pisa $dir --terms-from "$q" --force 2>"$work/export-$name.err"; then
+    say "PISA skipped: the export failed: $(tail -n 1 "$work/export-$name.err")"
+    return 0
+  fi
+  grep -v "^warning" "$work/export-$name.err" | tee -a "$log"
+  $bin analyze --index "$index" --queries "$q" >"$work/$name-analyzed.tsv" 2>/dev/null
+  PYTHONUNBUFFERED=1 python3 bench/peers/pisa_bench.py $dir "$work/$name-analyzed.tsv" "$work/pisa-$name" \
+    --threads "$(nproc)" "$@" 2>"$work/pisa-$name.err" | tee "$work/$name-pisa.jsonl" | tee -a "$log"
+  grep -E "Index compressed|Error|error" "$work/pisa-$name.err" | head -n 5 | tee -a "$log"
+  rm -f $dir/inv.docs $dir/inv.freqs  # the compressed index is built; free the disk
+  python3 -c '
+import json, sys
+for line in filter(lambda l: l.startswith("{"), open(sys.argv[1])):
+    r = json.loads(line)
+    if "algorithm" in r and "qps" in r:
+        print(r["mode"], r["algorithm"], r["qps"], r["p50_ms"], r["p99_ms"], r["p99.9_ms"])' "$work/$name-pisa.jsonl" |
+    while read -r mode alg qps p50 p99 p999; do
+      row $name $mode "pisa" $qps $p50 $p99 $p999 "$alg; latency one query at a time; top-10 agreement $(agreement $name $mode "$work/pisa-$name.$alg.run")"
+    done
+}
+
+if [ "$part" = all ] || [ "$part" = wiki ]; then
+say "[${SECONDS}s] == Wikipedia passages ($(wc -l <$queries) TREC 2005 queries)"
+ours_run wiki "$wiki" $queries
 for mode in and or; do
-  for backend in cpu gpu; do bench wiki "$wiki" $mode $backend $queries; done
-  $bin search --index "$wiki" --queries $queries --mode $mode --k 10 --backend cpu --output "$work/ours-$mode.run" \
-    --force 2>/dev/null
+  for backend in $backends; do bench wiki "$wiki" $mode $backend $queries; done
   if [ -d /root/tantivy-wiki ]; then
     line=$($dev/tantivy-peer search /root/tantivy-wiki $queries $mode 10 "$(nproc)" "$work/tantivy-$mode.run" 2>&1 | tail -n 1)
     say "$line"
-    agree=$(python3 bench/peers/overlap.py "$work/ours-$mode.run" "$work/tantivy-$mode.run" 10 | head -n 1)
-    say "tantivy $mode top-10 agreement with ours: $agree"
     qps=$(sed -E 's/.*: ([0-9]+) queries\/s.*/\1/' <<<"$line")
     lat=$(sed -E 's/.*p50 ([0-9.]+) p95 [0-9.]+ p99 ([0-9.]+) p99.9 ([0-9.]+).*/\1 \2 \3/' <<<"$line")
-    printf "%-6s %-4s %-10s %12s %9s %9s %9s  %s\n" wiki $mode tantivy $qps $lat "top-10 agreement $(sed -E 's/.*agreement ([0-9.]+).*/\1/' <<<"$agree")" >>"$table"
+    row wiki $mode tantivy $qps $lat "top-10 agreement $(agreement wiki $mode "$work/tantivy-$mode.run")"
   fi
 done
-(cd "$work" && tar -czf "$out/wiki-reports.tgz" wiki-*.json wiki-*.svg)
+pisa_peer wiki "$wiki" $queries --passes 2
+(cd "$work" && tar -czf "$out/wiki-reports.tgz" wiki-*.json wiki-*.svg wiki-pisa.jsonl 2>/dev/null)
+fi
 
-say "== synthetic collection: $docs documents from the passages"
+if [ "$part" = all ] || [ "$part" = synth ]; then
+
+say "[${SECONDS}s] == synthetic collection: $docs documents from the passages"
 timer=""
 [ -x /usr/bin/time ] && timer="/usr/bin/time -v"
 $timer $bin synth --like "$wiki" --output $synth --docs $docs --force --report "$work/synth-report.json" \
@@ -78,9 +143,15 @@ $bin inspect $synth | head -n 10 | tee -a "$log"
 # The first 20,000 queries: the CPU's OR runs would not fit the call's 10 minutes with all 50,000.
 head -n 20000 $queries >"$work/q20000.txt"
 for mode in and or; do
-  for backend in cpu gpu; do bench synth $synth $mode $backend "$work/q20000.txt"; done
+  for backend in $backends; do bench synth $synth $mode $backend "$work/q20000.txt"; done
 done
+ours_run synth $synth "$work/q20000.txt"
+df -h /root | tail -n 1 | sed 's/^/disk: /' | tee -a "$log"
+# One timed pass and 1,000 latency queries per algorithm, and a deadline, to fit the call.
+pisa_peer synth $synth "$work/q20000.txt" --passes 1 --latency-queries 1000 --deadline-s 330
 cp "$work/synth-report.json" "$work/synth-generation.json"
-(cd "$work" && tar -czf "$out/synth-reports.tgz" synth-*.json synth-*.svg)
+(cd "$work" && tar -czf "$out/synth-reports.tgz" synth-*.json synth-*.svg synth-pisa.jsonl 2>/dev/null)
+fi
+say "[${SECONDS}s] done"
 echo
 cat "$table"

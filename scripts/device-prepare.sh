@@ -23,4 +23,12 @@ if [ $# -ge 2 ]; then
   cp bench/peers/tantivy/target/release/tantivy-peer $dev/ && strip $dev/tantivy-peer
   tar -C "$(dirname "$2")" --transform "s|^$(basename "$2")|tantivy-wiki|" -cf - "$(basename "$2")" | xz -T2 -6 -c >$dev/tantivy-wiki.tar.xz
 fi
+# PISA for the benchmark: pyterrier-pisa's wheel (its compiled PISA) and libtbb, for the device's Python
+# 3.12; 3.5 MiB. bench/peers/pisa_bench.py loads only the compiled module, so python-terrier (Java) and
+# the rest of its dependency tree are not needed.
+mkdir -p $dev/whl
+rm -f $dev/whl/*.whl
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+  --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux1_x86_64 \
+  -d $dev/whl pyterrier-pisa==0.4.9 tbb==2020.3.254
 du -sh $dev $dev/part1

@@ -234,9 +234,18 @@ pub struct ExportArgs {
     /// The index directory.
     pub index: PathBuf,
     /// The CIFF file to write (.ciff, .ciff.gz or .ciff.zst).
+    #[arg(long, required_unless_present = "pisa", conflicts_with = "pisa")]
+    pub ciff: Option<PathBuf>,
+    /// Instead, a directory to write PISA's binary collection into (`inv.docs`, `inv.freqs`,
+    /// `inv.sizes`, `fwd.terms`, `fwd.documents`), from which PISA builds its own index of exactly
+    /// these postings (`bench/peers/pisa_bench.py`).
     #[arg(long)]
-    pub ciff: PathBuf,
-    /// Replace an existing file.
+    pub pisa: Option<PathBuf>,
+    /// With --pisa: only the lists of the terms these queries use (analyzed by the index's analyzer);
+    /// document count and lengths stay the whole collection's, so BM25 is unchanged.
+    #[arg(long, requires = "pisa")]
+    pub terms_from: Option<PathBuf>,
+    /// Replace an existing file (or an earlier --pisa export).
     #[arg(long)]
     pub force: bool,
 }

@@ -192,22 +192,77 @@ fn run_inspect(a: InspectArgs) -> Result<()> {
 
 fn run_export(a: ExportArgs) -> Result<()> {
     let index = open(&a.index)?;
-    if a.ciff.exists() && !a.force {
+    let Some(ciff_path) = &a.ciff else {
+        return export_pisa(&a, &index);
+    };
+    if ciff_path.exists() && !a.force {
         anyhow::bail!(
             "{} already exists: choose another path or pass --force",
-            a.ciff.display()
+            ciff_path.display()
         );
     }
     if index.static_scores().is_some() {
         eprintln!("note: CIFF has no field for static scores; they are not exported");
     }
-    ciff::export(&index, &a.ciff)?;
+    ciff::export(&index, ciff_path)?;
     eprintln!(
         "wrote {} ({} lists, {} documents)",
-        a.ciff.display(),
+        ciff_path.display(),
         index.meta().num_terms,
         index.meta().num_docs
     );
+    Ok(())
+}
+
+fn export_pisa(a: &ExportArgs, index: &Index) -> Result<()> {
+    let dir = a.pisa.as_deref().expect("clap requires --ciff or --pisa");
+    if dir.exists() {
+        if !a.force {
+            anyhow::bail!(
+                "{} already exists: choose another directory or pass --force",
+                dir.display()
+            );
+        }
+        if !dir.join("fwd.terms").exists() {
+            anyhow::bail!(
+                "{} is not a PISA export (no fwd.terms): --force only replaces one; remove it yourself",
+                dir.display()
+            );
+        }
+        std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
+    }
+    let terms = match &a.terms_from {
+        None => None,
+        Some(path) => {
+            let mut warnings = Vec::new();
+            let lines = search::read_query_file(path, &mut warnings)?;
+            for w in &warnings {
+                eprintln!("warning: {w}");
+            }
+            let analyzer = &index.meta().analyzer;
+            let ids: Vec<u32> = lines
+                .iter()
+                .flat_map(|l| analyzer.terms(&l.text))
+                .filter_map(|t| index.term_id(&t))
+                .collect();
+            Some(ids)
+        }
+    };
+    let started = Instant::now();
+    let report = warpsearch_index::pisa::export(index, dir, terms.as_deref())
+        .with_context(|| format!("exporting {} for PISA", dir.display()))?;
+    eprintln!(
+        "wrote {} ({} of {} lists, {} postings, {} documents) in {:.1} s",
+        dir.display(),
+        report.terms,
+        index.meta().num_terms,
+        report.postings,
+        report.docs,
+        started.elapsed().as_secs_f64()
+    );
+    if index.static_scores().is_some() {
+        eprintln!("note: PISA's collection has no static scores; they are not exported");
+    }
     Ok(())
 }
 

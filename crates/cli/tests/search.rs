@@ -221,3 +221,55 @@ fn cacm_quality_is_close_to_the_bm25s_reference() {
     assert!((measure("ndcg_cut_10") - 0.481).abs() < 0.03, "{report}");
     assert!((measure("map") - 0.340).abs() < 0.03, "{report}");
 }
+
+#[test]
+fn export_for_pisa_takes_the_terms_of_a_query_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = small_index(dir.path());
+    let queries = dir.path().join("q.txt");
+    // Analyzed as documents are: "Foxes" stems to "fox", "the" is a stopword, "zebra" is unknown.
+    std::fs::write(&queries, "1\tFoxes and the zebra\n2\tdogs\n").unwrap();
+    let out_dir = dir.path().join("pisa");
+    let export = |extra: &[&str]| {
+        let mut args = vec![
+            "export",
+            index.to_str().unwrap(),
+            "--pisa",
+            out_dir.to_str().unwrap(),
+            "--terms-from",
+            queries.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        warpsearch(&args)
+    };
+    let out = export(&[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let terms = std::fs::read_to_string(out_dir.join("fwd.terms")).unwrap();
+    assert_eq!(terms, "dog\nfox\n");
+    let docs = std::fs::read_to_string(out_dir.join("fwd.documents")).unwrap();
+    assert_eq!(docs.lines().count(), 5);
+
+    let again = export(&[]);
+    assert!(!again.status.success());
+    assert!(text(&again.stderr).contains("--force"), "{}", text(&again.stderr));
+    let forced = export(&["--force"]);
+    assert!(forced.status.success(), "{}", text(&forced.stderr));
+
+    // --force never removes a directory that is not an earlier export.
+    std::fs::remove_dir_all(&out_dir).unwrap();
+    std::fs::create_dir(&out_dir).unwrap();
+    std::fs::write(out_dir.join("precious.txt"), "keep").unwrap();
+    let refused = export(&["--force"]);
+    assert!(!refused.status.success());
+    assert!(out_dir.join("precious.txt").exists());
+
+    let both = warpsearch(&[
+        "export",
+        index.to_str().unwrap(),
+        "--pisa",
+        "x",
+        "--ciff",
+        "y.ciff",
+    ]);
+    assert!(!both.status.success());
+}

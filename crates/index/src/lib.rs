@@ -4,6 +4,7 @@
 //! - [`build`]: JsonCollection to index, memory-bounded, multi-threaded.
 //! - [`writer`] / [`reader`]: the on-disk format (`docs/format.md`), written atomically, read memory-mapped.
 //! - [`ciff`]: import and export of the Common Index File Format.
+//! - [`pisa`]: export to PISA's binary collection, so PISA can index exactly our postings.
 //! - [`inspect`]: statistics and a per-codec size and speed comparison.
 //! - [`synth`]: a synthetic collection of any size generated as posting lists from a real sample.
 //! - [`bm25`]: the ranking function whose upper bounds the index stores.
@@ -20,6 +21,7 @@ pub mod container;
 pub mod error;
 pub mod format;
 pub mod inspect;
+pub mod pisa;
 pub mod reader;
 pub mod synth;
 pub mod writer;
