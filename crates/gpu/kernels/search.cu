@@ -211,8 +211,11 @@ __device__ void merge_path(const u32* a, u32 na, const u32* b, u32 nb, Visit vis
 
 // PForDelta exceptions (crates/codec/src/pfor.rs): the level-1 slots' exception positions and high bits are
 // two arrays, each PForDelta again with its own width and exceptions, whose exceptions in turn are two
-// plain arrays (no further nesting). One lane decodes them sequentially: they are rare by construction of
-// the width. `xs` is per-warp shared scratch of 4 * BLOCK_LEN words.
+// plain arrays (no further nesting). The warp decodes the level-1 arrays and patches the slots together:
+// lanes unpack the arrays, a warp scan turns the position gaps into slots, and each lane patches its own
+// exceptions (slots are distinct, so no two lanes write one slot). Exceptions of the exception arrays are
+// rarer still; one lane patches those. `xs` is per-warp shared scratch of 4 * BLOCK_LEN words. Every
+// check of the CPU decoder is made, so a malformed block fails here as it fails there.
 
 // An innermost array: header (width, zero exceptions), then n values.
 __device__ bool pfor_flat_array(const u32* w, u32 end, u32* pos, u32* out, u32 n) {
@@ -225,7 +228,8 @@ __device__ bool pfor_flat_array(const u32* w, u32 end, u32* pos, u32* out, u32 n
     return true;
 }
 
-// Patches exceptions into out: positions are gaps between exception slots, highs are (high bits - 1).
+// Patches exceptions into out, one lane: positions are gaps between exception slots, highs are (high
+// bits - 1).
 __device__ bool pfor_patch(u32* out, u32 n, u32 b, const u32* positions, const u32* highs, u32 exc) {
     u32 at = 0;
     for (u32 e = 0; e < exc; e++) {
@@ -238,35 +242,73 @@ __device__ bool pfor_patch(u32* out, u32 n, u32 b, const u32* positions, const u
     return true;
 }
 
-// A middle array: header (width, exceptions), n values, then two innermost arrays if exceptions.
-__device__ bool pfor_mid_array(const u32* w, u32 end, u32* pos, u32* out, u32 n, u32* p2, u32* h2) {
+// The same, by the whole warp: lane l takes exceptions 4l .. 4l+3 (exc <= BLOCK_LEN = 128).
+__device__ bool pfor_patch_warp(u32* out, u32 n, u32 b, const u32* positions, const u32* highs, u32 exc) {
+    u32 lane = threadIdx.x & 31u;
+    u64 g[4];
+    u64 sum = 0;
+    for (u32 j = 0; j < 4; j++) {
+        u32 e = lane * 4 + j;
+        g[j] = e < exc ? (u64)positions[e] + (e > 0 ? 1ull : 0ull) : 0ull;
+        sum += g[j];
+    }
+    u64 inc = sum;
+    for (u32 d = 1; d < 32; d <<= 1) {
+        u64 o = __shfl_up_sync(FULL_MASK, inc, d);
+        if (lane >= d) inc += o;
+    }
+    u64 at = inc - sum;
+    bool ok = true;
+    for (u32 j = 0; j < 4; j++) {
+        u32 e = lane * 4 + j;
+        at += g[j];
+        if (e < exc) {
+            u64 v = at < n ? (u64)out[at] | (((u64)highs[e] + 1ull) << b) : 0ull;
+            if (at >= n || v > 0xffffffffull) ok = false;
+            else out[at] = (u32)v;
+        }
+    }
+    ok = __all_sync(FULL_MASK, ok);
+    __syncwarp();
+    return ok;
+}
+
+// A middle array, by the whole warp: header (width, exceptions), n values, then two innermost arrays if
+// exceptions. *pos advances the same on every lane.
+__device__ bool pfor_mid_array_warp(const u32* w, u32 end, u32* pos, u32* out, u32 n, u32* p2, u32* h2) {
+    u32 lane = threadIdx.x & 31u;
     if (*pos >= end) return false;
     u32 h = w[*pos];
     u32 b = h & 0xffu, exc = (h >> 8) & 0xffu;
     if ((h >> 16) != 0u || b > 32u || *pos + 1u + packed_words(n, b) > end) return false;
-    for (u32 i = 0; i < n; i++) out[i] = unpack_one(w + *pos + 1u, b, i);
+    for (u32 i = lane; i < n; i += 32) out[i] = unpack_one(w + *pos + 1u, b, i);
     *pos += 1u + packed_words(n, b);
+    __syncwarp();
     if (exc == 0u) return true;
     if (b >= 32u || exc > n) return false;
-    if (!pfor_flat_array(w, end, pos, p2, exc) || !pfor_flat_array(w, end, pos, h2, exc)) return false;
-    return pfor_patch(out, n, b, p2, h2, exc);
+    bool ok = true;
+    u32 p = *pos;
+    if (lane == 0)
+        ok = pfor_flat_array(w, end, &p, p2, exc) && pfor_flat_array(w, end, &p, h2, exc) &&
+             pfor_patch(out, n, b, p2, h2, exc);
+    __syncwarp();
+    *pos = __shfl_sync(FULL_MASK, p, 0);
+    return __shfl_sync(FULL_MASK, ok ? 1u : 0u, 0) != 0u;
 }
 
-// Level-1 slots of one section: the warp unpacks, lane 0 patches the exceptions. Values land in out[0..n).
+// Level-1 slots of one section, by the whole warp. Values land in out[0..n).
 __device__ bool pfor_section_warp(const u32* w, u32 end, u32 pos, u32 b, u32 exc, u32* out, u32 n, u32* xs) {
     u32 lane = threadIdx.x & 31u;
     bool ok = b <= 32u && pos + packed_words(n, b) <= end;
     if (ok)
         for (u32 i = lane; i < n; i += 32) out[i] = unpack_one(w + pos, b, i);
     __syncwarp();
-    if (ok && exc != 0u && lane == 0) {
-        u32 p = pos + packed_words(n, b);
-        u32 *p1 = xs, *h1 = xs + BLOCK_LEN, *p2 = xs + 2 * BLOCK_LEN, *h2 = xs + 3 * BLOCK_LEN;
-        ok = b < 32u && exc <= n && pfor_mid_array(w, end, &p, p1, exc, p2, h2) &&
-             pfor_mid_array(w, end, &p, h1, exc, p2, h2) && pfor_patch(out, n, b, p1, h1, exc);
-    }
-    __syncwarp();
-    return __shfl_sync(FULL_MASK, ok ? 1u : 0u, 0) != 0u;
+    if (!ok || exc == 0u) return ok;
+    if (b >= 32u || exc > n) return false;
+    u32 p = pos + packed_words(n, b);
+    u32 *p1 = xs, *h1 = xs + BLOCK_LEN, *p2 = xs + 2 * BLOCK_LEN, *h2 = xs + 3 * BLOCK_LEN;
+    return pfor_mid_array_warp(w, end, &p, p1, exc, p2, h2) && pfor_mid_array_warp(w, end, &p, h1, exc, p2, h2) &&
+           pfor_patch_warp(out, n, b, p1, h1, exc);
 }
 
 // docIDs from gap values in out[0..n) (gap 0 for the first): d[i] = first + i + sum_{j<=i} gap[j].

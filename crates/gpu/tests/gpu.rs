@@ -164,6 +164,58 @@ fn decode_kernel_equals_the_cpu_decoders() {
     }
 }
 
+/// The CPU decoder's verdict on block `b` of `list`: its postings, or `None` if it is malformed.
+fn cpu_decode(codec: Codec, list: &RawList, b: usize) -> Option<(Vec<u32>, Vec<u32>)> {
+    let meta = &list.blocks[b];
+    let end = list
+        .blocks
+        .get(b + 1)
+        .map_or(list.words.len(), |m| m.offset as usize);
+    let n = (list.df as usize - b * BLOCK_LEN).min(BLOCK_LEN);
+    let words = &list.words[meta.offset as usize..end];
+    let (mut d, mut f) = (vec![0u32; n], vec![0u32; n]);
+    let f_off = meta.freq_offset as usize;
+    codec
+        .decode_docs(list.params, words, f_off, meta.first_doc, meta.last_doc, &mut d)
+        .ok()?;
+    codec.decode_freqs(list.params, words, f_off, &mut f).ok()?;
+    Some((d, f))
+}
+
+#[test]
+fn damaged_exceptions_fail_or_decode_exactly_as_on_the_cpu() {
+    // PForDelta blocks full of exceptions (large gaps and frequencies), each with one bit flipped
+    // somewhere: the GPU's warp-parallel exception path must agree with the CPU decoder, block by block,
+    // on whether the block is malformed and, if not, on every value.
+    let Some(gpu) = gpu() else { return };
+    let codec = Codec::PForDelta;
+    let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+    let mut damaged = Vec::new();
+    for trial in 0..600 {
+        let (mut list, _, _) = raw_list(codec, 129 + (trial % 200), 7, 2 + (trial % 5) as u32, &mut rng);
+        let at = rng.below(list.words.len() as u64) as usize;
+        list.words[at] ^= 1 << rng.below(32);
+        damaged.push(list);
+    }
+    let got = decode_raw(&gpu, codec, &damaged).unwrap();
+    let (mut agreed_bad, mut agreed_good) = (0, 0);
+    for (li, list) in damaged.iter().enumerate() {
+        for b in 0..list.blocks.len() {
+            let cpu = cpu_decode(codec, list, b);
+            assert_eq!(got[li][b], cpu, "list {li} block {b}: GPU and CPU disagree");
+            if cpu.is_some() {
+                agreed_good += 1;
+            } else {
+                agreed_bad += 1;
+            }
+        }
+    }
+    say(&format!(
+        "damaged PForDelta blocks: {agreed_bad} malformed on both, {agreed_good} decoded alike"
+    ));
+    assert!(agreed_bad > 100, "too few flips hit: {agreed_bad}");
+}
+
 fn sorted_top(hits: &[(u32, f32)], k: usize) -> Vec<(u32, f32)> {
     let mut v = hits.to_vec();
     v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
