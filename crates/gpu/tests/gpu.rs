@@ -201,6 +201,7 @@ fn damaged_exceptions_fail_or_decode_exactly_as_on_the_cpu() {
     assert_eq!(got.len(), damaged.len());
     let (mut agreed_bad, mut agreed_good) = (0, 0);
     for (li, list) in damaged.iter().enumerate() {
+        assert_eq!(got[li].len(), list.blocks.len(), "list {li}");
         for (b, on_gpu) in got[li].iter().enumerate() {
             let cpu = cpu_decode(codec, list, b);
             assert_eq!(on_gpu, &cpu, "list {li} block {b}: GPU and CPU disagree");
