@@ -184,8 +184,13 @@ pub fn doc_gap_values(block: &[u32]) -> impl Iterator<Item = u32> + '_ {
     std::iter::once(0).chain(block.windows(2).map(|w| w[1] - w[0] - 1))
 }
 
-/// Rebuilds docIDs from `first` and the gap values in `out` (in place), checking for overflow.
+/// Rebuilds docIDs from `first` and the gap values in `out` (in place), checking for overflow. The first
+/// gap value is always written as 0 (the skip data holds the first docID), so any other value is damage;
+/// the GPU decoder, which adds every gap, rejects it too.
 fn prefix_docs(first: u32, out: &mut [u32]) -> Result<(), CodecError> {
+    if out[0] != 0 {
+        return Err(CodecError::Corrupt("the first docID gap of a block is not 0"));
+    }
     let mut acc = first as u64;
     out[0] = first;
     for v in out[1..].iter_mut() {
