@@ -15,9 +15,9 @@
 #
 # What travels (scripts/device-prepare.sh packs it): .device/part1 (call 1: the passages' postings),
 # .device/tantivy-wiki.tar.xz (call 2), then .device/{warpsearch,tantivy-peer,wiki-rest.tar.xz,
-# trec05-efficiency.txt,whl} with this script (call 3: `wiki`), and the same again for `synth` (call 4,
-# at once, on the same machine: the synthetic collection is generated from the passages). Each part fits
-# one 10-minute call; with no argument both run, which fits only without PISA. Full output under $OUT:
+# trec05-efficiency.txt,whl} with this script (call 3). With no argument both collections run in that one
+# call (460 s on an H200 at a7f22f0); `wiki` or `synth` runs one of them (88 s and 389 s), the synthetic
+# one on a machine that still holds the passages (it is generated from them). Full output under $OUT:
 # bench.log, table.txt and one .tgz of JSON reports, PISA's JSON lines and SVG plots per collection.
 # usage: scripts/device-bench.sh [wiki|synth]   (from the repository root; QUERIES=file, BACKENDS=cpu and
 # SYNTH_DOCS=n make a small run possible on any machine)
