@@ -4,23 +4,29 @@
 #   wiki:  the Wikipedia passages (the index travels from here: scripts/device-prepare.sh), all 50,000
 #          TREC 2005 queries;
 #   synth: the synthetic GOV2-scale collection, generated here from the passages (`warpsearch synth`,
-#          25M documents by default: SYNTH_DOCS=…), the first 20,000 queries. tantivy cannot run on it
-#          (it indexes text; the synthetic collection is posting lists).
+#          25M documents by default: SYNTH_DOCS=…), the first 20,000 queries.
 # `warpsearch bench` gives closed-loop throughput and latency, then open-loop latency under Poisson
 # arrivals at rates from 10% to 90% of the closed-loop throughput. PISA (pyterrier-pisa's compiled
 # library, bench/peers/pisa_bench.py) indexes exactly our postings of the terms the queries use
 # (`warpsearch export --pisa --terms-from`) and answers our analyzed queries, so its answers differ from
-# ours only by its BM25 idf. Top-10 agreement of each peer with our CPU run is reported
+# ours only by its BM25 idf. tantivy indexes the passages' text, and the synthetic collection from the
+# same export (`tantivy-peer index-pisa`). Top-10 agreement of each peer with our CPU run is reported
 # (bench/peers/overlap.py).
 #
 # What travels (scripts/device-prepare.sh packs it): .device/part1 (call 1: the passages' postings),
 # .device/tantivy-wiki.tar.xz (call 2), then .device/{warpsearch,tantivy-peer,wiki-rest.tar.xz,
-# trec05-efficiency.txt,whl} with this script (call 3). With no argument both collections run in that one
-# call (460 s on an H200 at a7f22f0); `wiki` or `synth` runs one of them (88 s and 389 s), the synthetic
-# one on a machine that still holds the passages (it is generated from them). Full output under $OUT:
-# bench.log, table.txt and one .tgz of JSON reports, PISA's JSON lines and SVG plots per collection.
-# usage: scripts/device-bench.sh [wiki|synth]   (from the repository root; QUERIES=file, BACKENDS=cpu and
-# SYNTH_DOCS=n make a small run possible on any machine)
+# trec05-efficiency.txt,whl} with this script (call 3 and on). The argument says what runs:
+#   (none)      both collections in one call (460 s on an H200 at a7f22f0), all engines but tantivy on
+#               the synthetic collection;
+#   wiki        the passages (88 s);
+#   synth-prep  generates the synthetic collection, exports it and builds tantivy's index of it;
+#   synth       the synthetic collection, every engine; after `synth-prep` on the same machine (at once:
+#               it is given back after 30 s idle) it reuses what that call made and runs tantivy too.
+#               Together they do not fit one call: tantivy indexes 9.75 billion tokens.
+# Full output under $OUT: bench.log, table.txt and one .tgz of JSON reports, PISA's JSON lines and SVG
+# plots per collection. QUERIES=file, BACKENDS=cpu and SYNTH_DOCS=n make a small run possible on any
+# machine.
+# usage: scripts/device-bench.sh [wiki|synth-prep|synth]   (from the repository root)
 set -uo pipefail
 source scripts/device-common.sh
 synth=/root/synth
@@ -88,21 +94,30 @@ agreement() {
 
 # pisa_peer <collection> <index> <queries> <pisa_bench.py options…>: PISA on our postings of the terms the
 # queries use, then one table row per algorithm.
+# export_for_peers <collection> <index> <queries>: our postings of the queries' terms as PISA's binary
+# collection in /root/pisa-<collection> (kept if `synth-prep` made it), and the analyzed queries.
+export_for_peers() {
+  local name=$1 dir=/root/pisa-$1
+  if [ -f $dir/inv.docs ] && [ -n "$prepared" ]; then
+    say "reusing the export $dir"
+  elif ! $bin export "$2" --pisa $dir --terms-from "$3" --force 2>"$work/export-$name.err"; then
+    say "peers skipped: the export failed: $(tail -n 1 "$work/export-$name.err")"
+    return 1
+  else
+    grep -v "^warning" "$work/export-$name.err" | tee -a "$log"
+  fi
+  $bin analyze --index "$2" --queries "$3" >"$work/$name-analyzed.tsv" 2>/dev/null
+}
+
 pisa_peer() {
   [ -n "$pisa_ready" ] || return 0
   local name=$1 index=$2 q=$3 dir=/root/pisa-$1
   shift 3
   say "[${SECONDS}s] PISA on $name"
-  if ! $bin export "$index" --pisa $dir --terms-from "$q" --force 2>"$work/export-$name.err"; then
-    say "PISA skipped: the export failed: $(tail -n 1 "$work/export-$name.err")"
-    return 0
-  fi
-  grep -v "^warning" "$work/export-$name.err" | tee -a "$log"
-  $bin analyze --index "$index" --queries "$q" >"$work/$name-analyzed.tsv" 2>/dev/null
+  export_for_peers $name "$index" "$q" || return 0
   PYTHONUNBUFFERED=1 python3 bench/peers/pisa_bench.py $dir "$work/$name-analyzed.tsv" "$work/pisa-$name" \
     --threads "$(nproc)" "$@" 2>"$work/pisa-$name.err" | tee "$work/$name-pisa.jsonl" | tee -a "$log"
   grep -E "Index compressed|Error|error" "$work/pisa-$name.err" | head -n 5 | tee -a "$log"
-  rm -f $dir/inv.docs $dir/inv.freqs  # the compressed index is built; free the disk
   python3 -c '
 import json, sys
 for line in filter(lambda l: l.startswith("{"), open(sys.argv[1])):
@@ -131,17 +146,41 @@ pisa_peer wiki "$wiki" $queries --passes 2
 (cd "$work" && tar -czf "$out/wiki-reports.tgz" wiki-*.json wiki-*.svg wiki-pisa.jsonl 2>/dev/null)
 fi
 
-if [ "$part" = all ] || [ "$part" = synth ]; then
+# `synth-prep` (a call of its own, before `synth` on the same machine) generates the collection, exports
+# it for the peers and builds tantivy's index of it; `synth` then measures every engine on it. Together
+# they do not fit one call: tantivy's indexing and merging of 9.75 billion tokens takes minutes.
+prepared=""
+[ "$part" = synth ] && [ -f $synth/meta.json ] && [ -f /root/pisa-synth/inv.docs ] && prepared=1
+head -n 20000 $queries >"$work/q20000.txt"  # the CPU's OR runs would not fit a call with all 50,000
 
-say "[${SECONDS}s] == synthetic collection: $docs documents from the passages"
-timer=""
-[ -x /usr/bin/time ] && timer="/usr/bin/time -v"
-$timer $bin synth --like "$wiki" --output $synth --docs $docs --force --report "$work/synth-report.json" \
-  2>"$work/synth.err"
-grep -E "synthetic collection|calibration|Maximum resident|Elapsed" "$work/synth.err" | tee -a "$log"
+if [ "$part" = all ] || [ "$part" = synth ] || [ "$part" = synth-prep ]; then
+if [ -n "$prepared" ]; then
+  say "[${SECONDS}s] == synthetic collection: reusing $synth (scripts/device-bench.sh synth-prep)"
+  cp /root/synth-report.json "$work/synth-report.json" 2>/dev/null
+else
+  say "[${SECONDS}s] == synthetic collection: $docs documents from the passages"
+  timer=""
+  [ -x /usr/bin/time ] && timer="/usr/bin/time -v"
+  $timer $bin synth --like "$wiki" --output $synth --docs $docs --force --report "$work/synth-report.json" \
+    2>"$work/synth.err"
+  grep -E "synthetic collection|calibration|Maximum resident|Elapsed" "$work/synth.err" | tee -a "$log"
+  cp "$work/synth-report.json" /root/synth-report.json
+fi
 $bin inspect $synth | head -n 10 | tee -a "$log"
-# The first 20,000 queries: the CPU's OR runs would not fit the call's 10 minutes with all 50,000.
-head -n 20000 $queries >"$work/q20000.txt"
+fi
+
+if [ "$part" = synth-prep ]; then
+  export_for_peers synth $synth "$work/q20000.txt"
+  if [ -x $dev/tantivy-peer ]; then
+    say "[${SECONDS}s] tantivy: indexing the synthetic collection's exported lists"
+    rm -rf /root/tantivy-synth
+    $timer $dev/tantivy-peer index-pisa /root/pisa-synth /root/tantivy-synth "$(nproc)" merge \
+      2>&1 | grep -E "tantivy|Elapsed|Maximum resident" | tee -a "$log"
+  fi
+  df -h /root | tail -n 1 | sed 's/^/disk: /' | tee -a "$log"
+fi
+
+if [ "$part" = all ] || [ "$part" = synth ]; then
 for mode in and or; do
   for backend in $backends; do bench synth $synth $mode $backend "$work/q20000.txt"; done
 done
@@ -149,6 +188,18 @@ ours_run synth $synth "$work/q20000.txt"
 df -h /root | tail -n 1 | sed 's/^/disk: /' | tee -a "$log"
 # One timed pass and 1,000 latency queries per algorithm, and a deadline, to fit the call.
 pisa_peer synth $synth "$work/q20000.txt" --passes 1 --latency-queries 1000 --deadline-s 330
+rm -f /root/pisa-synth/inv.docs /root/pisa-synth/inv.freqs  # PISA's index is built; free the disk
+if [ -d /root/tantivy-synth ] && [ -x $dev/tantivy-peer ]; then
+  for mode in and or; do
+    $dev/tantivy-peer search-terms /root/tantivy-synth "$work/synth-analyzed.tsv" $mode 10 "$(nproc)" \
+      "$work/tantivy-synth-$mode.run" /root/pisa-synth >"$work/tantivy-synth-$mode.out" 2>&1
+    tee -a "$log" <"$work/tantivy-synth-$mode.out"
+    line=$(tail -n 1 "$work/tantivy-synth-$mode.out")
+    qps=$(sed -E 's/.*: ([0-9]+) queries\/s.*/\1/' <<<"$line")
+    lat=$(sed -E 's/.*p50 ([0-9.]+) p95 [0-9.]+ p99 ([0-9.]+) p99.9 ([0-9.]+).*/\1 \2 \3/' <<<"$line")
+    row synth $mode tantivy $qps $lat "top-10 agreement $(agreement synth $mode "$work/tantivy-synth-$mode.run")"
+  done
+fi
 cp "$work/synth-report.json" "$work/synth-generation.json"
 (cd "$work" && tar -czf "$out/synth-reports.tgz" synth-*.json synth-*.svg synth-pisa.jsonl 2>/dev/null)
 fi

@@ -5,6 +5,18 @@
 //! usage:
 //!   tantivy-peer index <passages.jsonl> <index-dir>
 //!   tantivy-peer search <index-dir> <queries.txt> <and|or> <k> <threads> <run.txt>
+//!   tantivy-peer index-pisa <export-dir> <index-dir> <threads> [merge]
+//!   tantivy-peer search-terms <index-dir> <analyzed.tsv> <and|or> <k> <threads> <run.txt> <export-dir>
+//!
+//! `index-pisa` indexes a collection that exists only as posting lists (the synthetic one): the PISA
+//! binary collection that `warpsearch export --pisa DIR --terms-from QUERIES` writes. The lists are
+//! inverted into documents in memory, and each document is fed to tantivy as a compact "term count" text
+//! that a counting tokenizer expands into `count` tokens of `term` without allocating them one by one.
+//! A filler term makes up the rest of each document's length, so that tantivy's length normalisation
+//! sees the collection's own document lengths (tantivy stores them as one-byte field norms). With
+//! `merge`, the segments of the parallel writers are merged into one. `search-terms` runs
+//! `warpsearch analyze` output (`qid<TAB>term term …`): each term is a term query as is, a repeated term
+//! counts as often as it occurs, and document ids come from the export's `fwd.documents`.
 //!
 //! Analysis is as close to warpsearch's as tantivy allows: Unicode-less simple tokenizer (alphanumeric
 //! runs), lowercase, Lucene's 33 English stopwords, English stemmer (Snowball porter2; warpsearch uses
@@ -28,9 +40,9 @@ use tantivy::{doc, Index, TantivyDocument, Term};
 
 /// Lucene's English stopwords (`EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`), as warpsearch removes them.
 const STOPWORDS: [&str; 33] = [
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not",
-    "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was",
-    "will", "with",
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no",
+    "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to",
+    "was", "will", "with",
 ];
 
 fn analyzer() -> TextAnalyzer {
@@ -47,9 +59,15 @@ fn main() -> Result<()> {
     match args.get(1).map(String::as_str) {
         Some("index") if args.len() == 4 => index(&args[2], &args[3]),
         Some("search") if args.len() == 8 => search(&args[2..]),
+        Some("index-pisa") if args.len() == 5 || args.len() == 6 => {
+            index_pisa(&args[2], &args[3], args[4].parse()?, args.get(5).map(String::as_str) == Some("merge"))
+        }
+        Some("search-terms") if args.len() == 9 => search_terms(&args[2..]),
         _ => bail!(
             "usage: tantivy-peer index <passages.jsonl> <index-dir>\n       \
-             tantivy-peer search <index-dir> <queries.txt> <and|or> <k> <threads> <run.txt>"
+             tantivy-peer search <index-dir> <queries.txt> <and|or> <k> <threads> <run.txt>\n       \
+             tantivy-peer index-pisa <export-dir> <index-dir> <threads> [merge]\n       \
+             tantivy-peer search-terms <index-dir> <analyzed.tsv> <and|or> <k> <threads> <run.txt> <export-dir>"
         ),
     }
 }
@@ -69,7 +87,9 @@ fn index(input: &str, dir: &str) -> Result<()> {
     let mut writer = index.writer::<TantivyDocument>(1 << 30)?;
     let started = Instant::now();
     let mut n = 0u64;
-    for line in BufReader::new(std::fs::File::open(input).with_context(|| format!("opening {input}"))?).lines() {
+    for line in
+        BufReader::new(std::fs::File::open(input).with_context(|| format!("opening {input}"))?).lines()
+    {
         let v: serde_json::Value = serde_json::from_str(&line?)?;
         let text = format!(
             "{} {}",
@@ -81,36 +101,140 @@ fn index(input: &str, dir: &str) -> Result<()> {
     }
     writer.commit()?;
     writer.wait_merging_threads()?;
-    eprintln!("tantivy: indexed {n} documents in {:.1} s", started.elapsed().as_secs_f64());
+    eprintln!(
+        "tantivy: indexed {n} documents in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 
+fn occur_of(mode: &str) -> Result<Occur> {
+    match mode {
+        "and" => Ok(Occur::Must),
+        "or" => Ok(Occur::Should),
+        _ => bail!("mode must be and or or, not {mode}"),
+    }
+}
+
+/// A boolean query of one term query per term (a repeated term is a repeated clause), or none.
+fn term_query(
+    body: tantivy::schema::Field,
+    terms: impl Iterator<Item = String>,
+    occur: Occur,
+) -> Option<Box<dyn Query>> {
+    let clauses: Vec<(Occur, Box<dyn Query>)> = terms
+        .map(|t| {
+            let q: Box<dyn Query> = Box::new(TermQuery::new(
+                Term::from_field_text(body, &t),
+                IndexRecordOption::WithFreqs,
+            ));
+            (occur, q)
+        })
+        .collect();
+    (!clauses.is_empty()).then(|| Box::new(BooleanQuery::new(clauses)) as Box<dyn Query>)
+}
+
 fn search(a: &[String]) -> Result<()> {
-    let (dir, queries_path, mode, k, threads, out) = (&a[0], &a[1], &a[2], a[3].parse::<usize>()?, a[4].parse::<usize>()?, &a[5]);
+    let (dir, queries_path, mode, k, threads, out) = (
+        &a[0],
+        &a[1],
+        &a[2],
+        a[3].parse::<usize>()?,
+        a[4].parse::<usize>()?,
+        &a[5],
+    );
     let index = Index::open_in_dir(dir)?;
     index.tokenizers().register("warpsearch_en", analyzer());
     let schema = index.schema();
     let (id, body) = (schema.get_field("id")?, schema.get_field("body")?);
     let searcher = index.reader()?.searcher();
-    let occur = match mode.as_str() {
-        "and" => Occur::Must,
-        "or" => Occur::Should,
-        _ => bail!("mode must be and or or, not {mode}"),
-    };
-    let texts: Vec<String> = std::fs::read_to_string(queries_path)?.lines().map(str::to_owned).collect();
-    let queries: Vec<Option<Box<dyn Query>>> = texts
+    let occur = occur_of(mode)?;
+    let texts: Vec<String> = std::fs::read_to_string(queries_path)?
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let queries: Vec<(String, Option<Box<dyn Query>>)> = texts
         .iter()
-        .map(|t| {
+        .enumerate()
+        .map(|(i, t)| {
             let mut analyzer = analyzer();
             let mut stream = analyzer.token_stream(t);
-            let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+            let mut terms = Vec::new();
             while stream.advance() {
-                let term = Term::from_field_text(body, &stream.token().text);
-                clauses.push((occur, Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs))));
+                terms.push(stream.token().text.clone());
             }
-            (!clauses.is_empty()).then(|| Box::new(BooleanQuery::new(clauses)) as Box<dyn Query>)
+            ((i + 1).to_string(), term_query(body, terms.into_iter(), occur))
         })
         .collect();
+    let doc_id = |addr: tantivy::DocAddress| -> Result<String> {
+        let d: TantivyDocument = searcher.doc(addr)?;
+        Ok(d.get_first(id).and_then(|v| v.as_str()).unwrap_or("").to_owned())
+    };
+    run_queries(&searcher, &queries, mode, k, threads, out, doc_id)
+}
+
+fn search_terms(a: &[String]) -> Result<()> {
+    let (dir, queries_path, mode, k, threads, out, export) = (
+        &a[0],
+        &a[1],
+        &a[2],
+        a[3].parse::<usize>()?,
+        a[4].parse::<usize>()?,
+        &a[5],
+        &a[6],
+    );
+    let index = Index::open_in_dir(dir)?;
+    index.tokenizers().register("counts", CountsTokenizer);
+    let schema = index.schema();
+    let body = schema.get_field("body")?;
+    let reader = index.reader()?;
+    let searcher = reader.searcher();
+    let occur = occur_of(mode)?;
+    let queries: Vec<(String, Option<Box<dyn Query>>)> = std::fs::read_to_string(queries_path)
+        .with_context(|| format!("reading {queries_path}"))?
+        .lines()
+        .enumerate()
+        .map(|(n, line)| {
+            let (qid, terms) = line
+                .split_once('\t')
+                .with_context(|| format!("{queries_path}:{}: expected qid<TAB>terms", n + 1))?;
+            Ok((
+                qid.to_owned(),
+                term_query(body, terms.split_whitespace().map(str::to_owned), occur),
+            ))
+        })
+        .collect::<Result<_>>()?;
+    let names: Vec<String> = std::fs::read_to_string(format!("{export}/fwd.documents"))
+        .with_context(|| format!("reading {export}/fwd.documents"))?
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let segments = searcher.segment_readers();
+    let ords: Vec<_> = segments
+        .iter()
+        .map(|s| s.fast_fields().u64("ord"))
+        .collect::<tantivy::Result<_>>()?;
+    eprintln!(
+        "tantivy index {dir}: {} segments, {} documents",
+        segments.len(),
+        searcher.num_docs()
+    );
+    let doc_id = |addr: tantivy::DocAddress| -> Result<String> {
+        let ord = ords[addr.segment_ord as usize].values.get_val(addr.doc_id) as usize;
+        Ok(names.get(ord).cloned().unwrap_or_default())
+    };
+    run_queries(&searcher, &queries, mode, k, threads, out, doc_id)
+}
+
+fn run_queries(
+    searcher: &tantivy::Searcher,
+    queries: &[(String, Option<Box<dyn Query>>)],
+    mode: &str,
+    k: usize,
+    threads: usize,
+    out: &str,
+    doc_id: impl Fn(tantivy::DocAddress) -> Result<String>,
+) -> Result<()> {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
     let run = || -> Result<(Vec<Vec<(f32, tantivy::DocAddress)>>, Vec<Duration>, Duration)> {
         let started = Instant::now();
@@ -118,10 +242,12 @@ fn search(a: &[String]) -> Result<()> {
             queries
                 .par_iter()
                 .with_max_len(1)
-                .map(|q| {
+                .map(|(_, q)| {
                     let t = Instant::now();
                     let hits = match q {
-                        Some(q) => searcher.search(q.as_ref(), &TopDocs::with_limit(k)).unwrap_or_default(),
+                        Some(q) => searcher
+                            .search(q.as_ref(), &TopDocs::with_limit(k))
+                            .unwrap_or_default(),
                         None => Vec::new(),
                     };
                     (hits, t.elapsed())
@@ -134,6 +260,7 @@ fn search(a: &[String]) -> Result<()> {
     };
     run()?; // warm-up
     let (hits, mut lat, wall) = run()?;
+    let _ = searcher;
     lat.sort_unstable();
     let pct = |p: f64| {
         let rank = ((p / 100.0) * lat.len() as f64).ceil().max(1.0) as usize;
@@ -150,13 +277,209 @@ fn search(a: &[String]) -> Result<()> {
         pct(99.9)
     );
     let mut w = BufWriter::new(std::fs::File::create(out)?);
-    for (qi, hits) in hits.iter().enumerate() {
+    for ((qid, _), hits) in queries.iter().zip(&hits) {
         for (rank, (score, addr)) in hits.iter().enumerate() {
-            let d: TantivyDocument = searcher.doc(*addr)?;
-            let docid = d.get_first(id).and_then(|v| v.as_str()).unwrap_or("");
-            writeln!(w, "{} Q0 {docid} {} {score:.6} tantivy", qi + 1, rank + 1)?;
+            writeln!(w, "{qid} Q0 {} {} {score:.6} tantivy", doc_id(*addr)?, rank + 1)?;
         }
     }
     w.flush()?;
+    Ok(())
+}
+
+/// Expands "term count" lines into `count` tokens of `term`, reusing one token.
+#[derive(Clone)]
+struct CountsTokenizer;
+
+struct CountsStream<'a> {
+    lines: std::str::Split<'a, char>,
+    token: tantivy::tokenizer::Token,
+    left: u32,
+}
+
+impl tantivy::tokenizer::Tokenizer for CountsTokenizer {
+    type TokenStream<'a> = CountsStream<'a>;
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> CountsStream<'a> {
+        CountsStream {
+            lines: text.split('\n'),
+            token: Default::default(),
+            left: 0,
+        }
+    }
+}
+
+impl tantivy::tokenizer::TokenStream for CountsStream<'_> {
+    fn advance(&mut self) -> bool {
+        while self.left == 0 {
+            let Some(line) = self.lines.next() else {
+                return false;
+            };
+            let Some((term, count)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            self.left = count.parse().unwrap_or(0);
+            self.token.text.clear();
+            self.token.text.push_str(term);
+        }
+        self.left -= 1;
+        self.token.position = self.token.position.wrapping_add(1);
+        true
+    }
+    fn token(&self) -> &tantivy::tokenizer::Token {
+        &self.token
+    }
+    fn token_mut(&mut self) -> &mut tantivy::tokenizer::Token {
+        &mut self.token
+    }
+}
+
+/// A mapped file of little-endian u32s (the machines here are little-endian) as a slice.
+fn u32s(m: &memmap2::Mmap) -> &[u32] {
+    // SAFETY: any bit pattern is a valid u32, and align_to only yields the aligned middle.
+    let (head, body, _) = unsafe { m.align_to::<u32>() };
+    assert!(head.is_empty(), "a mapping is page-aligned");
+    body
+}
+
+/// The filler term: never a query term (the analyzers never produce a control character).
+const FILLER: &str = "\u{1}filler";
+
+fn index_pisa(export: &str, dir: &str, threads: usize, merge: bool) -> Result<()> {
+    use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    let started = Instant::now();
+    let map = |name: &str| -> Result<memmap2::Mmap> {
+        let path = format!("{export}/{name}");
+        let file = std::fs::File::open(&path).with_context(|| format!("opening {path}"))?;
+        // SAFETY: the export is not modified while this reads it.
+        Ok(unsafe { memmap2::Mmap::map(&file) }.with_context(|| format!("mapping {path}"))?)
+    };
+    let (docs_map, freqs_map) = (map("inv.docs")?, map("inv.freqs")?);
+    let (inv_docs, inv_freqs) = (u32s(&docs_map), u32s(&freqs_map));
+    let sizes: Vec<u32> = std::fs::read(format!("{export}/inv.sizes"))?
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let names: Vec<String> = std::fs::read_to_string(format!("{export}/fwd.terms"))?
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let n = *sizes.first().context("empty inv.sizes")? as usize;
+    let sizes = &sizes[1..];
+    if inv_docs.get(..2) != Some(&[1, n as u32]) || sizes.len() != n {
+        bail!("{export} is not a PISA binary collection of {n} documents");
+    }
+    // Lists: (start of docIDs in inv.docs, df); a term's frequencies start 2 words earlier in inv.freqs.
+    let mut lists = Vec::with_capacity(names.len());
+    let mut at = 2usize;
+    while at < inv_docs.len() {
+        let df = inv_docs[at] as usize;
+        lists.push((at + 1, df));
+        at += 1 + df;
+    }
+    if lists.len() != names.len() || names.len() > 1 << 16 {
+        bail!(
+            "{} lists for {} terms (at most 65,536 supported)",
+            lists.len(),
+            names.len()
+        );
+    }
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
+    // Invert: count per document, then place (term << 16 | tf) at each document's next slot.
+    let counts: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(0)).collect();
+    pool.install(|| {
+        lists.par_iter().for_each(|&(s, df)| {
+            for &d in &inv_docs[s..s + df] {
+                counts[d as usize].fetch_add(1, Relaxed);
+            }
+        })
+    });
+    let mut offsets = Vec::with_capacity(n + 1);
+    let mut total = 0u64;
+    offsets.push(0u64);
+    for c in &counts {
+        total += c.swap(0, Relaxed) as u64;
+        offsets.push(total);
+    }
+    let packed: Vec<AtomicU32> = (0..total).map(|_| AtomicU32::new(0)).collect();
+    let too_big = AtomicU32::new(0);
+    pool.install(|| {
+        lists.par_iter().enumerate().for_each(|(t, &(s, df))| {
+            for (&d, &f) in inv_docs[s..s + df].iter().zip(&inv_freqs[s - 2..s - 2 + df]) {
+                if f >= 1 << 16 {
+                    too_big.store(f, Relaxed);
+                }
+                let slot = offsets[d as usize] + counts[d as usize].fetch_add(1, Relaxed) as u64;
+                packed[slot as usize].store((t as u32) << 16 | f.min(0xffff), Relaxed);
+            }
+        })
+    });
+    if too_big.load(Relaxed) != 0 {
+        bail!(
+            "a frequency of {} does not fit this peer's 16 bits",
+            too_big.load(Relaxed)
+        );
+    }
+    eprintln!(
+        "tantivy: inverted {total} postings of {n} documents in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    let mut sb = Schema::builder();
+    let ord = sb.add_u64_field("ord", tantivy::schema::FAST);
+    let body_options = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer("counts")
+            .set_index_option(IndexRecordOption::WithFreqs),
+    );
+    let body = sb.add_text_field("body", body_options);
+    std::fs::create_dir_all(dir)?;
+    let index = Index::create_in_dir(dir, sb.build()).with_context(|| format!("creating {dir}"))?;
+    index.tokenizers().register("counts", CountsTokenizer);
+    let mut writer = index.writer_with_num_threads::<TantivyDocument>(threads, threads * (3 << 30))?;
+    writer.set_merge_policy(Box::new(tantivy::indexer::NoMergePolicy));
+    let failed = pool.install(|| {
+        (0..n)
+            .into_par_iter()
+            .with_min_len(1024)
+            .map(|d| {
+                let mut text = String::with_capacity(256);
+                let mut query_tokens = 0u64;
+                for p in &packed[offsets[d] as usize..offsets[d + 1] as usize] {
+                    let v = p.load(Relaxed);
+                    let (t, f) = ((v >> 16) as usize, v & 0xffff);
+                    query_tokens += f as u64;
+                    text.push_str(&names[t]);
+                    text.push(' ');
+                    text.push_str(&f.to_string());
+                    text.push('\n');
+                }
+                let rest = (sizes[d] as u64).saturating_sub(query_tokens);
+                if rest > 0 {
+                    text.push_str(FILLER);
+                    text.push(' ');
+                    text.push_str(&rest.to_string());
+                }
+                writer.add_document(doc!(ord => d as u64, body => text)).is_err()
+            })
+            .filter(|&failed| failed)
+            .count()
+    });
+    if failed > 0 {
+        bail!("tantivy refused {failed} documents");
+    }
+    writer.commit()?;
+    eprintln!(
+        "tantivy: indexed {n} documents in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    if merge {
+        let ids = index.searchable_segment_ids()?;
+        let count = ids.len();
+        writer.merge(&ids).wait()?;
+        eprintln!(
+            "tantivy: merged {count} segments in {:.1} s (total)",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    writer.wait_merging_threads()?;
     Ok(())
 }
