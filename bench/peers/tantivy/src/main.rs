@@ -236,7 +236,8 @@ fn run_queries(
     doc_id: impl Fn(tantivy::DocAddress) -> Result<String>,
 ) -> Result<()> {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
-    let run = || -> Result<(Vec<Vec<(f32, tantivy::DocAddress)>>, Vec<Duration>, Duration)> {
+    type Hits = Vec<Vec<(f32, tantivy::DocAddress)>>;
+    let run = || -> Result<(Hits, Vec<Duration>, Duration)> {
         let started = Instant::now();
         let results: Vec<(Vec<(f32, tantivy::DocAddress)>, Duration)> = pool.install(|| {
             queries
@@ -350,7 +351,7 @@ fn index_pisa(export: &str, dir: &str, threads: usize, merge: bool) -> Result<()
         let path = format!("{export}/{name}");
         let file = std::fs::File::open(&path).with_context(|| format!("opening {path}"))?;
         // SAFETY: the export is not modified while this reads it.
-        Ok(unsafe { memmap2::Mmap::map(&file) }.with_context(|| format!("mapping {path}"))?)
+        unsafe { memmap2::Mmap::map(&file) }.with_context(|| format!("mapping {path}"))
     };
     let (docs_map, freqs_map) = (map("inv.docs")?, map("inv.freqs")?);
     let (inv_docs, inv_freqs) = (u32s(&docs_map), u32s(&freqs_map));
