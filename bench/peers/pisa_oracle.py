@@ -2,6 +2,7 @@
 """Why PISA's top-10 differs from ours: both runs against an exhaustive numpy oracle, under both BM25s.
 
 usage: pisa_oracle.py EXPORT_DIR ANALYZED_QUERIES MODE OURS.run PISA.run [K] [SAMPLE]
+                      [--k1 K1] [--b B] [--one-byte-norms]
 
 EXPORT_DIR is a `warpsearch export --pisa` directory (inv.docs and inv.freqs still there), the queries
 are `warpsearch analyze` output, MODE is and|or. For the first SAMPLE queries (default 500) it scores
@@ -14,12 +15,14 @@ above the K-th best score and the rest of it ties with that score (to 1e-4, for 
 many queries each run gets exactly right under each formula, and how many have the same set in both
 runs. Each run exact under its own formula, and not under the other, means the runs differ by the
 ranking function alone; both exact under one formula with different sets means tied documents.
+
+--k1/--b change both formulas' parameters, and --one-byte-norms rounds document lengths down to
+Lucene's one-byte SmallFloat values, as tantivy stores them (the average stays exact, as in tantivy).
+With `--k1 1.2 --b 0.75 --one-byte-norms` the "ours" formula is tantivy's BM25: pass a tantivy run as
+both runs to check it against an exhaustive oracle.
 """
-import sys
-
+import argparse
 import numpy as np
-
-K1, B = 0.9, 0.4
 
 
 def load_run(path, k):
@@ -30,15 +33,36 @@ def load_run(path, k):
     return {q: [d for _, d in sorted(v)[:k]] for q, v in run.items()}
 
 
+def lucene_byte4(b):
+    """Lucene's SmallFloat.byte4ToInt: the length a one-byte norm stands for (tantivy's table)."""
+    if b < 24:
+        return b
+    i = b - 24
+    bits, shift = i & 0x07, (i >> 3) - 1
+    return 24 + (bits if shift == -1 else (bits | 0x08) << shift)
+
+
 def main():
-    export, queries_path, mode, ours_path, pisa_path = sys.argv[1:6]
-    k = int(sys.argv[6]) if len(sys.argv) > 6 else 10
-    sample = int(sys.argv[7]) if len(sys.argv) > 7 else 500
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    for name in ["export", "queries_path", "mode", "ours_path", "pisa_path"]:
+        ap.add_argument(name)
+    ap.add_argument("k", nargs="?", type=int, default=10)
+    ap.add_argument("sample", nargs="?", type=int, default=500)
+    ap.add_argument("--k1", type=float, default=0.9)
+    ap.add_argument("--b", type=float, default=0.4)
+    ap.add_argument("--one-byte-norms", action="store_true")
+    a = ap.parse_args()
+    export, queries_path, mode, ours_path, pisa_path, k, sample = (
+        a.export, a.queries_path, a.mode, a.ours_path, a.pisa_path, a.k, a.sample)
+    K1, B = a.k1, a.b
     docs = np.memmap(f"{export}/inv.docs", dtype=np.uint32, mode="r")
     freqs = np.memmap(f"{export}/inv.freqs", dtype=np.uint32, mode="r")
     sizes = np.fromfile(f"{export}/inv.sizes", dtype=np.uint32)[1:].astype(np.float64)
     n = len(sizes)
     avgdl = sizes.mean()
+    if a.one_byte_norms:
+        table = np.array([lucene_byte4(b) for b in range(256)], dtype=np.float64)
+        sizes = table[np.searchsorted(table, sizes, side="right") - 1]
     names = [t.rstrip("\n") for t in open(f"{export}/fwd.terms", encoding="utf-8")]
     doc_ids = [d.rstrip("\n") for d in open(f"{export}/fwd.documents", encoding="utf-8")]
     where, at = {}, 2  # inv.docs: [1, N] then [df, docs…] per term; inv.freqs: [df, freqs…]
