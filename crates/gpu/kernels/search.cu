@@ -217,6 +217,26 @@ __device__ void merge_path(const u32* a, u32 na, const u32* b, u32 nb, Visit vis
 // rarer still; one lane patches those. `xs` is per-warp shared scratch of 4 * BLOCK_LEN words. Every
 // check of the CPU decoder is made, so a malformed block fails here as it fails there.
 
+// Gaps to positions, by the whole warp (n <= BLOCK_LEN = 128): lane l takes elements 4l .. 4l+3 of
+// v[0..n) as distances g[j] = v[i] + (i > 0 ? 1 : 0) (0 past n) and returns the sum of the distances
+// before its first element, so that adding g[0..j] to it gives element 4l+j's position. u64 sums: a
+// malformed block's gaps may add up past 2^32, which the callers check.
+__device__ u64 gap_scan4(const u32* v, u32 n, u64 g[4]) {
+    u32 lane = threadIdx.x & 31u;
+    u64 sum = 0;
+    for (u32 j = 0; j < 4; j++) {
+        u32 i = lane * 4 + j;
+        g[j] = i < n ? (u64)v[i] + (i > 0 ? 1ull : 0ull) : 0ull;
+        sum += g[j];
+    }
+    u64 inc = sum;
+    for (u32 d = 1; d < 32; d <<= 1) {
+        u64 o = __shfl_up_sync(FULL_MASK, inc, d);
+        if (lane >= d) inc += o;
+    }
+    return inc - sum;
+}
+
 // An innermost array: header (width, zero exceptions), then n values.
 __device__ bool pfor_flat_array(const u32* w, u32 end, u32* pos, u32* out, u32 n) {
     if (*pos >= end) return false;
@@ -246,18 +266,7 @@ __device__ bool pfor_patch(u32* out, u32 n, u32 b, const u32* positions, const u
 __device__ bool pfor_patch_warp(u32* out, u32 n, u32 b, const u32* positions, const u32* highs, u32 exc) {
     u32 lane = threadIdx.x & 31u;
     u64 g[4];
-    u64 sum = 0;
-    for (u32 j = 0; j < 4; j++) {
-        u32 e = lane * 4 + j;
-        g[j] = e < exc ? (u64)positions[e] + (e > 0 ? 1ull : 0ull) : 0ull;
-        sum += g[j];
-    }
-    u64 inc = sum;
-    for (u32 d = 1; d < 32; d <<= 1) {
-        u64 o = __shfl_up_sync(FULL_MASK, inc, d);
-        if (lane >= d) inc += o;
-    }
-    u64 at = inc - sum;
+    u64 at = gap_scan4(positions, exc, g);
     bool ok = true;
     for (u32 j = 0; j < 4; j++) {
         u32 e = lane * 4 + j;
@@ -315,18 +324,7 @@ __device__ bool pfor_section_warp(const u32* w, u32 end, u32 pos, u32 b, u32 exc
 __device__ bool prefix_docs_warp(u32* out, u32 n, u32 first, u32 last) {
     u32 lane = threadIdx.x & 31u;
     u64 g[4];
-    u64 sum = 0;
-    for (u32 j = 0; j < 4; j++) {
-        u32 i = lane * 4 + j;
-        g[j] = i < n ? (u64)out[i] + (i > 0 ? 1ull : 0ull) : 0ull;
-        sum += g[j];
-    }
-    u64 inc = sum;
-    for (u32 d = 1; d < 32; d <<= 1) {
-        u64 o = __shfl_up_sync(FULL_MASK, inc, d);
-        if (lane >= d) inc += o;
-    }
-    u64 acc = (u64)first + (inc - sum);
+    u64 acc = (u64)first + gap_scan4(out, n, g);
     bool ok = true;
     __syncwarp();
     for (u32 j = 0; j < 4; j++) {

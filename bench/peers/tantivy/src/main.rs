@@ -72,18 +72,33 @@ fn main() -> Result<()> {
     }
 }
 
-fn index(input: &str, dir: &str) -> Result<()> {
-    let mut sb = Schema::builder();
-    let id = sb.add_text_field("id", STRING | STORED);
+/// Creates an index in `dir` whose schema is `sb` plus the text field "body" (frequencies, no positions)
+/// analyzed by `tokenizer`, registered as `name`.
+fn create_index<T>(
+    dir: &str,
+    mut sb: tantivy::schema::SchemaBuilder,
+    name: &str,
+    tokenizer: T,
+) -> Result<(Index, tantivy::schema::Field)>
+where
+    TextAnalyzer: From<T>,
+{
     let body_options = TextOptions::default().set_indexing_options(
         TextFieldIndexing::default()
-            .set_tokenizer("warpsearch_en")
+            .set_tokenizer(name)
             .set_index_option(IndexRecordOption::WithFreqs),
     );
     let body = sb.add_text_field("body", body_options);
     std::fs::create_dir_all(dir)?;
     let index = Index::create_in_dir(dir, sb.build()).with_context(|| format!("creating {dir}"))?;
-    index.tokenizers().register("warpsearch_en", analyzer());
+    index.tokenizers().register(name, tokenizer);
+    Ok((index, body))
+}
+
+fn index(input: &str, dir: &str) -> Result<()> {
+    let mut sb = Schema::builder();
+    let id = sb.add_text_field("id", STRING | STORED);
+    let (index, body) = create_index(dir, sb, "warpsearch_en", analyzer())?;
     let mut writer = index.writer::<TantivyDocument>(1 << 30)?;
     let started = Instant::now();
     let mut n = 0u64;
@@ -426,15 +441,7 @@ fn index_pisa(export: &str, dir: &str, threads: usize, merge: bool) -> Result<()
 
     let mut sb = Schema::builder();
     let ord = sb.add_u64_field("ord", tantivy::schema::FAST);
-    let body_options = TextOptions::default().set_indexing_options(
-        TextFieldIndexing::default()
-            .set_tokenizer("counts")
-            .set_index_option(IndexRecordOption::WithFreqs),
-    );
-    let body = sb.add_text_field("body", body_options);
-    std::fs::create_dir_all(dir)?;
-    let index = Index::create_in_dir(dir, sb.build()).with_context(|| format!("creating {dir}"))?;
-    index.tokenizers().register("counts", CountsTokenizer);
+    let (index, body) = create_index(dir, sb, "counts", CountsTokenizer)?;
     let mut writer = index.writer_with_num_threads::<TantivyDocument>(threads, threads * (3 << 30))?;
     writer.set_merge_policy(Box::new(tantivy::indexer::NoMergePolicy));
     let failed = pool.install(|| {
