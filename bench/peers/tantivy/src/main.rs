@@ -149,15 +149,19 @@ fn term_query(
     (!clauses.is_empty()).then(|| Box::new(BooleanQuery::new(clauses)) as Box<dyn Query>)
 }
 
+/// `<index-dir> <queries> <and|or> <k> <threads> <run.txt>`, the arguments both searches start with.
+fn search_args(a: &[String]) -> Result<(&str, &str, &str, usize, usize, &str)> {
+    let k = a[3]
+        .parse()
+        .with_context(|| format!("k must be a number, not {}", a[3]))?;
+    let threads = a[4]
+        .parse()
+        .with_context(|| format!("threads must be a number, not {}", a[4]))?;
+    Ok((&a[0], &a[1], &a[2], k, threads, &a[5]))
+}
+
 fn search(a: &[String]) -> Result<()> {
-    let (dir, queries_path, mode, k, threads, out) = (
-        &a[0],
-        &a[1],
-        &a[2],
-        a[3].parse::<usize>()?,
-        a[4].parse::<usize>()?,
-        &a[5],
-    );
+    let (dir, queries_path, mode, k, threads, out) = search_args(a)?;
     let index = Index::open_in_dir(dir)?;
     index.tokenizers().register("warpsearch_en", analyzer());
     let schema = index.schema();
@@ -189,15 +193,8 @@ fn search(a: &[String]) -> Result<()> {
 }
 
 fn search_terms(a: &[String]) -> Result<()> {
-    let (dir, queries_path, mode, k, threads, out, export) = (
-        &a[0],
-        &a[1],
-        &a[2],
-        a[3].parse::<usize>()?,
-        a[4].parse::<usize>()?,
-        &a[5],
-        &a[6],
-    );
+    let (dir, queries_path, mode, k, threads, out) = search_args(a)?;
+    let export = &a[6];
     let index = Index::open_in_dir(dir)?;
     index.tokenizers().register("counts", CountsTokenizer);
     let schema = index.schema();
