@@ -191,14 +191,17 @@ fn prefix_docs(first: u32, out: &mut [u32]) -> Result<(), CodecError> {
     if out[0] != 0 {
         return Err(CodecError::Corrupt("the first docID gap of a block is not 0"));
     }
-    let mut acc = first as u64;
+    // The sum first (a loop without branches, which the compiler vectorises): the docIDs rise, so the
+    // last is the largest, and if it fits in u32 every one does.
+    let span: u64 = out[1..].iter().map(|&v| v as u64 + 1).sum();
+    if first as u64 + span > u32::MAX as u64 {
+        return Err(CodecError::Corrupt("docID above u32::MAX"));
+    }
+    let mut acc = first;
     out[0] = first;
     for v in out[1..].iter_mut() {
-        acc += *v as u64 + 1;
-        if acc > u32::MAX as u64 {
-            return Err(CodecError::Corrupt("docID above u32::MAX"));
-        }
-        *v = acc as u32;
+        acc += *v + 1;
+        *v = acc;
     }
     Ok(())
 }

@@ -175,3 +175,17 @@ fn codec_names_parse_back() {
     }
     assert!("lz4".parse::<Codec>().unwrap_err().contains("pfor, ef or rice"));
 }
+
+#[test]
+fn docids_past_u32_max_are_refused() {
+    // Gaps that carry the block's docIDs past u32::MAX, even when the last one wraps to a small value.
+    // 10, 16, then 16 + (u32::MAX - 10) + 1, 7 past u32::MAX.
+    let mut out = [0, 5, u32::MAX - 10];
+    assert!(crate::prefix_docs(10, &mut out).is_err());
+    let mut out = [0, u32::MAX, 0];
+    assert!(crate::prefix_docs(0, &mut out).is_err());
+    // 10, 15, then exactly u32::MAX.
+    let mut out = [0, 4, u32::MAX - 16];
+    assert!(crate::prefix_docs(10, &mut out).is_ok());
+    assert_eq!(out, [10, 15, u32::MAX]);
+}
