@@ -63,49 +63,51 @@ for mode in and or; do
   $bin search --index "$wiki" --queries "$queries" --mode $mode --k 10 --backend gpu --gpu-profile \
     --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s|^GPU" | tee -a "$log"
 done
+# sweep <label> <mode> [options…]: one GPU search over the benchmark queries at k 10, its queries/s line
+# logged under the label. Environment settings go before it: `WARPSEARCH_GPU_THREADS=128 sweep …`.
+sweep() {
+  local label=$1 mode=$2
+  shift 2
+  $bin search --index "$wiki" --queries "$queries" --mode $mode --k 10 --backend gpu "$@" \
+    --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s" | sed "s/^/$label: /" | tee -a "$log"
+}
+
 say "== AND steps: merge (merge-find + merge-path) vs binary search, --gpu-merge-ratio (k 10)"
 for r in 0 1 2 4 8 32 4294967295; do
-  $bin search --index "$wiki" --queries "$queries" --mode and --k 10 --backend gpu --gpu-merge-ratio $r \
-    --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s" | sed "s/^/merge ratio $r: /" | tee -a "$log"
+  sweep "merge ratio $r" and --gpu-merge-ratio $r
 done
 # The sweeps below were measured at 99b243a / 7f7c397 (bench/RESULTS.md); FULL=1 runs them again.
 if [ "${FULL:-0}" = 1 ]; then
 for w in 4096 8192 32768; do
-  $bin search --index "$wiki" --queries "$queries" --mode or --k 10 --backend gpu --gpu-window $w \
-    --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s" | sed "s/^/window $w: /" | tee -a "$log"
+  sweep "window $w" or --gpu-window $w
 done
 say "== register cap: WARPSEARCH_GPU_MIN_CTAS (k 10)"
 for m in 2 4 5 6; do
   WARPSEARCH_GPU_MIN_CTAS=$m $bin gpu-check | grep search_batch | sed "s/^/min CTAs $m: /" | tee -a "$log"
   for mode in and or; do
-    WARPSEARCH_GPU_MIN_CTAS=$m $bin search --index "$wiki" --queries "$queries" --mode $mode --k 10 \
-      --backend gpu --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s" | sed "s/^/min CTAs $m: /" | tee -a "$log"
+    WARPSEARCH_GPU_MIN_CTAS=$m sweep "min CTAs $m" $mode
   done
 done
 say "== long queries cut into docID ranges: --gpu-split (k 10)"
 for split in 0 50000 1000000; do
   for mode in and or; do
-    $bin search --index "$wiki" --queries "$queries" --mode $mode --k 10 --backend gpu --gpu-split $split \
-      --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s" | sed "s/^/split $split: /" | tee -a "$log"
+    sweep "split $split" $mode --gpu-split $split
   done
 done
 say "== small OR queries sorted: --gpu-small-or (k 10)"
 for small in 0 1024; do
-  $bin search --index "$wiki" --queries "$queries" --mode or --k 10 --backend gpu --gpu-small-or $small \
-    --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s" | sed "s/^/small-or $small: /" | tee -a "$log"
+  sweep "small-or $small" or --gpu-small-or $small
 done
 say "== threads per CTA: WARPSEARCH_GPU_THREADS (k 10)"
 for t in 128; do
   for mode in and or; do
-    WARPSEARCH_GPU_THREADS=$t $bin search --index "$wiki" --queries "$queries" --mode $mode --k 10 \
-      --backend gpu --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s" | sed "s/^/threads $t: /" | tee -a "$log"
+    WARPSEARCH_GPU_THREADS=$t sweep "threads $t" $mode
   done
 done
 say "== GPU latency with small batches (k 10)"
 for mode in and or; do
   for b in 64 512; do
-    $bin search --index "$wiki" --queries "$queries" --mode $mode --k 10 --backend gpu --gpu-batch $b \
-      --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s" | sed "s/^/batch $b: /" | tee -a "$log"
+    sweep "batch $b" $mode --gpu-batch $b
   done
 done
 fi
