@@ -22,6 +22,7 @@ use rayon::prelude::*;
 
 use crate::error::{IndexError, IoContext, Result};
 use crate::reader::Index;
+use crate::writer::TmpDir;
 
 /// What [`export`] wrote.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -52,25 +53,11 @@ pub fn export(index: &Index, dir: &Path, terms: Option<&[u32]>) -> Result<PisaEx
     };
     ids.sort_unstable();
     ids.dedup();
-    let tmp = dir.with_file_name(format!(
-        ".{}.tmp-{}",
-        dir.file_name().unwrap_or_default().to_string_lossy(),
-        std::process::id()
-    ));
-    if tmp.exists() {
-        std::fs::remove_dir_all(&tmp).at(&tmp)?;
-    }
-    std::fs::create_dir_all(&tmp).at(&tmp)?;
-    match write_files(index, &tmp, &ids) {
-        Ok(report) => {
-            std::fs::rename(&tmp, dir).at(dir)?;
-            Ok(report)
-        }
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&tmp);
-            Err(e)
-        }
-    }
+    let mut tmp = TmpDir::beside(dir)?;
+    let report = write_files(index, &tmp.path, &ids)?;
+    std::fs::rename(&tmp.path, dir).at(dir)?;
+    tmp.keep = true;
+    Ok(report)
 }
 
 fn write_files(index: &Index, dir: &Path, ids: &[u32]) -> Result<PisaExport> {

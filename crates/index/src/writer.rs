@@ -200,9 +200,27 @@ pub struct IndexWriter {
 }
 
 /// A temporary directory removed on drop unless kept.
-struct TmpDir {
-    path: PathBuf,
-    keep: bool,
+/// A directory written under a temporary name beside its destination (`.NAME.tmp-PID`) and removed on
+/// drop unless `keep` is set, i.e. unless it was renamed into place.
+pub(crate) struct TmpDir {
+    pub(crate) path: PathBuf,
+    pub(crate) keep: bool,
+}
+
+impl TmpDir {
+    /// A fresh, empty temporary directory for `out` (a leftover of the same process is removed).
+    pub(crate) fn beside(out: &Path) -> Result<Self> {
+        let name = out
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "index".into());
+        let path = out.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+        if path.exists() {
+            fs::remove_dir_all(&path).at(&path)?;
+        }
+        fs::create_dir_all(&path).at(&path)?;
+        Ok(TmpDir { path, keep: false })
+    }
 }
 
 impl Drop for TmpDir {
@@ -232,19 +250,7 @@ impl IndexWriter {
                 u32::MAX
             )));
         }
-        let name = out
-            .file_name()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "index".into());
-        let tmp = out.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-        if tmp.exists() {
-            fs::remove_dir_all(&tmp).at(&tmp)?;
-        }
-        fs::create_dir_all(&tmp).at(&tmp)?;
-        let tmp = TmpDir {
-            path: tmp,
-            keep: false,
-        };
+        let tmp = TmpDir::beside(out)?;
         let total_doc_len: u64 = docs.lens.iter().map(|&l| l as u64).sum();
         let avg = if n == 0 {
             0.0
