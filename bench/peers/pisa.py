@@ -8,10 +8,11 @@ all queries with 1 and 2 threads (q/s = queries / mean pass), then every query a
 latency percentiles (nearest rank). Calls PISA's retrieve directly, as the transformer does, so pandas
 is not timed. BM25 k1 0.9, b 0.4.
 """
-import json, math, os, sys, time
+import json, os, sys, time
 
-import numpy as np
 from pyterrier_pisa import PisaIndex, _pisathon
+
+from pisa_bench import pct, retrieve as pisa_retrieve
 
 passages, queries_path, index_dir = sys.argv[1:4]
 ks = [int(k) for k in sys.argv[4:]] or [10]
@@ -28,15 +29,7 @@ if not index.built():
 
 
 def retrieve(retr, inp, k, threads):
-    n = len(inp) * k
-    out = [np.empty(n, dtype=np.int32), np.empty(n, dtype=object), np.empty(n, dtype=np.int32), np.empty(n, dtype=np.float32)]
-    return _pisathon.retrieve(retr._ctxt, retr.query_algorithm.value, inp, k=k, threads=threads, query_weighted=0,
-                              pretokenised=False, result_qidxs=out[0], result_docnos=out[1], result_ranks=out[2],
-                              result_scores=out[3])
-
-
-def pct(sorted_ms, p):
-    return sorted_ms[max(1, math.ceil(p / 100 * len(sorted_ms))) - 1]
+    return pisa_retrieve(_pisathon, retr._ctxt, retr.query_algorithm.value, inp, k, threads, pretokenised=False)
 
 
 inp = list(enumerate(queries))

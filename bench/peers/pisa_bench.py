@@ -60,7 +60,21 @@ def read_queries(path):
 
 
 def pct(sorted_ms, p):
+    """Nearest-rank percentile of a sorted list."""
     return sorted_ms[max(1, math.ceil(p / 100 * len(sorted_ms))) - 1]
+
+
+def retrieve(pisa, ctx, alg, batch, k, threads, pretokenised):
+    """PISA's retrieve on a batch of (index, query) pairs, as pyterrier-pisa's transformer calls it;
+    returns the result arrays (query index, docno, rank, score). Pretokenised queries are term weight
+    dicts, weighted by count; otherwise text for PISA's own analysis, unweighted."""
+    n = len(batch) * k
+    out = [np.empty(n, dtype=np.int32), np.empty(n, dtype=object), np.empty(n, dtype=np.int32),
+           np.empty(n, dtype=np.float32)]
+    size = pisa.retrieve(ctx, alg, batch, k=k, threads=threads, pretokenised=int(pretokenised),
+                         query_weighted=int(pretokenised), result_qidxs=out[0], result_docnos=out[1],
+                         result_ranks=out[2], result_scores=out[3])
+    return [o[:size] for o in out]
 
 
 def main():
@@ -100,20 +114,14 @@ def main():
     }
     k = a.k
 
-    def retrieve(alg, batch, threads):
-        n = len(batch) * k
-        out = [np.empty(n, dtype=np.int32), np.empty(n, dtype=object), np.empty(n, dtype=np.int32),
-               np.empty(n, dtype=np.float32)]
-        size = pisa.retrieve(ctx, alg, batch, k=k, threads=threads, pretokenised=1, query_weighted=1,
-                             result_qidxs=out[0], result_docnos=out[1], result_ranks=out[2],
-                             result_scores=out[3])
-        return [o[:size] for o in out]
+    def run(alg, batch, threads):
+        return retrieve(pisa, ctx, alg, batch, k, threads, pretokenised=True)
 
     def latencies(alg, batch):
         lat = []
         for q in batch:
             t = time.perf_counter()
-            retrieve(alg, [q], 1)
+            run(alg, [q], 1)
             lat.append((time.perf_counter() - t) * 1e3)
         lat.sort()
         return lat
@@ -131,11 +139,11 @@ def main():
                 print(json.dumps({"mode": mode, "algorithm": alg, "skipped": f"past --deadline-s {a.deadline_s}"}),
                       flush=True)
                 continue
-            retrieve(alg, inp, a.threads)
+            run(alg, inp, a.threads)
             times = []
             for _ in range(a.passes):
                 t = time.perf_counter()
-                res = retrieve(alg, inp, a.threads)
+                res = run(alg, inp, a.threads)
                 times.append(time.perf_counter() - t)
             with open(f"{a.out_prefix}.{alg}.run", "w", encoding="utf-8") as f:
                 for qidx, docno, rank, score in zip(*res):
