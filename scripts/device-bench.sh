@@ -94,6 +94,18 @@ agreement() {
 
 # pisa_peer <collection> <index> <queries> <pisa_bench.py options…>: PISA on our postings of the terms the
 # queries use, then one table row per algorithm.
+# tantivy_row <collection> <mode>: logs tantivy's output ($work/tantivy-<collection>-<mode>.out, whose last
+# line is its result) and adds its table row, with the agreement of its run with ours.
+tantivy_row() {
+  local f=$work/tantivy-$1-$2
+  tee -a "$log" <"$f.out"
+  local line qps lat
+  line=$(tail -n 1 "$f.out")
+  qps=$(sed -E 's/.*: ([0-9]+) queries\/s.*/\1/' <<<"$line")
+  lat=$(sed -E 's/.*p50 ([0-9.]+) p95 [0-9.]+ p99 ([0-9.]+) p99.9 ([0-9.]+).*/\1 \2 \3/' <<<"$line")
+  row $1 $2 tantivy $qps $lat "top-10 agreement $(agreement $1 $2 "$f.run")"
+}
+
 # export_for_peers <collection> <index> <queries>: our postings of the queries' terms as PISA's binary
 # collection in /root/pisa-<collection> (kept if `synth-prep` made it), and the analyzed queries.
 export_for_peers() {
@@ -135,20 +147,16 @@ ours_run wiki "$wiki" $queries
 for mode in and or; do
   for backend in $backends; do bench wiki "$wiki" $mode $backend $queries; done
   if [ -d /root/tantivy-wiki ]; then
-    line=$($dev/tantivy-peer search /root/tantivy-wiki $queries $mode 10 "$(nproc)" "$work/tantivy-$mode.run" 2>&1 | tail -n 1)
-    say "$line"
-    qps=$(sed -E 's/.*: ([0-9]+) queries\/s.*/\1/' <<<"$line")
-    lat=$(sed -E 's/.*p50 ([0-9.]+) p95 [0-9.]+ p99 ([0-9.]+) p99.9 ([0-9.]+).*/\1 \2 \3/' <<<"$line")
-    row wiki $mode tantivy $qps $lat "top-10 agreement $(agreement wiki $mode "$work/tantivy-$mode.run")"
+    $dev/tantivy-peer search /root/tantivy-wiki $queries $mode 10 "$(nproc)" "$work/tantivy-wiki-$mode.run" \
+      >"$work/tantivy-wiki-$mode.out" 2>&1
+    tantivy_row wiki $mode
   fi
 done
 pisa_peer wiki "$wiki" $queries --passes 2
 (cd "$work" && tar -czf "$out/wiki-reports.tgz" wiki-*.json wiki-*.svg wiki-pisa.jsonl 2>/dev/null)
 fi
 
-# `synth-prep` (a call of its own, before `synth` on the same machine) generates the collection, exports
-# it for the peers and builds tantivy's index of it; `synth` then measures every engine on it. Together
-# they do not fit one call: tantivy's indexing and merging of 9.75 billion tokens takes minutes.
+# `synth` reuses what `synth-prep` made on this machine (header).
 prepared=""
 [ "$part" = synth ] && [ -f $synth/meta.json ] && [ -f /root/pisa-synth/inv.docs ] && prepared=1
 head -n 20000 $queries >"$work/q20000.txt"  # the CPU's OR runs would not fit a call with all 50,000
@@ -193,11 +201,7 @@ if [ -d /root/tantivy-synth ] && [ -x $dev/tantivy-peer ]; then
   for mode in and or; do
     $dev/tantivy-peer search-terms /root/tantivy-synth "$work/synth-analyzed.tsv" $mode 10 "$(nproc)" \
       "$work/tantivy-synth-$mode.run" /root/pisa-synth >"$work/tantivy-synth-$mode.out" 2>&1
-    tee -a "$log" <"$work/tantivy-synth-$mode.out"
-    line=$(tail -n 1 "$work/tantivy-synth-$mode.out")
-    qps=$(sed -E 's/.*: ([0-9]+) queries\/s.*/\1/' <<<"$line")
-    lat=$(sed -E 's/.*p50 ([0-9.]+) p95 [0-9.]+ p99 ([0-9.]+) p99.9 ([0-9.]+).*/\1 \2 \3/' <<<"$line")
-    row synth $mode tantivy $qps $lat "top-10 agreement $(agreement synth $mode "$work/tantivy-synth-$mode.run")"
+    tantivy_row synth $mode
   done
 fi
 cp "$work/synth-report.json" "$work/synth-generation.json"
