@@ -365,12 +365,8 @@ fn index_pisa(export: &str, dir: &str, threads: usize, merge: bool) -> Result<()
         // SAFETY: the export is not modified while this reads it.
         unsafe { memmap2::Mmap::map(&file) }.with_context(|| format!("mapping {path}"))
     };
-    let (docs_map, freqs_map) = (map("inv.docs")?, map("inv.freqs")?);
-    let (inv_docs, inv_freqs) = (u32s(&docs_map), u32s(&freqs_map));
-    let sizes: Vec<u32> = std::fs::read(format!("{export}/inv.sizes"))?
-        .chunks_exact(4)
-        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
-        .collect();
+    let (docs_map, freqs_map, sizes_map) = (map("inv.docs")?, map("inv.freqs")?, map("inv.sizes")?);
+    let (inv_docs, inv_freqs, sizes) = (u32s(&docs_map), u32s(&freqs_map), u32s(&sizes_map));
     let names: Vec<String> = std::fs::read_to_string(format!("{export}/fwd.terms"))?
         .lines()
         .map(str::to_owned)
