@@ -211,10 +211,11 @@ __device__ void merge_path(const u32* a, u32 na, const u32* b, u32 nb, Visit vis
 
 // PForDelta exceptions (crates/codec/src/pfor.rs): the level-1 slots' exception positions and high bits are
 // two arrays, each PForDelta again with its own width and exceptions, whose exceptions in turn are two
-// plain arrays (no further nesting). The warp decodes every level together: lanes unpack the arrays, a
-// warp scan turns the position gaps into slots, and each lane patches its own exceptions (slots are
-// distinct, so no two lanes write one slot). `xs` is per-warp shared scratch of 4 * BLOCK_LEN words.
-// Every check of the CPU decoder is made, so a malformed block fails here as it fails there.
+// plain arrays (no further nesting). The warp decodes the level-1 arrays and patches the slots together:
+// lanes unpack the arrays, a warp scan turns the position gaps into slots, and each lane patches its own
+// exceptions (slots are distinct, so no two lanes write one slot). Exceptions of the exception arrays are
+// rarer still; one lane patches those. `xs` is per-warp shared scratch of 4 * BLOCK_LEN words. Every
+// check of the CPU decoder is made, so a malformed block fails here as it fails there.
 
 // Gaps to positions, by the whole warp (n <= BLOCK_LEN = 128): lane l takes elements 4l .. 4l+3 of
 // v[0..n) as distances g[j] = v[i] + (i > 0 ? 1 : 0) (0 past n) and returns the sum of the distances
@@ -236,22 +237,32 @@ __device__ u64 gap_scan4(const u32* v, u32 n, u64 g[4]) {
     return inc - sum;
 }
 
-// An innermost array, by the whole warp: header (width, zero exceptions), then n values. *pos advances
-// the same on every lane.
-__device__ bool pfor_flat_array_warp(const u32* w, u32 end, u32* pos, u32* out, u32 n) {
-    u32 lane = threadIdx.x & 31u;
+// An innermost array: header (width, zero exceptions), then n values.
+__device__ bool pfor_flat_array(const u32* w, u32 end, u32* pos, u32* out, u32 n) {
     if (*pos >= end) return false;
     u32 h = w[*pos];
     u32 b = h & 0xffu;
     if ((h >> 8) != 0u || b > 32u || *pos + 1u + packed_words(n, b) > end) return false;
-    for (u32 i = lane; i < n; i += 32) out[i] = unpack_one(w + *pos + 1u, b, i);
+    for (u32 i = 0; i < n; i++) out[i] = unpack_one(w + *pos + 1u, b, i);
     *pos += 1u + packed_words(n, b);
-    __syncwarp();
     return true;
 }
 
-// Patches exceptions into out, by the whole warp: positions are gaps between exception slots, highs are
-// (high bits - 1). Lane l takes exceptions 4l .. 4l+3 (exc <= BLOCK_LEN = 128).
+// Patches exceptions into out, one lane: positions are gaps between exception slots, highs are (high
+// bits - 1).
+__device__ bool pfor_patch(u32* out, u32 n, u32 b, const u32* positions, const u32* highs, u32 exc) {
+    u32 at = 0;
+    for (u32 e = 0; e < exc; e++) {
+        at += positions[e] + (e > 0 ? 1u : 0u);
+        if (at >= n) return false;
+        u64 v = (u64)out[at] | (((u64)highs[e] + 1ull) << b);
+        if (v > 0xffffffffull) return false;
+        out[at] = (u32)v;
+    }
+    return true;
+}
+
+// The same, by the whole warp: lane l takes exceptions 4l .. 4l+3 (exc <= BLOCK_LEN = 128).
 __device__ bool pfor_patch_warp(u32* out, u32 n, u32 b, const u32* positions, const u32* highs, u32 exc) {
     u32 lane = threadIdx.x & 31u;
     u64 g[4];
@@ -284,8 +295,14 @@ __device__ bool pfor_mid_array_warp(const u32* w, u32 end, u32* pos, u32* out, u
     __syncwarp();
     if (exc == 0u) return true;
     if (b >= 32u || exc > n) return false;
-    return pfor_flat_array_warp(w, end, pos, p2, exc) && pfor_flat_array_warp(w, end, pos, h2, exc) &&
-           pfor_patch_warp(out, n, b, p2, h2, exc);
+    bool ok = true;
+    u32 p = *pos;
+    if (lane == 0)
+        ok = pfor_flat_array(w, end, &p, p2, exc) && pfor_flat_array(w, end, &p, h2, exc) &&
+             pfor_patch(out, n, b, p2, h2, exc);
+    __syncwarp();
+    *pos = __shfl_sync(FULL_MASK, p, 0);
+    return __shfl_sync(FULL_MASK, ok ? 1u : 0u, 0) != 0u;
 }
 
 // Level-1 slots of one section, by the whole warp. Values land in out[0..n).
