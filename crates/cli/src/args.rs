@@ -4,8 +4,9 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use clap::{Args, Parser, Subcommand};
-use warpsearch_cpu::{Algorithm, Mode};
+use warpsearch_engine::BackendChoice;
 use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, WriterOptions};
+use warpsearch_query::{Algorithm, Mode};
 
 /// warpsearch: exact top-k BM25 search over a compressed inverted index, on GPUs and CPUs.
 #[derive(Parser)]
@@ -302,8 +303,8 @@ pub struct EngineArgs {
     #[arg(long)]
     pub b: Option<f32>,
     /// cpu, gpu, or auto (the GPU when one is usable for these options, else the CPU; says which and why).
-    #[arg(long, default_value = "auto", value_parser = ["cpu", "gpu", "auto"])]
-    pub backend: String,
+    #[arg(long, default_value = "auto", value_parser = BackendChoice::by_name)]
+    pub backend: BackendChoice,
     #[command(flatten)]
     pub gpu: GpuArgs,
 }

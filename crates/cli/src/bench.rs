@@ -15,12 +15,15 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
-use warpsearch_cpu::{Query, Searcher};
+use std::sync::Arc;
+use warpsearch_cpu::CpuSearcher;
+use warpsearch_engine::{Backend, Engine};
+use warpsearch_query::Request;
 
 use crate::args::{BenchArgs, BenchPlotArgs};
 use crate::demo::Rng;
-use crate::gpu::{gpu_stats_line, Engine};
-use crate::search::{load_queries, open_engine, Latency, Output};
+use crate::gpu::gpu_stats_line;
+use crate::search::{answer_batch, load_queries, open_engine, Latency, Output};
 
 pub fn run(a: BenchArgs) -> Result<()> {
     if a.rates.iter().any(|&r| !(r.is_finite() && r > 0.0)) {
@@ -29,21 +32,18 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if !(a.duration.is_finite() && a.duration > 0.0 && a.deadline_ms.is_finite() && a.deadline_ms > 0.0) {
         bail!("--duration and --deadline-ms must be positive");
     }
-    let index = crate::open(&a.engine.index)?;
-    let mut engine = open_engine(&a.engine, &index)?;
+    let index = Arc::new(crate::open(&a.engine.index)?);
+    let mut engine = open_engine(&a.engine, index.clone())?;
     let (_, queries) = load_queries(&a.engine, &index)?;
     if queries.is_empty() {
         bail!("{} holds no queries", a.engine.queries.display());
     }
-    let backend = match engine {
-        Engine::Cpu(_) => format!("cpu ({} threads)", rayon::current_num_threads()),
-        Engine::Gpu(ref g) => format!("gpu ({})", g.gpu().describe()),
-    };
+    let backend = engine.describe();
     engine.warm_up(&queries, a.warmup)?;
 
     // Closed loop: every query available at once.
     let started = Instant::now();
-    let answers = engine.search_batch(&queries);
+    let answers = answer_batch(&mut engine, &queries);
     let wall = started.elapsed();
     let mut latencies = Vec::with_capacity(answers.len());
     for r in answers {
@@ -79,7 +79,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     for &rate in &a.rates {
         // At least 1,000 arrivals; the query log repeats if it is shorter than the run.
         let n = ((rate * a.duration) as usize).max(1000);
-        let log: Vec<Query> = queries.iter().cycle().take(n).cloned().collect();
+        let log: Vec<Request> = queries.iter().cycle().take(n).cloned().collect();
         let arrivals = poisson_arrivals(n, rate, a.seed);
         // Drawn on stderr only when it is a terminal (indicatif hides it otherwise).
         let bar = ProgressBar::new(n as u64).with_style(
@@ -147,7 +147,7 @@ fn gpu_json(s: &warpsearch_gpu::GpuStats) -> Value {
         .collect();
     json!({"batches": s.batches, "queries": s.queries, "h2d_bytes": s.h2d_bytes, "d2h_bytes": s.d2h_bytes,
            "h2d_ms": s.h2d_ms, "kernel_ms": s.kernel_ms, "d2h_ms": s.d2h_ms, "prepare_ms": s.prepare_ms,
-           "phase_share": phases, "cpu_fallback_queries": s.cpu_fallback_queries})
+           "phase_share": phases, "cpu_fallback_queries": s.failed_queries})
 }
 
 /// Arrival times of `n` queries at `rate` per second (exponential gaps), deterministic by `seed`.
@@ -168,14 +168,12 @@ fn poisson_arrivals(n: usize, rate: f64, seed: u64) -> Vec<Duration> {
 /// its arrival and the time until the last answer.
 fn open_loop(
     engine: &mut Engine,
-    queries: &[Query],
+    queries: &[Request],
     arrivals: &[Duration],
     bar: &ProgressBar,
 ) -> Result<(Vec<Duration>, Duration)> {
-    match engine {
-        Engine::Cpu(searcher) => Ok(open_loop_cpu(searcher, queries, arrivals, bar)),
-        Engine::Gpu(g) => {
-            let batch = g.batch_size();
+    match (engine.backend(), engine.gpu().map(|g| g.batch_size())) {
+        (Backend::Gpu, Some(batch)) => {
             let start = Instant::now();
             let mut lat = vec![Duration::ZERO; queries.len()];
             let mut next = 0;
@@ -190,7 +188,7 @@ fn open_loop(
                     .take_while(|&i| arrivals[i] <= now)
                     .last()
                     .map_or(next + 1, |i| i + 1);
-                for r in g.search_batch(&queries[next..end]) {
+                for r in answer_batch(engine, &queries[next..end]) {
                     r?;
                 }
                 let done = start.elapsed();
@@ -202,6 +200,7 @@ fn open_loop(
             }
             Ok((lat, start.elapsed()))
         }
+        _ => Ok(open_loop_cpu(engine.cpu(), queries, arrivals, bar)),
     }
 }
 
@@ -219,8 +218,8 @@ fn wait_until(start: Instant, at: Duration) {
 }
 
 fn open_loop_cpu(
-    searcher: &Searcher,
-    queries: &[Query],
+    searcher: &CpuSearcher,
+    queries: &[Request],
     arrivals: &[Duration],
     bar: &ProgressBar,
 ) -> (Vec<Duration>, Duration) {

@@ -12,10 +12,10 @@ use std::time::Instant;
 use std::sync::Arc;
 
 use anyhow::Result;
-use warpsearch_cpu::{Algorithm, Answer, Mode, Query, Scored, SearchOptions, Searcher};
-use warpsearch_gpu::{Gpu, GpuOptions, GpuSearcher};
+use warpsearch_engine::{BackendChoice, Engine, EngineOptions, GpuOptions};
 use warpsearch_index::build::{build_from_jsonl, BuildOptions};
 use warpsearch_index::{AnalyzerConfig, Bm25Params, DocOrder, Index, WriterOptions};
+use warpsearch_query::{Algorithm, Answer, Mode, Query, Request, Scored, Scorer, SearchOptions};
 
 use crate::args::DemoArgs;
 
@@ -131,7 +131,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
         m.codec,
         started.elapsed().as_secs_f64()
     );
-    let index = Index::open(&index_dir)?;
+    let index = Arc::new(Index::open(&index_dir)?);
 
     let queries: Vec<String> = (0..a.queries)
         .map(|_| {
@@ -143,7 +143,19 @@ pub fn run(a: DemoArgs) -> Result<()> {
         })
         .collect();
     let parsed: Vec<Query> = queries.iter().map(|q| Query::parse(&index, q)).collect();
-    let gpu = Gpu::open(0).map(Arc::new);
+    let engine = |algorithm: Algorithm, backend: BackendChoice| -> Result<Engine> {
+        let options = SearchOptions {
+            algorithm,
+            ..SearchOptions::new(&index)
+        };
+        let scorer = Arc::new(Scorer::new(index.clone(), options)?);
+        let gpu = GpuOptions {
+            max_k: a.k.min(GpuOptions::default().max_k),
+            ..GpuOptions::default()
+        };
+        Ok(Engine::new(scorer, EngineOptions { backend, gpu })?)
+    };
+    let gpu = engine(Algorithm::Auto, BackendChoice::Gpu);
     println!(
         "backends: cpu on {} threads; gpu: {}. Every fast result is checked against the exhaustive oracle",
         rayon::current_num_threads(),
@@ -152,32 +164,30 @@ pub fn run(a: DemoArgs) -> Result<()> {
             Err(e) => format!("skipped ({e})"),
         }
     );
+    let mut gpu = gpu.ok();
     for mode in [Mode::And, Mode::Or] {
+        let requests: Vec<Request> = parsed
+            .iter()
+            .map(|q| Request::new(q.clone(), mode, a.k))
+            .collect();
         let mut results = Vec::new();
         for algorithm in [Algorithm::Auto, Algorithm::Exhaustive] {
-            let options = SearchOptions {
-                algorithm,
-                ..SearchOptions::new(&index, mode, a.k)
-            };
-            let searcher = Searcher::new(&index, options)?;
+            let mut searcher = engine(algorithm, BackendChoice::Cpu)?;
             let label = format!("{} top-{} ({})", mode.name(), a.k, algorithm.name());
-            results.push(timed(&label, || searcher.search_batch(&parsed))?);
+            results.push(timed(&label, || searcher.search_batch(&requests))?);
         }
         if results[0] != results[1] {
             anyhow::bail!("{} results differ from the exhaustive oracle", mode.name());
         }
-        if let Ok(gpu) = &gpu {
-            let options = SearchOptions::new(&index, mode, a.k);
-            match GpuSearcher::new(gpu.clone(), &index, options, GpuOptions::default()) {
-                Ok(mut searcher) => {
-                    searcher.search_batch(&parsed); // warm-up
-                    let label = format!("{} top-{} (gpu)", mode.name(), a.k);
-                    let answers = timed(&label, || searcher.search_batch(&parsed))?;
-                    if answers != results[1] {
-                        anyhow::bail!("{} GPU results differ from the exhaustive oracle", mode.name());
-                    }
-                }
-                Err(e) => println!("{} top-{} (gpu): skipped ({e})", mode.name(), a.k),
+        if let Some(gpu) = &mut gpu {
+            gpu.search_batch(&requests); // warm-up
+            let label = format!("{} top-{} (gpu)", mode.name(), a.k);
+            let answers = timed(&label, || gpu.search_batch(&requests))?;
+            if answers != results[1] {
+                anyhow::bail!("{} GPU results differ from the exhaustive oracle", mode.name());
+            }
+            for note in gpu.take_notes() {
+                println!("  gpu: {note}");
             }
         }
         let results = &results[0];

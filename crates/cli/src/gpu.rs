@@ -1,92 +1,34 @@
-//! The GPU side of the CLI: `--backend` on `search`, the engine either side, and `gpu-check`.
+//! The GPU side of the CLI: the GPU options of `search` and `bench`, their counters, and `gpu-check`.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{bail, Result};
-use warpsearch_cpu::{Answer, Query, Searcher};
+use anyhow::Result;
+use warpsearch_engine::EngineOptions;
 use warpsearch_gpu::kernels::KernelBench;
-use warpsearch_gpu::{Gpu, GpuOptions, GpuSearcher, GpuStats};
-use warpsearch_index::Index;
+use warpsearch_gpu::{Gpu, GpuOptions, GpuStats};
 
 use crate::args::{EngineArgs, GpuCheckArgs};
 
-/// Queries per `search_batch` call on the GPU (the engine splits them into kernel batches).
-pub const GPU_CHUNK: usize = 1 << 20;
-
-/// The engine that answers the queries.
-pub enum Engine<'a> {
-    /// The CPU engine on all threads.
-    Cpu(Searcher<'a>),
-    /// The GPU engine (the CPU answers what the GPU fails).
-    Gpu(Box<GpuSearcher<'a>>),
-}
-
-impl Engine<'_> {
-    /// Answers every query, in order.
-    pub fn search_batch(&mut self, queries: &[Query]) -> Vec<warpsearch_index::Result<Answer>> {
-        match self {
-            Engine::Cpu(s) => s.search_batch(queries),
-            Engine::Gpu(g) => g.search_batch(queries),
-        }
-    }
-
-    /// Runs every query `passes` times (warming caches and the GPU), then forgets the GPU's counters.
-    pub fn warm_up(&mut self, queries: &[Query], passes: usize) -> Result<()> {
-        for _ in 0..passes {
-            for r in self.search_batch(queries) {
-                r?;
-            }
-        }
-        self.take_gpu_stats();
-        Ok(())
-    }
-
-    /// The GPU's counters since the last call (None on the CPU).
-    pub fn take_gpu_stats(&mut self) -> Option<GpuStats> {
-        match self {
-            Engine::Cpu(_) => None,
-            Engine::Gpu(g) => Some(g.take_stats()),
-        }
-    }
-}
-
-/// `--backend`: the CPU, the GPU (an error if it cannot serve these options), or auto, which says in one
-/// line what it chose and why.
-pub fn choose_backend<'a>(a: &EngineArgs, index: &'a Index, cpu: Searcher<'a>) -> Result<Engine<'a>> {
-    if a.backend == "cpu" {
-        return Ok(Engine::Cpu(cpu));
-    }
-    let gopts = GpuOptions {
-        batch_size: a.gpu.gpu_batch,
-        window: a.gpu.gpu_window,
-        memory_budget: a.gpu.gpu_memory,
-        instrument: a.gpu.gpu_profile,
-        split_cost: if a.gpu.gpu_split == 0 {
-            u64::MAX
-        } else {
-            a.gpu.gpu_split
+/// The engine options `a` asks for (the GPU's result buffers sized for its k).
+pub fn engine_options(a: &EngineArgs) -> EngineOptions {
+    EngineOptions {
+        backend: a.backend,
+        gpu: GpuOptions {
+            batch_size: a.gpu.gpu_batch,
+            window: a.gpu.gpu_window,
+            memory_budget: a.gpu.gpu_memory,
+            instrument: a.gpu.gpu_profile,
+            split_cost: if a.gpu.gpu_split == 0 {
+                u64::MAX
+            } else {
+                a.gpu.gpu_split
+            },
+            small_or: a.gpu.gpu_small_or,
+            merge_ratio: a.gpu.gpu_merge_ratio,
+            max_k: a.k,
+            ..GpuOptions::default()
         },
-        small_or: a.gpu.gpu_small_or,
-        merge_ratio: a.gpu.gpu_merge_ratio,
-        ..GpuOptions::default()
-    };
-    let options = *cpu.options();
-    let gpu = Gpu::open(0).and_then(|g| GpuSearcher::new(Arc::new(g), index, options, gopts));
-    match (gpu, a.backend.as_str()) {
-        (Ok(g), "gpu") => Ok(Engine::Gpu(Box::new(g))),
-        (Ok(g), _) => {
-            eprintln!("backend auto: GPU, {}", g.describe());
-            Ok(Engine::Gpu(Box::new(g)))
-        }
-        (Err(e), "gpu") => bail!("--backend gpu: {e}"),
-        (Err(e), _) => {
-            eprintln!(
-                "backend auto: CPU on {} threads ({e})",
-                rayon::current_num_threads()
-            );
-            Ok(Engine::Cpu(cpu))
-        }
     }
 }
 
@@ -103,7 +45,7 @@ pub fn gpu_stats_line(s: &GpuStats) -> String {
         s.d2h_bytes as f64 / (1u64 << 20) as f64,
         s.d2h_ms,
         s.prepare_ms,
-        s.cpu_fallback_queries
+        s.failed_queries
     );
     if let Some(shares) = s.phase_shares() {
         let parts: Vec<String> = shares

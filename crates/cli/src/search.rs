@@ -8,14 +8,13 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
 use serde_json::{json, Value};
-use warpsearch_cpu::{Query, Ranking, SearchOptions, Searcher};
+use std::sync::Arc;
+use warpsearch_engine::Engine;
 use warpsearch_index::{Bm25Params, DocOrder, Index};
+use warpsearch_query::{Mode, Query, Ranking, Request, Scored, Scorer, SearchOptions};
 
 use crate::args::{EngineArgs, SearchArgs};
-use crate::gpu::{choose_backend, gpu_stats_line, Engine, GPU_CHUNK};
-
-/// Queries answered per batch: bounds the memory held by results (k = 1000 → ~8 KB a query).
-const CHUNK: usize = 4096;
+use crate::gpu::{engine_options, gpu_stats_line};
 
 /// One line of a query file.
 #[derive(Debug, Clone, PartialEq)]
@@ -123,8 +122,6 @@ pub fn search_options(a: &EngineArgs, index: &Index) -> SearchOptions {
         },
     };
     SearchOptions {
-        mode: a.mode,
-        k: a.k,
         ranking,
         bm25: Bm25Params {
             k1: a.k1.unwrap_or(meta.bm25.k1),
@@ -134,11 +131,18 @@ pub fn search_options(a: &EngineArgs, index: &Index) -> SearchOptions {
     }
 }
 
-/// The engine `a` asks for on `index` (validated, the backend chosen), with a note when k1/b make it slow.
-pub fn open_engine<'a>(a: &EngineArgs, index: &'a Index) -> Result<Engine<'a>> {
-    let options = search_options(a, index);
-    let searcher = Searcher::new(index, options).context("invalid search options")?;
-    let engine = choose_backend(a, index, searcher)?;
+/// The engine `a` asks for on `index` (options validated before any query runs, the backend chosen and
+/// the choice printed), with a note when k1/b make it slow.
+pub fn open_engine(a: &EngineArgs, index: Arc<Index>) -> Result<Engine> {
+    let options = search_options(a, &index);
+    let scorer = Scorer::new(index.clone(), options).context("invalid search options")?;
+    scorer
+        .check(&Request::new(Query::default(), a.mode, a.k))
+        .context("invalid search options")?;
+    let engine = Engine::new(Arc::new(scorer), engine_options(a))?;
+    if let Some(choice) = engine.choice() {
+        eprintln!("{choice}");
+    }
     let meta = index.meta();
     if options.bm25 != meta.bm25 {
         eprintln!(
@@ -150,8 +154,21 @@ pub fn open_engine<'a>(a: &EngineArgs, index: &'a Index) -> Result<Engine<'a>> {
     Ok(engine)
 }
 
-/// The query file of `a`, analysed, with its warnings printed (at most ten, then a count).
-pub fn load_queries(a: &EngineArgs, index: &Index) -> Result<(Vec<QueryLine>, Vec<Query>)> {
+/// Answers `requests` on `engine` and prints what the engine says happened (fallbacks to the CPU).
+pub fn answer_batch(
+    engine: &mut Engine,
+    requests: &[Request],
+) -> Vec<warpsearch_index::Result<warpsearch_query::Answer>> {
+    let answers = engine.search_batch(requests);
+    for note in engine.take_notes() {
+        eprintln!("warpsearch: {note}");
+    }
+    answers
+}
+
+/// The query file of `a`, analysed into requests of `a`'s mode and k, with its warnings printed (at
+/// most ten, then a count).
+pub fn load_queries(a: &EngineArgs, index: &Index) -> Result<(Vec<QueryLine>, Vec<Request>)> {
     let mut warnings = Vec::new();
     let lines = read_query_file(&a.queries, &mut warnings)?;
     let queries: Vec<Query> = lines.iter().map(|l| Query::parse(index, &l.text)).collect();
@@ -162,7 +179,11 @@ pub fn load_queries(a: &EngineArgs, index: &Index) -> Result<(Vec<QueryLine>, Ve
     if warnings.len() > 10 {
         eprintln!("warning: … and {} more", warnings.len() - 10);
     }
-    Ok((lines, queries))
+    let requests = queries
+        .into_iter()
+        .map(|q| Request::new(q, a.mode, a.k))
+        .collect();
+    Ok((lines, requests))
 }
 
 /// Latency percentiles of one run, in ms.
@@ -200,23 +221,19 @@ impl Latency {
 }
 
 pub fn run(a: SearchArgs) -> Result<()> {
-    let index = crate::open(&a.engine.index)?;
-    let mut engine = open_engine(&a.engine, &index)?;
+    let index = Arc::new(crate::open(&a.engine.index)?);
+    let mut engine = open_engine(&a.engine, index.clone())?;
     let (lines, queries) = load_queries(&a.engine, &index)?;
 
     engine.warm_up(&queries, a.warmup)?;
-    // The GPU pipelines batches within one call: give it many queries at a time.
-    let chunk = match engine {
-        Engine::Cpu(_) => CHUNK,
-        Engine::Gpu(_) => GPU_CHUNK,
-    };
+    let chunk = engine.batch_hint();
     let mut out = Output::create(a.output.as_deref(), a.force)?;
     let mut latencies = Vec::with_capacity(queries.len());
     let mut busy = Duration::ZERO;
     let started = Instant::now();
     for (chunk, chunk_lines) in queries.chunks(chunk).zip(lines.chunks(chunk)) {
         let t = Instant::now();
-        let answers = engine.search_batch(chunk);
+        let answers = answer_batch(&mut engine, chunk);
         busy += t.elapsed();
         // Results are formatted on all threads (at k = 1000 formatting costs more than searching).
         let formatted: Vec<Result<(Duration, Vec<u8>)>> = answers
@@ -243,10 +260,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
         eprintln!(
             "{n} queries, {}, mode {}, k {}, algorithm {}: {:.0} queries/s (search only {:.0}); \
              latency ms mean {:.3} p50 {:.3} p95 {:.3} p99 {:.3} p99.9 {:.3} max {:.3}",
-            match engine {
-                Engine::Cpu(_) => format!("CPU {} threads", rayon::current_num_threads()),
-                Engine::Gpu(_) => "GPU".to_string(),
-            },
+            engine.describe(),
             a.engine.mode.name(),
             a.engine.k,
             a.engine.algorithm.name(),
@@ -267,12 +281,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
 }
 
 /// Warnings about queries that will match little or nothing, summarised with examples.
-fn report_queries(
-    lines: &[QueryLine],
-    queries: &[Query],
-    mode: warpsearch_cpu::Mode,
-    warnings: &mut Vec<String>,
-) {
+fn report_queries(lines: &[QueryLine], queries: &[Query], mode: Mode, warnings: &mut Vec<String>) {
     let examples = |f: &dyn Fn(&Query) -> bool| -> (usize, String) {
         let hits: Vec<&QueryLine> = lines
             .iter()
@@ -297,7 +306,7 @@ fn report_queries(
     let (unknown, e) = examples(&|q: &Query| !q.unknown.is_empty());
     if unknown > 0 {
         let effect = match mode {
-            warpsearch_cpu::Mode::Or => "they are ignored",
+            Mode::Or => "they are ignored",
             _ => "AND finds nothing for them",
         };
         warnings.push(format!(
@@ -315,13 +324,7 @@ fn report_queries(
     }
 }
 
-fn write_answer(
-    w: &mut dyn Write,
-    index: &Index,
-    qid: &str,
-    hits: &[warpsearch_cpu::Scored],
-    a: &SearchArgs,
-) -> Result<()> {
+fn write_answer(w: &mut dyn Write, index: &Index, qid: &str, hits: &[Scored], a: &SearchArgs) -> Result<()> {
     if a.format == "trec" {
         for (rank, h) in hits.iter().enumerate() {
             writeln!(

@@ -9,8 +9,7 @@
 use warpsearch_index::Result;
 
 use crate::cursor::{Cursor, END};
-use crate::query::{Plan, Scored};
-use crate::topk::TopK;
+use warpsearch_query::{Plan, Scored};
 
 /// The top `k` documents containing every term of `plan`.
 pub fn ranked_and(plan: &Plan, k: usize) -> Result<Vec<Scored>> {
@@ -23,14 +22,14 @@ pub(crate) fn intersect(plan: &Plan, k: usize, global_scores: Option<&[f32]>) ->
     if plan.terms.is_empty() || plan.has_unknown || k == 0 {
         return Ok(Vec::new());
     }
-    let mut cursors = plan.terms.iter().map(Cursor::new).collect::<Result<Vec<_>>>()?;
+    let mut cursors = Cursor::all(plan)?;
     cursors.sort_by_key(|c| c.list_len());
-    let mut top = TopK::new(k);
+    let mut top = plan.top_k(k);
     let mut contributions = vec![0f32; plan.terms.len()];
     let mut candidate = cursors[0].doc();
     'candidates: while candidate != END {
         if let Some(gs) = global_scores {
-            if top.is_full() && top.threshold() >= gs[candidate as usize] * plan.slack {
+            if top.settled(gs[candidate as usize] * plan.slack) {
                 break;
             }
         }

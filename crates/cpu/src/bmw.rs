@@ -10,16 +10,15 @@
 use warpsearch_index::Result;
 
 use crate::cursor::{Cursor, END};
-use crate::query::{Plan, Scored};
-use crate::topk::TopK;
+use warpsearch_query::{Plan, Scored};
 
 /// The top `k` documents containing at least one term of `plan`.
 pub fn block_max_wand(plan: &Plan, k: usize) -> Result<Vec<Scored>> {
     if plan.terms.is_empty() || k == 0 {
         return Ok(Vec::new());
     }
-    let mut cursors = plan.terms.iter().map(Cursor::new).collect::<Result<Vec<_>>>()?;
-    let mut top = TopK::new(k);
+    let mut cursors = Cursor::all(plan)?;
+    let mut top = plan.top_k(k);
     let mut contributions = vec![0f32; plan.terms.len()];
     let n = cursors.len();
     // Cursors are large (two decoded blocks); keep them in place and sort positions instead.

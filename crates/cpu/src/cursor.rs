@@ -1,10 +1,11 @@
 //! A forward cursor over one posting list: block skipping through the skip data, search within a
 //! decoded block, frequencies decoded only when asked for, and a "shallow" block pointer that moves over
-//! the skip data without decoding (for block-max bounds).
+//! the skip data without decoding (for block-max bounds). A cursor sees only its plan's docID range:
+//! it starts at the range's first docID and reads [`END`] past its last.
 
 use warpsearch_index::{BlockMeta, Result, BLOCK_LEN};
 
-use crate::query::{Plan, PlanTerm};
+use warpsearch_query::{DocRange, Plan, PlanTerm};
 
 /// Past the last posting. DocIDs are below the number of documents, itself at most `u32::MAX`.
 pub const END: u32 = u32::MAX;
@@ -21,12 +22,21 @@ pub struct Cursor<'p, 'a> {
     freqs: [u32; BLOCK_LEN],
     freqs_ready: bool,
     doc: u32,
+    last: u32,
     shallow: usize,
 }
 
 impl<'p, 'a> Cursor<'p, 'a> {
-    /// A cursor on the first posting of `term`'s list.
-    pub fn new(term: &'p PlanTerm<'a>) -> Result<Self> {
+    /// A cursor per term of `plan`, in the plan's order, each on its first posting in the plan's range.
+    pub fn all(plan: &'p Plan<'a>) -> Result<Vec<Self>> {
+        plan.terms
+            .iter()
+            .map(|t| Cursor::new(t, plan.part.range))
+            .collect()
+    }
+
+    /// A cursor on the first posting of `term`'s list within `range`.
+    pub fn new(term: &'p PlanTerm<'a>, range: DocRange) -> Result<Self> {
         let mut c = Cursor {
             term,
             metas: term.list.blocks(),
@@ -37,11 +47,13 @@ impl<'p, 'a> Cursor<'p, 'a> {
             freqs: [0; BLOCK_LEN],
             freqs_ready: false,
             doc: END,
+            last: range.last,
             shallow: 0,
         };
-        if !c.metas.is_empty() {
+        if !c.metas.is_empty() && !range.is_empty() {
             c.load(0)?;
-            c.doc = c.docs[0];
+            c.set(c.docs[0]);
+            c.next_geq(range.first)?;
         }
         Ok(c)
     }
@@ -61,6 +73,12 @@ impl<'p, 'a> Cursor<'p, 'a> {
     #[inline]
     pub fn slot(&self) -> usize {
         self.term.slot
+    }
+
+    /// Sets the current docID, or [`END`] past the range.
+    #[inline]
+    fn set(&mut self, doc: u32) {
+        self.doc = if doc > self.last { END } else { doc };
     }
 
     fn load(&mut self, block: usize) -> Result<()> {
@@ -89,10 +107,10 @@ impl<'p, 'a> Cursor<'p, 'a> {
         }
         self.pos += 1;
         if self.pos < self.len {
-            self.doc = self.docs[self.pos];
+            self.set(self.docs[self.pos]);
         } else if self.block + 1 < self.metas.len() {
             self.load(self.block + 1)?;
-            self.doc = self.docs[0];
+            self.set(self.docs[0]);
         } else {
             self.doc = END;
         }
@@ -103,6 +121,10 @@ impl<'p, 'a> Cursor<'p, 'a> {
     #[inline]
     pub fn next_geq(&mut self, target: u32) -> Result<()> {
         if target <= self.doc {
+            return Ok(());
+        }
+        if target > self.last {
+            self.doc = END;
             return Ok(());
         }
         if target > self.metas[self.block].last_doc {
@@ -121,7 +143,7 @@ impl<'p, 'a> Cursor<'p, 'a> {
             pos += 1;
         }
         self.pos = pos;
-        self.doc = self.docs[pos];
+        self.set(self.docs[pos]);
         Ok(())
     }
 

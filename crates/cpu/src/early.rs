@@ -7,34 +7,18 @@
 //! stops. The paper checks after every round of a thread block; on the CPU the check costs one load per
 //! candidate, so it runs before each. Exact: the stop compares against GS with the plan's slack.
 
-use warpsearch_index::{IndexError, Result};
+use warpsearch_index::Result;
 
 use crate::cursor::{score_and_advance, Cursor, END};
-use crate::query::{Mode, Plan, Ranking, Scored};
-use crate::topk::TopK;
+use warpsearch_query::{Mode, Plan, Ranking, Scored};
 
 /// The top `k` of `plan` under `mode` (And or Or) with early termination; an error if the index is not
 /// ordered by the global score of this ranking (same α, k1 and b).
 pub fn early_termination(plan: &Plan, ranking: Ranking, mode: Mode, k: usize) -> Result<Vec<Scored>> {
-    let gs = global_scores(plan, ranking)?;
+    let gs = plan.global_scores(ranking)?;
     match mode {
         Mode::Or => union(plan, k, gs),
         _ => crate::and::intersect(plan, k, Some(gs)),
-    }
-}
-
-/// The index's global scores GS(d), or an error if its docID order was not made for `ranking` under the
-/// plan's BM25 parameters.
-pub fn global_scores<'a>(plan: &Plan<'a>, ranking: Ranking) -> Result<&'a [f32]> {
-    match plan.index.global_scores() {
-        Some(gs) if plan.global_order_applies(ranking) => Ok(gs),
-        _ => Err(IndexError::Invalid(format!(
-            "early termination needs an index built with --doc-order global-score and ranking \
-             bm25-static with the same alpha, k1 and b (index {}: {:?}, bm25 {:?})",
-            plan.index.dir().display(),
-            plan.index.meta().doc_order,
-            plan.index.meta().bm25
-        ))),
     }
 }
 
@@ -43,12 +27,12 @@ fn union(plan: &Plan, k: usize, gs: &[f32]) -> Result<Vec<Scored>> {
     if plan.terms.is_empty() || k == 0 {
         return Ok(Vec::new());
     }
-    let mut cursors = plan.terms.iter().map(Cursor::new).collect::<Result<Vec<_>>>()?;
-    let mut top = TopK::new(k);
+    let mut cursors = Cursor::all(plan)?;
+    let mut top = plan.top_k(k);
     let mut contributions = vec![0f32; plan.terms.len()];
     let mut doc = cursors.iter().map(Cursor::doc).min().unwrap_or(END);
     while doc != END {
-        if top.is_full() && top.threshold() >= gs[doc as usize] * plan.slack {
+        if top.settled(gs[doc as usize] * plan.slack) {
             break;
         }
         contributions.fill(0.0);

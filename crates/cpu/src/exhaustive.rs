@@ -1,9 +1,10 @@
 //! The exhaustive oracle: decode every posting of the query's lists, score every matching document,
-//! sort them all. Every fast path, on the CPU and on the GPU, is tested against it.
+//! sort them all (within the plan's docID range, above its floor). Every fast path, on the CPU and on
+//! the GPU, is tested against it.
 
 use warpsearch_index::Result;
 
-use crate::query::{Mode, Plan, Scored};
+use warpsearch_query::{Mode, Plan, Scored};
 
 /// The top `k` documents of `plan` under `mode` (And or Or), best first, ties to smaller docIDs.
 pub fn exhaustive(plan: &Plan, mode: Mode, k: usize) -> Result<Vec<Scored>> {
@@ -19,6 +20,7 @@ pub fn exhaustive(plan: &Plan, mode: Mode, k: usize) -> Result<Vec<Scored>> {
         postings.extend(
             docs.iter()
                 .zip(&freqs)
+                .filter(|(&d, _)| plan.part.range.contains(d))
                 .map(|(&d, &f)| (d, plan.contribution(t, d, f))),
         );
     }
@@ -35,6 +37,7 @@ pub fn exhaustive(plan: &Plan, mode: Mode, k: usize) -> Result<Vec<Scored>> {
                 score: plan.finish_sum(doc, sum),
             }
         })
+        .filter(|s| s.score >= plan.part.floor)
         .collect();
     out.sort_unstable_by(|a, b| b.score.total_cmp(&a.score).then(a.doc.cmp(&b.doc)));
     out.truncate(k);

@@ -9,15 +9,14 @@
 use warpsearch_index::Result;
 
 use crate::cursor::{score_and_advance, Cursor, END};
-use crate::query::{Plan, Scored};
-use crate::topk::TopK;
+use warpsearch_query::{Plan, Scored};
 
 /// The top `k` documents containing at least one term of `plan`.
 pub fn maxscore(plan: &Plan, k: usize) -> Result<Vec<Scored>> {
     if plan.terms.is_empty() || k == 0 {
         return Ok(Vec::new());
     }
-    let mut cursors = plan.terms.iter().map(Cursor::new).collect::<Result<Vec<_>>>()?;
+    let mut cursors = Cursor::all(plan)?;
     cursors.sort_by(|a, b| a.term.max_bound.total_cmp(&b.term.max_bound));
     // prefix[i]: bound of a document that appears in lists 0..=i only (the prior's bound included).
     let mut prefix = Vec::with_capacity(cursors.len());
@@ -26,7 +25,7 @@ pub fn maxscore(plan: &Plan, k: usize) -> Result<Vec<Scored>> {
         sum += c.term.max_bound;
         prefix.push(sum);
     }
-    let mut top = TopK::new(k);
+    let mut top = plan.top_k(k);
     let mut contributions = vec![0f32; plan.terms.len()];
     let mut first_essential = 0;
     let mut doc = cursors.iter().map(Cursor::doc).min().unwrap_or(END);

@@ -3,11 +3,15 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use proptest::prelude::*;
-use warpsearch_cpu::{Algorithm, Mode, Query, Ranking, SearchOptions, Searcher};
+use warpsearch_cpu::CpuSearcher;
 use warpsearch_index::build::{build_from_jsonl, BuildOptions};
 use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, Index, WriterOptions};
+use warpsearch_query::{
+    merge_top_k, Algorithm, DocRange, Mode, Part, Query, Ranking, Request, Scorer, SearchOptions, MAX_K,
+};
 
 /// A random collection over terms t0..tV: document `d` holds term `j` `tfs[d][j]` times (0 = absent).
 #[derive(Debug, Clone)]
@@ -52,7 +56,7 @@ fn collection() -> impl Strategy<Value = Collection> {
 }
 
 /// Writes the collection as JSONL (plus filler words so lengths vary) and builds an index.
-fn build(c: &Collection, dir: &Path, codec: Codec, alpha: Option<f32>) -> Index {
+fn build(c: &Collection, dir: &Path, codec: Codec, alpha: Option<f32>) -> Arc<Index> {
     let mut lines = String::new();
     let mut statics = String::new();
     for (d, tfs) in c.tfs.iter().enumerate() {
@@ -81,7 +85,7 @@ fn build(c: &Collection, dir: &Path, codec: Codec, alpha: Option<f32>) -> Index 
     opts.reorder_alpha = alpha;
     let out = dir.join("idx");
     build_from_jsonl(&dir.join("in.jsonl"), &out, &opts).unwrap();
-    Index::open(out).unwrap()
+    Arc::new(Index::open(out).unwrap())
 }
 
 fn queries(num_terms: usize, seed: u64) -> Vec<Vec<String>> {
@@ -104,33 +108,90 @@ fn queries(num_terms: usize, seed: u64) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// Every algorithm valid for the options gives exactly (docs and bit-identical scores) the oracle's answer.
-fn check_all(index: &Index, texts: &[Vec<String>], ranking: Ranking, bm25: Bm25Params) {
+/// A CPU searcher with `algorithm`, or None where the options do not fit the index.
+fn searcher(
+    index: &Arc<Index>,
+    ranking: Ranking,
+    bm25: Bm25Params,
+    algorithm: Algorithm,
+) -> Option<CpuSearcher> {
+    let options = SearchOptions {
+        ranking,
+        bm25,
+        algorithm,
+    };
+    Scorer::new(index.clone(), options)
+        .ok()
+        .map(|s| CpuSearcher::new(Arc::new(s)))
+}
+
+/// Docs where a query is cut in two: block boundaries (127, 128, 129), the middle, the ends.
+fn cuts(num_docs: u32) -> Vec<u32> {
+    let mut v = vec![
+        0,
+        1,
+        127,
+        128,
+        129,
+        num_docs / 2,
+        num_docs.saturating_sub(1),
+        num_docs,
+    ];
+    v.retain(|&c| c <= num_docs);
+    v.dedup();
+    v
+}
+
+/// Every algorithm valid for the options gives exactly (docs and bit-identical scores) the oracle's answer,
+/// for the whole query and for the query cut in two by docID range (the second part starting from the
+/// first's k-th score as its floor) with the parts merged.
+fn check_all(index: &Arc<Index>, texts: &[Vec<String>], ranking: Ranking, bm25: Bm25Params) {
     let parsed: Vec<Query> = texts.iter().map(|t| Query::parse(index, &t.join(" "))).collect();
+    let oracle = searcher(index, ranking, bm25, Algorithm::Exhaustive).unwrap();
+    let n = index.num_docs();
     for mode in [Mode::And, Mode::Or, Mode::AndOr] {
         for k in [1, 3, 10, 200, 5000] {
-            let options = |algorithm| SearchOptions {
-                mode,
-                k,
-                ranking,
-                bm25,
-                algorithm,
-            };
-            let oracle = Searcher::new(index, options(Algorithm::Exhaustive)).unwrap();
-            let expected: Vec<_> = parsed.iter().map(|q| oracle.search(q).unwrap()).collect();
+            let requests: Vec<Request> = parsed.iter().map(|q| Request::new(q.clone(), mode, k)).collect();
+            let expected: Vec<_> = requests.iter().map(|r| oracle.search(r).unwrap()).collect();
             for algorithm in Algorithm::ALL {
-                let Ok(searcher) = Searcher::new(index, options(algorithm)) else {
+                let Some(searcher) = searcher(index, ranking, bm25, algorithm) else {
                     continue;
                 };
-                for ((q, text), want) in parsed.iter().zip(texts).zip(&expected) {
-                    let got = searcher.search(q).unwrap();
-                    assert_eq!(
-                        &got,
-                        want,
-                        "{} {:?} k {k} {ranking:?} {bm25:?} query {text:?}",
-                        algorithm.name(),
-                        mode
+                for ((r, text), want) in requests.iter().zip(texts).zip(&expected) {
+                    if algorithm.refuses(mode).is_some() {
+                        assert!(searcher.search(r).is_err());
+                        continue;
+                    }
+                    let got = searcher.search(r).unwrap();
+                    let what = format!(
+                        "{} {mode:?} k {k} {ranking:?} {bm25:?} query {text:?}",
+                        algorithm.name()
                     );
+                    assert_eq!(&got, want, "{what}");
+                    // and-or is cut pass by pass (the engine's job), not part by part.
+                    if mode == Mode::AndOr || !matches!(k, 3 | 200) {
+                        continue;
+                    }
+                    for cut in cuts(n) {
+                        let first = searcher
+                            .search_part(r, mode, Part::range(DocRange::half_open(0, cut)))
+                            .unwrap();
+                        let floor = if first.len() == k {
+                            first[k - 1].score
+                        } else {
+                            f32::NEG_INFINITY
+                        };
+                        let rest = Part {
+                            range: DocRange::half_open(cut, n),
+                            floor,
+                        };
+                        let second = searcher.search_part(r, mode, rest).unwrap();
+                        assert!(
+                            second.iter().all(|s| s.score >= floor && s.doc >= cut),
+                            "{what} cut {cut}"
+                        );
+                        assert_eq!(&merge_top_k([first, second], k), want, "{what} cut at {cut}");
+                    }
                 }
             }
         }
@@ -169,8 +230,8 @@ proptest! {
         let ids: HashMap<String, usize> = (0..c.tfs.len()).map(|d| (format!("d{d}"), d)).collect();
         for text in queries(c.tfs[0].len(), seed) {
             for (mode, ranking) in [(Mode::Or, Ranking::Bm25), (Mode::And, Ranking::Bm25), (Mode::Or, Ranking::Bm25Static { alpha: 0.3 })] {
-                let options = SearchOptions { algorithm: Algorithm::Exhaustive, ranking, ..SearchOptions::new(&index, mode, 1_000_000.min(warpsearch_cpu::MAX_K)) };
-                let got = Searcher::new(&index, options).unwrap().search(&Query::parse(&index, &text.join(" "))).unwrap();
+                let oracle = searcher(&index, ranking, Bm25Params::default(), Algorithm::Exhaustive).unwrap();
+                let got = oracle.search(&Request::new(Query::parse(&index, &text.join(" ")), mode, MAX_K)).unwrap();
                 let want = by_hand(&c, &text, mode, ranking);
                 prop_assert_eq!(got.len(), want.len(), "{:?} {:?}", text, mode);
                 for s in &got {

@@ -1,8 +1,11 @@
 //! The oracle against BM25 computed by hand from the formula on a tiny collection.
 
-use warpsearch_cpu::{Algorithm, Mode, Query, Ranking, Scored, SearchOptions, Searcher};
+use std::sync::Arc;
+
+use warpsearch_cpu::CpuSearcher;
 use warpsearch_index::build::{build_from_jsonl, BuildOptions};
 use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, Index, WriterOptions};
+use warpsearch_query::{Algorithm, Mode, Query, Ranking, Request, Scored, Scorer, SearchOptions};
 
 #[test]
 fn and_or_semantics_and_scores_follow_the_formula() {
@@ -27,22 +30,20 @@ fn and_or_semantics_and_scores_follow_the_formula() {
         &BuildOptions::new(writer),
     )
     .unwrap();
-    let index = Index::open(dir.path().join("idx")).unwrap();
+    let index = Arc::new(Index::open(dir.path().join("idx")).unwrap());
     let t = |s: &str| index.term_id(s);
     let exhaustive =
-        |index: &Index, ids: &[Option<u32>], mode: Mode, k: usize| -> Result<Vec<Scored>, String> {
-            if k == 0 {
-                return Ok(Vec::new());
-            }
+        |index: &Arc<Index>, ids: &[Option<u32>], mode: Mode, k: usize| -> Result<Vec<Scored>, String> {
             let options = SearchOptions {
-                mode,
-                k,
                 ranking: Ranking::Bm25,
                 bm25: Bm25Params::default(),
                 algorithm: Algorithm::Exhaustive,
             };
-            let searcher = Searcher::new(index, options).map_err(|e| e.to_string())?;
-            searcher.search(&Query::from_ids(ids)).map_err(|e| e.to_string())
+            let scorer = Scorer::new(index.clone(), options).map_err(|e| e.to_string())?;
+            let request = Request::new(Query::from_ids(ids), mode, k);
+            CpuSearcher::new(Arc::new(scorer))
+                .search(&request)
+                .map_err(|e| e.to_string())
         };
     // By hand: N = 4, avgdl = 11 / 4, k1 = 0.9, b = 0.4.
     let bm25 = |tf: f64, df: f64, dl: f64| {
@@ -70,5 +71,7 @@ fn and_or_semantics_and_scores_follow_the_formula() {
     let c = exhaustive(&index, &[t("c")], Mode::Or, 1).unwrap();
     assert_eq!(c.len(), 1);
     assert!(exhaustive(&index, &[], Mode::Or, 10).unwrap().is_empty());
-    assert!(exhaustive(&index, &[t("a")], Mode::Or, 0).unwrap().is_empty());
+    assert!(exhaustive(&index, &[t("a")], Mode::Or, 0)
+        .unwrap_err()
+        .contains("k = 0 is out of range"));
 }

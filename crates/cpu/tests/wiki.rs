@@ -8,9 +8,12 @@
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use warpsearch_cpu::{Algorithm, Mode, Query, SearchOptions, Searcher};
+use std::sync::Arc;
+
+use warpsearch_cpu::CpuSearcher;
 use warpsearch_index::build::{build_from_jsonl, BuildOptions};
 use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, Index, WriterOptions};
+use warpsearch_query::{Algorithm, Mode, Query, Request, Scorer, SearchOptions};
 
 fn data() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data")
@@ -63,30 +66,37 @@ fn every_algorithm_equals_the_oracle_on_wikipedia_passages() {
             tmp.path().join("idx")
         }
     };
-    let index = Index::open(&dir).unwrap();
+    let index = Arc::new(Index::open(&dir).unwrap());
     assert_eq!(index.num_docs(), 776_864, "not the passage collection");
     let text = std::fs::read_to_string(&queries_path).unwrap();
     let queries: Vec<Query> = text.lines().take(5000).map(|q| Query::parse(&index, q)).collect();
     for mode in [Mode::And, Mode::Or, Mode::AndOr] {
         for k in [10, 1000] {
-            let options = |algorithm| SearchOptions {
-                algorithm,
-                ..SearchOptions::new(&index, mode, k)
+            let searcher = |algorithm| {
+                let options = SearchOptions {
+                    algorithm,
+                    ..SearchOptions::new(&index)
+                };
+                (algorithm.refuses(mode).is_none())
+                    .then(|| Scorer::new(index.clone(), options).ok())
+                    .flatten()
+                    .map(|s| CpuSearcher::new(Arc::new(s)))
             };
-            let run = |searcher: &Searcher| -> Vec<_> {
+            let requests: Vec<Request> = queries.iter().map(|q| Request::new(q.clone(), mode, k)).collect();
+            let run = |searcher: &CpuSearcher| -> Vec<_> {
                 searcher
-                    .search_batch(&queries)
+                    .search_batch(&requests)
                     .into_iter()
                     .map(|a| a.unwrap().hits)
                     .collect()
             };
-            let expected = run(&Searcher::new(&index, options(Algorithm::Exhaustive)).unwrap());
+            let expected = run(&searcher(Algorithm::Exhaustive).unwrap());
             let found = expected.iter().filter(|h| !h.is_empty()).count();
             // A sanity floor, not a figure of ours: many log queries have terms Wikipedia lacks.
             let floor = if mode == Mode::And { 2000 } else { 4000 };
             assert!(found > floor, "{mode:?}: only {found} queries found anything");
             for algorithm in Algorithm::ALL {
-                let Ok(searcher) = Searcher::new(&index, options(algorithm)) else {
+                let Some(searcher) = searcher(algorithm) else {
                     continue;
                 };
                 let got = run(&searcher);

@@ -2,9 +2,9 @@
 //! and their preparation from analysed queries.
 
 use bytemuck::{Pod, Zeroable};
-use warpsearch_cpu::query::{bound_slack, term_weights};
-use warpsearch_cpu::{Query, Ranking};
-use warpsearch_index::{Bm25Params, Index, Result};
+use warpsearch_index::{Index, Result};
+use warpsearch_query::plan::{bound_slack, term_weights};
+use warpsearch_query::{DocRange, Query, Request, Scorer};
 
 use crate::residency::DeviceIndex;
 
@@ -126,7 +126,7 @@ impl Split {
 /// Cuts `which` into batches of at most `batch` descriptors (a query cut into P parts takes P).
 pub fn batches(
     index: &Index,
-    queries: &[Query],
+    queries: &[Request],
     which: &[usize],
     split: Split,
     batch: usize,
@@ -134,7 +134,7 @@ pub fn batches(
     let mut out: Vec<Vec<usize>> = Vec::new();
     let mut used = 0usize;
     for &i in which {
-        let parts = split.parts(index, &queries[i]) as usize;
+        let parts = split.parts(index, &queries[i].query) as usize;
         if out.is_empty() || used + parts > batch.max(parts) {
             out.push(Vec::new());
             used = 0;
@@ -145,21 +145,23 @@ pub fn batches(
     out
 }
 
-/// Builds the descriptors of `queries[i]` for each `i` in `which`. Terms are ordered by ascending
+/// Builds the descriptors of `queries[i]` for each `i` in `which` under the scorer's ranking, over the documents of `ranges[i]`
+/// (every document without `ranges`; a range must hold at least one document of the index). Terms are ordered by ascending
 /// document frequency (SvS: the shortest list generates the candidates). A query whose cost exceeds
 /// `split.cost` becomes several descriptors over disjoint docID ranges (sharing its terms), adjacent in
 /// the output. Queries are ordered by descending cost per part, so that the persistent grid takes the long
 /// ones first and fills in with short ones (papers/002's bucketing by shortest-list length, taken to its
 /// limit: one bucket per length).
 pub fn prepare(
-    index: &Index,
+    scorer: &Scorer,
     dev: &DeviceIndex,
-    queries: &[Query],
+    queries: &[Request],
     which: &[usize],
-    ranking: Ranking,
-    params: Bm25Params,
     split: Split,
+    ranges: Option<&[DocRange]>,
 ) -> Result<Prepared> {
+    let index: &Index = scorer.index();
+    let (ranking, params) = (scorer.options().ranking, scorer.options().bm25);
     let same_params = params == index.meta().bm25;
     let bm25 = warpsearch_index::Bm25 {
         params,
@@ -168,15 +170,16 @@ pub fn prepare(
     let mut order: Vec<(u64, usize, u32)> = which
         .iter()
         .map(|&i| {
-            let parts = split.parts(index, &queries[i]);
-            (split.cost(index, &queries[i]) / parts as u64, i, parts)
+            let q = &queries[i].query;
+            let parts = split.parts(index, q);
+            (split.cost(index, q) / parts as u64, i, parts)
         })
         .collect();
     order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let num_docs = index.num_docs() as u64;
     let mut out = Prepared::default();
     for &(_, i, parts) in &order {
-        let q = &queries[i];
+        let q = &queries[i].query;
         let weights = term_weights(index, q, ranking, params)?;
         let n = q.terms.len();
         let slack = bound_slack(n);
@@ -202,14 +205,19 @@ pub fn prepare(
         for (pos, &s) in by_df.iter().enumerate() {
             out.terms[begin + s].slot_term = pos as u32;
         }
-        for part in 0..parts as u64 {
-            let (doc_lo, doc_hi) = if parts == 1 {
+        let (lo, hi) = match ranges {
+            Some(r) => (r[i].first as u64, (r[i].last as u64).min(num_docs.max(1) - 1)),
+            None => (0, num_docs.max(1) - 1),
+        };
+        let span = hi + 1 - lo;
+        let parts = (parts as u64).min(span);
+        for part in 0..parts {
+            let (doc_lo, doc_hi) = if parts == 1 && ranges.is_none() {
                 (0, u32::MAX)
             } else {
-                let p = parts as u64;
                 (
-                    (part * num_docs / p) as u32,
-                    ((part + 1) * num_docs / p - 1) as u32,
+                    (lo + part * span / parts) as u32,
+                    (lo + (part + 1) * span / parts - 1) as u32,
                 )
             };
             out.queries.push(QueryDesc {

@@ -1,22 +1,23 @@
 //! The GPU searcher: batches of queries through the `search_batch` kernel, two pipeline slots (a stream,
 //! pinned host buffers and device buffers each) so that batch i+1 is prepared and copied while batch i
-//! computes, and the CPU engine as the fallback for any batch or query the GPU fails.
+//! computes. A batch or query the GPU fails is returned as a typed error for the caller (the engine)
+//! to answer elsewhere; this module never prints.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cudarc::driver::result as cu;
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
-use warpsearch_cpu::engine::Answer;
-use warpsearch_cpu::query::Prior;
-use warpsearch_cpu::{Algorithm, Mode, Query, Ranking, Scored, SearchOptions, Searcher};
-use warpsearch_index::{Index, IndexError};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
+use warpsearch_query::{
+    merge_top_k, Algorithm, Answer, DocRange, Mode, Prior, Ranking, Request, Scored, Scorer,
+};
 
 use crate::batch::{batches, prepare, Prepared, QueryDesc, Split, TermDesc};
 use crate::device::{
     and_shared_bytes, chunk, or_shared_bytes, threads, BLOCK_LEN, MAX_K, MAX_SMALL_OR, MAX_WINDOW, TOPK_CAP,
 };
+use crate::launch::{self, BatchArgs, Pinned};
 use crate::residency::{mib, ptr, DeviceIndex, IndexArgs};
 use crate::{Gpu, GpuError};
 
@@ -49,7 +50,9 @@ pub struct GpuOptions {
     /// postings per candidate in the candidates' docID range; else it binary-searches (papers/004
     /// section 3.1.2 chooses by length ratio the same way). 0: always binary search.
     pub merge_ratio: u32,
-    /// Fail every batch before launch (tests of the CPU fallback).
+    /// Largest k a request may ask for (result buffers are sized for it), at most 1,000.
+    pub max_k: usize,
+    /// Fail every batch before launch (tests of the engine's CPU fallback).
     #[doc(hidden)]
     pub fail_batches: bool,
 }
@@ -65,6 +68,7 @@ impl Default for GpuOptions {
             max_parts: 16,
             small_or: 4096,
             merge_ratio: 2,
+            max_k: MAX_K,
             fail_batches: false,
         }
     }
@@ -91,11 +95,27 @@ pub struct GpuStats {
     pub prepare_ms: f64,
     /// Clock cycles per kernel phase, summed over CTAs ([`PHASES`]); zero unless instrumented.
     pub phase_cycles: [u64; 5],
-    /// Queries answered by the CPU after a GPU failure.
-    pub cpu_fallback_queries: u64,
+    /// Queries the GPU failed (returned as errors, for the caller to answer elsewhere).
+    pub failed_queries: u64,
 }
 
 impl GpuStats {
+    /// Adds `other`'s counters to these.
+    pub fn add(&mut self, other: &GpuStats) {
+        self.batches += other.batches;
+        self.queries += other.queries;
+        self.h2d_bytes += other.h2d_bytes;
+        self.d2h_bytes += other.d2h_bytes;
+        self.h2d_ms += other.h2d_ms;
+        self.kernel_ms += other.kernel_ms;
+        self.d2h_ms += other.d2h_ms;
+        self.prepare_ms += other.prepare_ms;
+        for (t, x) in self.phase_cycles.iter_mut().zip(other.phase_cycles) {
+            *t += x;
+        }
+        self.failed_queries += other.failed_queries;
+    }
+
     /// Each kernel phase's share of the timed CTA cycles ([`PHASES`]), or `None` when not instrumented.
     pub fn phase_shares(&self) -> Option<Vec<(&'static str, f64)>> {
         let total: u64 = self.phase_cycles.iter().sum();
@@ -109,65 +129,11 @@ impl GpuStats {
     }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct BatchArgs {
-    queries: u64,
-    terms: u64,
-    num_queries: u32,
-    k: u32,
-    mode: u32,
-    early: u32,
-    window: u32,
-    small_or: u32,
-    merge_ratio: u32,
-    next_query: u64,
-    out_doc: u64,
-    out_score: u64,
-    out_count: u64,
-    scratch_doc: u64,
-    scratch_tf: u64,
-    topbuf: u64,
-    phase_cycles: u64,
-}
-unsafe impl DeviceRepr for BatchArgs {}
-
-/// Page-locked host memory (not write-combined: the host reads results back from it).
-struct Pinned<T: Copy> {
-    ptr: *mut T,
-    len: usize,
-}
-
-unsafe impl<T: Copy> Send for Pinned<T> {}
-
-impl<T: Copy> Pinned<T> {
-    fn new(gpu: &Gpu, len: usize) -> Result<Self, GpuError> {
-        gpu.ctx.bind_to_thread()?;
-        let len = len.max(1);
-        let ptr = unsafe { cu::malloc_host(len * std::mem::size_of::<T>(), 0)? } as *mut T;
-        Ok(Pinned { ptr, len })
-    }
-    fn as_slice(&self) -> &[T] {
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-    fn as_mut_slice(&mut self) -> &mut [T] {
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-}
-
-impl<T: Copy> Drop for Pinned<T> {
-    fn drop(&mut self) {
-        unsafe {
-            let _ = cu::free_host(self.ptr as *mut std::ffi::c_void);
-        }
-    }
-}
-
 /// A batch on its way through a slot.
 struct InFlight {
     prepared: Prepared,
     started: Instant,
-    mode: Mode,
+    k: usize,
 }
 
 /// One pipeline slot: a stream and the buffers of one batch.
@@ -235,11 +201,13 @@ impl Slot {
     }
 }
 
-/// Exact batched search on the GPU, with the CPU engine as fallback.
-pub struct GpuSearcher<'a> {
+/// A request's place in a batch: failed, or not answered yet.
+type Slots = [Option<Result<Answer, GpuError>>];
+
+/// Exact batched search on the GPU.
+pub struct GpuSearcher {
     gpu: Arc<Gpu>,
-    index: &'a Index,
-    options: SearchOptions,
+    scorer: Arc<Scorer>,
     gopts: GpuOptions,
     dev: DeviceIndex,
     norms: CudaSlice<f32>,
@@ -247,7 +215,6 @@ pub struct GpuSearcher<'a> {
     /// Global scores, uploaded only when queries stop early.
     gs: Option<CudaSlice<f32>>,
     early: bool,
-    cpu: Searcher<'a>,
     slots: Vec<Slot>,
     grid_and: u32,
     grid_or: u32,
@@ -256,22 +223,16 @@ pub struct GpuSearcher<'a> {
     stats: GpuStats,
 }
 
-impl<'a> GpuSearcher<'a> {
-    /// Uploads `index` and prepares the pipeline for `options`; an error says why the GPU cannot serve
-    /// them (k above 1,000, a CPU-only algorithm, the memory budget, a driver failure).
-    pub fn new(
-        gpu: Arc<Gpu>,
-        index: &'a Index,
-        options: SearchOptions,
-        gopts: GpuOptions,
-    ) -> Result<Self, GpuError> {
-        // The CPU engine validates the options against the index, computes the length norms and the
-        // early-termination choice the GPU shares, and answers for the GPU on failure.
-        let cpu = Searcher::new(index, options)?;
-        if options.k > MAX_K {
+impl GpuSearcher {
+    /// Uploads the scorer's index and prepares the pipeline; an error says why the GPU cannot serve
+    /// these options (`max_k` above 1,000, a CPU-only algorithm, the memory budget, a driver failure).
+    pub fn new(gpu: Arc<Gpu>, scorer: Arc<Scorer>, gopts: GpuOptions) -> Result<Self, GpuError> {
+        let index = scorer.index().clone();
+        let options = *scorer.options();
+        if gopts.max_k == 0 || gopts.max_k > MAX_K {
             return Err(GpuError::Unsupported(format!(
                 "k = {} is above the GPU engine's limit of {MAX_K}: use --backend cpu",
-                options.k
+                gopts.max_k
             )));
         }
         if !matches!(options.algorithm, Algorithm::Auto | Algorithm::EarlyTermination) {
@@ -301,17 +262,17 @@ impl<'a> GpuSearcher<'a> {
         let init = gpu.ctx.new_stream()?;
         let (free, _) = gpu.memory_info()?;
         let budget = gopts.memory_budget.unwrap_or(free / 10 * 9);
-        let dev = DeviceIndex::upload(&gpu, &init, index, budget)?;
-        let norms = init.memcpy_stod(nonempty(cpu.norms()))?;
+        let dev = DeviceIndex::upload(&gpu, &init, &index, budget)?;
+        let norms = init.memcpy_stod(nonempty(scorer.norms()))?;
         let prior = match options.ranking {
             Ranking::Bm25 => None,
             Ranking::Bm25Static { alpha } => {
-                let p = Prior::new(index, alpha)?;
+                let p = Prior::new(&index, alpha)?;
                 let v: Vec<f32> = (0..index.num_docs()).map(|d| p.of(d)).collect();
                 Some(init.memcpy_stod(nonempty(&v))?)
             }
         };
-        let early = cpu.early_termination();
+        let early = scorer.early_termination();
         let gs = match (early, index.global_scores()) {
             (true, Some(g)) => Some(init.memcpy_stod(nonempty(g))?),
             _ => None,
@@ -328,19 +289,17 @@ impl<'a> GpuSearcher<'a> {
         let grid_or = occupancy(smem_or)?;
         let grid = grid_and.max(grid_or);
         let slots = (0..2)
-            .map(|_| Slot::new(&gpu, batch_size, options.k, grid))
+            .map(|_| Slot::new(&gpu, batch_size, gopts.max_k, grid))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(GpuSearcher {
             gpu,
-            index,
-            options,
+            scorer,
             gopts,
             dev,
             norms,
             prior,
             gs,
             early,
-            cpu,
             slots,
             grid_and,
             grid_or,
@@ -350,9 +309,9 @@ impl<'a> GpuSearcher<'a> {
         })
     }
 
-    /// The options.
-    pub fn options(&self) -> &SearchOptions {
-        &self.options
+    /// The scorer (index and options).
+    pub fn scorer(&self) -> &Arc<Scorer> {
+        &self.scorer
     }
 
     /// The GPU.
@@ -370,6 +329,11 @@ impl<'a> GpuSearcher<'a> {
         self.gopts.batch_size
     }
 
+    /// Largest k a request may ask for.
+    pub fn max_k(&self) -> usize {
+        self.gopts.max_k
+    }
+
     /// Persistent CTAs launched per AND and per OR batch.
     pub fn grid(&self) -> (u32, u32) {
         (self.grid_and, self.grid_or)
@@ -385,51 +349,87 @@ impl<'a> GpuSearcher<'a> {
         std::mem::take(&mut self.stats)
     }
 
-    /// One query (a batch of one).
-    pub fn search(&mut self, query: &Query) -> warpsearch_index::Result<Vec<Scored>> {
-        let mut answers = self.search_batch(std::slice::from_ref(query));
+    /// One request (a batch of one).
+    pub fn search(&mut self, request: &Request) -> Result<Vec<Scored>, GpuError> {
+        let mut answers = self.search_batch(std::slice::from_ref(request));
         answers.pop().expect("one answer per query").map(|a| a.hits)
     }
 
-    /// Answers every query, in order. Latency of a GPU query is the time from its batch's preparation
-    /// to its results being on the host.
-    pub fn search_batch(&mut self, queries: &[Query]) -> Vec<warpsearch_index::Result<Answer>> {
-        let mut answers: Vec<Option<warpsearch_index::Result<Answer>>> =
-            (0..queries.len()).map(|_| None).collect();
-        let mode = self.options.mode;
-        let first = if mode == Mode::Or { Mode::Or } else { Mode::And };
-        let mut send = Vec::new();
-        for (i, q) in queries.iter().enumerate() {
-            if q.matches_nothing(first) {
+    /// Answers every request, in order; a request the GPU could not answer (a failed batch, a
+    /// malformed block, k above [`GpuSearcher::max_k`]) is an error for the caller to answer elsewhere.
+    /// Latency of a GPU query is the time from its batch's preparation to its results being on the host.
+    pub fn search_batch(&mut self, requests: &[Request]) -> Vec<Result<Answer, GpuError>> {
+        self.search_batch_in(requests, None)
+    }
+
+    /// [`GpuSearcher::search_batch`] with request `i` restricted to the documents of `ranges[i]` (a
+    /// query split between processors): the top k of that range, to merge with the other parts'.
+    pub fn search_batch_in(
+        &mut self,
+        requests: &[Request],
+        ranges: Option<&[DocRange]>,
+    ) -> Vec<Result<Answer, GpuError>> {
+        if let Some(r) = ranges {
+            assert_eq!(r.len(), requests.len(), "one range per request");
+        }
+        let num_docs = self.scorer.index().num_docs();
+        // The raw driver calls of `launch` need the context current on this thread (the searcher may
+        // have moved to another thread since it was made).
+        if let Err(e) = self.gpu.ctx.bind_to_thread() {
+            let why = format!("the GPU context cannot be used on this thread ({e})");
+            return requests
+                .iter()
+                .map(|_| Err(GpuError::Failed(why.clone())))
+                .collect();
+        }
+        let empty = |i: usize| ranges.is_some_and(|r| r[i].is_empty() || r[i].first >= num_docs);
+        let mut answers: Vec<Option<Result<Answer, GpuError>>> = (0..requests.len()).map(|_| None).collect();
+        // One launch serves one mode and one k: group the requests (and-or starts with its AND pass).
+        let mut groups: BTreeMap<(bool, usize), Vec<usize>> = BTreeMap::new();
+        for (i, r) in requests.iter().enumerate() {
+            let first = if r.mode == Mode::Or { Mode::Or } else { Mode::And };
+            if let Err(e) = self.scorer.check(r) {
+                answers[i] = Some(Err(GpuError::Index(e)));
+            } else if r.k > self.gopts.max_k {
+                answers[i] = Some(Err(GpuError::Unsupported(format!(
+                    "k = {} is above this GPU searcher's limit of {}",
+                    r.k, self.gopts.max_k
+                ))));
+            } else if r.query.matches_nothing(first) || empty(i) {
                 // and-or sends it to the OR pass below if it has known terms.
                 answers[i] = Some(Ok(Answer {
                     hits: Vec::new(),
                     latency: Duration::ZERO,
                 }));
             } else {
-                send.push(i);
+                groups.entry((first == Mode::Or, r.k)).or_default().push(i);
             }
         }
-        self.run(first, queries, &send, &mut answers);
-        if mode == Mode::AndOr {
-            let k = self.options.k;
-            let again: Vec<usize> = (0..queries.len())
-                .filter(|&i| {
-                    !queries[i].matches_nothing(Mode::Or)
-                        && matches!(&answers[i], Some(Ok(a)) if a.hits.len() < k)
-                })
-                .collect();
-            let before: Vec<Duration> = again
+        for ((or, k), which) in &groups {
+            let mode = if *or { Mode::Or } else { Mode::And };
+            self.run(mode, *k, requests, ranges, which, &mut answers);
+        }
+        // and-or: the OR pass for the queries whose AND found fewer than k.
+        let mut again: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for (i, r) in requests.iter().enumerate() {
+            if r.mode == Mode::AndOr
+                && !r.query.matches_nothing(Mode::Or)
+                && !empty(i)
+                && matches!(&answers[i], Some(Ok(a)) if a.hits.len() < r.k)
+            {
+                again.entry(r.k).or_default().push(i);
+            }
+        }
+        for (k, which) in &again {
+            let before: Vec<Duration> = which
                 .iter()
-                .map(|&i| {
-                    answers[i]
-                        .as_ref()
-                        .and_then(|a| a.as_ref().ok())
-                        .map_or(Duration::ZERO, |a| a.latency)
+                .map(|&i| match &answers[i] {
+                    Some(Ok(a)) => a.latency,
+                    _ => Duration::ZERO,
                 })
                 .collect();
-            self.run(Mode::Or, queries, &again, &mut answers);
-            for (&i, d) in again.iter().zip(before) {
+            self.run(Mode::Or, *k, requests, ranges, which, &mut answers);
+            for (&i, d) in which.iter().zip(before) {
                 if let Some(Ok(a)) = &mut answers[i] {
                     a.latency += d;
                 }
@@ -441,13 +441,15 @@ impl<'a> GpuSearcher<'a> {
             .collect()
     }
 
-    /// Runs `which` in `mode` through the pipeline, writing `answers`.
+    /// Runs `which` in `mode` at `k` through the pipeline, writing `answers`.
     fn run(
         &mut self,
         mode: Mode,
-        queries: &[Query],
+        k: usize,
+        requests: &[Request],
+        ranges: Option<&[DocRange]>,
         which: &[usize],
-        answers: &mut [Option<warpsearch_index::Result<Answer>>],
+        answers: &mut Slots,
     ) {
         let nslots = self.slots.len();
         let split = Split {
@@ -455,60 +457,47 @@ impl<'a> GpuSearcher<'a> {
             max_parts: self.gopts.max_parts,
             or_cost: mode == Mode::Or,
         };
-        let chunks = batches(self.index, queries, which, split, self.gopts.batch_size);
+        let index = self.scorer.index().clone();
+        let chunks = batches(&index, requests, which, split, self.gopts.batch_size);
         for (b, chunk) in chunks.iter().enumerate() {
             let chunk = &chunk[..];
             let s = b % nslots;
-            self.harvest(s, queries, answers);
+            self.harvest(s, answers);
             let started = Instant::now();
-            let prepared = match prepare(
-                self.index,
-                &self.dev,
-                queries,
-                chunk,
-                self.options.ranking,
-                self.options.bm25,
-                split,
-            ) {
+            let prepared = match prepare(&self.scorer, &self.dev, requests, chunk, split, ranges) {
                 Ok(p) => p,
                 Err(e) => {
-                    for &i in chunk {
-                        answers[i] = Some(Err(IndexError::Invalid(e.to_string())));
-                    }
+                    let why = e.to_string();
+                    self.fail(chunk, answers, |n| {
+                        format!("a GPU batch of {n} queries failed ({why})")
+                    });
                     continue;
                 }
             };
             self.stats.prepare_ms += started.elapsed().as_secs_f64() * 1e3;
-            if let Err(e) = self.submit(s, &prepared, mode) {
-                self.fallback(
-                    &format!("GPU batch of {} queries failed ({e})", chunk.len()),
-                    queries,
-                    chunk,
-                    mode,
-                    answers,
-                );
+            if let Err(e) = self.submit(s, &prepared, mode, k) {
+                self.fail(chunk, answers, |n| {
+                    format!("a GPU batch of {n} queries failed ({e})")
+                });
                 continue;
             }
-            self.slots[s].in_flight = Some(InFlight {
-                prepared,
-                started,
-                mode,
-            });
+            self.slots[s].in_flight = Some(InFlight { prepared, started, k });
             // Collect the previous batch while this one computes.
-            self.harvest((s + nslots - 1) % nslots, queries, answers);
+            self.harvest((s + nslots - 1) % nslots, answers);
         }
         for s in 0..nslots {
-            self.harvest(s, queries, answers);
+            self.harvest(s, answers);
         }
     }
 
     fn index_args(&self, stream: &CudaStream) -> IndexArgs {
+        let options = self.scorer.options();
         IndexArgs {
             norms: ptr(&self.norms, stream),
             prior: self.prior.as_ref().map_or(0, |p| ptr(p, stream)),
             gs: self.gs.as_ref().map_or(0, |g| ptr(g, stream)),
-            k1p1: self.options.bm25.k1 + 1.0,
-            prior_max: match self.options.ranking {
+            k1p1: options.bm25.k1 + 1.0,
+            prior_max: match options.ranking {
                 Ranking::Bm25 => 0.0,
                 Ranking::Bm25Static { alpha } => alpha,
             },
@@ -517,9 +506,9 @@ impl<'a> GpuSearcher<'a> {
     }
 
     /// Copies a batch's descriptors and launches it on slot `s`'s stream (all asynchronous).
-    fn submit(&mut self, s: usize, p: &Prepared, mode: Mode) -> Result<(), GpuError> {
+    fn submit(&mut self, s: usize, p: &Prepared, mode: Mode, k: usize) -> Result<(), GpuError> {
         if self.gopts.fail_batches {
-            return Err(GpuError::Unsupported("failure injected for a test".into()));
+            return Err(GpuError::Failed("failure injected for a test".into()));
         }
         let qbytes: &[u8] = bytemuck::cast_slice(&p.queries);
         let tbytes: &[u8] = bytemuck::cast_slice(&p.terms);
@@ -527,13 +516,11 @@ impl<'a> GpuSearcher<'a> {
         let gpu = self.gpu.clone();
         self.slots[s].reserve_desc(&gpu, total)?;
         let ix = self.index_args(&self.slots[s].stream);
-        let k = self.options.k;
         let (grid, smem) = match mode {
             Mode::And => (self.grid_and, and_shared_bytes()),
             _ => (self.grid_or, self.smem_or),
         };
         let slot = &mut self.slots[s];
-        let st = slot.stream.cu_stream();
         let n = p.queries.len();
         let h = slot.h_desc.as_mut_slice();
         h[..qbytes.len()].copy_from_slice(qbytes);
@@ -564,32 +551,25 @@ impl<'a> GpuSearcher<'a> {
             },
         };
         debug_assert_eq!(qbytes.len() % 8, 0, "TermDesc needs 8-byte alignment");
-        unsafe {
-            slot.events[0].record(&slot.stream)?;
-            cu::memcpy_htod_async(desc, &slot.h_desc.as_slice()[..total], st)?;
-            // The work counter is reset by the copy engine (a memset would wait for free SMs).
-            cu::memcpy_htod_async(ba.next_query, slot.h_zero.as_slice(), st)?;
-            if self.gopts.instrument {
-                cu::memset_d8_async(ba.phase_cycles, 0, slot.phases.len() * 8, st)?;
-            }
-            slot.events[1].record(&slot.stream)?;
-            let mut launch = slot.stream.launch_builder(&gpu.search);
-            launch.arg(&ix).arg(&ba);
-            launch.launch(LaunchConfig {
-                grid_dim: (grid, 1, 1),
-                block_dim: (threads(), 1, 1),
-                shared_mem_bytes: smem,
-            })?;
-            slot.events[2].record(&slot.stream)?;
-            cu::memcpy_dtoh_async(&mut slot.h_count.as_mut_slice()[..n], ba.out_count, st)?;
-            cu::memcpy_dtoh_async(&mut slot.h_doc.as_mut_slice()[..n * k], ba.out_doc, st)?;
-            cu::memcpy_dtoh_async(&mut slot.h_score.as_mut_slice()[..n * k], ba.out_score, st)?;
-            if self.gopts.instrument {
-                let c = slot.phases.len();
-                cu::memcpy_dtoh_async(&mut slot.h_phases.as_mut_slice()[..c], ba.phase_cycles, st)?;
-            }
-            slot.events[3].record(&slot.stream)?;
+        let st = &slot.stream;
+        slot.events[0].record(st)?;
+        launch::copy_to_device(st, desc, &slot.h_desc.as_slice()[..total])?;
+        // The work counter is reset by the copy engine (a memset would wait for free SMs).
+        launch::copy_to_device(st, ba.next_query, slot.h_zero.as_slice())?;
+        if self.gopts.instrument {
+            launch::memset_async(st, ba.phase_cycles, 0, slot.phases.len() * 8)?;
         }
+        slot.events[1].record(st)?;
+        launch::search_batch(&gpu, st, grid, smem, &ix, &ba)?;
+        slot.events[2].record(st)?;
+        launch::copy_to_host(st, &mut slot.h_count.as_mut_slice()[..n], ba.out_count)?;
+        launch::copy_to_host(st, &mut slot.h_doc.as_mut_slice()[..n * k], ba.out_doc)?;
+        launch::copy_to_host(st, &mut slot.h_score.as_mut_slice()[..n * k], ba.out_score)?;
+        if self.gopts.instrument {
+            let c = slot.phases.len();
+            launch::copy_to_host(st, &mut slot.h_phases.as_mut_slice()[..c], ba.phase_cycles)?;
+        }
+        slot.events[3].record(st)?;
         self.stats.batches += 1;
         self.stats.queries += n as u64;
         self.stats.h2d_bytes += total as u64;
@@ -598,12 +578,7 @@ impl<'a> GpuSearcher<'a> {
     }
 
     /// Waits for slot `s`'s batch, if any, and turns its results into answers.
-    fn harvest(
-        &mut self,
-        s: usize,
-        queries: &[Query],
-        answers: &mut [Option<warpsearch_index::Result<Answer>>],
-    ) {
+    fn harvest(&mut self, s: usize, answers: &mut Slots) {
         let Some(job) = self.slots[s].in_flight.take() else {
             return;
         };
@@ -619,13 +594,9 @@ impl<'a> GpuSearcher<'a> {
                 // The parts of a query cut into docID ranges are adjacent: one answer each.
                 let mut which: Vec<usize> = p.slots.clone();
                 which.dedup();
-                self.fallback(
-                    &format!("GPU batch of {} queries failed ({e})", which.len()),
-                    queries,
-                    &which,
-                    job.mode,
-                    answers,
-                );
+                self.fail(&which, answers, |n| {
+                    format!("a GPU batch of {n} queries failed ({e})")
+                });
                 return;
             }
         };
@@ -641,7 +612,7 @@ impl<'a> GpuSearcher<'a> {
             }
         }
         let latency = job.started.elapsed();
-        let k = self.options.k;
+        let k = job.k;
         let (counts, docs, scores) = (
             slot.h_count.as_slice(),
             slot.h_doc.as_slice(),
@@ -654,55 +625,47 @@ impl<'a> GpuSearcher<'a> {
         while out < p.slots.len() {
             let i = p.slots[out];
             let end = out + p.slots[out..].iter().take_while(|&&j| j == i).count();
-            let mut hits = Vec::new();
-            let mut ok = true;
-            for (part, &c) in counts.iter().enumerate().take(end).skip(out) {
-                if c == COUNT_FAILED || c as usize > k {
-                    ok = false;
-                    break;
+            let parts: Option<Vec<Vec<Scored>>> = (out..end)
+                .map(|part| {
+                    let c = counts[part];
+                    (c != COUNT_FAILED && c as usize <= k).then(|| {
+                        let base = part * k;
+                        (0..c as usize)
+                            .map(|j| Scored {
+                                doc: docs[base + j],
+                                score: scores[base + j],
+                            })
+                            .collect()
+                    })
+                })
+                .collect();
+            match parts {
+                Some(mut parts) => {
+                    let hits = if parts.len() == 1 {
+                        parts.pop().expect("one part")
+                    } else {
+                        merge_top_k(&parts, k)
+                    };
+                    answers[i] = Some(Ok(Answer { hits, latency }));
                 }
-                let base = part * k;
-                hits.extend((0..c as usize).map(|j| Scored {
-                    doc: docs[base + j],
-                    score: scores[base + j],
-                }));
-            }
-            if end - out > 1 {
-                hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.doc.cmp(&b.doc)));
-                hits.truncate(k);
-            }
-            if ok {
-                answers[i] = Some(Ok(Answer { hits, latency }));
-            } else {
-                failed.push(i);
+                None => failed.push(i),
             }
             out = end;
         }
-        if !failed.is_empty() {
-            let mode = job.mode;
-            self.fallback(
-                &format!("{} queries failed on the GPU (a malformed block)", failed.len()),
-                queries,
-                &failed,
-                mode,
-                answers,
-            );
-        }
+        self.fail(&failed, answers, |n| {
+            format!("{n} queries failed on the GPU (a malformed block)")
+        });
     }
 
-    /// Answers `which` on the CPU after a GPU failure, and logs it once.
-    fn fallback(
-        &mut self,
-        why: &str,
-        queries: &[Query],
-        which: &[usize],
-        mode: Mode,
-        answers: &mut [Option<warpsearch_index::Result<Answer>>],
-    ) {
-        eprintln!("warpsearch: {why}: answering them on the CPU");
-        self.stats.cpu_fallback_queries += which.len() as u64;
+    /// Marks `which` failed, with `why(number of queries)` as the reason.
+    fn fail(&mut self, which: &[usize], answers: &mut Slots, why: impl Fn(usize) -> String) {
+        if which.is_empty() {
+            return;
+        }
+        let why = why(which.len());
+        self.stats.failed_queries += which.len() as u64;
         for &i in which {
-            answers[i] = Some(self.cpu.answer_in(&queries[i], mode));
+            answers[i] = Some(Err(GpuError::Failed(why.clone())));
         }
     }
 
@@ -718,7 +681,6 @@ impl<'a> GpuSearcher<'a> {
         )
     }
 }
-
 /// The sort path's posting limit: a power of two at most `wanted` and `MAX_SMALL_OR`, whose keys and
 /// contributions (12 bytes each) fit the OR launch's `smem` bytes of dynamic shared memory.
 fn small_or_limit(wanted: u32, smem: u32) -> u32 {

@@ -5,12 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream};
 use warpsearch_index::Index;
 
 use crate::batch::TermDesc;
 use crate::device::{threads, BLOCK_LEN, TOPK_CAP};
-use crate::residency::{ptr, DeviceIndex, IndexArgs};
+use crate::launch::{self, TopKBuffers};
+use crate::residency::{DeviceIndex, IndexArgs};
 use crate::{Gpu, GpuError};
 
 /// The index on the device with a stream, for running the standalone kernels.
@@ -136,37 +137,21 @@ pub fn topk_segments(
     scores.push(0.0);
     let n = segments.len();
     let grid = (n as u32).clamp(1, gpu.multiprocessors() * 4);
-    let seg_d = stream.memcpy_stod(&seg)?;
-    let docs_d = stream.memcpy_stod(&docs)?;
-    let scores_d = stream.memcpy_stod(&scores)?;
-    let mut topbuf = stream.alloc_zeros::<u64>(grid as usize * TOPK_CAP)?;
-    let mut out_doc = stream.alloc_zeros::<u32>((n * k).max(1))?;
-    let mut out_score = stream.alloc_zeros::<f32>((n * k).max(1))?;
-    let mut out_count = stream.alloc_zeros::<u32>(n.max(1))?;
-    let (nseg, kk) = (n as u32, k as u32);
-    let mut launch = stream.launch_builder(&gpu.topk);
-    launch
-        .arg(&seg_d)
-        .arg(&docs_d)
-        .arg(&scores_d)
-        .arg(&nseg)
-        .arg(&kk)
-        .arg(&mut topbuf)
-        .arg(&mut out_doc)
-        .arg(&mut out_score)
-        .arg(&mut out_count);
-    unsafe {
-        launch.launch(LaunchConfig {
-            grid_dim: (grid, 1, 1),
-            block_dim: (threads(), 1, 1),
-            shared_mem_bytes: 0,
-        })?;
-    }
+    let mut b = TopKBuffers {
+        seg: stream.memcpy_stod(&seg)?,
+        docs: stream.memcpy_stod(&docs)?,
+        scores: stream.memcpy_stod(&scores)?,
+        topbuf: stream.alloc_zeros::<u64>(grid as usize * TOPK_CAP)?,
+        out_doc: stream.alloc_zeros::<u32>((n * k).max(1))?,
+        out_score: stream.alloc_zeros::<f32>((n * k).max(1))?,
+        out_count: stream.alloc_zeros::<u32>(n.max(1))?,
+    };
+    launch::topk_segments(gpu, &stream, grid, k as u32, &mut b)?;
     stream.synchronize()?;
     let (d, s, c) = (
-        stream.memcpy_dtov(&out_doc)?,
-        stream.memcpy_dtov(&out_score)?,
-        stream.memcpy_dtov(&out_count)?,
+        stream.memcpy_dtov(&b.out_doc)?,
+        stream.memcpy_dtov(&b.out_score)?,
+        stream.memcpy_dtov(&b.out_count)?,
     );
     Ok((0..n)
         .map(|i| (0..c[i] as usize).map(|j| (d[i * k + j], s[i * k + j])).collect())
@@ -277,7 +262,7 @@ fn launch_decode_into(
     grid: u32,
     reuse: Option<DecodeBuffers>,
 ) -> Result<DecodeBuffers, GpuError> {
-    let (mut out_doc, mut out_tf, mut ok) = match reuse {
+    let mut out = match reuse {
         Some(b) => b,
         None => {
             let b = (
@@ -286,12 +271,9 @@ fn launch_decode_into(
                 stream.alloc_zeros::<u32>(n)?,
             );
             // Poison the outputs: the caller checks every element the kernel must write.
-            unsafe {
-                let st = stream.cu_stream();
-                cudarc::driver::result::memset_d8_async(ptr(&b.0, stream), 0xAB, n * BLOCK_LEN * 4, st)?;
-                cudarc::driver::result::memset_d8_async(ptr(&b.1, stream), 0xCD, n * BLOCK_LEN * 4, st)?;
-                cudarc::driver::result::memset_d8_async(ptr(&b.2, stream), 0xEF, n * 4, st)?;
-            }
+            launch::poison(stream, &b.0, 0xAB)?;
+            launch::poison(stream, &b.1, 0xCD)?;
+            launch::poison(stream, &b.2, 0xEF)?;
             b
         }
     };
@@ -301,24 +283,7 @@ fn launch_decode_into(
     } else {
         grid
     };
-    let count = n as u32;
-    let mut launch = stream.launch_builder(&gpu.decode);
-    launch
-        .arg(ix)
-        .arg(terms)
-        .arg(tids)
-        .arg(bids)
-        .arg(&count)
-        .arg(&mut out_doc)
-        .arg(&mut out_tf)
-        .arg(&mut ok);
-    unsafe {
-        launch.launch(LaunchConfig {
-            grid_dim: (grid.max(1), 1, 1),
-            block_dim: (threads(), 1, 1),
-            shared_mem_bytes: 0,
-        })?;
-    }
+    launch::decode_blocks(gpu, stream, grid, ix, terms, tids, bids, n as u32, &mut out)?;
     stream.synchronize()?;
-    Ok((out_doc, out_tf, ok))
+    Ok(out)
 }

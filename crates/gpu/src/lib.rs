@@ -5,8 +5,13 @@
 //! - [`residency`]: the index in device memory under a memory budget, behind one interface that says
 //!   where each list's blocks are.
 //! - [`batch`]: the descriptors of a batch of queries as the kernels read them.
-//! - [`engine`]: [`GpuSearcher`], the batch pipeline (two streams, pinned buffers) and the CPU fallback.
+//! - [`engine`]: [`GpuSearcher`], the batch pipeline (two streams, pinned buffers); what it fails it
+//!   returns as [`GpuError`]s (the engine crate answers those on the CPU).
 //! - [`kernels`]: thin wrappers that run the decode and top-k kernels alone, for tests and benchmarks.
+//! - `launch`: every `unsafe` kernel launch, copy and pinned allocation, each with its contract.
+//!
+//! It plans queries through the backend-neutral `warpsearch_query` layer and knows nothing of the CPU
+//! engine.
 //!
 //! Every result equals the CPU oracle's bit for bit: the kernels evaluate the same float operations in the
 //! same order (compiled without fused multiply-add), and ties go to the smaller docID.
@@ -17,6 +22,7 @@ pub mod batch;
 pub mod device;
 pub mod engine;
 pub mod kernels;
+mod launch;
 pub mod residency;
 
 pub use device::Gpu;
@@ -38,6 +44,9 @@ pub enum GpuError {
     /// The request does not fit the GPU engine (k, memory budget, algorithm).
     #[error("{0}")]
     Unsupported(String),
+    /// The GPU could not answer a query (a failed batch or a malformed block); another backend can.
+    #[error("{0}")]
+    Failed(String),
     /// The index could not be read.
     #[error(transparent)]
     Index(#[from] warpsearch_index::IndexError),

@@ -38,30 +38,49 @@ pub fn better(a: Scored, b: Scored) -> bool {
     a.score > b.score || (a.score == b.score && a.doc < b.doc)
 }
 
-/// Collects the top `k` documents.
+/// Collects the top `k` documents, optionally only those scoring at least a floor.
 pub struct TopK {
     k: usize,
+    floor: f32,
     heap: BinaryHeap<Worst>,
 }
 
 impl TopK {
     /// An empty collector for `k` documents.
     pub fn new(k: usize) -> TopK {
+        TopK::with_floor(k, f32::NEG_INFINITY)
+    }
+
+    /// An empty collector for `k` documents that refuses documents scoring below `floor` (a starting
+    /// threshold from another part of the same query; see `Part`).
+    pub fn with_floor(k: usize, floor: f32) -> TopK {
         TopK {
             k,
+            floor,
             heap: BinaryHeap::with_capacity(k.min(1 << 16) + 1),
         }
     }
 
     /// The score a document must reach to have a chance of entering: the k-th best score when `k`
-    /// documents are held, −∞ before.
+    /// documents are held, else the floor (−∞ without one).
     #[inline]
     pub fn threshold(&self) -> f32 {
         if self.heap.len() < self.k {
-            f32::NEG_INFINITY
+            self.floor
         } else {
-            self.heap.peek().map_or(f32::INFINITY, |w| w.0.score)
+            self.heap
+                .peek()
+                .map_or(f32::INFINITY, |w| w.0.score)
+                .max(self.floor)
         }
+    }
+
+    /// Whether no document visited from now on whose score is at most `bound` can enter, documents
+    /// being visited in increasing docID order: the collector is full and its k-th score reaches
+    /// `bound` (a later document would lose the tie), or the floor lies above `bound`.
+    #[inline]
+    pub fn settled(&self, bound: f32) -> bool {
+        bound < self.floor || (self.is_full() && self.heap.peek().is_some_and(|w| w.0.score >= bound))
     }
 
     /// Whether `k` documents are held.
@@ -74,7 +93,9 @@ impl TopK {
     #[inline]
     pub fn insert(&mut self, doc: u32, score: f32) -> bool {
         let s = Scored { doc, score };
-        if self.heap.len() < self.k {
+        if score < self.floor {
+            false
+        } else if self.heap.len() < self.k {
             self.heap.push(Worst(s));
             true
         } else if self.heap.peek().is_some_and(|w| better(s, w.0)) {
@@ -108,5 +129,20 @@ mod tests {
         let mut none = TopK::new(0);
         assert!(!none.insert(1, 1.0));
         assert!(none.into_sorted().is_empty());
+    }
+
+    #[test]
+    fn a_floor_refuses_lower_scores_and_keeps_equal_ones() {
+        let mut top = TopK::with_floor(2, 2.0);
+        assert_eq!(top.threshold(), 2.0);
+        assert!(!top.settled(2.0));
+        assert!(top.settled(1.5));
+        assert!(!top.insert(4, 1.9));
+        assert!(top.insert(9, 2.0));
+        assert!(top.insert(3, 5.0));
+        assert!(top.settled(2.0));
+        assert!(!top.settled(2.5));
+        let got: Vec<(u32, f32)> = top.into_sorted().iter().map(|s| (s.doc, s.score)).collect();
+        assert_eq!(got, [(3, 5.0), (9, 2.0)]);
     }
 }

@@ -1,11 +1,8 @@
-//! Queries, ranking choices and the per-query plan every algorithm executes.
+//! The per-query [`Plan`] every backend executes: a query bound to an index and a [`Ranking`], with per
+//! term the posting list, the weight that multiplies BM25's tf part, and upper bounds for the list and
+//! each block; a docID range and a starting threshold say which part of the work a backend does.
 //!
-//! A [`Query`] is the analysed text: its distinct terms in order of first appearance, each with how
-//! often it occurs (Anserini's bag-of-words query weights a repeated term by its count), and the terms
-//! the index does not know. A [`Plan`] binds a query to an index and a [`Ranking`]: per term the posting
-//! list, the weight that multiplies BM25's tf part, and upper bounds for the list and each block.
-//!
-//! Every algorithm scores a document the same way, in the same floating-point order, so that all of them
+//! Every backend scores a document the same way, in the same floating-point order, so that all of them
 //! return bit-identical scores: the term contributions `weight · tf_part(tf, dl)` summed in the plan's
 //! term order (terms the document lacks add nothing), then the document prior (the static part of
 //! `bm25-static`, zero for `bm25`) added last. Pruning compares upper bounds against the current k-th
@@ -14,103 +11,8 @@
 
 use warpsearch_index::{Bm25, Bm25Params, DocOrder, Index, IndexError, PostingList, Result};
 
-/// Which documents match.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Documents containing every query term (a term the index lacks matches nothing).
-    And,
-    /// Documents containing at least one query term.
-    Or,
-    /// AND; when that finds fewer than k documents, the OR result instead (papers/001 section 8.3).
-    AndOr,
-}
-
-impl Mode {
-    /// The command-line name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::And => "and",
-            Mode::Or => "or",
-            Mode::AndOr => "and-or",
-        }
-    }
-}
-
-/// How documents are scored.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Ranking {
-    /// BM25: Σ count(t) · idf(t) · tf part (crate `warpsearch_index::bm25`).
-    Bm25,
-    /// papers/000 equation (3): α · static(d) + (1 − α) · Σ w̄_t · IR(d, t), with static scores min-max
-    /// normalised to [0, 1], IR(d, t) = tf part / (k1 + 1) ∈ [0, 1) and w̄_t = count(t) · idf(t) divided
-    /// by the sum over the query's known terms, so both halves lie in [0, 1].
-    Bm25Static {
-        /// Weight of the static score, in [0, 1].
-        alpha: f32,
-    },
-}
-
-/// A ranked document.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Scored {
-    /// Internal docID.
-    pub doc: u32,
-    /// Score under the query's ranking.
-    pub score: f32,
-}
-
-/// An analysed query.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Query {
-    /// Distinct known terms (ordinals) in order of first appearance, with their counts.
-    pub terms: Vec<(u32, u32)>,
-    /// Analysed terms the index does not contain, in order.
-    pub unknown: Vec<String>,
-}
-
-impl Query {
-    /// Analyses `text` with the index's analyzer and looks its terms up.
-    pub fn parse(index: &Index, text: &str) -> Query {
-        let mut query = Query::default();
-        index
-            .meta()
-            .analyzer
-            .for_each_term(text, |term| match index.term_id(term) {
-                Some(id) => query.add(id),
-                None => query.unknown.push(term.to_owned()),
-            });
-        query
-    }
-
-    /// A query of term ordinals (`None` for a term the index lacks), in order, repeats counted.
-    pub fn from_ids(ids: &[Option<u32>]) -> Query {
-        let mut query = Query::default();
-        for id in ids {
-            match id {
-                Some(id) => query.add(*id),
-                None => query.unknown.push(String::from("?")),
-            }
-        }
-        query
-    }
-
-    fn add(&mut self, id: u32) {
-        match self.terms.iter_mut().find(|(t, _)| *t == id) {
-            Some((_, count)) => *count += 1,
-            None => self.terms.push((id, 1)),
-        }
-    }
-
-    /// Whether no term survived analysis (empty text, only stopwords or punctuation).
-    pub fn is_empty(&self) -> bool {
-        self.terms.is_empty() && self.unknown.is_empty()
-    }
-
-    /// Whether the query can match nothing under `mode`: no known term, or (AND) an unknown one.
-    pub fn matches_nothing(&self, mode: Mode) -> bool {
-        self.terms.is_empty() || (mode == Mode::And && !self.unknown.is_empty())
-    }
-}
+use crate::query::{Query, Ranking};
+use crate::topk::TopK;
 
 /// One term of a plan.
 #[derive(Clone)]
@@ -165,6 +67,81 @@ pub struct Plan<'a> {
     pub prior_bound: f32,
     /// Bounds are multiplied by this before a pruning comparison.
     pub slack: f32,
+    /// The share of the query's work this plan does (all of it unless a scheduler split the query).
+    pub part: Part,
+}
+
+/// An inclusive range of internal docIDs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DocRange {
+    /// First docID in the range.
+    pub first: u32,
+    /// Last docID in the range (inclusive); below `first` for an empty range.
+    pub last: u32,
+}
+
+impl DocRange {
+    /// Every docID.
+    pub const ALL: DocRange = DocRange {
+        first: 0,
+        last: u32::MAX - 1,
+    };
+
+    /// No docID.
+    pub const EMPTY: DocRange = DocRange { first: 1, last: 0 };
+
+    /// The docIDs from `start` up to but excluding `end`.
+    pub fn half_open(start: u32, end: u32) -> DocRange {
+        if end <= start {
+            DocRange::EMPTY
+        } else {
+            DocRange {
+                first: start,
+                last: end - 1,
+            }
+        }
+    }
+
+    /// Whether `doc` lies in the range.
+    #[inline]
+    pub fn contains(&self, doc: u32) -> bool {
+        self.first <= doc && doc <= self.last
+    }
+
+    /// Whether the range holds no docID.
+    pub fn is_empty(&self) -> bool {
+        self.first > self.last
+    }
+}
+
+/// Which share of a query's work a backend does: the documents of `range` that score at least `floor`.
+///
+/// A query split between processors runs one part per docID range; their top-k lists merge exactly
+/// ([`crate::merge::merge_top_k`]) because every document belongs to one range. A part may start from
+/// another part's k-th score as its `floor`: a document scoring below it cannot enter the merged top k,
+/// while one scoring exactly the floor still can (ties go to the smaller docID), so it is kept.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Part {
+    /// The documents this part considers.
+    pub range: DocRange,
+    /// Documents scoring below this are not wanted (−∞: every document).
+    pub floor: f32,
+}
+
+impl Part {
+    /// The whole query.
+    pub const WHOLE: Part = Part {
+        range: DocRange::ALL,
+        floor: f32::NEG_INFINITY,
+    };
+
+    /// The documents of `range`, every score.
+    pub fn range(range: DocRange) -> Part {
+        Part {
+            range,
+            floor: f32::NEG_INFINITY,
+        }
+    }
 }
 
 /// The static part of a score: `alpha · normalize(static(d))`.
@@ -304,7 +281,19 @@ impl<'a> Plan<'a> {
             prior,
             prior_bound: prior_bound * slack,
             slack,
+            part: Part::WHOLE,
         })
+    }
+
+    /// The plan restricted to `part`.
+    pub fn with_part(self, part: Part) -> Plan<'a> {
+        Plan { part, ..self }
+    }
+
+    /// An empty top-k collector for this plan: it keeps `k` documents and refuses those below the
+    /// part's floor.
+    pub fn top_k(&self, k: usize) -> TopK {
+        TopK::with_floor(k, self.part.floor)
     }
 
     /// Term `t`'s contribution for a posting `(doc, tf)`.
@@ -346,6 +335,21 @@ impl<'a> Plan<'a> {
                     && self.index.global_scores().is_some()
             }
             _ => false,
+        }
+    }
+
+    /// The index's global scores GS(d), or an error if its docID order was not made for `ranking` under
+    /// the plan's BM25 parameters.
+    pub fn global_scores(&self, ranking: Ranking) -> Result<&'a [f32]> {
+        match self.index.global_scores() {
+            Some(gs) if self.global_order_applies(ranking) => Ok(gs),
+            _ => Err(IndexError::Invalid(format!(
+                "early termination needs an index built with --doc-order global-score and ranking \
+                 bm25-static with the same alpha, k1 and b (index {}: {:?}, bm25 {:?})",
+                self.index.dir().display(),
+                self.index.meta().doc_order,
+                self.index.meta().bm25
+            ))),
         }
     }
 }

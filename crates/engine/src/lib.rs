@@ -1,0 +1,28 @@
+//! The engine: the one part that knows both backends. It chooses the backend, sends batches to it, and
+//! answers on the CPU whatever the GPU fails, so that no query is lost.
+//!
+//! - [`backend`]: which backend runs ([`Backend`]) and what the user asked for ([`BackendChoice`]).
+//! - [`engine`]: [`Engine`], over one shared [`warpsearch_query::Scorer`].
+//!
+//! The engine never prints: what a user should hear of (the automatic choice, a fallback) comes back as
+//! text from [`Engine::choice`] and [`Engine::take_notes`], for the binary to show.
+
+#![warn(missing_docs)]
+
+pub mod backend;
+pub mod engine;
+
+pub use backend::{Backend, BackendChoice};
+pub use engine::{Engine, EngineOptions};
+pub use warpsearch_gpu::{GpuOptions, GpuStats};
+
+/// What can go wrong when an engine is made.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// `--backend gpu` was asked for and the GPU cannot serve these options.
+    #[error("--backend gpu: {0}")]
+    GpuRequired(warpsearch_gpu::GpuError),
+    /// The index or the options are unusable.
+    #[error(transparent)]
+    Index(#[from] warpsearch_index::IndexError),
+}

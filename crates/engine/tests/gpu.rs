@@ -1,0 +1,453 @@
+//! The GPU engine against the exhaustive CPU oracle (docIDs and score bits), and the engine's CPU
+//! fallback for what the GPU fails.
+//!
+//! Every test needs a CUDA device; where there is none it prints "skipped: no CUDA device" and returns.
+//! On the lent GPU machine they run (scripts/device-check.sh).
+
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+use warpsearch_codec::Codec;
+use warpsearch_cpu::CpuSearcher;
+use warpsearch_engine::{Backend, BackendChoice, Engine, EngineOptions};
+use warpsearch_gpu::{Gpu, GpuOptions, GpuSearcher};
+use warpsearch_index::build::{build_from_jsonl, BuildOptions};
+use warpsearch_index::{AnalyzerConfig, Bm25Params, DocOrder, Index, WriterOptions};
+use warpsearch_query::{Algorithm, Mode, Query, Ranking, Request, Scored, Scorer, SearchOptions};
+
+fn gpu() -> Option<Arc<Gpu>> {
+    static GPU: OnceLock<Result<Arc<Gpu>, String>> = OnceLock::new();
+    match GPU.get_or_init(|| Gpu::open(0).map(Arc::new).map_err(|e| e.to_string())) {
+        Ok(g) => Some(g.clone()),
+        Err(why) => {
+            say(&format!("skipped: no CUDA device ({why})"));
+            None
+        }
+    }
+}
+
+/// Writes a line to stderr past the test harness's capture, so that skips show in every log.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// A random collection over terms t0..tV (document d holds term j tfs[d][j] times), written as JSONL with
+/// static scores, and built into an index.
+fn random_index(dir: &Path, seed: u64, codec: Codec, alpha: Option<f32>) -> (Arc<Index>, usize) {
+    let mut rng = Rng(seed | 1);
+    let n = 1 + rng.below(6000) as usize;
+    let densities: Vec<f64> = (0..1 + rng.below(7))
+        .map(|_| [0.97, 0.6, 0.3, 0.08, 0.01, 0.002][rng.below(6) as usize])
+        .collect();
+    let (mut lines, mut statics) = (String::new(), String::new());
+    for d in 0..n {
+        let mut words = Vec::new();
+        for (j, &p) in densities.iter().enumerate() {
+            if (rng.below(10_000) as f64) < p * 10_000.0 {
+                let tf = [1, 1, 1, 2, 2, 3, 7, 40][rng.below(8) as usize];
+                words.extend(std::iter::repeat_n(format!("t{j}"), tf));
+            }
+        }
+        words.extend(std::iter::repeat_n("filler".to_string(), d % 5));
+        lines.push_str(&format!(
+            "{{\"id\": \"d{d}\", \"contents\": \"{}\"}}\n",
+            words.join(" ")
+        ));
+        statics.push_str(&format!("d{d}\t{}\n", rng.below(1000) as f32 / 7.0));
+    }
+    std::fs::write(dir.join("static.tsv"), statics).unwrap();
+    (build(dir, &lines, codec, Some(alpha)), densities.len())
+}
+
+/// Builds `dir/idx` from JSONL `lines` (white-space analysis); `statics`: with `dir/static.tsv` as static
+/// scores, reordered by global score when it holds an α.
+fn build(dir: &Path, lines: &str, codec: Codec, statics: Option<Option<f32>>) -> Arc<Index> {
+    std::fs::write(dir.join("in.jsonl"), lines).unwrap();
+    let mut opts = BuildOptions::new(WriterOptions {
+        codec,
+        analyzer: AnalyzerConfig::whitespace(),
+        bm25: Bm25Params::default(),
+        doc_order: DocOrder::Input,
+        force: true,
+    });
+    if let Some(alpha) = statics {
+        opts.static_scores = Some(dir.join("static.tsv"));
+        opts.reorder_alpha = alpha;
+    }
+    build_from_jsonl(&dir.join("in.jsonl"), &dir.join("idx"), &opts).unwrap();
+    Arc::new(Index::open(dir.join("idx")).unwrap())
+}
+
+fn random_queries(index: &Index, num_terms: usize, seed: u64) -> Vec<Query> {
+    let mut rng = Rng(seed | 1);
+    (0..60)
+        .map(|_| {
+            let words: Vec<String> = (0..1 + rng.below(6))
+                .map(|_| match rng.below(14) {
+                    0 => "unknownterm".to_string(),
+                    _ => format!("t{}", rng.below(num_terms as u64)),
+                })
+                .collect();
+            Query::parse(index, &words.join(" "))
+        })
+        .collect()
+}
+
+/// The exhaustive CPU oracle for `options`.
+fn oracle(index: &Arc<Index>, options: SearchOptions) -> CpuSearcher {
+    let options = SearchOptions {
+        algorithm: Algorithm::Exhaustive,
+        ..options
+    };
+    CpuSearcher::new(Arc::new(Scorer::new(index.clone(), options).unwrap()))
+}
+
+/// Every query in `mode` at `k`.
+fn requests(queries: &[Query], mode: Mode, k: usize) -> Vec<Request> {
+    queries.iter().map(|q| Request::new(q.clone(), mode, k)).collect()
+}
+
+/// The GPU searcher for `options`.
+fn gpu_searcher(
+    gpu: &Arc<Gpu>,
+    index: &Arc<Index>,
+    options: SearchOptions,
+    gopts: GpuOptions,
+) -> GpuSearcher {
+    let scorer = Arc::new(Scorer::new(index.clone(), options).unwrap());
+    GpuSearcher::new(gpu.clone(), scorer, gopts).unwrap()
+}
+
+fn same(a: &[Scored], b: &[Scored]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| x.doc == y.doc && x.score.to_bits() == y.score.to_bits())
+}
+
+/// The GPU engine's answers equal the exhaustive oracle's exactly (docIDs and score bits), and none
+/// failed.
+fn check_engine(
+    gpu: &Arc<Gpu>,
+    index: &Arc<Index>,
+    requests: &[Request],
+    options: SearchOptions,
+    gopts: GpuOptions,
+    what: &str,
+) {
+    let oracle = oracle(index, options);
+    let mut searcher = gpu_searcher(gpu, index, options, gopts);
+    let got = searcher.search_batch(requests);
+    for (i, (r, a)) in requests.iter().zip(got).enumerate() {
+        let want = oracle.search(r).unwrap();
+        let hits = a.unwrap().hits;
+        assert!(
+            same(&hits, &want),
+            "{what}: query {i} {:?} mode {:?} k {}: GPU {:?} vs oracle {:?}",
+            r.query.terms,
+            r.mode,
+            r.k,
+            &hits[..hits.len().min(4)],
+            &want[..want.len().min(4)]
+        );
+    }
+    assert_eq!(
+        searcher.take_stats().failed_queries,
+        0,
+        "{what}: no query may fail on the GPU"
+    );
+}
+
+/// The smallest OR window (many windows per query, blocks straddling windows), and queries cut into
+/// docID ranges of about 100 postings of cost.
+fn small_window() -> GpuOptions {
+    GpuOptions {
+        window: 256,
+        split_cost: 100,
+        ..GpuOptions::default()
+    }
+}
+
+#[test]
+fn engine_equals_the_oracle_on_random_indexes() {
+    let Some(gpu) = gpu() else { return };
+    // WARPSEARCH_GPU_SEEDS=a..b narrows the seeds (e.g. to run one under compute-sanitizer).
+    let seeds = std::env::var("WARPSEARCH_GPU_SEEDS")
+        .ok()
+        .and_then(|s| {
+            s.split_once("..")
+                .map(|(a, b)| (a.parse().unwrap(), b.parse().unwrap()))
+        })
+        .unwrap_or((0u64, 12u64));
+    for seed in seeds.0..seeds.1 {
+        let codec = Codec::ALL[seed as usize % 3];
+        let tmp = tempfile::tempdir().unwrap();
+        let (index, v) = random_index(tmp.path(), 0xABCD + seed * 7919, codec, None);
+        let queries = random_queries(&index, v, seed);
+        // Batches of 7 and 4,096; small and large OR windows; long queries cut into docID ranges of
+        // about 60 and 700 postings of cost, or never; OR queries sorted up to 4,096 or 64 postings, or
+        // never; AND steps merged by the default ratio, never, always, or at lengths 1:1.
+        let gopts = GpuOptions {
+            batch_size: [7, 4096][seed as usize % 2],
+            window: [256, 4096, 32768][seed as usize % 3],
+            split_cost: [60, u64::MAX, 700, 200_000][seed as usize % 4],
+            small_or: [4096, 0, 64][seed as usize % 3],
+            // AND steps: the default, binary search only, merging always, merging only at 1:1.
+            merge_ratio: [2, 0, u32::MAX, 1][(seed as usize / 2) % 4],
+            ..GpuOptions::default()
+        };
+        for mode in [Mode::And, Mode::Or, Mode::AndOr] {
+            for k in [1, 3, 10, 200, 1000] {
+                let base = SearchOptions::new(&index);
+                let reqs = requests(&queries, mode, k);
+                let what = format!("seed {seed} {codec}");
+                check_engine(&gpu, &index, &reqs, base, gopts, &what);
+                if k == 10 {
+                    let other = SearchOptions {
+                        bm25: Bm25Params { k1: 1.2, b: 0.75 },
+                        ..base
+                    };
+                    check_engine(
+                        &gpu,
+                        &index,
+                        &reqs,
+                        other,
+                        gopts,
+                        &format!("{what} k1 1.2 b 0.75"),
+                    );
+                    let stat = SearchOptions {
+                        ranking: Ranking::Bm25Static { alpha: 0.3 },
+                        ..base
+                    };
+                    check_engine(&gpu, &index, &reqs, stat, gopts, &format!("{what} bm25-static"));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn early_termination_equals_the_oracle_on_global_score_indexes() {
+    let Some(gpu) = gpu() else { return };
+    for (seed, alpha) in [(1u64, 0.0f32), (2, 0.2), (3, 0.5), (4, 0.9), (5, 1.0)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let (index, v) = random_index(tmp.path(), 0x5EED + seed, Codec::PForDelta, Some(alpha));
+        let queries = random_queries(&index, v, seed);
+        for mode in [Mode::And, Mode::Or, Mode::AndOr] {
+            for k in [1, 10, 1000] {
+                let options = SearchOptions {
+                    ranking: Ranking::Bm25Static { alpha },
+                    algorithm: Algorithm::EarlyTermination,
+                    ..SearchOptions::new(&index)
+                };
+                check_engine(
+                    &gpu,
+                    &index,
+                    &requests(&queries, mode, k),
+                    options,
+                    small_window(),
+                    &format!("early alpha {alpha}"),
+                );
+            }
+        }
+    }
+}
+
+/// Queries of hundreds of terms (more than a CTA has threads: the OR kernel's other path), repeated terms
+/// and an unknown one, on a collection of 400 terms.
+#[test]
+fn long_queries_equal_the_oracle() {
+    let Some(gpu) = gpu() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rng = Rng(4242);
+    let mut lines = String::new();
+    for d in 0..3000 {
+        let words: Vec<String> = (0..1 + rng.below(40))
+            .map(|_| format!("t{}", rng.below(400)))
+            .collect();
+        lines.push_str(&format!(
+            "{{\"id\": \"d{d}\", \"contents\": \"{}\"}}\n",
+            words.join(" ")
+        ));
+    }
+    let index = build(tmp.path(), &lines, Codec::PForDelta, None);
+    let texts = [
+        (0..400).map(|i| format!("t{i}")).collect::<Vec<_>>().join(" "),
+        (0..300)
+            .map(|i| format!("t{}", (i * 7) % 400))
+            .collect::<Vec<_>>()
+            .join(" ")
+            + " nosuchterm t3 t3",
+        (0..3).map(|i| format!("t{i}")).collect::<Vec<_>>().join(" "),
+    ];
+    let queries: Vec<Query> = texts.iter().map(|t| Query::parse(&index, t)).collect();
+    for mode in [Mode::And, Mode::Or, Mode::AndOr] {
+        for k in [1, 10, 1000] {
+            check_engine(
+                &gpu,
+                &index,
+                &requests(&queries, mode, k),
+                SearchOptions::new(&index),
+                small_window(),
+                "long queries",
+            );
+        }
+    }
+}
+
+/// A batch the GPU fails is answered by the engine on the CPU: every query still gets the oracle's
+/// answer, exactly once, and the engine says so.
+#[test]
+fn failed_batches_are_answered_by_the_cpu() {
+    let Some(_) = gpu() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (index, v) = random_index(tmp.path(), 77, Codec::PForDelta, None);
+    let queries = random_queries(&index, v, 77);
+    let options = SearchOptions::new(&index);
+    let oracle = oracle(&index, options);
+    let scorer = Arc::new(Scorer::new(index.clone(), options).unwrap());
+    let gpu = GpuOptions {
+        batch_size: 16,
+        fail_batches: true,
+        ..GpuOptions::default()
+    };
+    let backend = BackendChoice::Gpu;
+    let mut engine = Engine::new(scorer, EngineOptions { backend, gpu }).unwrap();
+    assert_eq!(engine.backend(), Backend::Gpu);
+    for mode in [Mode::And, Mode::Or, Mode::AndOr] {
+        let reqs = requests(&queries, mode, 10);
+        let got = engine.search_batch(&reqs);
+        assert_eq!(got.len(), reqs.len());
+        for (r, a) in reqs.iter().zip(got) {
+            assert!(same(&a.unwrap().hits, &oracle.search(r).unwrap()));
+        }
+        let sent = queries
+            .iter()
+            .filter(|q| !q.matches_nothing(if mode == Mode::Or { Mode::Or } else { Mode::And }))
+            .count();
+        let failed = engine.take_gpu_stats().unwrap().failed_queries as usize;
+        assert!(failed >= sent, "{mode:?}: {failed} failed of {sent} sent");
+        let notes = engine.take_notes();
+        assert!(
+            notes.iter().any(|n| n.contains("answered on the CPU")),
+            "{mode:?}: {notes:?}"
+        );
+    }
+}
+
+#[test]
+fn gpu_refuses_what_it_cannot_do() {
+    let Some(gpu) = gpu() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (index, _) = random_index(tmp.path(), 99, Codec::PForDelta, None);
+    let scorer = |options: SearchOptions| Arc::new(Scorer::new(index.clone(), options).unwrap());
+    let plain = SearchOptions::new(&index);
+    let big_k = GpuOptions {
+        max_k: 5000,
+        ..GpuOptions::default()
+    };
+    let err = GpuSearcher::new(gpu.clone(), scorer(plain), big_k).err().unwrap();
+    assert!(err.to_string().contains("--backend cpu"), "{err}");
+    let bmw = SearchOptions {
+        algorithm: Algorithm::BlockMaxWand,
+        ..plain
+    };
+    assert!(GpuSearcher::new(gpu.clone(), scorer(bmw), GpuOptions::default()).is_err());
+    let tiny = GpuOptions {
+        memory_budget: Some(16),
+        ..GpuOptions::default()
+    };
+    let err = GpuSearcher::new(gpu.clone(), scorer(plain), tiny).err().unwrap();
+    assert!(err.to_string().contains("--gpu-memory"), "{err}");
+    // A request beyond the searcher's k fails alone, as a typed error; the engine answers it on the CPU.
+    let mut searcher = gpu_searcher(
+        &gpu,
+        &index,
+        plain,
+        GpuOptions {
+            max_k: 10,
+            ..GpuOptions::default()
+        },
+    );
+    let reqs = requests(&random_queries(&index, 3, 5)[..2], Mode::Or, 11);
+    assert!(searcher.search_batch(&reqs).iter().all(|a| a.is_err()));
+}
+
+/// The real check: the first 5,000 TREC 2005 queries over the Wikipedia passage index
+/// (`WARPSEARCH_WIKI_INDEX`, built with `warpsearch index --title`), AND / OR / and-or at k 10 and 1000.
+#[test]
+fn engine_equals_the_oracle_on_wikipedia_passages() {
+    let Some(gpu) = gpu() else { return };
+    let Some(dir) = std::env::var_os("WARPSEARCH_WIKI_INDEX") else {
+        say("skipped: WARPSEARCH_WIKI_INDEX is not set (a passage index built with --title)");
+        return;
+    };
+    let queries_path = std::env::var_os("WARPSEARCH_QUERIES")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/queries/trec05-efficiency.txt")
+        });
+    let index = Arc::new(Index::open(&dir).unwrap());
+    assert_eq!(index.num_docs(), 776_864, "not the passage collection");
+    let text = std::fs::read_to_string(&queries_path).unwrap();
+    let queries: Vec<Query> = text.lines().take(5000).map(|q| Query::parse(&index, q)).collect();
+    assert_eq!(queries.len(), 5000);
+    for mode in [Mode::And, Mode::Or, Mode::AndOr] {
+        for k in [10, 1000] {
+            let options = SearchOptions::new(&index);
+            let oracle = oracle(&index, options);
+            let reqs = requests(&queries, mode, k);
+            let want = oracle.search_batch(&reqs);
+            // AND top-10 also with binary search only and with merging at every step.
+            let ratios: &[u32] = if (mode, k) == (Mode::And, 10) {
+                &[2, 0, u32::MAX]
+            } else {
+                &[2]
+            };
+            for &merge_ratio in ratios {
+                let gopts = GpuOptions {
+                    merge_ratio,
+                    ..GpuOptions::default()
+                };
+                let mut searcher = gpu_searcher(&gpu, &index, options, gopts);
+                let got = searcher.search_batch(&reqs);
+                let mut differ = 0;
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    let (g, w) = (&g.as_ref().unwrap().hits, &w.as_ref().unwrap().hits);
+                    if !same(g, w) {
+                        if differ < 3 {
+                            eprintln!(
+                                "query {i} ({}) differs: GPU {:?} oracle {:?}",
+                                text.lines().nth(i).unwrap(),
+                                &g[..g.len().min(3)],
+                                &w[..w.len().min(3)]
+                            );
+                        }
+                        differ += 1;
+                    }
+                }
+                assert_eq!(
+                differ, 0,
+                "{mode:?} k {k} merge ratio {merge_ratio}: {differ} of 5000 queries differ from the oracle"
+            );
+                assert_eq!(searcher.take_stats().failed_queries, 0);
+                eprintln!("wiki {mode:?} k {k} merge ratio {merge_ratio}: 5000 queries equal the oracle");
+            }
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! Analysed queries, what they match ([`Mode`]), how documents are scored ([`Ranking`]) and a ranked
+//! document ([`Scored`]).
+//!
+//! A [`Query`] is the analysed text: its distinct terms in order of first appearance, each with how
+//! often it occurs (Anserini's bag-of-words query weights a repeated term by its count), and the terms
+//! the index does not know.
+
+use warpsearch_index::Index;
+
+/// Which documents match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Documents containing every query term (a term the index lacks matches nothing).
+    And,
+    /// Documents containing at least one query term.
+    Or,
+    /// AND; when that finds fewer than k documents, the OR result instead (papers/001 section 8.3).
+    AndOr,
+}
+
+impl Mode {
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::And => "and",
+            Mode::Or => "or",
+            Mode::AndOr => "and-or",
+        }
+    }
+}
+
+/// How documents are scored.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Ranking {
+    /// BM25: Σ count(t) · idf(t) · tf part (crate `warpsearch_index::bm25`).
+    Bm25,
+    /// papers/000 equation (3): α · static(d) + (1 − α) · Σ w̄_t · IR(d, t), with static scores min-max
+    /// normalised to [0, 1], IR(d, t) = tf part / (k1 + 1) ∈ [0, 1) and w̄_t = count(t) · idf(t) divided
+    /// by the sum over the query's known terms, so both halves lie in [0, 1].
+    Bm25Static {
+        /// Weight of the static score, in [0, 1].
+        alpha: f32,
+    },
+}
+
+/// A ranked document.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scored {
+    /// Internal docID.
+    pub doc: u32,
+    /// Score under the query's ranking.
+    pub score: f32,
+}
+
+/// An analysed query.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Query {
+    /// Distinct known terms (ordinals) in order of first appearance, with their counts.
+    pub terms: Vec<(u32, u32)>,
+    /// Analysed terms the index does not contain, in order.
+    pub unknown: Vec<String>,
+}
+
+impl Query {
+    /// Analyses `text` with the index's analyzer and looks its terms up.
+    pub fn parse(index: &Index, text: &str) -> Query {
+        let mut query = Query::default();
+        index
+            .meta()
+            .analyzer
+            .for_each_term(text, |term| match index.term_id(term) {
+                Some(id) => query.add(id),
+                None => query.unknown.push(term.to_owned()),
+            });
+        query
+    }
+
+    /// A query of term ordinals (`None` for a term the index lacks), in order, repeats counted.
+    pub fn from_ids(ids: &[Option<u32>]) -> Query {
+        let mut query = Query::default();
+        for id in ids {
+            match id {
+                Some(id) => query.add(*id),
+                None => query.unknown.push(String::from("?")),
+            }
+        }
+        query
+    }
+
+    fn add(&mut self, id: u32) {
+        match self.terms.iter_mut().find(|(t, _)| *t == id) {
+            Some((_, count)) => *count += 1,
+            None => self.terms.push((id, 1)),
+        }
+    }
+
+    /// Whether no term survived analysis (empty text, only stopwords or punctuation).
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty() && self.unknown.is_empty()
+    }
+
+    /// Whether the query can match nothing under `mode`: no known term, or (AND) an unknown one.
+    pub fn matches_nothing(&self, mode: Mode) -> bool {
+        self.terms.is_empty() || (mode == Mode::And && !self.unknown.is_empty())
+    }
+}

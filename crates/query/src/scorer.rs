@@ -1,0 +1,99 @@
+//! An index under one ranking: the validated [`SearchOptions`], every document's BM25 length norm, and
+//! whether queries may stop early on the index's global-score order. Every backend plans its queries
+//! through one shared [`Scorer`], so that all of them compute the same float operations.
+
+use std::sync::Arc;
+
+use warpsearch_index::{Index, IndexError, Result};
+
+use crate::options::{Algorithm, Request, SearchOptions, MAX_K};
+use crate::plan::{length_norms, Part, Plan};
+use crate::query::Query;
+
+/// An index, the options it is searched with, and what every query's plan shares.
+pub struct Scorer {
+    index: Arc<Index>,
+    options: SearchOptions,
+    norms: Vec<f32>,
+    early: bool,
+}
+
+impl Scorer {
+    /// Checks `options` against `index` (BM25 parameters in range, static scores present for
+    /// `bm25-static`, the early-termination order when asked for) and computes the length norms.
+    pub fn new(index: Arc<Index>, options: SearchOptions) -> Result<Scorer> {
+        let p = options.bm25;
+        if !(p.k1.is_finite() && p.k1 >= 0.0 && (0.0..=1.0).contains(&p.b)) {
+            return Err(IndexError::Invalid(format!(
+                "BM25 needs k1 ≥ 0 and b in [0, 1], got k1 {} b {}",
+                p.k1, p.b
+            )));
+        }
+        let norms = length_norms(&index, options.bm25);
+        // Validates the ranking against the index (static scores, alpha) and the early-termination
+        // order once, on an empty query, so that a bad combination fails before any query runs.
+        let plan = Plan::new(&index, &Query::default(), options.ranking, options.bm25, &norms)?;
+        if options.algorithm == Algorithm::EarlyTermination {
+            plan.global_scores(options.ranking)?;
+        }
+        // Whether the index's order fits the ranking depends on the options alone, not on the query.
+        let early = match options.algorithm {
+            Algorithm::EarlyTermination => true,
+            Algorithm::Auto => plan.global_order_applies(options.ranking),
+            _ => false,
+        };
+        drop(plan);
+        Ok(Scorer {
+            index,
+            options,
+            norms,
+            early,
+        })
+    }
+
+    /// The index.
+    pub fn index(&self) -> &Arc<Index> {
+        &self.index
+    }
+
+    /// The options.
+    pub fn options(&self) -> &SearchOptions {
+        &self.options
+    }
+
+    /// The per-document BM25 length norms of the options' k1 and b ([`length_norms`]).
+    pub fn norms(&self) -> &[f32] {
+        &self.norms
+    }
+
+    /// Whether queries stop early on the index's global-score order (papers/000 Algorithm 1).
+    pub fn early_termination(&self) -> bool {
+        self.early
+    }
+
+    /// Analyses `text` with the index's analyzer.
+    pub fn parse(&self, text: &str) -> Query {
+        Query::parse(&self.index, text)
+    }
+
+    /// Why `request` cannot be answered with these options (k out of range, an algorithm that does
+    /// not evaluate its mode), if it cannot.
+    pub fn check(&self, request: &Request) -> Result<()> {
+        if request.k == 0 || request.k > MAX_K {
+            return Err(IndexError::Invalid(format!(
+                "k = {} is out of range: use 1 to {MAX_K}",
+                request.k
+            )));
+        }
+        match self.options.algorithm.refuses(request.mode) {
+            Some(why) => Err(IndexError::Invalid(why)),
+            None => Ok(()),
+        }
+    }
+
+    /// The plan of `query` restricted to `part`.
+    pub fn plan(&self, query: &Query, part: Part) -> Result<Plan<'_>> {
+        let o = &self.options;
+        Ok(Plan::new(&self.index, query, o.ranking, o.bm25, &self.norms)?.with_part(part))
+    }
+}
