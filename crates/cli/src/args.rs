@@ -302,7 +302,8 @@ pub struct EngineArgs {
     /// BM25 b (default: the index's).
     #[arg(long)]
     pub b: Option<f32>,
-    /// cpu, gpu, or auto (the GPU when one is usable for these options, else the CPU; says which and why).
+    /// cpu, gpu, hybrid (CPU and GPU together; the CPU alone without a GPU), or auto (hybrid when a GPU
+    /// is usable for these options, else the CPU; says which and why).
     #[arg(long, default_value = "auto", value_parser = BackendChoice::by_name)]
     pub backend: BackendChoice,
     #[command(flatten)]
@@ -411,6 +412,19 @@ pub struct GpuArgs {
     /// Time the GPU kernel's phases (with --stats; slightly slower).
     #[arg(long)]
     pub gpu_profile: bool,
+    /// Hybrid: CPU worker threads (default: every core but one with a GPU, else every core).
+    #[arg(long)]
+    pub hybrid_workers: Option<usize>,
+    /// Hybrid: the GPU batch's latency target in ms (a batch grows until its predicted time reaches it).
+    #[arg(long, default_value_t = 20.0)]
+    pub hybrid_batch_ms: f64,
+    /// Hybrid: split a query predicted to take longer than this many ms on one core into docID ranges
+    /// run on the GPU and idle CPU workers at once (0: never split).
+    #[arg(long, default_value_t = 5.0)]
+    pub hybrid_split_ms: f64,
+    /// Hybrid: most CPU parts of a split query.
+    #[arg(long, default_value_t = 8)]
+    pub hybrid_split_parts: usize,
 }
 
 /// Bytes from `40G`, `512M`, `100K` or a plain number of bytes.

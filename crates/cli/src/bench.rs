@@ -17,7 +17,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use warpsearch_cpu::CpuSearcher;
-use warpsearch_engine::{Backend, Engine};
+use warpsearch_engine::{Backend, Engine, Hybrid, HybridStats};
 use warpsearch_query::Request;
 
 use crate::args::{BenchArgs, BenchPlotArgs};
@@ -73,6 +73,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if let Some(s) = &gpu {
         println!("{}", gpu_stats_line(s));
     }
+    let closed_hybrid = engine.take_hybrid_stats();
+    if let Some(h) = &closed_hybrid {
+        println!("{}", hybrid_stats_line(h));
+    }
 
     let mut open = Vec::new();
     let mut by_rate = Vec::new();
@@ -87,18 +91,24 @@ pub fn run(a: BenchArgs) -> Result<()> {
                 .expect("a valid template"),
         );
         bar.set_message(format!("{rate:.0}/s"));
-        let (lat, span) = open_loop(&mut engine, &log, &arrivals, &bar)?;
-        bar.finish_and_clear();
         let deadline = Duration::from_secs_f64(a.deadline_ms / 1e3);
+        engine.take_hybrid_stats();
+        let (lat, span) = open_loop(&mut engine, &log, &arrivals, deadline, &bar)?;
+        bar.finish_and_clear();
+        let hybrid = engine.take_hybrid_stats();
         let missed = lat.iter().filter(|&&d| d > deadline).count();
         let achieved = n as f64 / span.as_secs_f64();
         curves.push((format!("{rate:.0}/s"), lat.clone()));
         let l = Latency::of(lat);
         by_rate.push((achieved, l.p50, l.p99));
         row(&format!("{rate:.0}/s"), achieved, &l, &missed.to_string());
+        if let Some(h) = &hybrid {
+            println!("  {}", hybrid_stats_line(h));
+        }
         open.push(
             json!({"rate": rate, "queries": n, "achieved_qps": achieved, "latency_ms": l.json(),
-                         "deadline_ms": a.deadline_ms, "missed": missed}),
+                         "deadline_ms": a.deadline_ms, "missed": missed,
+                         "hybrid": hybrid.as_ref().map(hybrid_json)}),
         );
     }
 
@@ -120,7 +130,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
             "k": a.engine.k,
             "backend": backend,
             "closed_loop": {"qps": closed_qps, "latency_ms": closed.json(),
-                            "gpu": gpu.as_ref().map(gpu_json)},
+                            "gpu": gpu.as_ref().map(gpu_json),
+                            "hybrid": closed_hybrid.as_ref().map(hybrid_json)},
             "open_loop": open,
         });
         // Written under a temporary name and renamed when complete; a report replaces an older one.
@@ -150,6 +161,37 @@ fn gpu_json(s: &warpsearch_gpu::GpuStats) -> Value {
            "phase_share": phases, "cpu_fallback_queries": s.failed_queries})
 }
 
+/// One line of the hybrid scheduler's counters: who answered, prediction errors, steals, splits, misses.
+pub fn hybrid_stats_line(h: &HybridStats) -> String {
+    let total = (h.cpu_queries + h.gpu_queries + h.both_queries).max(1) as f64;
+    format!(
+        "hybrid: queries by CPU {:.1}%, GPU {:.1}%, split over both {:.1}%; {} splits; prediction error \
+         CPU {:.0}% (per query), GPU {:.0}% (per batch); steals: CPU took {}, GPU took {}; {} urgent; \
+         {} GPU batches of {:.1} tasks; {} GPU failures rerun on the CPU; {} deadline misses",
+        100.0 * h.cpu_queries as f64 / total,
+        100.0 * h.gpu_queries as f64 / total,
+        100.0 * h.both_queries as f64 / total,
+        h.splits,
+        100.0 * h.cpu_prediction_error,
+        100.0 * h.gpu_prediction_error,
+        h.steals_by_cpu,
+        h.steals_by_gpu,
+        h.urgent,
+        h.gpu_batches,
+        h.gpu_tasks as f64 / h.gpu_batches.max(1) as f64,
+        h.gpu_fallbacks,
+        h.deadline_misses
+    )
+}
+
+fn hybrid_json(h: &HybridStats) -> Value {
+    json!({"cpu_queries": h.cpu_queries, "gpu_queries": h.gpu_queries, "both_queries": h.both_queries,
+           "splits": h.splits, "steals_by_cpu": h.steals_by_cpu, "steals_by_gpu": h.steals_by_gpu,
+           "urgent": h.urgent, "deadline_misses": h.deadline_misses, "gpu_batches": h.gpu_batches,
+           "gpu_tasks": h.gpu_tasks, "gpu_fallbacks": h.gpu_fallbacks,
+           "cpu_prediction_error": h.cpu_prediction_error, "gpu_prediction_error": h.gpu_prediction_error})
+}
+
 /// Arrival times of `n` queries at `rate` per second (exponential gaps), deterministic by `seed`.
 fn poisson_arrivals(n: usize, rate: f64, seed: u64) -> Vec<Duration> {
     let mut rng = Rng::new(seed);
@@ -170,8 +212,12 @@ fn open_loop(
     engine: &mut Engine,
     queries: &[Request],
     arrivals: &[Duration],
+    deadline: Duration,
     bar: &ProgressBar,
 ) -> Result<(Vec<Duration>, Duration)> {
+    if let Some(h) = engine.hybrid() {
+        return Ok(open_loop_hybrid(h, queries, arrivals, deadline, bar));
+    }
     match (engine.backend(), engine.gpu().map(|g| g.batch_size())) {
         (Backend::Gpu, Some(batch)) => {
             let start = Instant::now();
@@ -215,6 +261,39 @@ fn wait_until(start: Instant, at: Duration) {
     while start.elapsed() < at {
         std::hint::spin_loop();
     }
+}
+
+/// Submits each query to the hybrid scheduler at its arrival time, with the deadline; latency runs
+/// from submission (the arrival) to the answer.
+fn open_loop_hybrid(
+    h: &Hybrid,
+    queries: &[Request],
+    arrivals: &[Duration],
+    deadline: Duration,
+    bar: &ProgressBar,
+) -> (Vec<Duration>, Duration) {
+    let (tx, rx) = std::sync::mpsc::channel::<warpsearch_engine::Done>();
+    let start = Instant::now();
+    let lat = std::thread::scope(|scope| {
+        let collector = scope.spawn(move || {
+            let mut lat = vec![Duration::ZERO; queries.len()];
+            for done in rx.iter().take(queries.len()) {
+                // Errors of single queries are the search command's business; here they count as answered.
+                if let Ok(a) = done.result {
+                    lat[done.id as usize] = a.latency;
+                }
+                bar.inc(1);
+            }
+            lat
+        });
+        for (i, r) in queries.iter().enumerate() {
+            wait_until(start, arrivals[i]);
+            h.submit(i as u64, r.clone(), Some(deadline), tx.clone());
+        }
+        drop(tx);
+        collector.join().expect("the collector does not panic")
+    });
+    (lat, start.elapsed())
 }
 
 fn open_loop_cpu(

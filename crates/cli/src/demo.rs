@@ -153,7 +153,14 @@ pub fn run(a: DemoArgs) -> Result<()> {
             max_k: a.k.min(GpuOptions::default().max_k),
             ..GpuOptions::default()
         };
-        Ok(Engine::new(scorer, EngineOptions { backend, gpu })?)
+        Ok(Engine::new(
+            scorer,
+            EngineOptions {
+                backend,
+                gpu,
+                hybrid: None,
+            },
+        )?)
     };
     let gpu = engine(Algorithm::Auto, BackendChoice::Gpu);
     println!(

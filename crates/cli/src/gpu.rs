@@ -4,7 +4,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Result;
-use warpsearch_engine::EngineOptions;
+use std::time::Duration;
+use warpsearch_engine::{EngineOptions, HybridOptions};
 use warpsearch_gpu::kernels::KernelBench;
 use warpsearch_gpu::{Gpu, GpuOptions, GpuStats};
 
@@ -29,6 +30,20 @@ pub fn engine_options(a: &EngineArgs) -> EngineOptions {
             max_k: a.k,
             ..GpuOptions::default()
         },
+        hybrid: Some(hybrid_options(a)),
+    }
+}
+
+/// The hybrid scheduler's options from `a` (0 workers: the engine's default for the machine).
+fn hybrid_options(a: &EngineArgs) -> HybridOptions {
+    let g = &a.gpu;
+    HybridOptions {
+        cpu_workers: g.hybrid_workers.unwrap_or(0),
+        max_batch: g.gpu_batch.max(1),
+        batch_target: Duration::from_secs_f64(g.hybrid_batch_ms.max(0.0) / 1e3),
+        split_above: (g.hybrid_split_ms > 0.0).then(|| Duration::from_secs_f64(g.hybrid_split_ms / 1e3)),
+        split_parts: g.hybrid_split_parts.max(1),
+        ..HybridOptions::default()
     }
 }
 

@@ -276,6 +276,9 @@ pub fn run(a: SearchArgs) -> Result<()> {
         if let Some(stats) = engine.take_gpu_stats() {
             eprintln!("{}", gpu_stats_line(&stats));
         }
+        if let Some(stats) = engine.take_hybrid_stats() {
+            eprintln!("{}", crate::bench::hybrid_stats_line(&stats));
+        }
     }
     Ok(())
 }

@@ -3,17 +3,25 @@
 /// What the user asked for (`--backend`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendChoice {
-    /// The GPU where one can serve the options, else the CPU; the engine says which and why.
+    /// The CPU and the GPU together where a GPU can serve the options, else the CPU; the engine says
+    /// which and why.
     Auto,
     /// The CPU engine on all threads.
     Cpu,
     /// The GPU engine; an error where it cannot serve the options.
     Gpu,
+    /// The CPU and the GPU together (the hybrid scheduler); the CPU alone where no GPU serves.
+    Hybrid,
 }
 
 impl BackendChoice {
     /// Every choice, in the order the command line lists them.
-    pub const ALL: [BackendChoice; 3] = [BackendChoice::Auto, BackendChoice::Cpu, BackendChoice::Gpu];
+    pub const ALL: [BackendChoice; 4] = [
+        BackendChoice::Auto,
+        BackendChoice::Cpu,
+        BackendChoice::Gpu,
+        BackendChoice::Hybrid,
+    ];
 
     /// The command-line name.
     pub fn name(self) -> &'static str {
@@ -21,6 +29,7 @@ impl BackendChoice {
             BackendChoice::Auto => "auto",
             BackendChoice::Cpu => "cpu",
             BackendChoice::Gpu => "gpu",
+            BackendChoice::Hybrid => "hybrid",
         }
     }
 
@@ -29,7 +38,7 @@ impl BackendChoice {
         BackendChoice::ALL
             .into_iter()
             .find(|b| b.name() == name)
-            .ok_or_else(|| format!("unknown backend '{name}': expected auto, cpu or gpu"))
+            .ok_or_else(|| format!("unknown backend '{name}': expected auto, cpu, gpu or hybrid"))
     }
 }
 
@@ -40,4 +49,6 @@ pub enum Backend {
     Cpu,
     /// The GPU engine in batches; the CPU answers what it fails.
     Gpu,
+    /// The hybrid scheduler over CPU workers and, where one serves, the GPU.
+    Hybrid,
 }

@@ -10,6 +10,7 @@ use warpsearch_index::Result;
 use warpsearch_query::{Answer, Request, Scorer};
 
 use crate::backend::{Backend, BackendChoice};
+use crate::hybrid::{Hybrid, HybridOptions, HybridStats};
 use crate::EngineError;
 
 /// How an engine is made.
@@ -19,6 +20,8 @@ pub struct EngineOptions {
     pub backend: BackendChoice,
     /// The GPU engine's tunables.
     pub gpu: GpuOptions,
+    /// The hybrid scheduler's (None: defaults for this machine).
+    pub hybrid: Option<HybridOptions>,
 }
 
 impl Default for EngineOptions {
@@ -26,6 +29,7 @@ impl Default for EngineOptions {
         EngineOptions {
             backend: BackendChoice::Auto,
             gpu: GpuOptions::default(),
+            hybrid: None,
         }
     }
 }
@@ -34,6 +38,7 @@ impl Default for EngineOptions {
 enum Runner {
     Cpu,
     Gpu(Box<GpuSearcher>),
+    Hybrid(Hybrid),
 }
 
 /// Answers requests on the chosen backend, with the CPU as the GPU's fallback.
@@ -46,9 +51,10 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// An engine over `scorer` on the backend `options` ask for. `auto` takes the GPU where CUDA is
-    /// present and the GPU serves the options, else the CPU, and says which and why in
-    /// [`Engine::choice`]; `gpu` makes the GPU's refusal an error.
+    /// An engine over `scorer` on the backend `options` ask for. `auto` runs the hybrid scheduler
+    /// where CUDA is present and the GPU serves the options, else the CPU, and says which and why in
+    /// [`Engine::choice`]; `gpu` makes the GPU's refusal an error; `hybrid` without a usable GPU runs
+    /// the scheduler on the CPU alone and says why.
     pub fn new(scorer: Arc<Scorer>, options: EngineOptions) -> std::result::Result<Engine, EngineError> {
         let cpu = CpuSearcher::new(scorer.clone());
         let mut engine = Engine {
@@ -62,13 +68,28 @@ impl Engine {
             return Ok(engine);
         }
         let gpu = Gpu::open(0).and_then(|g| GpuSearcher::new(Arc::new(g), scorer, options.gpu));
+        let hybrid =
+            |gpu: Option<GpuSearcher>| Hybrid::new(cpu.clone(), gpu, options.hybrid.unwrap_or_default());
         match (gpu, options.backend) {
             (Ok(g), BackendChoice::Gpu) => engine.runner = Runner::Gpu(Box::new(g)),
-            (Ok(g), _) => {
-                engine.choice = Some(format!("backend auto: GPU, {}", g.describe()));
-                engine.runner = Runner::Gpu(Box::new(g));
+            (Ok(g), choice) => {
+                let line = format!(
+                    "backend {}: hybrid, CPU and GPU together; {}",
+                    choice.name(),
+                    g.describe()
+                );
+                engine.choice = Some(line);
+                engine.runner = Runner::Hybrid(hybrid(Some(g)));
             }
             (Err(e), BackendChoice::Gpu) => return Err(EngineError::GpuRequired(e)),
+            (Err(e), BackendChoice::Hybrid) => {
+                let h = hybrid(None);
+                engine.choice = Some(format!(
+                    "backend hybrid: the CPU alone, {} workers, long queries split among them ({e})",
+                    h.options().cpu_workers
+                ));
+                engine.runner = Runner::Hybrid(h);
+            }
             (Err(e), _) => {
                 engine.choice = Some(format!(
                     "backend auto: CPU on {} threads ({e})",
@@ -84,10 +105,11 @@ impl Engine {
         match self.runner {
             Runner::Cpu => Backend::Cpu,
             Runner::Gpu(_) => Backend::Gpu,
+            Runner::Hybrid(_) => Backend::Hybrid,
         }
     }
 
-    /// What `auto` chose and why, in one line (None for an explicit choice).
+    /// What `auto` (or a hybrid without a GPU) chose and why, in one line (None otherwise).
     pub fn choice(&self) -> Option<&str> {
         self.choice.as_deref()
     }
@@ -102,10 +124,18 @@ impl Engine {
         &self.cpu
     }
 
-    /// The GPU searcher, when the GPU runs queries.
+    /// The GPU searcher, when the GPU alone runs queries.
     pub fn gpu(&self) -> Option<&GpuSearcher> {
         match &self.runner {
             Runner::Gpu(g) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// The hybrid scheduler, when it runs queries.
+    pub fn hybrid(&self) -> Option<&Hybrid> {
+        match &self.runner {
+            Runner::Hybrid(h) => Some(h),
             _ => None,
         }
     }
@@ -115,6 +145,11 @@ impl Engine {
         match &self.runner {
             Runner::Gpu(g) => format!("gpu ({})", g.gpu().describe()),
             Runner::Cpu => format!("cpu ({} threads)", rayon::current_num_threads()),
+            Runner::Hybrid(h) => format!(
+                "hybrid ({} CPU workers{})",
+                h.options().cpu_workers,
+                if h.has_gpu() { " and the GPU" } else { ", no GPU" }
+            ),
         }
     }
 
@@ -123,7 +158,7 @@ impl Engine {
     pub fn batch_hint(&self) -> usize {
         match self.runner {
             Runner::Cpu => 4096,
-            Runner::Gpu(_) => 1 << 20,
+            _ => 1 << 20,
         }
     }
 
@@ -131,6 +166,17 @@ impl Engine {
     pub fn search_batch(&mut self, requests: &[Request]) -> Vec<Result<Answer>> {
         let gpu = match &mut self.runner {
             Runner::Cpu => return self.cpu.search_batch(requests),
+            Runner::Hybrid(h) => {
+                let answers = h.search_batch(requests);
+                let fallbacks = h.take_fallbacks();
+                if fallbacks > 0 {
+                    self.fallback_queries += fallbacks;
+                    self.notes.push(format!(
+                        "the GPU failed {fallbacks} tasks: they were answered on the CPU"
+                    ));
+                }
+                return answers;
+            }
             Runner::Gpu(g) => g,
         };
         let answers = gpu.search_batch(requests);
@@ -159,7 +205,8 @@ impl Engine {
         out
     }
 
-    /// Runs every request `passes` times (warming caches and the GPU), then forgets the GPU's counters.
+    /// Runs every request `passes` times (warming caches, the GPU and the cost model), then forgets
+    /// the counters.
     pub fn warm_up(&mut self, requests: &[Request], passes: usize) -> Result<()> {
         for _ in 0..passes {
             for r in self.search_batch(requests) {
@@ -167,6 +214,7 @@ impl Engine {
             }
         }
         self.take_gpu_stats();
+        self.take_hybrid_stats();
         Ok(())
     }
 
@@ -180,11 +228,17 @@ impl Engine {
         self.fallback_queries
     }
 
-    /// The GPU's counters since the last call (None on the CPU).
+    /// The GPU's counters since the last call (None without a GPU).
     pub fn take_gpu_stats(&mut self) -> Option<GpuStats> {
         match &mut self.runner {
             Runner::Gpu(g) => Some(g.take_stats()),
-            Runner::Cpu => None,
+            Runner::Hybrid(h) if h.has_gpu() => Some(h.take_gpu_stats()),
+            _ => None,
         }
+    }
+
+    /// The hybrid scheduler's counters since the last call (None for the other backends).
+    pub fn take_hybrid_stats(&mut self) -> Option<HybridStats> {
+        self.hybrid().map(Hybrid::take_stats)
     }
 }

@@ -3,6 +3,9 @@
 //!
 //! - [`backend`]: which backend runs ([`Backend`]) and what the user asked for ([`BackendChoice`]).
 //! - [`engine`]: [`Engine`], over one shared [`warpsearch_query::Scorer`].
+//! - [`hybrid`]: the scheduler that runs one query stream on the CPU and the GPU together (queues,
+//!   stealing, deadlines, GPU batch sizing, queries split by docID range); [`cost`]: the per-query
+//!   cost prediction it schedules by, learned online.
 //!
 //! The engine never prints: what a user should hear of (the automatic choice, a fallback) comes back as
 //! text from [`Engine::choice`] and [`Engine::take_notes`], for the binary to show.
@@ -10,10 +13,13 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod cost;
 pub mod engine;
+pub mod hybrid;
 
 pub use backend::{Backend, BackendChoice};
 pub use engine::{Engine, EngineOptions};
+pub use hybrid::{Done, Hybrid, HybridOptions, HybridStats, ServedBy};
 pub use warpsearch_gpu::{GpuOptions, GpuStats};
 
 /// What can go wrong when an engine is made.

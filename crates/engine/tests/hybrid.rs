@@ -1,0 +1,102 @@
+//! The hybrid scheduler against the exhaustive oracle, without a GPU (its CPU workers alone): every
+//! query answered exactly once, with the oracle's documents and score bits, whole or split by docID
+//! range among the workers, in a closed loop and one query at a time (when every worker is idle, so
+//! that every query is split). With a GPU the same checks run in `tests/gpu.rs`.
+
+mod common;
+
+use std::sync::mpsc::channel;
+use std::sync::Arc;
+use std::time::Duration;
+
+use warpsearch_codec::Codec;
+use warpsearch_cpu::CpuSearcher;
+use warpsearch_engine::{Backend, BackendChoice, Engine, EngineOptions, Hybrid, HybridOptions};
+use warpsearch_query::{Mode, Ranking, Scorer, SearchOptions};
+
+use common::{oracle, random_index, random_queries, requests, same};
+
+fn options(split: bool) -> HybridOptions {
+    HybridOptions {
+        cpu_workers: 4,
+        split_above: split.then_some(Duration::ZERO),
+        split_parts: 4,
+        ..HybridOptions::default()
+    }
+}
+
+#[test]
+fn hybrid_on_the_cpu_equals_the_oracle_whole_and_split() {
+    for seed in 0..6u64 {
+        let tmp = tempfile::tempdir().unwrap();
+        let codec = Codec::ALL[seed as usize % 3];
+        let (index, v) = random_index(tmp.path(), 0xB0B + seed * 31, codec, None);
+        let queries = random_queries(&index, v, seed);
+        for ranking in [Ranking::Bm25, Ranking::Bm25Static { alpha: 0.3 }] {
+            let search = SearchOptions {
+                ranking,
+                ..SearchOptions::new(&index)
+            };
+            let oracle = oracle(&index, search);
+            let cpu = CpuSearcher::new(Arc::new(Scorer::new(index.clone(), search).unwrap()));
+            for split in [false, true] {
+                let hybrid = Hybrid::new(cpu.clone(), None, options(split));
+                for mode in [Mode::And, Mode::Or, Mode::AndOr] {
+                    for k in [1, 10, 1000] {
+                        let reqs = requests(&queries, mode, k);
+                        let want: Vec<_> = reqs.iter().map(|r| oracle.search(r).unwrap()).collect();
+                        let what = format!("seed {seed} {ranking:?} split {split} {mode:?} k {k}");
+                        // Closed loop: everything at once.
+                        let got = hybrid.search_batch(&reqs);
+                        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                            assert!(same(&g.as_ref().unwrap().hits, w), "{what}: query {i}");
+                        }
+                        // One at a time: every worker idle, so each query (but and-or) is split 4 ways.
+                        let (tx, rx) = channel();
+                        for (i, r) in reqs.iter().enumerate() {
+                            hybrid.submit(i as u64, r.clone(), Some(Duration::from_secs(60)), tx.clone());
+                            let done = rx.recv().unwrap();
+                            assert_eq!(done.id, i as u64);
+                            assert!(
+                                same(&done.result.unwrap().hits, &want[i]),
+                                "{what}: one at a time, query {i}"
+                            );
+                        }
+                        drop(tx);
+                        assert!(rx.try_recv().is_err(), "{what}: a query answered twice");
+                    }
+                }
+                let stats = hybrid.take_stats();
+                assert_eq!(stats.gpu_queries + stats.both_queries, 0);
+                if split {
+                    assert!(stats.splits > 0, "seed {seed}: nothing was split");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn hybrid_without_a_gpu_says_so_and_runs_on_the_cpu() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (index, v) = random_index(tmp.path(), 5, Codec::PForDelta, None);
+    let scorer = Arc::new(Scorer::new(index.clone(), SearchOptions::new(&index)).unwrap());
+    let options = EngineOptions {
+        backend: BackendChoice::Hybrid,
+        hybrid: Some(options(true)),
+        ..EngineOptions::default()
+    };
+    let mut engine = Engine::new(scorer, options).unwrap();
+    assert_eq!(engine.backend(), Backend::Hybrid);
+    if engine.hybrid().unwrap().has_gpu() {
+        eprintln!("(a GPU is present: the CPU-alone line is not printed here)");
+    } else {
+        let line = engine.choice().unwrap();
+        assert!(line.contains("the CPU alone"), "{line}");
+    }
+    let reqs = requests(&random_queries(&index, v, 9), Mode::Or, 10);
+    let oracle = oracle(&index, SearchOptions::new(&index));
+    for (r, a) in reqs.iter().zip(engine.search_batch(&reqs)) {
+        assert!(same(&a.unwrap().hits, &oracle.search(r).unwrap()));
+    }
+}
