@@ -32,7 +32,7 @@ source scripts/device-common.sh
 synth=/root/synth
 docs=${SYNTH_DOCS:-25000000}
 queries=${QUERIES:-$dev/trec05-efficiency.txt}
-backends=${BACKENDS:-cpu gpu}  # BACKENDS=cpu runs the script on a machine without a GPU
+backends=${BACKENDS:-cpu gpu hybrid}  # BACKENDS=cpu runs the script on a machine without a GPU
 log=$out/bench.log
 table=$out/table.txt
 work=$(mktemp -d)
@@ -74,6 +74,9 @@ bench() {
   row $1 $3 "$4" $qps $p50 $p99 $p999 "closed loop"
   local rates
   rates=$(python3 -c "q=$qps; print(','.join(str(round(q*f)) for f in (0.1, 0.3, 0.5, 0.7, 0.9)))")
+  # The CPU-only engine's closed-loop rate, so that the hybrid also runs at half of it (the tail target).
+  [ "$4" = cpu ] && cpu_qps=$qps
+  [ "$4" = hybrid ] && [ -n "${cpu_qps:-}" ] && rates="$(python3 -c "print(round($cpu_qps * 0.5))"),$rates"
   $bin bench --index "$2" --queries "$5" --mode $3 --k 10 --backend $4 --rates "$rates" --duration 1 \
     --deadline-ms 100 --json "$work/$name.json" --svg "$work/$name" 2>&1 | grep -v "^warning" >>"$log"
   tail -n 8 "$log"

@@ -10,11 +10,14 @@ index=$1
 dev=.device
 mkdir -p $dev/part1
 cargo build --release
-cargo test --release -p warpsearch-gpu --no-run 2>&1 | tee /tmp/device-prepare.log
+cargo test --release -p warpsearch-gpu -p warpsearch-engine --no-run 2>&1 | tee /tmp/device-prepare.log
+# The kernel tests (gpu crate) and the engine's GPU and hybrid tests (engine crate).
 test_bin=$(grep -oE 'target/release/deps/gpu-[0-9a-f]+' /tmp/device-prepare.log | head -n 1)
-cp target/release/warpsearch "$test_bin" $dev/
-mv $dev/"$(basename "$test_bin")" $dev/gpu-tests
-strip $dev/warpsearch $dev/gpu-tests
+engine_bin=$(grep -oE 'target/release/deps/gpu_engine-[0-9a-f]+' /tmp/device-prepare.log | head -n 1)
+cp target/release/warpsearch $dev/
+cp "$test_bin" $dev/gpu-tests
+cp "$engine_bin" $dev/engine-tests
+strip $dev/warpsearch $dev/gpu-tests $dev/engine-tests
 cp ../shared/data/queries/trec05-efficiency.txt $dev/
 xz -T2 -3 -c "$index/postings.bin" >$dev/part1/wiki-postings.bin.xz
 tar -C "$index" -cf - $(cd "$index" && ls | grep -v '^postings.bin$') | xz -T2 -3 -c >$dev/wiki-rest.tar.xz
@@ -23,6 +26,8 @@ if [ $# -ge 2 ]; then
   cp bench/peers/tantivy/target/release/tantivy-peer $dev/ && strip $dev/tantivy-peer
   tar -C "$(dirname "$2")" --transform "s|^$(basename "$2")|tantivy-wiki|" -cf - "$(basename "$2")" | xz -T2 -6 -c >$dev/tantivy-wiki.tar.xz
 fi
+# PEERS=0 packs no peers (a run of our own engines only).
+if [ "${PEERS:-1}" = 0 ]; then rm -rf $dev/whl; du -sh $dev $dev/part1; exit 0; fi
 # PISA for the benchmark: pyterrier-pisa's wheel (its compiled PISA) and libtbb, for the device's Python
 # 3.12; 3.5 MiB. bench/peers/pisa_bench.py loads only the compiled module, so python-terrier (Java) and
 # the rest of its dependency tree are not needed.

@@ -1,7 +1,7 @@
 //! The hybrid scheduler against the exhaustive oracle, without a GPU (its CPU workers alone): every
 //! query answered exactly once, with the oracle's documents and score bits, whole or split by docID
 //! range among the workers, in a closed loop and one query at a time (when every worker is idle, so
-//! that every query is split). With a GPU the same checks run in `tests/gpu.rs`.
+//! that every query is split). With a GPU the same checks run in `tests/gpu_engine.rs`.
 
 mod common;
 

@@ -1,5 +1,5 @@
 //! The GPU kernels against their CPU references (the GPU engine against the CPU oracle is in the engine
-//! crate's `tests/gpu.rs`).
+//! crate's `tests/gpu_engine.rs`).
 //!
 //! Every test needs a CUDA device; where there is none it prints "skipped: no CUDA device" and returns.
 //! On the lent GPU machine they run (scripts/device-check.sh).

@@ -48,6 +48,9 @@ pub struct HybridOptions {
     pub split_above: Option<Duration>,
     /// Most CPU parts of a split query.
     pub split_parts: usize,
+    /// The GPU's share of a split query's documents (None: from the cost model, so that its part
+    /// ends when the CPU parts do).
+    pub split_gpu_share: Option<f64>,
 }
 
 impl Default for HybridOptions {
@@ -60,6 +63,7 @@ impl Default for HybridOptions {
             margin: 0.2,
             split_above: Some(Duration::from_millis(5)),
             split_parts: 8,
+            split_gpu_share: None,
         }
     }
 }
@@ -230,6 +234,9 @@ impl Hybrid {
         // The GPU's share of a split query: its part (latency a + s·g) should end when the CPU parts
         // ((1 − s)·c / P) do.
         let gpu_share = match split {
+            Some(_) if s.has_gpu && s.options.split_gpu_share.is_some() => {
+                s.options.split_gpu_share.unwrap_or(0.0).clamp(0.0, 1.0)
+            }
             Some(_) if s.has_gpu => {
                 let per_part = cpu_cost / cpu_parts as f64;
                 ((per_part - intercept) / (gpu_cost + per_part)).clamp(0.0, 0.9)
@@ -237,9 +244,11 @@ impl Hybrid {
             _ => 0.0,
         };
         let gpu_part = gpu_share >= 0.05;
+        // A GPU share of all documents leaves the CPU parts nothing: none are made.
+        let cpu_parts = if gpu_share >= 1.0 { 0 } else { cpu_parts };
         let tasks = cpu_parts + usize::from(gpu_part);
         let job = Arc::new(Job::new(id, request, features, deadline, reply, tasks));
-        if tasks == 1 {
+        if split.is_none() || (tasks == 1 && !gpu_part) {
             st.queues.push(Task {
                 job,
                 range: None,
@@ -255,7 +264,7 @@ impl Hybrid {
         }
         lock(&s.stats).splits += 1;
         let n = index.num_docs();
-        let cut = (gpu_share * n as f64) as u32;
+        let cut = ((gpu_share * n as f64) as u32).min(n);
         if gpu_part {
             st.queues.gpu.push_front(Task {
                 job: job.clone(),

@@ -239,8 +239,14 @@ impl Queues {
         let mut batch: Vec<(Task, Pick)> = Vec::new();
         let mut cost = 0.0;
         let full = |batch: &Vec<(Task, Pick)>, cost: f64, next: &Task| {
+            // Without a deadline (a closed loop) only the batch size limit applies.
+            let target = if next.job.deadline.is_some() {
+                policy.batch_target
+            } else {
+                f64::INFINITY
+            };
             !batch.is_empty()
-                && (batch.len() >= policy.max_batch || batch_time(cost + next.gpu_cost) > policy.batch_target)
+                && (batch.len() >= policy.max_batch || batch_time(cost + next.gpu_cost) > target)
         };
         // Urgent either-tasks that suit the GPU go first.
         let mut i = 0;
@@ -282,5 +288,124 @@ impl Queues {
             batch.push((t, Pick::Stolen));
         }
         batch
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc::channel;
+    use std::time::Duration;
+
+    use warpsearch_query::{Mode, Query, Request};
+
+    use super::*;
+
+    fn task(cpu: f64, gpu: f64, preference: Preference, deadline: Option<Duration>) -> Task {
+        let (tx, _) = channel();
+        let f = Features {
+            shortest: 1,
+            second: 0,
+            sum: 1,
+            terms: 1,
+        };
+        let request = Request::new(Query::default(), Mode::Or, 10);
+        Task {
+            job: Arc::new(Job::new(0, request, f, deadline, tx, 1)),
+            range: None,
+            cpu_cost: cpu,
+            gpu_cost: gpu,
+            work: 1.0,
+            preference,
+        }
+    }
+
+    fn policy() -> Policy {
+        Policy {
+            urgency: 0.5,
+            cpu_workers: 2,
+            max_batch: 3,
+            batch_target: 0.010,
+        }
+    }
+
+    #[test]
+    fn cpu_takes_parts_then_its_cheapest_then_either_then_steals_only_when_the_gpu_lags() {
+        let now = Instant::now();
+        let mut q = Queues::default();
+        q.push(task(0.004, 1.0, Preference::Cpu, None));
+        q.push(task(0.001, 1.0, Preference::Cpu, None));
+        q.push(task(0.1, 0.1, Preference::Either, None));
+        q.push(task(0.05, 0.001, Preference::Gpu, None));
+        q.parts.push_front(task(0.2, 0.0, Preference::Cpu, None));
+        let p = policy();
+        let picks: Vec<(f64, Pick)> = std::iter::from_fn(|| q.next_for_cpu(now, &p, true))
+            .map(|(t, pick)| (t.cpu_cost, pick))
+            .collect();
+        // The GPU task is not stolen: the GPU's backlog (1 ms) is below its CPU cost (50 ms).
+        assert_eq!(
+            picks,
+            [(0.2, Pick::Own), (0.001, Pick::Own), (0.004, Pick::Own), (0.1, Pick::Either)]
+        );
+        assert_eq!(q.gpu.len(), 1);
+        q.gpu_in_flight = 1.0;
+        let (t, pick) = q.next_for_cpu(now, &p, true).unwrap();
+        assert_eq!((t.cpu_cost, pick), (0.05, Pick::Stolen));
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn urgent_tasks_jump_the_queue() {
+        let mut q = Queues::default();
+        let deadline = Some(Duration::from_millis(10));
+        q.push(task(0.001, 1.0, Preference::Cpu, None));
+        q.push(task(0.009, 1.0, Preference::Cpu, deadline));
+        // Not yet urgent: the cheapest goes first; 6 ms later (past half the deadline) the old one is urgent.
+        let later = Instant::now() + Duration::from_millis(6);
+        let mut q2 = Queues::default();
+        q2.push(task(0.009, 1.0, Preference::Cpu, deadline));
+        q2.push(task(0.001, 1.0, Preference::Cpu, None));
+        let (t, pick) = q2.next_for_cpu(later, &policy(), true).unwrap();
+        assert_eq!((t.cpu_cost, pick), (0.009, Pick::Urgent));
+        let (t, _) = q.next_for_cpu(Instant::now(), &policy(), true).unwrap();
+        assert_eq!(t.cpu_cost, 0.001);
+    }
+
+    #[test]
+    fn gpu_batches_stop_at_the_latency_target_or_the_size_limit() {
+        let now = Instant::now();
+        let deadline = Some(Duration::from_millis(100));
+        let mut q = Queues::default();
+        for _ in 0..5 {
+            q.push(task(1.0, 0.004, Preference::Gpu, deadline));
+        }
+        // 1 ms fixed + 4 ms per task: two fit a 10 ms target.
+        let batch = q.next_for_gpu(now, &policy(), |c| 0.001 + c);
+        assert_eq!(batch.len(), 2);
+        // Without deadlines only the size limit (3) applies.
+        let mut q = Queues::default();
+        for _ in 0..5 {
+            q.push(task(1.0, 0.004, Preference::Gpu, None));
+        }
+        assert_eq!(q.next_for_gpu(now, &policy(), |c| 0.001 + c).len(), 3);
+        // One task always goes, whatever its cost.
+        let mut q = Queues::default();
+        q.push(task(1.0, 1.0, Preference::Either, deadline));
+        assert_eq!(q.next_for_gpu(now, &policy(), |c| 0.001 + c).len(), 1);
+    }
+
+    #[test]
+    fn the_gpu_steals_only_while_the_cpu_queue_outlasts_the_batch() {
+        let now = Instant::now();
+        let mut q = Queues::default();
+        // Two workers, 30 ms of CPU work queued: 15 ms each; a batch of one takes 1 ms + 2 ms.
+        for _ in 0..3 {
+            q.push(task(0.010, 0.002, Preference::Cpu, None));
+        }
+        let batch = q.next_for_gpu(now, &policy(), |c| 0.001 + c);
+        assert!(batch.iter().all(|(_, p)| *p == Pick::Stolen));
+        assert_eq!(batch.len(), 2, "stops once the CPU's backlog is below the batch time");
+        let mut idle = Queues::default();
+        idle.push(task(0.0001, 0.002, Preference::Cpu, None));
+        assert!(idle.next_for_gpu(now, &policy(), |c| 0.001 + c).is_empty());
     }
 }

@@ -9,11 +9,15 @@ mod common;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
+use std::sync::mpsc::channel;
+use std::time::Duration;
 use warpsearch_codec::Codec;
-use warpsearch_engine::{Backend, BackendChoice, Engine, EngineOptions};
+
+use warpsearch_cpu::CpuSearcher;
+use warpsearch_engine::{Backend, BackendChoice, Engine, EngineOptions, Hybrid, HybridOptions};
 use warpsearch_gpu::{Gpu, GpuOptions, GpuSearcher};
 use warpsearch_index::{Bm25Params, Index};
-use warpsearch_query::{Algorithm, Mode, Query, Ranking, Request, Scorer, SearchOptions};
+use warpsearch_query::{Algorithm, DocRange, Mode, Part, Query, Ranking, Request, Scorer, SearchOptions};
 
 use common::{build, oracle, random_index, random_queries, requests, same, Rng};
 
@@ -360,4 +364,161 @@ fn engine_equals_the_oracle_on_wikipedia_passages() {
             }
         }
     }
+}
+
+/// Docs where a range is cut: block boundaries (127, 128, 129), the middle, the ends.
+fn cuts(n: u32) -> Vec<u32> {
+    let mut v = vec![0, 1, 127, 128, 129, n / 2, n.saturating_sub(1), n];
+    v.retain(|&c| c <= n);
+    v.dedup();
+    v
+}
+
+/// A GPU request restricted to a docID range returns exactly the CPU's top k of that range, for ranges
+/// cut at block boundaries, empty ones and single documents.
+#[test]
+fn gpu_ranges_equal_the_cpu_parts() {
+    let Some(gpu) = gpu() else { return };
+    for seed in 0..4u64 {
+        let tmp = tempfile::tempdir().unwrap();
+        let (index, v) = random_index(tmp.path(), 0xCAFE + seed, Codec::ALL[seed as usize % 3], None);
+        let queries = random_queries(&index, v, seed);
+        let options = SearchOptions::new(&index);
+        let oracle = oracle(&index, options);
+        let gopts = GpuOptions {
+            split_cost: [100, u64::MAX][seed as usize % 2],
+            ..GpuOptions::default()
+        };
+        let mut searcher = gpu_searcher(&gpu, &index, options, gopts);
+        let n = index.num_docs();
+        let c = cuts(n);
+        let mut ranges = vec![DocRange::EMPTY];
+        for (i, &a) in c.iter().enumerate() {
+            ranges.push(DocRange::half_open(a, a + 1));
+            for &b in &c[i + 1..] {
+                ranges.push(DocRange::half_open(a, b));
+            }
+        }
+        for mode in [Mode::And, Mode::Or, Mode::AndOr] {
+            for k in [1, 10, 1000] {
+                let mut reqs = Vec::new();
+                let mut rs = Vec::new();
+                for q in &queries {
+                    for r in &ranges {
+                        reqs.push(Request::new(q.clone(), mode, k));
+                        rs.push(*r);
+                    }
+                }
+                let got = searcher.search_batch_in(&reqs, Some(&rs));
+                for ((req, r), g) in reqs.iter().zip(&rs).zip(got) {
+                    let want = oracle.search_part(req, mode, Part::range(*r)).unwrap();
+                    let hits = g.unwrap().hits;
+                    assert!(
+                        same(&hits, &want),
+                        "seed {seed} {mode:?} k {k} range {r:?} query {:?}: GPU {:?} vs CPU {:?}",
+                        req.query.terms,
+                        &hits[..hits.len().min(3)],
+                        &want[..want.len().min(3)]
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The hybrid scheduler with the GPU: the oracle's answers, whole, split between the GPU and the CPU
+/// workers (several GPU shares), in a closed loop and one query at a time.
+#[test]
+fn hybrid_with_the_gpu_equals_the_oracle() {
+    let Some(gpu) = gpu() else { return };
+    for seed in 0..4u64 {
+        let tmp = tempfile::tempdir().unwrap();
+        let (index, v) = random_index(tmp.path(), 0xF00D + seed, Codec::ALL[seed as usize % 3], None);
+        let queries = random_queries(&index, v, seed);
+        let options = SearchOptions::new(&index);
+        let oracle = oracle(&index, options);
+        let scorer = Arc::new(Scorer::new(index.clone(), options).unwrap());
+        for share in [None, Some(0.3), Some(0.5), Some(1.0)] {
+            let searcher = GpuSearcher::new(gpu.clone(), scorer.clone(), GpuOptions::default()).unwrap();
+            let hybrid = Hybrid::new(
+                CpuSearcher::new(scorer.clone()),
+                Some(searcher),
+                HybridOptions {
+                    cpu_workers: 3,
+                    split_above: share.map(|_| Duration::ZERO),
+                    split_parts: 3,
+                    split_gpu_share: share,
+                    ..HybridOptions::default()
+                },
+            );
+            for mode in [Mode::And, Mode::Or, Mode::AndOr] {
+                for k in [1, 10, 1000] {
+                    let reqs = requests(&queries, mode, k);
+                    let want: Vec<_> = reqs.iter().map(|r| oracle.search(r).unwrap()).collect();
+                    let what = format!("seed {seed} share {share:?} {mode:?} k {k}");
+                    for (i, (g, w)) in hybrid.search_batch(&reqs).iter().zip(&want).enumerate() {
+                        assert!(same(&g.as_ref().unwrap().hits, w), "{what}: query {i}");
+                    }
+                    let (tx, rx) = channel();
+                    for (i, r) in reqs.iter().enumerate() {
+                        hybrid.submit(i as u64, r.clone(), Some(Duration::from_secs(60)), tx.clone());
+                        let done = rx.recv().unwrap();
+                        assert_eq!(done.id, i as u64);
+                        assert!(
+                            same(&done.result.unwrap().hits, &want[i]),
+                            "{what}: one at a time {i}"
+                        );
+                    }
+                }
+            }
+            let stats = hybrid.take_stats();
+            assert_eq!(stats.gpu_fallbacks, 0);
+            if share.is_some() {
+                assert!(
+                    stats.both_queries + stats.gpu_queries > 0,
+                    "share {share:?}: {stats:?}"
+                );
+            }
+            say(&format!("hybrid seed {seed} share {share:?}: {stats:?}"));
+        }
+    }
+}
+
+/// Failure injection: every GPU batch fails; the hybrid reruns each task on the CPU, answers every
+/// query once with the oracle's result, and counts the fallbacks.
+#[test]
+fn hybrid_reruns_failed_gpu_tasks_on_the_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (index, v) = random_index(tmp.path(), 321, Codec::PForDelta, None);
+    let queries = random_queries(&index, v, 321);
+    let options = SearchOptions::new(&index);
+    let oracle = oracle(&index, options);
+    let scorer = Arc::new(Scorer::new(index.clone(), options).unwrap());
+    let failing = GpuOptions {
+        fail_batches: true,
+        ..GpuOptions::default()
+    };
+    let searcher = GpuSearcher::new(gpu, scorer.clone(), failing).unwrap();
+    let hybrid = Hybrid::new(
+        CpuSearcher::new(scorer),
+        Some(searcher),
+        HybridOptions {
+            cpu_workers: 2,
+            split_above: Some(Duration::ZERO),
+            split_gpu_share: Some(0.5),
+            ..HybridOptions::default()
+        },
+    );
+    for mode in [Mode::And, Mode::Or, Mode::AndOr] {
+        let reqs = requests(&queries, mode, 10);
+        let got = hybrid.search_batch(&reqs);
+        assert_eq!(got.len(), reqs.len());
+        for (r, g) in reqs.iter().zip(got) {
+            assert!(same(&g.unwrap().hits, &oracle.search(r).unwrap()), "{mode:?}");
+        }
+    }
+    let stats = hybrid.take_stats();
+    assert!(stats.gpu_fallbacks > 0, "{stats:?}");
+    assert_eq!(stats.gpu_queries, 0, "a failed GPU task cannot answer: {stats:?}");
 }
