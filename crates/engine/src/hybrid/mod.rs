@@ -14,8 +14,11 @@
 
 pub mod job;
 pub mod queues;
+mod stats;
+mod submit;
 mod workers;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -24,11 +27,13 @@ use std::time::Duration;
 use warpsearch_cpu::CpuSearcher;
 use warpsearch_gpu::{GpuSearcher, GpuStats};
 use warpsearch_index::{IndexError, Result};
-use warpsearch_query::{Answer, DocRange, Mode, Request};
+use warpsearch_query::{Answer, Request};
 
-use crate::cost::{CostModel, Features};
+use crate::cost::CostModel;
 pub use job::{Done, Job, Processor, ServedBy};
-use queues::{Preference, Queues, Task};
+use queues::Queues;
+use stats::Counters;
+pub use stats::HybridStats;
 
 /// How the hybrid scheduler runs.
 #[derive(Debug, Clone, Copy)]
@@ -68,39 +73,6 @@ impl Default for HybridOptions {
     }
 }
 
-/// What the scheduler did since it started (or since [`Hybrid::take_stats`]).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct HybridStats {
-    /// Queries answered by the CPU alone.
-    pub cpu_queries: u64,
-    /// Queries answered by the GPU alone.
-    pub gpu_queries: u64,
-    /// Queries answered by parts on both.
-    pub both_queries: u64,
-    /// Queries split into docID-range parts.
-    pub splits: u64,
-    /// Tasks a CPU worker took from the GPU queue.
-    pub steals_by_cpu: u64,
-    /// Tasks the GPU took from the CPU queue.
-    pub steals_by_gpu: u64,
-    /// Tasks run first because they were past the urgency point of their deadline.
-    pub urgent: u64,
-    /// Queries answered after their deadline.
-    pub deadline_misses: u64,
-    /// GPU batches and the tasks they carried.
-    pub gpu_batches: u64,
-    /// Tasks sent to the GPU.
-    pub gpu_tasks: u64,
-    /// Tasks the GPU failed that the CPU ran again.
-    pub gpu_fallbacks: u64,
-    /// Of those, how many [`Hybrid::take_fallbacks`] has reported.
-    pub fallbacks_reported: u64,
-    /// Mean relative error of the CPU cost prediction (per query).
-    pub cpu_prediction_error: f64,
-    /// Mean relative error of the GPU batch time prediction (per batch).
-    pub gpu_prediction_error: f64,
-}
-
 /// The queues and the flag that stops the workers.
 struct State {
     queues: Queues,
@@ -117,7 +89,9 @@ struct Shared {
     cpu_ready: Condvar,
     gpu_ready: Condvar,
     model: Mutex<CostModel>,
-    stats: Mutex<HybridStats>,
+    counters: Counters,
+    /// Fallbacks counted but not yet reported by [`Hybrid::take_fallbacks`].
+    unreported_fallbacks: AtomicU64,
     gpu_stats: Mutex<GpuStats>,
 }
 
@@ -155,7 +129,8 @@ impl Hybrid {
             cpu_ready: Condvar::new(),
             gpu_ready: Condvar::new(),
             model: Mutex::new(CostModel::default()),
-            stats: Mutex::new(HybridStats::default()),
+            counters: Counters::default(),
+            unreported_fallbacks: AtomicU64::new(0),
             gpu_stats: Mutex::new(GpuStats::default()),
         });
         let mut threads: Vec<JoinHandle<()>> = (0..options.cpu_workers.max(1))
@@ -192,115 +167,29 @@ impl Hybrid {
     /// Queues `request`; its answer (exactly one) goes to `reply` with `id`. `deadline`: time allowed
     /// from now (None: none, as in a closed-loop run).
     pub fn submit(&self, id: u64, request: Request, deadline: Option<Duration>, reply: Sender<Done>) {
-        let s = &self.shared;
-        let index = s.cpu.scorer().index().clone();
-        let features = Features::of(&index, &request.query);
-        let (cpu_cost, gpu_cost, intercept) = {
-            let model = lock(&s.model);
-            let mode = request.mode;
-            let gpu = if s.has_gpu {
-                model.gpu_marginal(mode, &features)
-            } else {
-                f64::INFINITY
-            };
-            (model.cpu(mode, &features), gpu, model.gpu_batch(mode, 0.0))
-        };
-        // A query that matches nothing is answered at once by whichever processor takes it.
-        let trivial = request.query.matches_nothing(request.mode);
-        let (cpu_cost, gpu_cost) = if trivial {
-            (1e-6, 0.0)
-        } else {
-            (cpu_cost, gpu_cost)
-        };
-        let work = features.gpu_work(request.mode);
-        let workers = s.options.cpu_workers.max(1) as f64;
-        // A query's share of each processor's capacity: one of `workers` cores, or a slice of the GPU.
-        let preference = if !s.has_gpu || trivial {
-            Preference::Cpu
-        } else if gpu_cost * (1.0 + s.options.margin) < cpu_cost / workers {
-            Preference::Gpu
-        } else if cpu_cost / workers * (1.0 + s.options.margin) < gpu_cost {
-            Preference::Cpu
-        } else {
-            Preference::Either
-        };
-        let mut st = lock(&s.state);
-        let split = s
-            .options
-            .split_above
-            .filter(|_| request.mode != Mode::AndOr && !request.query.terms.is_empty())
-            .filter(|limit| cpu_cost > limit.as_secs_f64());
-        let cpu_parts = split.map_or(1, |_| st.idle_cpu.clamp(1, s.options.split_parts.max(1)));
-        // The GPU's share of a split query: its part (latency a + s·g) should end when the CPU parts
-        // ((1 − s)·c / P) do.
-        let gpu_share = match split {
-            Some(_) if s.has_gpu && s.options.split_gpu_share.is_some() => {
-                s.options.split_gpu_share.unwrap_or(0.0).clamp(0.0, 1.0)
-            }
-            Some(_) if s.has_gpu => {
-                let per_part = cpu_cost / cpu_parts as f64;
-                ((per_part - intercept) / (gpu_cost + per_part)).clamp(0.0, 0.9)
-            }
-            _ => 0.0,
-        };
-        let gpu_part = gpu_share >= 0.05;
-        // A GPU share of all documents leaves the CPU parts nothing: none are made.
-        let cpu_parts = if gpu_share >= 1.0 { 0 } else { cpu_parts };
-        let tasks = cpu_parts + usize::from(gpu_part);
-        let job = Arc::new(Job::new(id, request, features, deadline, reply, tasks));
-        if split.is_none() || (tasks == 1 && !gpu_part) {
-            st.queues.push(Task {
-                job,
-                range: None,
-                cpu_cost,
-                gpu_cost,
-                work,
-                preference,
-            });
-            drop(st);
-            s.cpu_ready.notify_one();
-            s.gpu_ready.notify_one();
-            return;
-        }
-        lock(&s.stats).splits += 1;
-        let n = index.num_docs();
-        let cut = ((gpu_share * n as f64) as u32).min(n);
-        if gpu_part {
-            st.queues.gpu.push_front(Task {
-                job: job.clone(),
-                range: Some(DocRange::half_open(0, cut)),
-                cpu_cost: cpu_cost * gpu_share,
-                gpu_cost: gpu_cost * gpu_share,
-                work: work * gpu_share,
-                preference: Preference::Gpu,
-            });
-        }
-        let start = if gpu_part { cut } else { 0 };
-        let span = (n - start) as u64;
-        for p in 0..cpu_parts as u64 {
-            let lo = start + (span * p / cpu_parts as u64) as u32;
-            let hi = start + (span * (p + 1) / cpu_parts as u64) as u32;
-            let share = (hi - lo) as f64 / n.max(1) as f64;
-            st.queues.parts.push_front(Task {
-                job: job.clone(),
-                range: Some(DocRange::half_open(lo, hi)),
-                cpu_cost: cpu_cost * share,
-                gpu_cost: gpu_cost * share,
-                work: work * share,
-                preference: Preference::Cpu,
-            });
-        }
-        drop(st);
-        s.cpu_ready.notify_all();
-        s.gpu_ready.notify_one();
+        submit::submit(&self.shared, vec![(id, request)], deadline, &reply);
+    }
+
+    /// Queues many requests at once (one lock for all: a closed loop's burst).
+    pub fn submit_many(
+        &self,
+        requests: Vec<(u64, Request)>,
+        deadline: Option<Duration>,
+        reply: &Sender<Done>,
+    ) {
+        submit::submit(&self.shared, requests, deadline, reply);
     }
 
     /// Answers every request (closed loop: all submitted at once, no deadlines), in order.
     pub fn search_batch(&self, requests: &[Request]) -> Vec<Result<Answer>> {
         let (tx, rx) = channel();
-        for (i, r) in requests.iter().enumerate() {
-            self.submit(i as u64, r.clone(), None, tx.clone());
-        }
+        let all = requests
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, r)| (i as u64, r))
+            .collect();
+        self.submit_many(all, None, &tx);
         drop(tx);
         let mut out: Vec<Option<Result<Answer>>> = (0..requests.len()).map(|_| None).collect();
         for done in rx.iter().take(requests.len()) {
@@ -313,19 +202,18 @@ impl Hybrid {
 
     /// The counters so far (with the prediction errors), resetting them.
     pub fn take_stats(&self) -> HybridStats {
-        let model = lock(&self.shared.model);
-        let mut stats = std::mem::take(&mut *lock(&self.shared.stats));
+        let mut model = lock(&self.shared.model);
+        let mut stats = self.shared.counters.take();
         stats.cpu_prediction_error = model.cpu_error.mean();
         stats.gpu_prediction_error = model.gpu_error.mean();
+        model.cpu_error = Default::default();
+        model.gpu_error = Default::default();
         stats
     }
 
     /// Tasks the GPU failed that the CPU ran again, since the last call.
     pub fn take_fallbacks(&self) -> u64 {
-        let mut st = lock(&self.shared.stats);
-        let n = st.gpu_fallbacks - st.fallbacks_reported;
-        st.fallbacks_reported = st.gpu_fallbacks;
-        n
+        self.shared.unreported_fallbacks.swap(0, Ordering::Relaxed)
     }
 
     /// The GPU's counters so far, resetting them.

@@ -214,14 +214,14 @@ impl Queues {
         if let Some(t) = self.either.pop_front() {
             return Some((t, Pick::Either));
         }
-        let steal = match self.gpu.front() {
-            Some(t) => !has_gpu || self.gpu_backlog() > t.cpu_cost,
-            None => false,
-        };
-        if steal {
-            return self.gpu.pop_front().map(|t| (t, Pick::Stolen));
+        // Steal the task cheapest on the CPU among the GPU queue's newest (the GPU takes the oldest).
+        let n = self.gpu.len();
+        let i = (n.saturating_sub(CHEAPEST_OF)..n)
+            .min_by(|&a, &b| self.gpu.tasks[a].cpu_cost.total_cmp(&self.gpu.tasks[b].cpu_cost))?;
+        if has_gpu && self.gpu_backlog() <= self.gpu.tasks[i].cpu_cost {
+            return None;
         }
-        None
+        self.gpu.remove(i).map(|t| (t, Pick::Stolen))
     }
 
     /// The next GPU batch: urgent GPU-suited tasks, then the GPU queue and the "either" queue, oldest
@@ -238,12 +238,22 @@ impl Queues {
         let urgent = |t: &Task| t.is_urgent(now, policy.urgency);
         let mut batch: Vec<(Task, Pick)> = Vec::new();
         let mut cost = 0.0;
+        // Without deadlines (a closed loop) a batch may take as long as the CPU and the GPU together
+        // need to drain what waits, so that neither is left idle at the end while the other works.
+        let lanes = [&self.gpu, &self.cpu, &self.either];
+        let cpu_time = lanes.iter().map(|l| l.cpu_sum).sum::<f64>() / policy.cpu_workers.max(1) as f64;
+        let gpu_time = lanes.iter().map(|l| l.gpu_sum).sum::<f64>();
+        let drain = if cpu_time + gpu_time > 0.0 {
+            cpu_time * gpu_time / (cpu_time + gpu_time)
+        } else {
+            0.0
+        };
+        let closed_target = drain.max(policy.batch_target);
         let full = |batch: &Vec<(Task, Pick)>, cost: f64, next: &Task| {
-            // Without a deadline (a closed loop) only the batch size limit applies.
             let target = if next.job.deadline.is_some() {
                 policy.batch_target
             } else {
-                f64::INFINITY
+                closed_target
             };
             !batch.is_empty()
                 && (batch.len() >= policy.max_batch || batch_time(cost + next.gpu_cost) > target)
@@ -344,7 +354,12 @@ mod tests {
         // The GPU task is not stolen: the GPU's backlog (1 ms) is below its CPU cost (50 ms).
         assert_eq!(
             picks,
-            [(0.2, Pick::Own), (0.001, Pick::Own), (0.004, Pick::Own), (0.1, Pick::Either)]
+            [
+                (0.2, Pick::Own),
+                (0.001, Pick::Own),
+                (0.004, Pick::Own),
+                (0.1, Pick::Either)
+            ]
         );
         assert_eq!(q.gpu.len(), 1);
         q.gpu_in_flight = 1.0;
@@ -381,12 +396,19 @@ mod tests {
         // 1 ms fixed + 4 ms per task: two fit a 10 ms target.
         let batch = q.next_for_gpu(now, &policy(), |c| 0.001 + c);
         assert_eq!(batch.len(), 2);
-        // Without deadlines only the size limit (3) applies.
+        // Without deadlines the size limit (3) applies while the queue is long (the CPU and the GPU
+        // together need 11 ms for 12 such tasks: 12 s / 2 workers and 48 ms on the GPU)...
         let mut q = Queues::default();
-        for _ in 0..5 {
+        for _ in 0..12 {
             q.push(task(1.0, 0.004, Preference::Gpu, None));
         }
         assert_eq!(q.next_for_gpu(now, &policy(), |c| 0.001 + c).len(), 3);
+        // ... and the batch shrinks as the queue drains, so that the GPU does not finish last.
+        let mut q = Queues::default();
+        for _ in 0..2 {
+            q.push(task(0.004, 0.1, Preference::Gpu, None));
+        }
+        assert_eq!(q.next_for_gpu(now, &policy(), |c| 0.001 + c).len(), 1);
         // One task always goes, whatever its cost.
         let mut q = Queues::default();
         q.push(task(1.0, 1.0, Preference::Either, deadline));
@@ -403,7 +425,11 @@ mod tests {
         }
         let batch = q.next_for_gpu(now, &policy(), |c| 0.001 + c);
         assert!(batch.iter().all(|(_, p)| *p == Pick::Stolen));
-        assert_eq!(batch.len(), 2, "stops once the CPU's backlog is below the batch time");
+        assert_eq!(
+            batch.len(),
+            2,
+            "stops once the CPU's backlog is below the batch time"
+        );
         let mut idle = Queues::default();
         idle.push(task(0.0001, 0.002, Preference::Cpu, None));
         assert!(idle.next_for_gpu(now, &policy(), |c| 0.001 + c).is_empty());

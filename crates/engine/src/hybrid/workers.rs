@@ -6,11 +6,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use warpsearch_gpu::GpuSearcher;
-use warpsearch_query::{DocRange, Part, Request};
+use warpsearch_query::{DocRange, Mode, Part, Request};
 
 use super::job::{Processor, ServedBy};
 use super::queues::{Pick, Policy, Preference};
+use super::stats::bump;
 use super::{lock, Shared};
+use crate::cost::Features;
 
 fn policy(s: &Shared) -> Policy {
     Policy {
@@ -24,24 +26,52 @@ fn policy(s: &Shared) -> Policy {
 /// Counts a finished query.
 fn count_done(s: &Shared, done: Option<(ServedBy, std::time::Duration, bool)>) {
     if let Some((by, _, missed)) = done {
-        let mut st = lock(&s.stats);
-        match by {
-            ServedBy::Cpu => st.cpu_queries += 1,
-            ServedBy::Gpu => st.gpu_queries += 1,
-            ServedBy::Both => st.both_queries += 1,
+        let c = &s.counters;
+        bump(
+            match by {
+                ServedBy::Cpu => &c.cpu_queries,
+                ServedBy::Gpu => &c.gpu_queries,
+                ServedBy::Both => &c.both_queries,
+            },
+            1,
+        );
+        if missed {
+            bump(&c.deadline_misses, 1);
         }
-        st.deadline_misses += u64::from(missed);
+    }
+}
+
+/// CPU measurements a worker gathers before it takes the model's lock (one lock per batch of them).
+const OBSERVE_EVERY: usize = 16;
+
+fn observe(s: &Shared, seen: &mut Vec<(Mode, Features, f64)>) {
+    if !seen.is_empty() {
+        let mut model = lock(&s.model);
+        for (mode, f, seconds) in seen.drain(..) {
+            model.observe_cpu(mode, &f, seconds);
+        }
     }
 }
 
 /// Runs tasks on the CPU until the scheduler stops and nothing is left.
 pub(super) fn cpu_worker(s: &Arc<Shared>) {
+    let mut seen = Vec::with_capacity(OBSERVE_EVERY);
     loop {
+        if seen.len() >= OBSERVE_EVERY {
+            observe(s, &mut seen);
+        }
         let (task, pick) = {
             let mut st = lock(&s.state);
             loop {
                 if let Some(next) = st.queues.next_for_cpu(Instant::now(), &policy(s), s.has_gpu) {
                     break next;
+                }
+                if !seen.is_empty() {
+                    // Going idle: hand over the measurements first (not under the state lock).
+                    drop(st);
+                    observe(s, &mut seen);
+                    st = lock(&s.state);
+                    continue;
                 }
                 if st.shutdown {
                     return;
@@ -55,8 +85,8 @@ pub(super) fn cpu_worker(s: &Arc<Shared>) {
             }
         };
         match pick {
-            Pick::Stolen => lock(&s.stats).steals_by_cpu += 1,
-            Pick::Urgent => lock(&s.stats).urgent += 1,
+            Pick::Stolen => bump(&s.counters.steals_by_cpu, 1),
+            Pick::Urgent => bump(&s.counters.urgent, 1),
             _ => {}
         }
         let job = &task.job;
@@ -67,8 +97,7 @@ pub(super) fn cpu_worker(s: &Arc<Shared>) {
         let started = Instant::now();
         let result = s.cpu.search_part(&job.request, job.request.mode, part);
         if task.range.is_none() && !job.request.query.matches_nothing(job.request.mode) {
-            let seconds = started.elapsed().as_secs_f64();
-            lock(&s.model).observe_cpu(job.request.mode, &job.features, seconds);
+            seen.push((job.request.mode, job.features, started.elapsed().as_secs_f64()));
         }
         count_done(s, job.finish_part(result, Processor::Cpu));
     }
@@ -83,7 +112,7 @@ pub(super) fn gpu_dispatcher(s: &Arc<Shared>, mut gpu: GpuSearcher) {
             loop {
                 let intercept = {
                     let m = lock(&s.model);
-                    m.gpu_batch(warpsearch_query::Mode::Or, 0.0)
+                    m.gpu_batch(Mode::Or, 0.0)
                 };
                 let batch = st
                     .queues
@@ -101,13 +130,17 @@ pub(super) fn gpu_dispatcher(s: &Arc<Shared>, mut gpu: GpuSearcher) {
                     .expect("no scheduler thread panics under a lock");
             }
         };
-        {
-            let mut st = lock(&s.stats);
-            st.gpu_batches += 1;
-            st.gpu_tasks += batch.len() as u64;
-            st.steals_by_gpu += batch.iter().filter(|(_, p)| *p == Pick::Stolen).count() as u64;
-            st.urgent += batch.iter().filter(|(_, p)| *p == Pick::Urgent).count() as u64;
-        }
+        let c = &s.counters;
+        bump(&c.gpu_batches, 1);
+        bump(&c.gpu_tasks, batch.len() as u64);
+        bump(
+            &c.steals_by_gpu,
+            batch.iter().filter(|(_, p)| *p == Pick::Stolen).count() as u64,
+        );
+        bump(
+            &c.urgent,
+            batch.iter().filter(|(_, p)| *p == Pick::Urgent).count() as u64,
+        );
         let requests: Vec<Request> = batch.iter().map(|(t, _)| t.job.request.clone()).collect();
         let ranges: Vec<DocRange> = batch
             .iter()
@@ -137,7 +170,8 @@ pub(super) fn gpu_dispatcher(s: &Arc<Shared>, mut gpu: GpuSearcher) {
         let mut st = lock(&s.state);
         st.queues.gpu_in_flight = (st.queues.gpu_in_flight - in_flight).max(0.0);
         if !failed.is_empty() {
-            lock(&s.stats).gpu_fallbacks += failed.len() as u64;
+            bump(&s.counters.gpu_fallbacks, failed.len() as u64);
+            bump(&s.unreported_fallbacks, failed.len() as u64);
             for mut t in failed {
                 t.preference = Preference::Cpu;
                 st.queues.parts.push_front(t);

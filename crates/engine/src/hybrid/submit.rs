@@ -1,0 +1,166 @@
+//! A query's way into the scheduler: its features and predicted costs, its preferred processor, and
+//! whether to split it — all under one lock per burst of queries.
+//!
+//! A query is split only when there is spare capacity (nothing waits for the CPU and a worker is
+//! idle): intra-query parallelism shortens one query's latency at the price of some repeated work
+//! (every part sets up its own cursors), which a loaded system cannot afford.
+
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::Duration;
+
+use warpsearch_query::{DocRange, Mode, Request};
+
+use super::job::{Done, Job};
+use super::queues::{Preference, Task};
+use super::stats::bump;
+use super::{lock, Shared};
+use crate::cost::Features;
+
+/// What a query is predicted to cost.
+struct Estimate {
+    features: Features,
+    /// Seconds on one CPU core.
+    cpu: f64,
+    /// Seconds it adds to a GPU batch.
+    gpu: f64,
+    /// Seconds of a GPU batch's fixed cost.
+    intercept: f64,
+    /// Postings the GPU touches.
+    work: f64,
+    preference: Preference,
+}
+
+fn estimate(s: &Shared, model: &crate::cost::CostModel, request: &Request, features: Features) -> Estimate {
+    let mode = request.mode;
+    // A query that matches nothing is answered at once by whichever processor takes it.
+    let trivial = request.query.matches_nothing(mode);
+    let (cpu, gpu) = if trivial {
+        (1e-6, 0.0)
+    } else if s.has_gpu {
+        (model.cpu(mode, &features), model.gpu_marginal(mode, &features))
+    } else {
+        (model.cpu(mode, &features), f64::INFINITY)
+    };
+    let workers = s.options.cpu_workers.max(1) as f64;
+    // A query's share of each processor's capacity: one of `workers` cores, or a slice of the GPU.
+    let preference = if !s.has_gpu || trivial {
+        Preference::Cpu
+    } else if gpu * (1.0 + s.options.margin) < cpu / workers {
+        Preference::Gpu
+    } else if cpu / workers * (1.0 + s.options.margin) < gpu {
+        Preference::Cpu
+    } else {
+        Preference::Either
+    };
+    Estimate {
+        features,
+        cpu,
+        gpu,
+        intercept: model.gpu_batch(mode, 0.0),
+        work: features.gpu_work(mode),
+        preference,
+    }
+}
+
+/// Queues `requests` (each answered once, on `reply`, with its id).
+pub(super) fn submit(
+    s: &Shared,
+    requests: Vec<(u64, Request)>,
+    deadline: Option<Duration>,
+    reply: &Sender<Done>,
+) {
+    let index = s.cpu.scorer().index().clone();
+    let features: Vec<Features> = requests
+        .iter()
+        .map(|(_, r)| Features::of(&index, &r.query))
+        .collect();
+    let estimates: Vec<Estimate> = {
+        let model = lock(&s.model);
+        requests
+            .iter()
+            .zip(features)
+            .map(|((_, r), f)| estimate(s, &model, r, f))
+            .collect()
+    };
+    let many = requests.len() > 1;
+    let num_docs = index.num_docs();
+    let mut st = lock(&s.state);
+    for ((id, request), e) in requests.into_iter().zip(estimates) {
+        let spare = st.idle_cpu > 0
+            && st.queues.cpu.is_empty()
+            && st.queues.either.is_empty()
+            && st.queues.parts.is_empty();
+        let split = spare
+            && request.mode != Mode::AndOr
+            && !request.query.matches_nothing(request.mode)
+            && s.options
+                .split_above
+                .is_some_and(|limit| e.cpu > limit.as_secs_f64());
+        let cpu_parts = if split {
+            st.idle_cpu.clamp(1, s.options.split_parts.max(1))
+        } else {
+            1
+        };
+        // The GPU's share of a split query: its part (latency a + s·g) should end when the CPU parts
+        // ((1 − s)·c / P) do; or the share the options fix.
+        let gpu_share = match (split && s.has_gpu, s.options.split_gpu_share) {
+            (false, _) => 0.0,
+            (true, Some(share)) => share.clamp(0.0, 1.0),
+            (true, None) => {
+                let per_part = e.cpu / cpu_parts as f64;
+                ((per_part - e.intercept) / (e.gpu + per_part)).clamp(0.0, 0.9)
+            }
+        };
+        let gpu_part = gpu_share >= 0.05;
+        // A GPU share of every document leaves nothing to the CPU.
+        let cpu_parts = if gpu_share >= 1.0 { 0 } else { cpu_parts };
+        let tasks = cpu_parts + usize::from(gpu_part);
+        let job = Arc::new(Job::new(id, request, e.features, deadline, reply.clone(), tasks));
+        if !split || (tasks == 1 && !gpu_part) {
+            job.set_parts(1);
+            st.queues.push(Task {
+                job,
+                range: None,
+                cpu_cost: e.cpu,
+                gpu_cost: e.gpu,
+                work: e.work,
+                preference: e.preference,
+            });
+            continue;
+        }
+        bump(&s.counters.splits, 1);
+        let part = |range: DocRange, share: f64, preference| Task {
+            job: job.clone(),
+            range: Some(range),
+            cpu_cost: e.cpu * share,
+            gpu_cost: e.gpu * share,
+            work: e.work * share,
+            preference,
+        };
+        let cut = ((gpu_share * num_docs as f64) as u32).min(num_docs);
+        if gpu_part {
+            st.queues
+                .gpu
+                .push_front(part(DocRange::half_open(0, cut), gpu_share, Preference::Gpu));
+        }
+        let start = if gpu_part { cut } else { 0 };
+        let span = (num_docs - start) as u64;
+        for p in 0..cpu_parts as u64 {
+            let lo = start + (span * p / cpu_parts as u64) as u32;
+            let hi = start + (span * (p + 1) / cpu_parts as u64) as u32;
+            let share = (hi - lo) as f64 / num_docs.max(1) as f64;
+            st.queues
+                .parts
+                .push_front(part(DocRange::half_open(lo, hi), share, Preference::Cpu));
+        }
+    }
+    drop(st);
+    if many {
+        s.cpu_ready.notify_all();
+        s.gpu_ready.notify_all();
+    } else {
+        s.cpu_ready.notify_all();
+        s.gpu_ready.notify_one();
+    }
+}
