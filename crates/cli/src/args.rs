@@ -423,7 +423,7 @@ pub struct GpuArgs {
     #[arg(long, default_value_t = 5.0)]
     pub hybrid_split_ms: f64,
     /// Hybrid: most CPU parts of a split query.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 16)]
     pub hybrid_split_parts: usize,
 }
 

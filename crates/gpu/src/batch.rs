@@ -1,6 +1,8 @@
 //! The descriptors of a batch as the kernels read them (`TermDesc`, `QueryDesc` in `kernels/search.cu`),
 //! and their preparation from analysed queries.
 
+use std::borrow::Borrow;
+
 use bytemuck::{Pod, Zeroable};
 use warpsearch_index::{Index, Result};
 use warpsearch_query::plan::{bound_slack, term_weights};
@@ -124,9 +126,9 @@ impl Split {
 }
 
 /// Cuts `which` into batches of at most `batch` descriptors (a query cut into P parts takes P).
-pub fn batches(
+pub fn batches<R: Borrow<Request>>(
     index: &Index,
-    queries: &[Request],
+    queries: &[R],
     which: &[usize],
     split: Split,
     batch: usize,
@@ -134,7 +136,7 @@ pub fn batches(
     let mut out: Vec<Vec<usize>> = Vec::new();
     let mut used = 0usize;
     for &i in which {
-        let parts = split.parts(index, &queries[i].query) as usize;
+        let parts = split.parts(index, &queries[i].borrow().query) as usize;
         if out.is_empty() || used + parts > batch.max(parts) {
             out.push(Vec::new());
             used = 0;
@@ -152,10 +154,10 @@ pub fn batches(
 /// the output. Queries are ordered by descending cost per part, so that the persistent grid takes the long
 /// ones first and fills in with short ones (papers/002's bucketing by shortest-list length, taken to its
 /// limit: one bucket per length).
-pub fn prepare(
+pub fn prepare<R: Borrow<Request>>(
     scorer: &Scorer,
     dev: &DeviceIndex,
-    queries: &[Request],
+    queries: &[R],
     which: &[usize],
     split: Split,
     ranges: Option<&[DocRange]>,
@@ -170,7 +172,7 @@ pub fn prepare(
     let mut order: Vec<(u64, usize, u32)> = which
         .iter()
         .map(|&i| {
-            let q = &queries[i].query;
+            let q = &queries[i].borrow().query;
             let parts = split.parts(index, q);
             (split.cost(index, q) / parts as u64, i, parts)
         })
@@ -179,7 +181,7 @@ pub fn prepare(
     let num_docs = index.num_docs() as u64;
     let mut out = Prepared::default();
     for &(_, i, parts) in &order {
-        let q = &queries[i].query;
+        let q = &queries[i].borrow().query;
         let weights = term_weights(index, q, ranking, params)?;
         let n = q.terms.len();
         let slack = bound_slack(n);

@@ -3,6 +3,7 @@
 //! computes. A batch or query the GPU fails is returned as a typed error for the caller (the engine)
 //! to answer elsewhere; this module never prints.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -364,9 +365,9 @@ impl GpuSearcher {
 
     /// [`GpuSearcher::search_batch`] with request `i` restricted to the documents of `ranges[i]` (a
     /// query split between processors): the top k of that range, to merge with the other parts'.
-    pub fn search_batch_in(
+    pub fn search_batch_in<R: Borrow<Request>>(
         &mut self,
-        requests: &[Request],
+        requests: &[R],
         ranges: Option<&[DocRange]>,
     ) -> Vec<Result<Answer, GpuError>> {
         if let Some(r) = ranges {
@@ -387,6 +388,7 @@ impl GpuSearcher {
         // One launch serves one mode and one k: group the requests (and-or starts with its AND pass).
         let mut groups: BTreeMap<(bool, usize), Vec<usize>> = BTreeMap::new();
         for (i, r) in requests.iter().enumerate() {
+            let r = r.borrow();
             let first = if r.mode == Mode::Or { Mode::Or } else { Mode::And };
             if let Err(e) = self.scorer.check(r) {
                 answers[i] = Some(Err(GpuError::Index(e)));
@@ -412,6 +414,7 @@ impl GpuSearcher {
         // and-or: the OR pass for the queries whose AND found fewer than k.
         let mut again: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         for (i, r) in requests.iter().enumerate() {
+            let r = r.borrow();
             if r.mode == Mode::AndOr
                 && !r.query.matches_nothing(Mode::Or)
                 && !empty(i)
@@ -442,11 +445,11 @@ impl GpuSearcher {
     }
 
     /// Runs `which` in `mode` at `k` through the pipeline, writing `answers`.
-    fn run(
+    fn run<R: Borrow<Request>>(
         &mut self,
         mode: Mode,
         k: usize,
-        requests: &[Request],
+        requests: &[R],
         ranges: Option<&[DocRange]>,
         which: &[usize],
         answers: &mut Slots,

@@ -67,9 +67,37 @@ impl Default for HybridOptions {
             urgency: 0.5,
             margin: 0.2,
             split_above: Some(Duration::from_millis(5)),
-            split_parts: 8,
+            split_parts: 16,
             split_gpu_share: None,
         }
+    }
+}
+
+/// The processors' measured speeds, which the queue policy and the split share read.
+#[derive(Debug, Clone, Copy)]
+struct Rates {
+    /// Tasks per second the GPU completes in batches of 256 tasks or more.
+    gpu_rate: f64,
+    /// Seconds a GPU batch of at most 64 tasks takes.
+    gpu_latency: f64,
+    /// Mean seconds of a task on one CPU worker.
+    cpu_task: f64,
+}
+
+impl Default for Rates {
+    fn default() -> Self {
+        Rates {
+            gpu_rate: 5000.0,
+            gpu_latency: 0.01,
+            cpu_task: 0.001,
+        }
+    }
+}
+
+/// Moves a running mean `x` towards `sample` by `weight`.
+fn ewma(x: &mut f64, sample: f64, weight: f64) {
+    if sample.is_finite() {
+        *x += weight * (sample - *x);
     }
 }
 
@@ -77,6 +105,8 @@ impl Default for HybridOptions {
 struct State {
     queues: Queues,
     idle_cpu: usize,
+    /// GPU batches handed to the post-processing thread and not yet answered.
+    post_pending: usize,
     shutdown: bool,
 }
 
@@ -89,6 +119,7 @@ struct Shared {
     cpu_ready: Condvar,
     gpu_ready: Condvar,
     model: Mutex<CostModel>,
+    rates: Mutex<Rates>,
     counters: Counters,
     /// Fallbacks counted but not yet reported by [`Hybrid::take_fallbacks`].
     unreported_fallbacks: AtomicU64,
@@ -124,11 +155,13 @@ impl Hybrid {
             state: Mutex::new(State {
                 queues: Queues::default(),
                 idle_cpu: 0,
+                post_pending: 0,
                 shutdown: false,
             }),
             cpu_ready: Condvar::new(),
             gpu_ready: Condvar::new(),
             model: Mutex::new(CostModel::default()),
+            rates: Mutex::new(Rates::default()),
             counters: Counters::default(),
             unreported_fallbacks: AtomicU64::new(0),
             gpu_stats: Mutex::new(GpuStats::default()),

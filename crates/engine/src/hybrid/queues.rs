@@ -30,8 +30,6 @@ pub struct Task {
     pub range: Option<DocRange>,
     /// Predicted seconds on one CPU core.
     pub cpu_cost: f64,
-    /// Predicted seconds it adds to a GPU batch.
-    pub gpu_cost: f64,
     /// Postings the GPU touches for it.
     pub work: f64,
     /// Its preferred processor.
@@ -70,38 +68,24 @@ pub enum Pick {
     Urgent,
 }
 
-/// One queue, oldest first, with the sums of its tasks' predicted costs kept up to date (the
-/// stealing tests read them on every pick).
+/// One queue, oldest first.
 #[derive(Default)]
 pub struct Lane {
     tasks: VecDeque<Task>,
-    cpu_sum: f64,
-    gpu_sum: f64,
 }
 
 impl Lane {
     fn push_back(&mut self, t: Task) {
-        self.cpu_sum += t.cpu_cost;
-        self.gpu_sum += t.gpu_cost;
         self.tasks.push_back(t);
     }
 
     /// Queues `t` before every other task.
     pub fn push_front(&mut self, t: Task) {
-        self.cpu_sum += t.cpu_cost;
-        self.gpu_sum += t.gpu_cost;
         self.tasks.push_front(t);
     }
 
     fn remove(&mut self, i: usize) -> Option<Task> {
-        let t = self.tasks.remove(i)?;
-        self.cpu_sum -= t.cpu_cost;
-        self.gpu_sum -= t.gpu_cost;
-        if self.tasks.is_empty() {
-            // Forget the rounding the running sums gathered.
-            (self.cpu_sum, self.gpu_sum) = (0.0, 0.0);
-        }
-        Some(t)
+        self.tasks.remove(i)
     }
 
     fn pop_front(&mut self) -> Option<Task> {
@@ -134,21 +118,35 @@ pub struct Queues {
     pub either: Lane,
     /// CPU parts of split queries (run before anything else: their query is already under way).
     pub parts: Lane,
-    /// Predicted seconds of GPU work taken but not finished.
-    pub gpu_in_flight: f64,
+    /// Tasks the GPU has taken and not finished.
+    pub gpu_in_flight: usize,
 }
 
-/// How the queues are served.
+/// How the queues are served: limits, and the processors' measured speeds. Waits are estimated from
+/// task counts and measured rates rather than from summed predictions, so that an error of the cost
+/// model skews which queue a query joins, never how long a processor is believed to be busy.
 #[derive(Debug, Clone, Copy)]
 pub struct Policy {
     /// A task that has waited this share of its query's deadline is urgent.
     pub urgency: f64,
-    /// CPU workers.
-    pub cpu_workers: usize,
     /// Most tasks in one GPU batch.
     pub max_batch: usize,
-    /// Predicted GPU batch time not to exceed (the batch's latency target).
+    /// Seconds a GPU batch of tasks with deadlines may be predicted to take (at least twice the GPU's
+    /// latency floor).
     pub batch_target: f64,
+    /// Tasks per second the GPU completes in large batches (measured).
+    pub gpu_rate: f64,
+    /// Tasks per second all CPU workers together complete (measured).
+    pub cpu_rate: f64,
+    /// Seconds a small GPU batch takes (measured): the GPU's latency floor.
+    pub gpu_latency: f64,
+}
+
+impl Policy {
+    /// Predicted seconds of a GPU batch of `n` tasks.
+    pub fn batch_time(&self, n: usize) -> f64 {
+        self.gpu_latency + n as f64 / self.gpu_rate.max(1e-9)
+    }
 }
 
 /// How many tasks at the head of the CPU queue are looked at for the cheapest (small jobs first,
@@ -175,19 +173,20 @@ impl Queues {
         }
     }
 
-    /// Predicted seconds until the GPU has drained what waits for it and what it runs.
-    fn gpu_backlog(&self) -> f64 {
-        self.gpu_in_flight + self.gpu.gpu_sum
+    /// Seconds until the GPU has run what it holds and what waits for it.
+    fn gpu_wait(&self, p: &Policy) -> f64 {
+        p.batch_time(self.gpu_in_flight + self.gpu.len())
     }
 
-    /// Predicted seconds until each CPU worker has drained the CPU queue.
-    fn cpu_backlog(&self, workers: usize) -> f64 {
-        self.cpu.cpu_sum / workers.max(1) as f64
+    /// Seconds until the CPU workers have run the CPU queue.
+    fn cpu_wait(&self, p: &Policy) -> f64 {
+        self.cpu.len() as f64 / p.cpu_rate.max(1e-9)
     }
 
-    /// The next task for an idle CPU worker: a split query's part; an urgent CPU-suited task; the
-    /// cheapest of the CPU queue's head; the oldest "either"; else one stolen from the GPU queue when
-    /// the GPU would take longer to reach it than the CPU takes to run it.
+    /// The next task for an idle CPU worker: a split query's part; an urgent CPU task, or an urgent
+    /// "either" task that the GPU would not reach in time; the cheapest of the CPU queue's head; the
+    /// oldest "either"; else one stolen from the GPU queue when the GPU would take longer to reach it
+    /// than the CPU takes to run it.
     pub fn next_for_cpu(&mut self, now: Instant, policy: &Policy, has_gpu: bool) -> Option<(Task, Pick)> {
         if let Some(t) = self.parts.pop_front() {
             return Some((t, Pick::Own));
@@ -196,13 +195,13 @@ impl Queues {
         if self.cpu.front().is_some_and(urgent) {
             return self.cpu.pop_front().map(|t| (t, Pick::Urgent));
         }
-        if let Some(i) = self
+        let gpu_wait = self.gpu_wait(policy);
+        if self
             .either
-            .tasks
-            .iter()
-            .position(|t| urgent(t) && (!has_gpu || t.cpu_cost <= t.gpu_cost * policy.cpu_workers as f64))
+            .front()
+            .is_some_and(|t| urgent(t) && (!has_gpu || gpu_wait > t.cpu_cost))
         {
-            return self.either.remove(i).map(|t| (t, Pick::Urgent));
+            return self.either.pop_front().map(|t| (t, Pick::Urgent));
         }
         if !self.cpu.is_empty() {
             let head = self.cpu.len().min(CHEAPEST_OF);
@@ -218,68 +217,42 @@ impl Queues {
         let n = self.gpu.len();
         let i = (n.saturating_sub(CHEAPEST_OF)..n)
             .min_by(|&a, &b| self.gpu.tasks[a].cpu_cost.total_cmp(&self.gpu.tasks[b].cpu_cost))?;
-        if has_gpu && self.gpu_backlog() <= self.gpu.tasks[i].cpu_cost {
+        if has_gpu && gpu_wait <= self.gpu.tasks[i].cpu_cost {
             return None;
         }
         self.gpu.remove(i).map(|t| (t, Pick::Stolen))
     }
 
-    /// The next GPU batch: urgent GPU-suited tasks, then the GPU queue and the "either" queue, oldest
-    /// first; when both are empty and the CPU queue would keep every worker busy longer than a batch
-    /// takes, tasks stolen from it. Stops at `max_batch` tasks or when the batch's predicted time passes
-    /// `batch_target` (at least one task). `batch_time(c)` predicts the seconds of a batch whose tasks'
-    /// marginal GPU costs sum to `c`.
-    pub fn next_for_gpu(
-        &mut self,
-        now: Instant,
-        policy: &Policy,
-        batch_time: impl Fn(f64) -> f64,
-    ) -> Vec<(Task, Pick)> {
+    /// The next GPU batch: the GPU queue, then the "either" queue, oldest first; then, while the CPU
+    /// queue would keep the workers busy longer than the batch takes, tasks stolen from it. A batch
+    /// holds at most `max_batch` tasks; with deadlines, no more than fit `batch_target`; without (a
+    /// closed loop), no more than the GPU's share of what waits at the two processors' measured rates,
+    /// so that neither is left idle at the end while the other works.
+    pub fn next_for_gpu(&mut self, now: Instant, policy: &Policy) -> Vec<(Task, Pick)> {
         let urgent = |t: &Task| t.is_urgent(now, policy.urgency);
+        let waiting = self.gpu.len() + self.cpu.len() + self.either.len();
+        let share = policy.gpu_rate / (policy.gpu_rate + policy.cpu_rate).max(1e-9);
+        let closed_cap = ((waiting as f64 * share).ceil() as usize).max(1);
         let mut batch: Vec<(Task, Pick)> = Vec::new();
-        let mut cost = 0.0;
-        // Without deadlines (a closed loop) a batch may take as long as the CPU and the GPU together
-        // need to drain what waits, so that neither is left idle at the end while the other works.
-        let lanes = [&self.gpu, &self.cpu, &self.either];
-        let cpu_time = lanes.iter().map(|l| l.cpu_sum).sum::<f64>() / policy.cpu_workers.max(1) as f64;
-        let gpu_time = lanes.iter().map(|l| l.gpu_sum).sum::<f64>();
-        let drain = if cpu_time + gpu_time > 0.0 {
-            cpu_time * gpu_time / (cpu_time + gpu_time)
-        } else {
-            0.0
+        let full = |batch: &Vec<(Task, Pick)>, next: &Task| {
+            let n = batch.len();
+            n > 0
+                && (n >= policy.max_batch
+                    || match next.job.deadline {
+                        // Never below twice the GPU's latency floor: a target the GPU cannot meet
+                        // would make every batch one task.
+                        Some(_) => {
+                            policy.batch_time(n + 1) > policy.batch_target.max(2.0 * policy.gpu_latency)
+                        }
+                        None => n >= closed_cap,
+                    })
         };
-        let closed_target = drain.max(policy.batch_target);
-        let full = |batch: &Vec<(Task, Pick)>, cost: f64, next: &Task| {
-            let target = if next.job.deadline.is_some() {
-                policy.batch_target
-            } else {
-                closed_target
-            };
-            !batch.is_empty()
-                && (batch.len() >= policy.max_batch || batch_time(cost + next.gpu_cost) > target)
-        };
-        // Urgent either-tasks that suit the GPU go first.
-        let mut i = 0;
-        while i < self.either.len() {
-            let t = &self.either.tasks[i];
-            if urgent(t) && t.gpu_cost * (policy.cpu_workers as f64) < t.cpu_cost {
-                if full(&batch, cost, t) {
-                    break;
-                }
-                let t = self.either.remove(i).expect("in range");
-                cost += t.gpu_cost;
-                batch.push((t, Pick::Urgent));
-            } else {
-                i += 1;
-            }
-        }
         for (queue, pick) in [(&mut self.gpu, Pick::Own), (&mut self.either, Pick::Either)] {
             while let Some(t) = queue.front() {
-                if full(&batch, cost, t) {
+                if full(&batch, t) {
                     return batch;
                 }
                 let t = queue.pop_front().expect("non-empty");
-                cost += t.gpu_cost;
                 let pick = if pick == Pick::Own && urgent(&t) {
                     Pick::Urgent
                 } else {
@@ -289,12 +262,10 @@ impl Queues {
             }
         }
         while let Some(t) = self.cpu.front() {
-            if full(&batch, cost, t) || self.cpu_backlog(policy.cpu_workers) <= batch_time(cost + t.gpu_cost)
-            {
+            if full(&batch, t) || self.cpu_wait(policy) <= policy.batch_time(batch.len() + 1) {
                 break;
             }
             let t = self.cpu.pop_front().expect("non-empty");
-            cost += t.gpu_cost;
             batch.push((t, Pick::Stolen));
         }
         batch
@@ -310,7 +281,7 @@ mod tests {
 
     use super::*;
 
-    fn task(cpu: f64, gpu: f64, preference: Preference, deadline: Option<Duration>) -> Task {
+    fn task(cpu: f64, preference: Preference, deadline: Option<Duration>) -> Task {
         let (tx, _) = channel();
         let f = Features {
             shortest: 1,
@@ -323,18 +294,20 @@ mod tests {
             job: Arc::new(Job::new(0, request, f, deadline, tx, 1)),
             range: None,
             cpu_cost: cpu,
-            gpu_cost: gpu,
             work: 1.0,
             preference,
         }
     }
 
+    /// A GPU of 1 ms latency and 250 tasks/s (4 ms a task); CPU workers of 500 tasks/s together.
     fn policy() -> Policy {
         Policy {
             urgency: 0.5,
-            cpu_workers: 2,
             max_batch: 3,
             batch_target: 0.010,
+            gpu_rate: 250.0,
+            cpu_rate: 500.0,
+            gpu_latency: 0.001,
         }
     }
 
@@ -342,16 +315,16 @@ mod tests {
     fn cpu_takes_parts_then_its_cheapest_then_either_then_steals_only_when_the_gpu_lags() {
         let now = Instant::now();
         let mut q = Queues::default();
-        q.push(task(0.004, 1.0, Preference::Cpu, None));
-        q.push(task(0.001, 1.0, Preference::Cpu, None));
-        q.push(task(0.1, 0.1, Preference::Either, None));
-        q.push(task(0.05, 0.001, Preference::Gpu, None));
-        q.parts.push_front(task(0.2, 0.0, Preference::Cpu, None));
+        q.push(task(0.004, Preference::Cpu, None));
+        q.push(task(0.001, Preference::Cpu, None));
+        q.push(task(0.1, Preference::Either, None));
+        q.push(task(0.05, Preference::Gpu, None));
+        q.parts.push_front(task(0.2, Preference::Cpu, None));
         let p = policy();
         let picks: Vec<(f64, Pick)> = std::iter::from_fn(|| q.next_for_cpu(now, &p, true))
             .map(|(t, pick)| (t.cpu_cost, pick))
             .collect();
-        // The GPU task is not stolen: the GPU's backlog (1 ms) is below its CPU cost (50 ms).
+        // The GPU task is not stolen: the GPU reaches it (5 ms) before the CPU would finish it (50 ms).
         assert_eq!(
             picks,
             [
@@ -362,7 +335,7 @@ mod tests {
             ]
         );
         assert_eq!(q.gpu.len(), 1);
-        q.gpu_in_flight = 1.0;
+        q.gpu_in_flight = 20;
         let (t, pick) = q.next_for_cpu(now, &p, true).unwrap();
         assert_eq!((t.cpu_cost, pick), (0.05, Pick::Stolen));
         assert!(q.is_empty());
@@ -372,13 +345,13 @@ mod tests {
     fn urgent_tasks_jump_the_queue() {
         let mut q = Queues::default();
         let deadline = Some(Duration::from_millis(10));
-        q.push(task(0.001, 1.0, Preference::Cpu, None));
-        q.push(task(0.009, 1.0, Preference::Cpu, deadline));
+        q.push(task(0.001, Preference::Cpu, None));
+        q.push(task(0.009, Preference::Cpu, deadline));
         // Not yet urgent: the cheapest goes first; 6 ms later (past half the deadline) the old one is urgent.
         let later = Instant::now() + Duration::from_millis(6);
         let mut q2 = Queues::default();
-        q2.push(task(0.009, 1.0, Preference::Cpu, deadline));
-        q2.push(task(0.001, 1.0, Preference::Cpu, None));
+        q2.push(task(0.009, Preference::Cpu, deadline));
+        q2.push(task(0.001, Preference::Cpu, None));
         let (t, pick) = q2.next_for_cpu(later, &policy(), true).unwrap();
         assert_eq!((t.cpu_cost, pick), (0.009, Pick::Urgent));
         let (t, _) = q.next_for_cpu(Instant::now(), &policy(), true).unwrap();
@@ -386,52 +359,58 @@ mod tests {
     }
 
     #[test]
-    fn gpu_batches_stop_at_the_latency_target_or_the_size_limit() {
+    fn gpu_batches_stop_at_the_latency_target_or_their_share() {
         let now = Instant::now();
         let deadline = Some(Duration::from_millis(100));
         let mut q = Queues::default();
         for _ in 0..5 {
-            q.push(task(1.0, 0.004, Preference::Gpu, deadline));
+            q.push(task(1.0, Preference::Gpu, deadline));
         }
-        // 1 ms fixed + 4 ms per task: two fit a 10 ms target.
-        let batch = q.next_for_gpu(now, &policy(), |c| 0.001 + c);
-        assert_eq!(batch.len(), 2);
-        // Without deadlines the size limit (3) applies while the queue is long (the CPU and the GPU
-        // together need 11 ms for 12 such tasks: 12 s / 2 workers and 48 ms on the GPU)...
+        // 1 ms + 4 ms per task: two fit a 10 ms target.
+        assert_eq!(q.next_for_gpu(now, &policy()).len(), 2);
+        // Without deadlines the batch takes the GPU's share of what waits (250 of 750 tasks/s: a
+        // third), at most 3.
         let mut q = Queues::default();
-        for _ in 0..12 {
-            q.push(task(1.0, 0.004, Preference::Gpu, None));
+        for _ in 0..6 {
+            q.push(task(1.0, Preference::Gpu, None));
         }
-        assert_eq!(q.next_for_gpu(now, &policy(), |c| 0.001 + c).len(), 3);
-        // ... and the batch shrinks as the queue drains, so that the GPU does not finish last.
+        assert_eq!(q.next_for_gpu(now, &policy()).len(), 2);
         let mut q = Queues::default();
-        for _ in 0..2 {
-            q.push(task(0.004, 0.1, Preference::Gpu, None));
+        for _ in 0..30 {
+            q.push(task(1.0, Preference::Gpu, None));
         }
-        assert_eq!(q.next_for_gpu(now, &policy(), |c| 0.001 + c).len(), 1);
+        assert_eq!(q.next_for_gpu(now, &policy()).len(), 3);
         // One task always goes, whatever its cost.
         let mut q = Queues::default();
-        q.push(task(1.0, 1.0, Preference::Either, deadline));
-        assert_eq!(q.next_for_gpu(now, &policy(), |c| 0.001 + c).len(), 1);
+        q.push(task(1.0, Preference::Either, deadline));
+        assert_eq!(q.next_for_gpu(now, &policy()).len(), 1);
     }
 
     #[test]
     fn the_gpu_steals_only_while_the_cpu_queue_outlasts_the_batch() {
         let now = Instant::now();
         let mut q = Queues::default();
-        // Two workers, 30 ms of CPU work queued: 15 ms each; a batch of one takes 1 ms + 2 ms.
-        for _ in 0..3 {
-            q.push(task(0.010, 0.002, Preference::Cpu, None));
+        // 6 CPU tasks wait 12 ms at 500/s; a batch of n takes 1 + 4n ms: it steals while that is less.
+        for _ in 0..6 {
+            q.push(task(0.010, Preference::Cpu, deadline_free()));
         }
-        let batch = q.next_for_gpu(now, &policy(), |c| 0.001 + c);
+        let p = Policy {
+            max_batch: 10,
+            ..policy()
+        };
+        let batch = q.next_for_gpu(now, &p);
         assert!(batch.iter().all(|(_, p)| *p == Pick::Stolen));
         assert_eq!(
             batch.len(),
             2,
-            "stops once the CPU's backlog is below the batch time"
+            "stops once the CPU's wait is below the batch time"
         );
         let mut idle = Queues::default();
-        idle.push(task(0.0001, 0.002, Preference::Cpu, None));
-        assert!(idle.next_for_gpu(now, &policy(), |c| 0.001 + c).is_empty());
+        idle.push(task(0.0001, Preference::Cpu, None));
+        assert!(idle.next_for_gpu(now, &policy()).is_empty());
+    }
+
+    fn deadline_free() -> Option<Duration> {
+        None
     }
 }

@@ -15,7 +15,7 @@ use super::job::{Done, Job};
 use super::queues::{Preference, Task};
 use super::stats::bump;
 use super::{lock, Shared};
-use crate::cost::Features;
+use crate::cost::{CostModel, Features};
 
 /// What a query is predicted to cost.
 struct Estimate {
@@ -24,14 +24,20 @@ struct Estimate {
     cpu: f64,
     /// Seconds it adds to a GPU batch.
     gpu: f64,
-    /// Seconds of a GPU batch's fixed cost.
+    /// Seconds of a GPU batch's fixed cost (at least the measured latency of a small batch).
     intercept: f64,
     /// Postings the GPU touches.
     work: f64,
     preference: Preference,
 }
 
-fn estimate(s: &Shared, model: &crate::cost::CostModel, request: &Request, features: Features) -> Estimate {
+fn estimate(
+    s: &Shared,
+    model: &mut CostModel,
+    gpu_latency: f64,
+    request: &Request,
+    features: Features,
+) -> Estimate {
     let mode = request.mode;
     // A query that matches nothing is answered at once by whichever processor takes it.
     let trivial = request.query.matches_nothing(mode);
@@ -42,22 +48,23 @@ fn estimate(s: &Shared, model: &crate::cost::CostModel, request: &Request, featu
     } else {
         (model.cpu(mode, &features), f64::INFINITY)
     };
-    let workers = s.options.cpu_workers.max(1) as f64;
-    // A query's share of each processor's capacity: one of `workers` cores, or a slice of the GPU.
+    // papers/001: a query markedly cheaper on one processor (relative to a typical query) joins that
+    // processor's queue; the rest may go to either.
+    let margin = (1.0 + s.options.margin).ln();
     let preference = if !s.has_gpu || trivial {
         Preference::Cpu
-    } else if gpu * (1.0 + s.options.margin) < cpu / workers {
-        Preference::Gpu
-    } else if cpu / workers * (1.0 + s.options.margin) < gpu {
-        Preference::Cpu
     } else {
-        Preference::Either
+        match model.suitability(mode, &features) {
+            x if x > margin => Preference::Gpu,
+            x if x < -margin => Preference::Cpu,
+            _ => Preference::Either,
+        }
     };
     Estimate {
         features,
         cpu,
         gpu,
-        intercept: model.gpu_batch(mode, 0.0),
+        intercept: model.gpu_batch(mode, 0.0).max(gpu_latency),
         work: features.gpu_work(mode),
         preference,
     }
@@ -75,12 +82,13 @@ pub(super) fn submit(
         .iter()
         .map(|(_, r)| Features::of(&index, &r.query))
         .collect();
+    let gpu_latency = lock(&s.rates).gpu_latency;
     let estimates: Vec<Estimate> = {
-        let model = lock(&s.model);
+        let mut model = lock(&s.model);
         requests
             .iter()
             .zip(features)
-            .map(|((_, r), f)| estimate(s, &model, r, f))
+            .map(|((_, r), f)| estimate(s, &mut model, gpu_latency, r, f))
             .collect()
     };
     let many = requests.len() > 1;
@@ -123,7 +131,6 @@ pub(super) fn submit(
                 job,
                 range: None,
                 cpu_cost: e.cpu,
-                gpu_cost: e.gpu,
                 work: e.work,
                 preference: e.preference,
             });
@@ -134,7 +141,6 @@ pub(super) fn submit(
             job: job.clone(),
             range: Some(range),
             cpu_cost: e.cpu * share,
-            gpu_cost: e.gpu * share,
             work: e.work * share,
             preference,
         };

@@ -1,25 +1,30 @@
 //! The scheduler's threads: a CPU worker per core runs one task at a time; the GPU dispatcher owns the
-//! GPU searcher and runs one batch at a time. Both pick under the state lock ([`super::queues`]) and
-//! run outside it.
+//! GPU searcher and runs one batch at a time; a post-processing thread answers the GPU's results
+//! (papers/000 section 3.1: a second CPU thread post-processes while the next batch computes). All
+//! pick under the state lock ([`super::queues`]) and work outside it.
 
+use std::sync::mpsc::{channel, Receiver};
 use std::sync::Arc;
 use std::time::Instant;
 
-use warpsearch_gpu::GpuSearcher;
-use warpsearch_query::{DocRange, Mode, Part, Request};
+use warpsearch_gpu::{GpuError, GpuSearcher};
+use warpsearch_query::{Answer, DocRange, Mode, Part, Request};
 
 use super::job::{Processor, ServedBy};
-use super::queues::{Pick, Policy, Preference};
+use super::queues::{Pick, Policy, Preference, Task};
 use super::stats::bump;
-use super::{lock, Shared};
+use super::{ewma, lock, Shared};
 use crate::cost::Features;
 
 fn policy(s: &Shared) -> Policy {
+    let r = *lock(&s.rates);
     Policy {
         urgency: s.options.urgency,
-        cpu_workers: s.options.cpu_workers,
         max_batch: s.options.max_batch.max(1),
         batch_target: s.options.batch_target.as_secs_f64(),
+        gpu_rate: r.gpu_rate,
+        cpu_rate: s.options.cpu_workers.max(1) as f64 / r.cpu_task.max(1e-9),
+        gpu_latency: r.gpu_latency,
     }
 }
 
@@ -44,36 +49,57 @@ fn count_done(s: &Shared, done: Option<(ServedBy, std::time::Duration, bool)>) {
 /// CPU measurements a worker gathers before it takes the model's lock (one lock per batch of them).
 const OBSERVE_EVERY: usize = 16;
 
-fn observe(s: &Shared, seen: &mut Vec<(Mode, Features, f64)>) {
-    if !seen.is_empty() {
+/// A worker's measurements not yet handed over: whole queries for the cost model, every task's
+/// seconds for the CPU's rate.
+#[derive(Default)]
+struct Seen {
+    queries: Vec<(Mode, Features, f64)>,
+    tasks: u32,
+    seconds: f64,
+}
+
+impl Seen {
+    fn hand_over(&mut self, s: &Shared) {
+        if self.tasks == 0 {
+            return;
+        }
         let mut model = lock(&s.model);
-        for (mode, f, seconds) in seen.drain(..) {
+        for (mode, f, seconds) in self.queries.drain(..) {
             model.observe_cpu(mode, &f, seconds);
         }
+        drop(model);
+        ewma(
+            &mut lock(&s.rates).cpu_task,
+            self.seconds / self.tasks as f64,
+            0.2,
+        );
+        (self.tasks, self.seconds) = (0, 0.0);
     }
 }
 
 /// Runs tasks on the CPU until the scheduler stops and nothing is left.
 pub(super) fn cpu_worker(s: &Arc<Shared>) {
-    let mut seen = Vec::with_capacity(OBSERVE_EVERY);
+    let mut seen = Seen::default();
     loop {
-        if seen.len() >= OBSERVE_EVERY {
-            observe(s, &mut seen);
+        if seen.tasks as usize >= OBSERVE_EVERY {
+            seen.hand_over(s);
         }
         let (task, pick) = {
+            let p = policy(s);
             let mut st = lock(&s.state);
             loop {
-                if let Some(next) = st.queues.next_for_cpu(Instant::now(), &policy(s), s.has_gpu) {
+                if let Some(next) = st.queues.next_for_cpu(Instant::now(), &p, s.has_gpu) {
                     break next;
                 }
-                if !seen.is_empty() {
+                if seen.tasks > 0 {
                     // Going idle: hand over the measurements first (not under the state lock).
                     drop(st);
-                    observe(s, &mut seen);
+                    seen.hand_over(s);
                     st = lock(&s.state);
                     continue;
                 }
-                if st.shutdown {
+                // Stop only when the GPU can hand back no failed task any more.
+                if st.shutdown && st.queues.gpu_in_flight == 0 && st.post_pending == 0 {
                     return;
                 }
                 st.idle_cpu += 1;
@@ -96,32 +122,44 @@ pub(super) fn cpu_worker(s: &Arc<Shared>) {
         };
         let started = Instant::now();
         let result = s.cpu.search_part(&job.request, job.request.mode, part);
+        let seconds = started.elapsed().as_secs_f64();
         if task.range.is_none() && !job.request.query.matches_nothing(job.request.mode) {
-            seen.push((job.request.mode, job.features, started.elapsed().as_secs_f64()));
+            seen.queries.push((job.request.mode, job.features, seconds));
         }
+        seen.tasks += 1;
+        seen.seconds += seconds;
         count_done(s, job.finish_part(result, Processor::Cpu));
     }
 }
 
-/// Runs batches on the GPU until the scheduler stops and nothing is left; a task the GPU fails goes
-/// back to the CPU as a part (run first).
+/// A GPU batch's tasks and their answers, for the post-processing thread.
+type Finished = Vec<(Task, Result<Answer, GpuError>)>;
+
+/// Runs batches on the GPU until the scheduler stops and nothing is left; answers go to the
+/// post-processing thread.
 pub(super) fn gpu_dispatcher(s: &Arc<Shared>, mut gpu: GpuSearcher) {
+    let (tx, rx) = channel::<Finished>();
+    let post = {
+        let s = s.clone();
+        std::thread::Builder::new()
+            .name("warpsearch-gpu-post".into())
+            .spawn(move || post_process(&s, rx))
+            .expect("a thread can be started")
+    };
     loop {
         let batch = {
+            let p = policy(s);
             let mut st = lock(&s.state);
             loop {
-                let intercept = {
-                    let m = lock(&s.model);
-                    m.gpu_batch(Mode::Or, 0.0)
-                };
-                let batch = st
-                    .queues
-                    .next_for_gpu(Instant::now(), &policy(s), |cost| intercept + cost);
+                let batch = st.queues.next_for_gpu(Instant::now(), &p);
                 if !batch.is_empty() {
-                    st.queues.gpu_in_flight += batch.iter().map(|(t, _)| t.gpu_cost).sum::<f64>();
+                    st.queues.gpu_in_flight += batch.len();
                     break batch;
                 }
                 if st.shutdown {
+                    drop(st);
+                    drop(tx);
+                    let _ = post.join();
                     return;
                 }
                 st = s
@@ -141,7 +179,7 @@ pub(super) fn gpu_dispatcher(s: &Arc<Shared>, mut gpu: GpuSearcher) {
             &c.urgent,
             batch.iter().filter(|(_, p)| *p == Pick::Urgent).count() as u64,
         );
-        let requests: Vec<Request> = batch.iter().map(|(t, _)| t.job.request.clone()).collect();
+        let requests: Vec<&Request> = batch.iter().map(|(t, _)| &t.job.request).collect();
         let ranges: Vec<DocRange> = batch
             .iter()
             .map(|(t, _)| t.range.unwrap_or(DocRange::ALL))
@@ -149,35 +187,53 @@ pub(super) fn gpu_dispatcher(s: &Arc<Shared>, mut gpu: GpuSearcher) {
         let started = Instant::now();
         let answers = gpu.search_batch_in(&requests, Some(&ranges));
         let seconds = started.elapsed().as_secs_f64();
+        let n = batch.len();
+        {
+            let mut r = lock(&s.rates);
+            if n >= 256 {
+                ewma(&mut r.gpu_rate, n as f64 / seconds, 0.3);
+            }
+            if n <= 64 {
+                ewma(&mut r.gpu_latency, seconds, 0.3);
+            }
+        }
         let modes = requests.iter().map(|r| r.mode);
         if let Some(mode) = modes.clone().next().filter(|m| modes.clone().all(|x| x == *m)) {
             let work: f64 = batch.iter().map(|(t, _)| t.work).sum();
             lock(&s.model).observe_gpu(mode, work, seconds);
         }
+        lock(&s.gpu_stats).add(&gpu.take_stats());
         {
-            let g = gpu.take_stats();
-            let mut total = lock(&s.gpu_stats);
-            total.add(&g);
+            let mut st = lock(&s.state);
+            st.queues.gpu_in_flight -= n;
+            st.post_pending += 1;
         }
-        let in_flight: f64 = batch.iter().map(|(t, _)| t.gpu_cost).sum();
+        let finished: Finished = batch.into_iter().map(|(t, _)| t).zip(answers).collect();
+        if tx.send(finished).is_err() {
+            return;
+        }
+    }
+}
+
+/// Answers the GPU's results; a task the GPU failed goes back to the CPU as a part (run first).
+fn post_process(s: &Shared, rx: Receiver<Finished>) {
+    for finished in rx {
         let mut failed = Vec::new();
-        for ((task, _), answer) in batch.into_iter().zip(answers) {
+        for (task, answer) in finished {
             match answer {
                 Ok(a) => count_done(s, task.job.finish_part(Ok(a.hits), Processor::Gpu)),
                 Err(_) => failed.push(task),
             }
         }
+        bump(&s.counters.gpu_fallbacks, failed.len() as u64);
+        bump(&s.unreported_fallbacks, failed.len() as u64);
         let mut st = lock(&s.state);
-        st.queues.gpu_in_flight = (st.queues.gpu_in_flight - in_flight).max(0.0);
-        if !failed.is_empty() {
-            bump(&s.counters.gpu_fallbacks, failed.len() as u64);
-            bump(&s.unreported_fallbacks, failed.len() as u64);
-            for mut t in failed {
-                t.preference = Preference::Cpu;
-                st.queues.parts.push_front(t);
-            }
-            drop(st);
-            s.cpu_ready.notify_all();
+        for mut t in failed {
+            t.preference = Preference::Cpu;
+            st.queues.parts.push_front(t);
         }
+        st.post_pending -= 1;
+        drop(st);
+        s.cpu_ready.notify_all();
     }
 }
