@@ -91,82 +91,123 @@ pub(super) fn submit(
             .map(|((_, r), f)| estimate(s, &mut model, gpu_latency, r, f))
             .collect()
     };
-    let many = requests.len() > 1;
-    let num_docs = index.num_docs();
-    let mut st = lock(&s.state);
-    for ((id, request), e) in requests.into_iter().zip(estimates) {
-        let spare = st.idle_cpu > 0
-            && st.queues.cpu.is_empty()
-            && st.queues.either.is_empty()
-            && st.queues.parts.is_empty();
-        let split = spare
-            && request.mode != Mode::AndOr
-            && !request.query.matches_nothing(request.mode)
-            && s.options
-                .split_above
-                .is_some_and(|limit| e.cpu > limit.as_secs_f64());
-        let cpu_parts = if split {
-            st.idle_cpu.clamp(1, s.options.split_parts.max(1))
-        } else {
-            1
-        };
-        // The GPU's share of a split query: its part (latency a + s·g) should end when the CPU parts
-        // ((1 − s)·c / P) do; or the share the options fix.
-        let gpu_share = match (split && s.has_gpu, s.options.split_gpu_share) {
-            (false, _) => 0.0,
-            (true, Some(share)) => share.clamp(0.0, 1.0),
-            (true, None) => {
-                let per_part = e.cpu / cpu_parts as f64;
-                ((per_part - e.intercept) / (e.gpu + per_part)).clamp(0.0, 0.9)
+    if requests.len() > 1 {
+        // A burst (a closed loop): never split, and push in chunks so that the workers start on the
+        // first tasks while the rest are queued.
+        let tasks: Vec<Task> = requests
+            .into_iter()
+            .zip(estimates)
+            .map(|((id, request), e)| {
+                whole(Job::new(id, request, e.features, deadline, reply.clone(), 1), &e)
+            })
+            .collect();
+        let mut tasks = tasks.into_iter().peekable();
+        while tasks.peek().is_some() {
+            let mut st = lock(&s.state);
+            for t in tasks.by_ref().take(BURST_CHUNK) {
+                st.queues.push(t);
             }
-        };
-        let gpu_part = gpu_share >= 0.05;
-        // A GPU share of every document leaves nothing to the CPU.
-        let cpu_parts = if gpu_share >= 1.0 { 0 } else { cpu_parts };
-        let tasks = cpu_parts + usize::from(gpu_part);
-        let job = Arc::new(Job::new(id, request, e.features, deadline, reply.clone(), tasks));
-        if !split || (tasks == 1 && !gpu_part) {
-            job.set_parts(1);
-            st.queues.push(Task {
-                job,
-                range: None,
-                cpu_cost: e.cpu,
-                work: e.work,
-                preference: e.preference,
-            });
-            continue;
+            drop(st);
+            s.cpu_ready.notify_all();
+            s.gpu_ready.notify_all();
         }
-        bump(&s.counters.splits, 1);
-        let part = |range: DocRange, share: f64, preference| Task {
-            job: job.clone(),
-            range: Some(range),
-            cpu_cost: e.cpu * share,
-            work: e.work * share,
-            preference,
-        };
-        let cut = ((gpu_share * num_docs as f64) as u32).min(num_docs);
-        if gpu_part {
-            st.queues
-                .gpu
-                .push_front(part(DocRange::half_open(0, cut), gpu_share, Preference::Gpu));
+        return;
+    }
+    if let Some(((id, request), e)) = requests.into_iter().zip(estimates).next() {
+        submit_one(s, id, request, e, deadline, reply);
+    }
+}
+
+/// Queues one query: whole, or split when there is spare capacity and it is long.
+fn submit_one(
+    s: &Shared,
+    id: u64,
+    request: Request,
+    e: Estimate,
+    deadline: Option<Duration>,
+    reply: &Sender<Done>,
+) {
+    let num_docs = s.cpu.scorer().index().num_docs();
+    let mut st = lock(&s.state);
+    // Spare capacity: a worker idle and nothing waiting for the CPU workers.
+    let spare = st.idle_cpu > 1 && st.queues.cpu.is_empty() && st.queues.parts.is_empty();
+    let split = spare
+        && request.mode != Mode::AndOr
+        && !request.query.matches_nothing(request.mode)
+        && s.options
+            .split_above
+            .is_some_and(|limit| e.cpu > limit.as_secs_f64());
+    let cpu_parts = if split {
+        st.idle_cpu.clamp(1, s.options.split_parts.max(1))
+    } else {
+        1
+    };
+    // The GPU's share of a split query: its part (latency a + s·g) should end when the CPU parts
+    // ((1 − s)·c / P) do; or the share the options fix.
+    let gpu_share = match (split && s.has_gpu, s.options.split_gpu_share) {
+        (false, _) => 0.0,
+        (true, Some(share)) => share.clamp(0.0, 1.0),
+        (true, None) => {
+            let per_part = e.cpu / cpu_parts as f64;
+            ((per_part - e.intercept) / (e.gpu + per_part)).clamp(0.0, 0.9)
         }
-        let start = if gpu_part { cut } else { 0 };
-        let span = (num_docs - start) as u64;
-        for p in 0..cpu_parts as u64 {
-            let lo = start + (span * p / cpu_parts as u64) as u32;
-            let hi = start + (span * (p + 1) / cpu_parts as u64) as u32;
-            let share = (hi - lo) as f64 / num_docs.max(1) as f64;
-            st.queues
-                .parts
-                .push_front(part(DocRange::half_open(lo, hi), share, Preference::Cpu));
-        }
+    };
+    let gpu_part = gpu_share >= 0.05;
+    // A GPU share of every document leaves nothing to the CPU.
+    let cpu_parts = if gpu_share >= 1.0 { 0 } else { cpu_parts };
+    let tasks = cpu_parts + usize::from(gpu_part);
+    let job = Arc::new(Job::new(id, request, e.features, deadline, reply.clone(), tasks));
+    if !split || (tasks == 1 && !gpu_part) {
+        job.set_parts(1);
+        st.queues.push(whole_task(job, &e));
+        drop(st);
+        s.cpu_ready.notify_one();
+        s.gpu_ready.notify_one();
+        return;
+    }
+    bump(&s.counters.splits, 1);
+    let part = |range: DocRange, share: f64, preference| Task {
+        job: job.clone(),
+        range: Some(range),
+        cpu_cost: e.cpu * share,
+        work: e.work * share,
+        preference,
+    };
+    let cut = ((gpu_share * num_docs as f64) as u32).min(num_docs);
+    if gpu_part {
+        st.queues
+            .gpu
+            .push_front(part(DocRange::half_open(0, cut), gpu_share, Preference::Gpu));
+    }
+    let start = if gpu_part { cut } else { 0 };
+    let span = (num_docs - start) as u64;
+    for p in 0..cpu_parts as u64 {
+        let lo = start + (span * p / cpu_parts as u64) as u32;
+        let hi = start + (span * (p + 1) / cpu_parts as u64) as u32;
+        let share = (hi - lo) as f64 / num_docs.max(1) as f64;
+        st.queues
+            .parts
+            .push_front(part(DocRange::half_open(lo, hi), share, Preference::Cpu));
     }
     drop(st);
-    if many {
-        s.cpu_ready.notify_all();
-        s.gpu_ready.notify_all();
-    } else {
-        s.cpu_ready.notify_all();
-        s.gpu_ready.notify_one();
+    s.cpu_ready.notify_all();
+    s.gpu_ready.notify_one();
+}
+
+/// Tasks pushed per lock acquisition in a burst.
+const BURST_CHUNK: usize = 1024;
+
+/// The one task of an unsplit query.
+fn whole_task(job: Arc<Job>, e: &Estimate) -> Task {
+    Task {
+        job,
+        range: None,
+        cpu_cost: e.cpu,
+        work: e.work,
+        preference: e.preference,
     }
+}
+
+fn whole(job: Job, e: &Estimate) -> Task {
+    whole_task(Arc::new(job), e)
 }
