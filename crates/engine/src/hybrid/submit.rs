@@ -1,9 +1,10 @@
 //! A query's way into the scheduler: its features and predicted costs, its preferred processor, and
 //! whether to split it — all under one lock per burst of queries.
 //!
-//! A query is split only when there is spare capacity (nothing waits for the CPU and a worker is
-//! idle): intra-query parallelism shortens one query's latency at the price of some repeated work
-//! (every part sets up its own cursors), which a loaded system cannot afford.
+//! A query is split only when there is spare capacity (at least two CPU workers idle), into as many
+//! parts as workers are idle (at most `split_parts`): intra-query parallelism shortens one query's
+//! latency at the price of some repeated work (every part sets up its own cursors), which a loaded
+//! system cannot afford. A burst of many queries (a closed loop) is never split.
 
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
@@ -129,8 +130,8 @@ fn submit_one(
 ) {
     let num_docs = s.cpu.scorer().index().num_docs();
     let mut st = lock(&s.state);
-    // Spare capacity: a worker idle and nothing waiting for the CPU workers.
-    let spare = st.idle_cpu > 1 && st.queues.cpu.is_empty() && st.queues.parts.is_empty();
+    // Spare capacity: at least two workers idle (so that the parts run at once, side by side).
+    let spare = st.idle_cpu > 1;
     let split = spare
         && request.mode != Mode::AndOr
         && !request.query.matches_nothing(request.mode)
