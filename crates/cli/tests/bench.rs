@@ -117,11 +117,9 @@ fn bench_reports_closed_and_open_loop_in_json() {
 /// then `synth-check` against the real index with the CACM topics: reports that the commands stand by.
 #[test]
 fn synth_and_synth_check_run_end_to_end() {
-    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/cacm");
-    if !data.join("docs.jsonl").exists() {
-        eprintln!("skipped: ../shared/data/cacm is absent");
+    let Some(data) = warpsearch_index::testdata::shared_data("cacm") else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let p = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
     let docs = data.join("docs.jsonl");

@@ -181,11 +181,9 @@ fn json_output_and_other_bm25_parameters() {
 
 #[test]
 fn cacm_quality_is_close_to_the_bm25s_reference() {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/cacm");
-    if !data.join("docs.jsonl").exists() {
-        eprintln!("skipped: ../shared/data/cacm is absent");
+    let Some(data) = warpsearch_index::testdata::shared_data("cacm") else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let p = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
     let d = |name: &str| data.join(name).to_str().unwrap().to_owned();

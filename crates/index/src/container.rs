@@ -4,7 +4,9 @@
 //! 0   8  magic "WARPSRCH"
 //! 8   8  kind, e.g. "POSTINGS" (which file this is)
 //! 16  4  format version (u32 LE)
-//! 20 12  reserved, zero
+//! 20  8  build identity (u64 LE): one random value shared by every file of one build, 0 in files
+//!        written before it existed; `Index::open` refuses files of different builds
+//! 28  4  reserved, zero
 //! 32  …  payload (starts 32-byte aligned, so u32/u64 arrays can be read in place)
 //! end-24 8  payload length in bytes (u64 LE)
 //! end-16 4  CRC-32 (IEEE) of header and payload (u32 LE)
@@ -13,6 +15,8 @@
 //! ```
 //!
 //! Readers check both magics, the kind, the version, the length and the checksum before using a file.
+//! The build identity lets a reader tell a whole index from a mix of two builds' files (a copy between
+//! indexes, or a replacement racing the open), which checksums alone cannot.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -42,13 +46,14 @@ pub struct ContainerWriter {
 }
 
 impl ContainerWriter {
-    /// Creates `path` and writes the header for a file of `kind`.
-    pub fn create(path: &Path, kind: &[u8; 8]) -> Result<Self> {
+    /// Creates `path` and writes the header for a file of `kind` belonging to build `build_id`.
+    pub fn create(path: &Path, kind: &[u8; 8], build_id: u64) -> Result<Self> {
         let file = File::create(path).at(path)?;
         let mut header = [0u8; HEADER_LEN];
         header[..8].copy_from_slice(MAGIC);
         header[8..16].copy_from_slice(kind);
         header[16..20].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        header[20..28].copy_from_slice(&build_id.to_le_bytes());
         let mut w = ContainerWriter {
             out: BufWriter::with_capacity(1 << 20, file),
             crc: Default::default(),
@@ -102,10 +107,19 @@ impl Write for ContainerWriter {
 }
 
 /// Writes a whole file in one call.
-pub fn write_file(path: &Path, kind: &[u8; 8], payload: &[u8]) -> Result<()> {
-    let mut w = ContainerWriter::create(path, kind)?;
+pub fn write_file(path: &Path, kind: &[u8; 8], build_id: u64, payload: &[u8]) -> Result<()> {
+    let mut w = ContainerWriter::create(path, kind, build_id)?;
     w.write(payload)?;
     w.finish()
+}
+
+/// A fresh build identity: random (std's randomly keyed hasher over the time and process id), never 0.
+pub fn new_build_id() -> u64 {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    std::time::SystemTime::now().hash(&mut h);
+    std::process::id().hash(&mut h);
+    h.finish().max(1)
 }
 
 /// The checked payload of a memory-mapped file; cheap to clone, usable as `fst` storage.
@@ -126,11 +140,21 @@ impl Payload {
     pub fn bytes(&self) -> &[u8] {
         self.as_ref()
     }
+
+    /// The build identity in the file's header (0 for files written before identities existed).
+    pub fn build_id(&self) -> u64 {
+        u64::from_le_bytes(self.map[20..28].try_into().expect("8 bytes"))
+    }
 }
 
 /// Maps `path`, checks header, footer and checksum, and returns its payload.
 pub fn open(path: &Path, kind: &[u8; 8]) -> Result<Payload> {
-    let file = File::open(path).at(path)?;
+    open_file(File::open(path).at(path)?, path, kind)
+}
+
+/// Like [`open`] for a file already opened (e.g. relative to a directory handle); `path` names it in
+/// errors.
+pub fn open_file(file: File, path: &Path, kind: &[u8; 8]) -> Result<Payload> {
     // SAFETY: the index is immutable once renamed into place; nothing in this process writes to it.
     // Another process truncating it underneath us is outside what a memory-mapped reader can guard.
     let map = unsafe { Mmap::map(&file) }.at(path)?;
@@ -158,6 +182,9 @@ fn check(bytes: &[u8], path: &Path, kind: &[u8; 8]) -> Result<Range<usize>> {
         return bad(format!(
             "format version {version}; this build reads version {FORMAT_VERSION}: rebuild the index"
         ));
+    }
+    if bytes[28..32] != [0; 4] {
+        return bad("reserved header bytes are not zero".into());
     }
     let footer = &bytes[bytes.len() - FOOTER_LEN..];
     if &footer[16..] != FOOTER_MAGIC || footer[12..16] != [0; 4] {
@@ -190,8 +217,9 @@ mod tests {
     fn round_trip_and_every_damage_is_caught() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
-        write_file(&path, b"TESTFILE", b"hello payload").unwrap();
-        assert_eq!(open(&path, b"TESTFILE").unwrap().bytes(), b"hello payload");
+        write_file(&path, b"TESTFILE", 42, b"hello payload").unwrap();
+        let payload = open(&path, b"TESTFILE").unwrap();
+        assert_eq!((payload.bytes(), payload.build_id()), (&b"hello payload"[..], 42));
         assert!(open(&path, b"OTHERKND")
             .unwrap_err()
             .to_string()

@@ -8,12 +8,15 @@ use warpsearch_codec::CodecError;
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
     /// An operating-system error on a named file.
-    #[error("{path}: {source}")]
+    ///
+    /// The cause is part of the message and deliberately not a `source()`, so that printing the error
+    /// chain (`{:#}`) does not say it twice.
+    #[error("{path}: {cause}")]
     Io {
         /// The file or directory.
         path: PathBuf,
         /// What the OS said.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A file of the index (or a CIFF file) is damaged or not what it claims to be.
     #[error("{path}: corrupt or incompatible file: {what}")]
@@ -36,15 +39,15 @@ pub enum IndexError {
     /// A request that cannot be carried out as given.
     #[error("{0}")]
     Invalid(String),
-    /// A block of a posting list failed to decode.
-    #[error("term '{term}', block {block}: {source}")]
+    /// A block of a posting list failed to decode (the cause is in the message, not a `source()`).
+    #[error("term '{term}', block {block}: {cause}")]
     Codec {
         /// The term whose list is damaged.
         term: String,
         /// The block.
         block: usize,
         /// The decoder's complaint.
-        source: CodecError,
+        cause: CodecError,
     },
 }
 
@@ -58,9 +61,9 @@ pub(crate) trait IoContext<T> {
 
 impl<T> IoContext<T> for std::io::Result<T> {
     fn at(self, path: impl Into<PathBuf>) -> Result<T> {
-        self.map_err(|source| IndexError::Io {
+        self.map_err(|cause| IndexError::Io {
             path: path.into(),
-            source,
+            cause,
         })
     }
 }

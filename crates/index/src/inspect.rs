@@ -57,7 +57,7 @@ pub fn stats(index: &Index, top: usize) -> Result<IndexStats> {
     for entry in std::fs::read_dir(index.dir())
         .map_err(|e| crate::IndexError::Io {
             path: index.dir().into(),
-            source: e,
+            cause: e,
         })?
         .flatten()
     {

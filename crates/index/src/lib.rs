@@ -3,6 +3,7 @@
 //! - [`analyzer`]: text to terms, shared by documents and queries.
 //! - [`build`]: JsonCollection to index, memory-bounded, multi-threaded.
 //! - [`writer`] / [`reader`]: the on-disk format (`docs/format.md`), written atomically, read memory-mapped.
+//! - [`replace`]: atomic replacement of an output, failure injection, cleanup of killed runs' leftovers.
 //! - [`ciff`]: import and export of the Common Index File Format.
 //! - [`pisa`]: export to PISA's binary collection, so PISA can index exactly our postings.
 //! - [`inspect`]: statistics and a per-codec size and speed comparison.
@@ -23,7 +24,11 @@ pub mod format;
 pub mod inspect;
 pub mod pisa;
 pub mod reader;
+pub mod replace;
 pub mod synth;
+mod termdict;
+#[doc(hidden)]
+pub mod testdata;
 pub mod writer;
 
 pub use analyzer::AnalyzerConfig;

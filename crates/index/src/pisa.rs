@@ -22,7 +22,7 @@ use rayon::prelude::*;
 
 use crate::error::{IndexError, IoContext, Result};
 use crate::reader::Index;
-use crate::writer::TmpDir;
+use crate::replace::TmpDir;
 
 /// What [`export`] wrote.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

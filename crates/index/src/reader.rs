@@ -1,8 +1,11 @@
 //! Opening an index directory and reading its posting lists.
 //!
-//! Every file is memory-mapped and checked (magic, kind, version, length, CRC) when the index opens, and
-//! every term record is checked against the sizes of the files it points into, so a reader can trust
-//! offsets afterwards. Block contents are still decoded defensively: a damaged block is an error.
+//! Every file is opened relative to one directory handle, memory-mapped and checked (magic, kind,
+//! version, build identity, length, CRC) when the index opens. Then the structure behind the checksums
+//! is checked, in time linear in the files (as the CRC already is): the term dictionary node by node,
+//! every term record against the files it points into, every block's skip data. A reader can trust
+//! offsets, docIDs and dictionary lookups afterwards, and a damaged index never panics. Block contents
+//! are still decoded defensively: a damaged block is an error naming its term.
 
 use std::path::{Path, PathBuf};
 
@@ -10,8 +13,9 @@ use warpsearch_codec::{Codec, BLOCK_LEN};
 
 use crate::bm25::Bm25;
 use crate::container::{self, Payload};
-use crate::error::{corrupt, IndexError, Result};
-use crate::format::{files, BlockMeta, IndexMeta, TermRecord};
+use crate::error::{corrupt, IndexError, IoContext, Result};
+use crate::format::{files, BlockMeta, DocOrder, IndexMeta, TermRecord};
+use crate::termdict::{self, term_name, term_text};
 
 /// An open, read-only index.
 pub struct Index {
@@ -27,39 +31,161 @@ pub struct Index {
     global_scores: Option<Payload>,
 }
 
+/// How often [`Index::open`] starts over when the files it opened turn out to come from two builds (or
+/// one vanished), i.e. when the index was replaced while it was being opened.
+const OPEN_ATTEMPTS: u32 = 5;
+
+/// The index directory, opened once; every file is opened relative to this handle, so a rename of
+/// another index onto the path between two opens cannot mix the files of two builds.
+struct DirHandle {
+    path: PathBuf,
+    #[cfg(unix)]
+    fd: rustix::fd::OwnedFd,
+}
+
+impl DirHandle {
+    fn open(path: &Path) -> Result<DirHandle> {
+        #[cfg(unix)]
+        {
+            use rustix::fs::{Mode, OFlags};
+            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+            let fd = rustix::fs::open(path, flags, Mode::empty())
+                .map_err(std::io::Error::from)
+                .at(path)?;
+            Ok(DirHandle {
+                path: path.to_owned(),
+                fd,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(DirHandle {
+            path: path.to_owned(),
+        })
+    }
+
+    /// Opens file `name` of the directory; `Ok(None)` when it does not exist.
+    fn file(&self, name: &str) -> Result<Option<std::fs::File>> {
+        let path = self.path.join(name);
+        #[cfg(unix)]
+        let opened = {
+            use rustix::fs::{Mode, OFlags};
+            rustix::fs::openat(&self.fd, name, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+                .map(std::fs::File::from)
+                .map_err(std::io::Error::from)
+        };
+        #[cfg(not(unix))]
+        let opened = std::fs::File::open(&path);
+        match opened {
+            Ok(f) => Ok(Some(f)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).at(path),
+        }
+    }
+}
+
+/// Why one attempt at opening failed: for good, or because the index changed underneath.
+enum Attempt {
+    Failed(IndexError),
+    Raced(IndexError),
+}
+
+impl From<IndexError> for Attempt {
+    fn from(e: IndexError) -> Self {
+        Attempt::Failed(e)
+    }
+}
+
 impl Index {
     /// Opens and checks the index in `dir`.
+    ///
+    /// Every file is opened relative to one handle on the directory and must carry the build identity
+    /// of `meta.json`, so an open racing a replacement (`index --force`) sees the old or the new index,
+    /// never a mix: when it notices the race it starts over, a few times. A directory missing because a
+    /// replacement was killed half-way is first recovered ([`crate::replace::recover`]).
     pub fn open(dir: impl AsRef<Path>) -> Result<Index> {
         let dir = dir.as_ref();
-        if !dir.join(files::META.0).is_file() {
-            return Err(IndexError::Invalid(format!(
+        crate::replace::recover(dir);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match Index::open_once(dir) {
+                Ok(index) => return Ok(index),
+                Err(Attempt::Failed(e)) => return Err(e),
+                Err(Attempt::Raced(e)) if attempt >= OPEN_ATTEMPTS => return Err(e),
+                Err(Attempt::Raced(_)) => {
+                    std::thread::sleep(std::time::Duration::from_millis(5 * attempt as u64))
+                }
+            }
+        }
+    }
+
+    fn open_once(dir: &Path) -> std::result::Result<Index, Attempt> {
+        let not_index = || {
+            IndexError::Invalid(format!(
                 "{} is not a warpsearch index (no {}): build one with `warpsearch index`",
                 dir.display(),
                 files::META.0
-            )));
+            ))
+        };
+        if !dir.is_dir() {
+            return Err(Attempt::Failed(not_index()));
         }
-        let open = |f: (&str, &[u8; 8])| container::open(&dir.join(f.0), f.1);
-        let optional = |f: (&str, &[u8; 8])| -> Result<Option<Payload>> {
-            if dir.join(f.0).exists() {
-                open(f).map(Some)
-            } else {
-                Ok(None)
-            }
+        let handle = DirHandle::open(dir)?;
+        let Some(meta_file) = handle.file(files::META.0)? else {
+            return Err(Attempt::Failed(not_index()));
         };
         let meta_path = dir.join(files::META.0);
-        let meta: IndexMeta = serde_json::from_slice(open(files::META)?.bytes())
+        let meta_payload = container::open_file(meta_file, &meta_path, files::META.1)?;
+        let build_id = meta_payload.build_id();
+        let meta: IndexMeta = serde_json::from_slice(meta_payload.bytes())
             .map_err(|e| corrupt(&meta_path, format!("metadata: {e}")))?;
+        // A file missing here is damage, or the directory being removed after a replacement: the
+        // latter is a race, tried again from the path.
+        let optional = |f: (&str, &[u8; 8])| -> std::result::Result<Option<Payload>, Attempt> {
+            let Some(file) = handle.file(f.0)? else {
+                return Ok(None);
+            };
+            let path = dir.join(f.0);
+            let payload = container::open_file(file, &path, f.1)?;
+            if payload.build_id() != build_id {
+                return Err(Attempt::Raced(corrupt(
+                    &path,
+                    format!(
+                        "belongs to another build than {} (files copied between indexes, or the index \
+                         was replaced while it was opened): rebuild the index",
+                        files::META.0
+                    ),
+                )));
+            }
+            Ok(Some(payload))
+        };
+        let open = |f: (&str, &[u8; 8])| -> std::result::Result<Payload, Attempt> {
+            optional(f)?.ok_or_else(|| {
+                Attempt::Raced(corrupt(
+                    dir.join(f.0),
+                    "missing: the index is incomplete (or was replaced while it was opened); rebuild it",
+                ))
+            })
+        };
         let fst_path = dir.join(files::TERMS_FST.0);
-        let terms_fst =
-            fst::Map::new(open(files::TERMS_FST)?).map_err(|e| corrupt(&fst_path, e.to_string()))?;
+        let fst_payload = open(files::TERMS_FST)?;
+        let terms_fst = termdict::open(fst_payload, &fst_path)?;
         let index = Index {
             terms: open(files::TERMS)?,
             blocks: open(files::BLOCKS)?,
             postings: open(files::POSTINGS)?,
             doc_lens: open(files::DOC_LENS)?,
             doc_ids: open(files::DOC_IDS)?,
-            static_scores: optional(files::STATIC)?,
-            global_scores: optional(files::GLOBAL)?,
+            static_scores: if meta.static_scores.is_some() {
+                Some(open(files::STATIC)?)
+            } else {
+                optional(files::STATIC)?
+            },
+            global_scores: if matches!(meta.doc_order, DocOrder::GlobalScore { .. }) {
+                Some(open(files::GLOBAL)?)
+            } else {
+                optional(files::GLOBAL)?
+            },
             terms_fst,
             dir: dir.to_owned(),
             meta,
@@ -84,6 +210,12 @@ impl Index {
                 Ok(())
             }
         };
+        if m.num_docs > u32::MAX as u64 || m.num_terms > u32::MAX as u64 {
+            return Err(corrupt(
+                path(files::META),
+                "counts beyond 32-bit docIDs or term ordinals",
+            ));
+        }
         sized(&self.terms, size_of::<TermRecord>(), m.num_terms, files::TERMS)?;
         sized(&self.doc_lens, 4, m.num_docs, files::DOC_LENS)?;
         for (p, f) in [
@@ -92,37 +224,61 @@ impl Index {
         ] {
             if let Some(p) = p {
                 sized(p, 4, m.num_docs, f)?;
+                let scores: &[f32] = bytemuck::cast_slice(p.bytes());
+                if scores.iter().any(|s| !s.is_finite()) {
+                    return Err(corrupt(path(f), "a score is not a finite number"));
+                }
             }
         }
-        if self.terms_fst.len() as u64 != m.num_terms {
-            return Err(corrupt(
-                path(files::TERMS_FST),
-                "term count differs from the metadata",
-            ));
-        }
-        if !self.blocks.bytes().len().is_multiple_of(size_of::<BlockMeta>())
-            || !self.postings.bytes().len().is_multiple_of(4)
-        {
+        termdict::check(&self.terms_fst, m.num_terms, &path(files::TERMS_FST))?;
+        if !self.blocks.bytes().len().is_multiple_of(size_of::<BlockMeta>()) {
             return Err(corrupt(
                 path(files::BLOCKS),
-                "file size is not a whole number of records",
+                format!(
+                    "{} bytes: not a whole number of {}-byte records",
+                    self.blocks.bytes().len(),
+                    size_of::<BlockMeta>()
+                ),
+            ));
+        }
+        if !self.postings.bytes().len().is_multiple_of(4) {
+            return Err(corrupt(
+                path(files::POSTINGS),
+                format!(
+                    "{} bytes: not a whole number of 4-byte words",
+                    self.postings.bytes().len()
+                ),
             ));
         }
         let (num_blocks, num_words) = (self.block_metas().len() as u64, self.words().len() as u64);
         let mut postings = 0u64;
+        let (mut next_block, mut next_word) = (0u64, 0u64);
         for (id, r) in self.term_records().iter().enumerate() {
             let blocks_end = r.first_block.checked_add(r.num_blocks() as u64);
             let words_end = r.offset_words.checked_add(r.len_words as u64);
+            // Lists are written back to back in term order; anything else is damage.
             if r.df == 0
+                || r.first_block != next_block
+                || r.offset_words != next_word
                 || blocks_end.is_none_or(|e| e > num_blocks)
                 || words_end.is_none_or(|e| e > num_words)
+                || !(r.max_score.is_finite() && r.max_score >= 0.0)
             {
                 return Err(corrupt(
                     path(files::TERMS),
-                    format!("term #{id} points outside the posting files"),
+                    format!("{} points outside the posting files", self.term_name(id as u32)),
                 ));
             }
+            next_block = blocks_end.unwrap_or(0);
+            next_word = words_end.unwrap_or(0);
+            self.check_blocks(id as u32, r)?;
             postings += r.df as u64;
+        }
+        if next_block != num_blocks || next_word != num_words {
+            return Err(corrupt(
+                path(files::TERMS),
+                "the lists do not cover the posting files",
+            ));
         }
         if postings != m.num_postings {
             return Err(corrupt(
@@ -134,14 +290,51 @@ impl Index {
         let n = m.num_docs as usize;
         let offsets_ok = ids.len() >= 8 * (n + 1) && {
             let offsets: &[u64] = bytemuck::cast_slice(&ids[..8 * (n + 1)]);
-            offsets.windows(2).all(|w| w[0] <= w[1])
-                && offsets[n] as usize == ids.len() - 8 * (n + 1)
-                && std::str::from_utf8(&ids[8 * (n + 1)..]).is_ok()
+            let text = &ids[8 * (n + 1)..];
+            offsets[0] == 0
+                && offsets.windows(2).all(|w| w[0] <= w[1])
+                && offsets[n] as usize == text.len()
+                && std::str::from_utf8(text)
+                    .is_ok_and(|t| offsets.iter().all(|&o| t.is_char_boundary(o as usize)))
         };
         if !offsets_ok {
             return Err(corrupt(path(files::DOC_IDS), "document id table is inconsistent"));
         }
         Ok(())
+    }
+
+    /// The skip data of one list: docIDs increasing across blocks and below the number of documents,
+    /// block offsets increasing inside the list, bounds finite and below the list's.
+    fn check_blocks(&self, id: u32, r: &TermRecord) -> Result<()> {
+        let first = r.first_block as usize;
+        let blocks = &self.block_metas()[first..first + r.num_blocks()];
+        let mut previous: Option<&BlockMeta> = None;
+        for (i, b) in blocks.iter().enumerate() {
+            let end = blocks.get(i + 1).map_or(r.len_words, |n| n.offset);
+            let ok = b.first_doc <= b.last_doc
+                && (b.last_doc as u64) < self.meta.num_docs
+                && previous.is_none_or(|p| p.last_doc < b.first_doc)
+                && (i > 0 || b.offset == 0)
+                && b.offset <= end
+                && end <= r.len_words
+                && b.freq_offset <= end - b.offset
+                && b.max_score.is_finite()
+                && b.max_score >= 0.0
+                && b.max_score <= r.max_score;
+            if !ok {
+                return Err(corrupt(
+                    self.dir.join(files::BLOCKS.0),
+                    format!("skip data of {}, block {i}, is inconsistent", self.term_name(id)),
+                ));
+            }
+            previous = Some(b);
+        }
+        Ok(())
+    }
+
+    /// `term 'TEXT'` for ordinal `id` (a scan of the dictionary: for messages only).
+    pub fn term_name(&self, id: u32) -> String {
+        term_name(&self.terms_fst, id)
     }
 
     /// The directory the index was opened from.
@@ -209,6 +402,7 @@ impl Index {
             codec: self.meta.codec,
             num_docs: self.num_docs(),
             term: id,
+            terms_fst: &self.terms_fst,
             record,
             blocks: &self.block_metas()[first..first + record.num_blocks()],
             words: &self.words()[start..start + record.len_words as usize],
@@ -253,6 +447,7 @@ pub struct PostingList<'a> {
     codec: Codec,
     num_docs: u32,
     term: u32,
+    terms_fst: &'a fst::Map<Payload>,
     record: TermRecord,
     blocks: &'a [BlockMeta],
     words: &'a [u32],
@@ -351,11 +546,11 @@ impl<'a> PostingList<'a> {
         Ok((docs, freqs))
     }
 
-    fn error(&self, block: usize, source: warpsearch_codec::CodecError) -> IndexError {
+    fn error(&self, block: usize, cause: warpsearch_codec::CodecError) -> IndexError {
         IndexError::Codec {
-            term: format!("#{}", self.term),
+            term: term_text(self.terms_fst, self.term),
             block,
-            source,
+            cause,
         }
     }
 }

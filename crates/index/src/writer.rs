@@ -1,10 +1,10 @@
 //! Writes an index directory from sorted posting lists and a document table.
 //!
-//! Everything goes to a hidden temporary directory beside the target; the directory is renamed into
-//! place only after every file is complete, checksummed and synced. A failed or abandoned write removes
-//! the temporary directory and leaves any existing index untouched.
+//! Everything goes to a hidden temporary directory beside the target; the directory is put in place
+//! ([`crate::replace`]) only after every file is complete, checksummed and synced. Every file of one
+//! build carries the same random build identity in its header. A failed or abandoned write removes the
+//! temporary directory and leaves any existing index untouched.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use warpsearch_codec::{Codec, BLOCK_LEN};
@@ -12,8 +12,9 @@ use warpsearch_codec::{Codec, BLOCK_LEN};
 use crate::analyzer::AnalyzerConfig;
 use crate::bm25::{loosen_bound, Bm25, Bm25Params};
 use crate::container::{self, ContainerWriter, FORMAT_VERSION};
-use crate::error::{IndexError, IoContext, Result};
+use crate::error::{IndexError, Result};
 use crate::format::{files, BlockMeta, DocOrder, IndexMeta, StaticRange, TermRecord};
+use crate::replace::{clean_stale, replace_dir, TmpDir};
 
 /// Choices fixed when an index is written.
 #[derive(Debug, Clone, Copy)]
@@ -197,38 +198,7 @@ pub struct IndexWriter {
     num_blocks: u64,
     offset_words: u64,
     last_term: Option<Vec<u8>>,
-}
-
-/// A temporary directory removed on drop unless kept.
-/// A directory written under a temporary name beside its destination (`.NAME.tmp-PID`) and removed on
-/// drop unless `keep` is set, i.e. unless it was renamed into place.
-pub(crate) struct TmpDir {
-    pub(crate) path: PathBuf,
-    pub(crate) keep: bool,
-}
-
-impl TmpDir {
-    /// A fresh, empty temporary directory for `out` (a leftover of the same process is removed).
-    pub(crate) fn beside(out: &Path) -> Result<Self> {
-        let name = out
-            .file_name()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "index".into());
-        let path = out.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-        if path.exists() {
-            fs::remove_dir_all(&path).at(&path)?;
-        }
-        fs::create_dir_all(&path).at(&path)?;
-        Ok(TmpDir { path, keep: false })
-    }
-}
-
-impl Drop for TmpDir {
-    fn drop(&mut self) {
-        if !self.keep {
-            let _ = fs::remove_dir_all(&self.path);
-        }
-    }
+    build_id: u64,
 }
 
 impl IndexWriter {
@@ -262,7 +232,8 @@ impl IndexWriter {
             num_docs: n as u64,
             avg_doc_len: avg as f32,
         };
-        let file = |f: (&str, &[u8; 8])| ContainerWriter::create(&tmp.path.join(f.0), f.1);
+        let build_id = container::new_build_id();
+        let file = |f: (&str, &[u8; 8])| ContainerWriter::create(&tmp.path.join(f.0), f.1, build_id);
         let fst_file = file(files::TERMS_FST)?;
         let terms_fst = fst::MapBuilder::new(fst_file).map_err(|e| fst_error(&tmp.path, e))?;
         Ok(IndexWriter {
@@ -281,6 +252,7 @@ impl IndexWriter {
             num_blocks: 0,
             offset_words: 0,
             last_term: None,
+            build_id,
         })
     }
 
@@ -359,6 +331,7 @@ impl IndexWriter {
             postings,
             num_terms,
             num_postings,
+            build_id,
             ..
         } = self;
         let dir = tmp.path.clone();
@@ -366,7 +339,8 @@ impl IndexWriter {
         terms.finish()?;
         blocks.finish()?;
         postings.finish()?;
-        let write = |f: (&str, &[u8; 8]), bytes: &[u8]| container::write_file(&dir.join(f.0), f.1, bytes);
+        let write =
+            |f: (&str, &[u8; 8]), bytes: &[u8]| container::write_file(&dir.join(f.0), f.1, build_id, bytes);
         write(files::DOC_LENS, bytemuck::cast_slice(&docs.lens))?;
         let mut id_bytes: Vec<u8> = bytemuck::cast_slice(&docs.ids.offsets).to_vec();
         if docs.ids.offsets.is_empty() {
@@ -404,8 +378,9 @@ impl IndexWriter {
         };
         let json = serde_json::to_vec_pretty(&meta).expect("metadata serialises");
         write(files::META, &json)?;
-        sync_dir(&dir)?;
-        replace_dir(&dir, &out, opts.force)?;
+        // Another build may have put an index at `out` meanwhile: it too is replaced only with --force.
+        check_output(&out, opts.force)?;
+        replace_dir(&dir, &out)?;
         tmp.keep = true;
         Ok(meta)
     }
@@ -413,16 +388,18 @@ impl IndexWriter {
 
 fn fst_error(path: &Path, e: fst::Error) -> IndexError {
     match e {
-        fst::Error::Io(source) => IndexError::Io {
+        fst::Error::Io(cause) => IndexError::Io {
             path: path.join(files::TERMS_FST.0),
-            source,
+            cause,
         },
         other => IndexError::Invalid(format!("term dictionary: {other}")),
     }
 }
 
-/// Fails early when `out` exists and may not be replaced.
+/// Fails early when `out` exists and may not be replaced. First renames back an old index a killed
+/// replacement left aside and removes leftovers of dead processes beside `out` ([`crate::replace`]).
 pub fn check_output(out: &Path, force: bool) -> Result<()> {
+    clean_stale(out)?;
     if out.exists() && !force {
         return Err(IndexError::Invalid(format!(
             "{} already exists: choose another --output or pass --force to replace it",
@@ -434,30 +411,6 @@ pub fn check_output(out: &Path, force: bool) -> Result<()> {
             "{} exists and is not a warpsearch index: refusing to replace it even with --force",
             out.display()
         )));
-    }
-    Ok(())
-}
-
-fn sync_dir(dir: &Path) -> Result<()> {
-    fs::File::open(dir).and_then(|d| d.sync_all()).at(dir)
-}
-
-fn replace_dir(tmp: &Path, out: &Path, force: bool) -> Result<()> {
-    if out.exists() {
-        check_output(out, force)?;
-        let old = out.with_file_name(format!(
-            ".{}.old-{}",
-            out.file_name().unwrap_or_default().to_string_lossy(),
-            std::process::id()
-        ));
-        fs::rename(out, &old).at(out)?;
-        fs::rename(tmp, out).at(out)?;
-        fs::remove_dir_all(&old).at(&old)?;
-    } else {
-        fs::rename(tmp, out).at(out)?;
-    }
-    if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
-        sync_dir(parent)?;
     }
     Ok(())
 }

@@ -166,10 +166,7 @@ pub fn assert_same_files(a: &Path, b: &Path) {
     };
     assert_eq!(names(a), names(b));
     for name in names(a) {
-        assert!(
-            std::fs::read(a.join(&name)).unwrap() == std::fs::read(b.join(&name)).unwrap(),
-            "{name:?} differs"
-        );
+        assert!(read(&a.join(&name)) == read(&b.join(&name)), "{name:?} differs");
     }
 }
 
@@ -216,14 +213,9 @@ fn global_score_order_renumbers_documents_consistently() {
 
 #[test]
 fn english_analyzer_on_real_cacm() {
-    let cacm = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/cacm/docs.jsonl");
-    if !cacm.exists() {
-        eprintln!(
-            "skipped: {} not found (the shared data folder is absent)",
-            cacm.display()
-        );
+    let Some(cacm) = warpsearch_index::testdata::shared_data("cacm/docs.jsonl") else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let mut opts = options(Codec::PForDelta);
     opts.writer.analyzer = AnalyzerConfig::english();
@@ -242,4 +234,9 @@ fn english_analyzer_on_real_cacm() {
     for d in docs {
         assert!(lines[d as usize].to_lowercase().contains("algorithm"), "doc {d}");
     }
+}
+
+/// An index file's bytes, build identity and checksum zeroed (two builds compare equal).
+fn read(path: &std::path::Path) -> Vec<u8> {
+    warpsearch_index::testdata::without_build_id(std::fs::read(path).unwrap())
 }

@@ -1,0 +1,228 @@
+//! Putting a finished directory or file in place atomically, and cleaning what a killed run left.
+//!
+//! Everything is written under a hidden name beside its destination, `.NAME.tmp-PID`, synced, then put
+//! in place by one rename. An existing index is replaced by exchanging the two directories in one
+//! `renameat2(RENAME_EXCHANGE)` (Linux), so the output path holds the old or the new complete index at
+//! every instant; the old one is then removed from the temporary name. Where the exchange is not
+//! available the old index is first renamed aside to `.NAME.old-PID`: a kill between the two renames
+//! leaves NAME missing, and the next open or build of NAME renames the old index back.
+//!
+//! Leftovers of processes that no longer run (`.NAME.tmp-PID`, `.NAME.old-PID`,
+//! `.warpsearch-runs-PID-*`) are removed by the next build or write to the same path; leftovers of a
+//! live process are left alone.
+//!
+//! `WARPSEARCH_FAIL_AT=POINT` (a test hook) aborts the process at a named point, as a kill would;
+//! `POINT:error` returns an I/O error there instead. The points are in [`FAIL_POINTS`].
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::error::{IndexError, IoContext, Result};
+
+/// The points `WARPSEARCH_FAIL_AT` can name, in the order a build reaches them.
+pub const FAIL_POINTS: &[&str] = &[
+    "runs-created",
+    "files-written",
+    "renamed-aside",
+    "exchanged",
+    "file-written",
+];
+
+/// Aborts (or fails, with `POINT:error`) when `WARPSEARCH_FAIL_AT` names `point`.
+pub fn fail_point(point: &str, path: &Path) -> Result<()> {
+    let Ok(want) = std::env::var("WARPSEARCH_FAIL_AT") else {
+        return Ok(());
+    };
+    match want.split_once(':') {
+        None if want == point => std::process::abort(),
+        Some((p, "error")) if p == point => Err(IndexError::Io {
+            path: path.to_owned(),
+            cause: std::io::Error::other(format!("injected failure at {point}")),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Whether `WARPSEARCH_FAIL_AT` names `point` at all (to take the path that reaches it).
+fn fail_point_named(point: &str) -> bool {
+    std::env::var("WARPSEARCH_FAIL_AT").is_ok_and(|w| w.split(':').next() == Some(point))
+}
+
+/// `.NAME.KIND-PID` beside `out`.
+pub fn hidden_beside(out: &Path, kind: &str) -> PathBuf {
+    out.with_file_name(format!(".{}.{kind}-{}", file_name(out), std::process::id()))
+}
+
+fn file_name(out: &Path) -> String {
+    out.file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "index".into())
+}
+
+fn parent(out: &Path) -> &Path {
+    out.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+/// Whether process `pid` runs (unknowable outside Linux: then assumed to run, so nothing is removed).
+fn alive(pid: u32) -> bool {
+    if !cfg!(target_os = "linux") {
+        return true;
+    }
+    pid == std::process::id() || Path::new("/proc").join(pid.to_string()).exists()
+}
+
+/// Leftovers beside `out` of processes that no longer run: (path, kind, pid).
+fn leftovers(out: &Path) -> Vec<(PathBuf, String)> {
+    let name = file_name(out);
+    let Ok(entries) = fs::read_dir(parent(out)) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let entry_name = entry.file_name().to_string_lossy().into_owned();
+        let rest = entry_name
+            .strip_prefix(&format!(".{name}."))
+            .and_then(|r| r.split_once('-'))
+            .filter(|(kind, _)| ["tmp", "old"].contains(kind))
+            .map(|(kind, pid)| (kind.to_owned(), pid.parse::<u32>().ok()));
+        let runs = entry_name
+            .strip_prefix(".warpsearch-runs-")
+            .and_then(|r| r.split('-').next())
+            .map(|pid| ("runs".to_owned(), pid.parse::<u32>().ok()));
+        if let Some((kind, Some(pid))) = rest.or(runs) {
+            if !alive(pid) {
+                found.push((entry.path(), kind));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// When `out` is missing but a replaced-aside old index of a dead process survives as
+/// `.NAME.old-PID`, renames it back; returns whether it did.
+pub fn recover(out: &Path) -> bool {
+    if out.exists() {
+        return false;
+    }
+    for (path, kind) in leftovers(out) {
+        if kind == "old"
+            && path.join(crate::format::files::META.0).is_file()
+            && fs::rename(&path, out).is_ok()
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// Recovers `out` (see [`recover`]) and removes every other leftover of a dead process beside it.
+pub fn clean_stale(out: &Path) -> Result<()> {
+    recover(out);
+    for (path, _) in leftovers(out) {
+        let removed = if path.is_dir() {
+            fs::remove_dir_all(&path)
+        } else {
+            fs::remove_file(&path)
+        };
+        match removed {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e).at(&path),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A directory written under a temporary name beside its destination (`.NAME.tmp-PID`) and removed on
+/// drop unless `keep` is set, i.e. unless it was put into place.
+pub(crate) struct TmpDir {
+    pub(crate) path: PathBuf,
+    pub(crate) keep: bool,
+}
+
+impl TmpDir {
+    /// A fresh, empty temporary directory for `out`; stale leftovers beside `out` are removed first.
+    pub(crate) fn beside(out: &Path) -> Result<Self> {
+        clean_stale(out)?;
+        let path = hidden_beside(out, "tmp");
+        if path.exists() {
+            fs::remove_dir_all(&path).at(&path)?;
+        }
+        fs::create_dir_all(&path).at(&path)?;
+        Ok(TmpDir { path, keep: false })
+    }
+}
+
+impl Drop for TmpDir {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// Syncs a directory's entries to disk.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    fs::File::open(dir).and_then(|d| d.sync_all()).at(dir)
+}
+
+/// Puts the complete directory `tmp` at `out`, replacing an existing `out` (the caller has checked it
+/// may) so that `out` never goes missing where the exchange exists (see the module comment).
+pub(crate) fn replace_dir(tmp: &Path, out: &Path) -> Result<()> {
+    fail_point("files-written", out)?;
+    sync_dir(tmp)?;
+    if out.exists() {
+        if !fail_point_named("renamed-aside") && exchange(tmp, out)? {
+            fail_point("exchanged", out)?;
+            sync_dir(parent(out))?;
+            // `tmp` now holds the old index.
+            fs::remove_dir_all(tmp).at(tmp)?;
+        } else {
+            let old = hidden_beside(out, "old");
+            fs::rename(out, &old).at(out)?;
+            fail_point("renamed-aside", out)?;
+            fs::rename(tmp, out).at(out)?;
+            sync_dir(parent(out))?;
+            fs::remove_dir_all(&old).at(&old)?;
+        }
+    } else {
+        fs::rename(tmp, out).at(out)?;
+    }
+    sync_dir(parent(out))
+}
+
+/// Swaps `a` and `b` atomically; `Ok(false)` where the system or file system cannot.
+#[cfg(target_os = "linux")]
+fn exchange(a: &Path, b: &Path) -> Result<bool> {
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    match renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE) {
+        Ok(()) => Ok(true),
+        Err(e) if e == rustix::io::Errno::INVAL || e == rustix::io::Errno::NOSYS => Ok(false),
+        Err(e) => Err(std::io::Error::from(e)).at(b),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn exchange(_: &Path, _: &Path) -> Result<bool> {
+    Ok(false)
+}
+
+/// Writes a file through `.NAME.tmp-PID` beside `path` and renames it into place when `write` succeeds
+/// (the temporary is removed when it fails); stale leftovers beside `path` are removed first.
+pub fn write_file_atomically(path: &Path, write: impl FnOnce(&mut fs::File) -> Result<()>) -> Result<()> {
+    clean_stale(path)?;
+    let tmp = hidden_beside(path, "tmp");
+    let result = (|| {
+        let mut file = fs::File::create(&tmp).at(&tmp)?;
+        write(&mut file)?;
+        file.sync_all().at(&tmp)?;
+        fail_point("file-written", path)?;
+        fs::rename(&tmp, path).at(path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
