@@ -6,7 +6,10 @@
 //! `prost` derives, so no protobuf compiler is needed). `.gz` and `.zst` files are read transparently.
 //!
 //! Import reads the file twice: first to check it and collect document records (they come last, but
-//! the block-max scores need document lengths), then to stream the lists into the index writer.
+//! the block-max scores need document lengths), then to stream the lists into the index writer. The
+//! first pass reads to the end of the file, so a compressed stream's checksum and length are checked,
+//! and nothing is allocated from the header's counts or a length prefix before the bytes are there:
+//! memory follows the size of the input, whatever a damaged or hostile file claims.
 //! Terms must be in byte order (as Anserini and PISA write them) unless the file is uncompressed, in
 //! which case the lists are visited in sorted order by seeking.
 //!
@@ -15,7 +18,7 @@
 //! so `export` then `import` gives back an identical index for indexes without static scores.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
+use std::io::{BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -148,11 +151,36 @@ fn seekable(path: &Path) -> bool {
 }
 
 impl<R: BufRead> MessageReader<R> {
+    /// Reads to the end of the input, which must hold nothing more: a compressed stream's checksum and
+    /// length are checked only there.
+    fn expect_end(&mut self) -> Result<()> {
+        let mut rest = Vec::new();
+        let extra = (&mut self.input)
+            .take(1 << 16)
+            .read_to_end(&mut rest)
+            .map_err(|e| corrupt(&self.path, format!("after the last document record: {e}")))?;
+        if extra > 0 {
+            return Err(corrupt(
+                &self.path,
+                format!(
+                    "unexpected bytes after the last document record (byte {}): the header's counts \
+                     do not match the file",
+                    self.offset
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn next<M: Message + Default>(&mut self, what: &str) -> Result<M> {
         let mut len = 0u64;
         for shift in (0..64).step_by(7) {
             let mut byte = [0u8];
-            if self.input.read(&mut byte).at(&self.path)? == 0 {
+            let read = self
+                .input
+                .read(&mut byte)
+                .map_err(|e| corrupt(&self.path, format!("reading {what}: {e}")))?;
+            if read == 0 {
                 return Err(corrupt(
                     &self.path,
                     format!("file ends before {what} (truncated CIFF?)"),
@@ -167,10 +195,18 @@ impl<R: BufRead> MessageReader<R> {
         if len > 1 << 31 {
             return Err(corrupt(&self.path, format!("{what} claims {len} bytes")));
         }
-        self.buf.resize(len as usize, 0);
-        self.input
-            .read_exact(&mut self.buf)
-            .map_err(|_| corrupt(&self.path, format!("file ends inside {what} (truncated CIFF?)")))?;
+        // Read what is there rather than allocate what the prefix claims: memory follows the input.
+        self.buf.clear();
+        let got = (&mut self.input)
+            .take(len)
+            .read_to_end(&mut self.buf)
+            .map_err(|e| corrupt(&self.path, format!("reading {what}: {e}")))?;
+        if (got as u64) < len {
+            return Err(corrupt(
+                &self.path,
+                format!("file ends inside {what} (truncated CIFF?)"),
+            ));
+        }
         self.offset += len;
         M::decode(self.buf.as_slice())
             .map_err(|e| corrupt(&self.path, format!("{what} at byte {}: {e}", self.offset)))
@@ -198,7 +234,8 @@ pub fn import(path: &Path, output: &Path, opts: ImportOptions) -> Result<IndexMe
     };
     let num_lists = count(header.num_postings_lists, "number of postings lists")?;
     let num_docs = count(header.num_doc_records, "number of document records")?;
-    let mut offsets: Vec<(String, u64)> = Vec::with_capacity(num_lists);
+    // The header's counts are untrusted: nothing is allocated from them, vectors grow with what is read.
+    let mut offsets: Vec<(String, u64)> = Vec::new();
     let mut sorted = true;
     for i in 0..num_lists {
         let start = r.offset;
@@ -211,10 +248,18 @@ pub fn import(path: &Path, output: &Path, opts: ImportOptions) -> Result<IndexMe
         }
         offsets.push((list.term, start));
     }
-    let mut lens = vec![u32::MAX; num_docs];
-    let mut ids: Vec<String> = vec![String::new(); num_docs];
+    let mut records: Vec<DocRecord> = Vec::new();
     for i in 0..num_docs {
         let d: DocRecord = r.next(&format!("document record {i}"))?;
+        crate::build::input::check_doc_id(&d.collection_docid)
+            .map_err(|what| corrupt(path, format!("document record {i}: {what}")))?;
+        records.push(d);
+    }
+    r.expect_end()?;
+    // num_docs records were read, so these are as large as the input.
+    let mut lens = vec![u32::MAX; num_docs];
+    let mut ids: Vec<String> = vec![String::new(); num_docs];
+    for (i, d) in records.into_iter().enumerate() {
         let slot = usize::try_from(d.docid)
             .ok()
             .filter(|&s| s < num_docs)

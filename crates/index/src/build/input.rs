@@ -1,4 +1,5 @@
-//! Reading a Pyserini JsonCollection: `.jsonl`, `.json` or `.jsonl.zst` files, or a directory of them.
+//! Reading a Pyserini JsonCollection: `.jsonl` or `.json` files, plain or `.zst`/`.gz` compressed, or a
+//! directory tree of them. A UTF-8 byte-order mark at the start of a file is skipped.
 //!
 //! Each non-blank line is one JSON object with a string (or number) `id` and a string `contents`;
 //! an optional `title` is indexed before the contents; other fields are ignored.
@@ -13,33 +14,94 @@ use serde::Deserialize;
 
 use crate::error::{IndexError, IoContext, Result};
 
-/// The input files of a collection, in name order.
-pub fn list_inputs(path: &Path) -> Result<Vec<PathBuf>> {
+/// File names (compared case-insensitively) a directory input reads.
+const EXTENSIONS: [&str; 6] = [
+    ".jsonl",
+    ".json",
+    ".jsonl.zst",
+    ".json.zst",
+    ".jsonl.gz",
+    ".json.gz",
+];
+
+/// The input files of a collection: `path` itself, or every `.jsonl`, `.json` file (optionally `.zst`
+/// or `.gz` compressed; names compared case-insensitively) under the directory `path`, subfolders and
+/// symbolic links included, in path order. Other files are returned apart (`skipped`), for the caller
+/// to name.
+pub fn list_inputs(path: &Path) -> Result<Inputs> {
     let meta = std::fs::metadata(path).at(path)?;
     if meta.is_file() {
-        return Ok(vec![path.to_owned()]);
+        return Ok(Inputs {
+            files: vec![path.to_owned()],
+            skipped: Vec::new(),
+        });
     }
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(path).at(path)? {
-        let p = entry.at(path)?.path();
-        let name = p.file_name().unwrap_or_default().to_string_lossy();
-        if p.is_file()
-            && [".jsonl", ".json", ".jsonl.zst", ".json.zst"]
-                .iter()
-                .any(|e| name.ends_with(e))
-        {
-            files.push(p);
-        }
-    }
-    files.sort();
-    if files.is_empty() {
+    let mut inputs = Inputs::default();
+    let mut visited = Vec::new();
+    walk(path, &mut inputs, &mut visited)?;
+    inputs.files.sort();
+    inputs.skipped.sort();
+    if inputs.files.is_empty() {
         return Err(IndexError::Invalid(format!(
-            "{}: no .jsonl, .json or .jsonl.zst files in this directory",
+            "{}: no .jsonl or .json files (plain, .zst or .gz) in this directory or below it",
             path.display()
         )));
     }
-    Ok(files)
+    Ok(inputs)
 }
+
+/// The files of a directory input.
+#[derive(Debug, Default)]
+pub struct Inputs {
+    /// The files to read, in path order.
+    pub files: Vec<PathBuf>,
+    /// Files ignored because of their names.
+    pub skipped: Vec<PathBuf>,
+}
+
+fn walk(dir: &Path, inputs: &mut Inputs, visited: &mut Vec<PathBuf>) -> Result<()> {
+    // A symbolic link back up the tree would loop forever: each real directory is read once.
+    let real = std::fs::canonicalize(dir).at(dir)?;
+    if visited.contains(&real) {
+        return Ok(());
+    }
+    visited.push(real);
+    for entry in std::fs::read_dir(dir).at(dir)? {
+        let p = entry.at(dir)?.path();
+        // `metadata` follows symbolic links.
+        let Ok(meta) = std::fs::metadata(&p) else {
+            inputs.skipped.push(p);
+            continue;
+        };
+        let name = p.file_name().unwrap_or_default().to_string_lossy().to_lowercase();
+        if meta.is_dir() {
+            walk(&p, inputs, visited)?;
+        } else if meta.is_file() && EXTENSIONS.iter().any(|e| name.ends_with(e)) {
+            inputs.files.push(p);
+        } else if !name.starts_with('.') {
+            inputs.skipped.push(p);
+        }
+    }
+    Ok(())
+}
+
+/// Whether `id` can be a document id: non-empty, no white space or control characters (a TREC run
+/// separates its columns by white space, one result a line). The text says what is wrong.
+pub fn check_doc_id(id: &str) -> Result<(), String> {
+    if id.is_empty() {
+        return Err("empty \"id\": every document needs a non-empty id".into());
+    }
+    if let Some(c) = id.chars().find(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "the document id {id:?} contains {c:?}: ids must not contain white space or control \
+             characters, which a TREC run cannot hold"
+        ));
+    }
+    Ok(())
+}
+
+/// The UTF-8 byte-order mark some editors put at the start of a file.
+pub const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// A line of input with where it came from.
 pub struct Line {
@@ -65,13 +127,18 @@ impl<R: Read> Read for Counting<R> {
     }
 }
 
-/// Opens `path`, decompressing `.zst` (with the long windows `zstd --long=27` produces).
+/// Opens `path`, decompressing `.zst` (with the long windows `zstd --long=27` produces) and `.gz`.
+/// Both decoders check their stream's checksum when read to the end (a reader must read to the end).
 pub fn open_text(path: &Path, count: Arc<AtomicU64>) -> Result<Box<dyn BufRead + Send>> {
     let file = Counting {
         inner: File::open(path).at(path)?,
         count,
     };
-    if path.extension().is_some_and(|e| e == "zst") {
+    let ext = path.extension().map(|e| e.to_string_lossy().to_lowercase());
+    if ext.as_deref() == Some("gz") {
+        let decoder = flate2::read::MultiGzDecoder::new(file);
+        Ok(Box::new(BufReader::with_capacity(1 << 20, decoder)))
+    } else if ext.as_deref() == Some("zst") {
         let mut decoder = zstd::Decoder::new(file).at(path)?;
         decoder.window_log_max(31).at(path)?;
         Ok(Box::new(BufReader::with_capacity(1 << 20, decoder)))
@@ -98,6 +165,9 @@ pub fn read_batches(
                 break;
             }
             number += 1;
+            if number == 1 && bytes.starts_with(BOM) {
+                bytes.drain(..BOM.len());
+            }
             while bytes.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
                 bytes.pop();
             }
@@ -145,8 +215,12 @@ pub struct RawDoc {
     pub contents: String,
 }
 
-/// Parses one JSONL line; the error text says what is wrong and what to do.
+/// Parses one JSONL line; the error text says what is wrong and what to do. A leading byte-order
+/// mark (which [`read_batches`] strips from a file's first line) is named as such.
 pub fn parse_line(bytes: &[u8]) -> Result<RawDoc, String> {
+    if bytes.starts_with(BOM) {
+        return Err("the line starts with a UTF-8 byte-order mark: remove it".into());
+    }
     let text = std::str::from_utf8(bytes).map_err(|e| {
         format!(
             "invalid UTF-8 at byte {} of the line: re-encode the file as UTF-8",
@@ -160,12 +234,17 @@ pub fn parse_line(bytes: &[u8]) -> Result<RawDoc, String> {
     })?;
     let id = match doc.id {
         Some(Id::Text(s)) => s,
-        Some(Id::Number(n)) => n.to_string(),
+        // An integer keeps its digits; any other number would be reformatted ("1.5e3" as "1500.0").
+        Some(Id::Number(n)) if n.is_u64() || n.is_i64() => n.to_string(),
+        Some(Id::Number(n)) => {
+            return Err(format!(
+                "the numeric id {n} is not an integer: write it as a string (\"id\": \"...\") so \
+                 it is kept exactly as written"
+            ))
+        }
         None => return Err("missing field \"id\": every document needs a string id".into()),
     };
-    if id.is_empty() {
-        return Err("empty \"id\": every document needs a non-empty id".into());
-    }
+    check_doc_id(&id)?;
     let contents = doc
         .contents
         .ok_or("missing field \"contents\": put the document text in \"contents\"")?;
@@ -202,5 +281,45 @@ mod tests {
         assert!(parse_line(br#"{"id": "", "contents": "x"}"#)
             .unwrap_err()
             .contains("empty"));
+    }
+
+    /// Issue #16 case 5: a document id with white space breaks a TREC run's line; a float id was
+    /// reformatted.
+    #[test]
+    fn doc_ids_that_corrupt_runs_are_refused() {
+        for bad in [
+            r#""a b""#,
+            r#""a\tb""#,
+            r#""a\nb""#,
+            r#""a\u0000""#,
+            "1.5e3",
+            "2.0",
+        ] {
+            let line = format!(r#"{{"id": {bad}, "contents": "x"}}"#);
+            let err = parse_line(line.as_bytes()).unwrap_err();
+            assert!(err.contains("id"), "{bad}: {err}");
+        }
+        assert_eq!(parse_line(br#"{"id": -12, "contents": "x"}"#).unwrap().id, "-12");
+        assert_eq!(
+            parse_line(br#"{"id": "d-1.5", "contents": "x"}"#).unwrap().id,
+            "d-1.5"
+        );
+    }
+
+    /// Issue #16 case 6: a BOM at the start of a JSONL file is skipped; one elsewhere is named.
+    #[test]
+    fn bom_at_start_of_jsonl_is_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.jsonl");
+        std::fs::write(&path, b"\xEF\xBB\xBF{\"id\": \"a\", \"contents\": \"x\"}\n").unwrap();
+        let mut lines = Vec::new();
+        read_batches(&[path], 10, Default::default(), |b| {
+            lines.extend(b);
+            true
+        })
+        .unwrap();
+        assert_eq!(parse_line(&lines[0].bytes).unwrap().id, "a");
+        let err = parse_line(b"\xEF\xBB\xBF{}").unwrap_err();
+        assert!(err.contains("byte-order mark"), "{err}");
     }
 }

@@ -68,6 +68,9 @@ pub struct BuildReport {
     pub skipped: u64,
     /// Up to ten skip reasons.
     pub skip_reasons: Vec<String>,
+    /// Files of a directory input that were not read (their names are not `.jsonl`/`.json`, plain,
+    /// `.zst` or `.gz`).
+    pub skipped_files: Vec<std::path::PathBuf>,
     /// Documents with no indexable token (kept; they never match).
     pub empty_docs: u64,
     /// Sorted runs spilled to disk.
@@ -125,7 +128,10 @@ fn analyze(
 /// Builds an index at `output` from the JsonCollection at `input` (a file or a directory).
 pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Result<BuildReport> {
     check_output(output, opts.writer.force)?;
-    let files = input::list_inputs(input)?;
+    let input::Inputs {
+        files,
+        skipped: skipped_files,
+    } = input::list_inputs(input)?;
     let static_map = opts
         .static_scores
         .as_deref()
@@ -136,10 +142,12 @@ pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Res
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).at(parent)?;
+    // The process id in the name lets a later build remove what a killed one left (crate::replace).
     let work = tempfile::Builder::new()
-        .prefix(".warpsearch-runs-")
+        .prefix(&format!(".warpsearch-runs-{}-", std::process::id()))
         .tempdir_in(parent)
         .at(parent)?;
+    crate::replace::fail_point("runs-created", work.path())?;
 
     let started = Instant::now();
     let total_bytes: u64 = files
@@ -342,6 +350,7 @@ pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Res
         meta,
         skipped,
         skip_reasons,
+        skipped_files,
         empty_docs,
         runs: runs.len(),
         static_missing,
