@@ -91,6 +91,14 @@ fn run_index(a: IndexArgs) -> Result<()> {
                 );
                 report.skip_reasons.iter().for_each(|r| eprintln!("  {r}"));
             }
+            if !report.skipped_files.is_empty() {
+                eprintln!(
+                    "note: {} files of {} were not read (not .jsonl/.json, plain, .zst or .gz), e.g. {}",
+                    report.skipped_files.len(),
+                    input.display(),
+                    report.skipped_files[0].display()
+                );
+            }
             if report.empty_docs > 0 {
                 eprintln!(
                     "note: {} documents have no indexable terms; they are kept and never match",

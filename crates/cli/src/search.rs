@@ -45,6 +45,9 @@ pub fn read_queries(reader: impl Read, name: &str, warnings: &mut Vec<String>) -
             break;
         }
         line += 1;
+        if line == 1 && buf.starts_with(warpsearch_index::build::input::BOM) {
+            buf.drain(..3);
+        }
         while matches!(buf.last(), Some(b'\n' | b'\r')) {
             buf.pop();
         }
@@ -221,6 +224,8 @@ impl Latency {
 }
 
 pub fn run(a: SearchArgs) -> Result<()> {
+    // Before any work: an existing --output without --force is refused at once.
+    Output::check(a.output.as_deref(), a.force)?;
     let index = Arc::new(crate::open(&a.engine.index)?);
     let mut engine = open_engine(&a.engine, index.clone())?;
     let (lines, queries) = load_queries(&a.engine, &index)?;
@@ -376,12 +381,10 @@ impl Output {
                 paths: None,
             });
         }
-        if path.exists() && !force {
-            bail!("{} exists: pass --force to replace it", path.display());
-        }
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(".partial");
-        let tmp = PathBuf::from(tmp);
+        Output::check(Some(path), force)?;
+        // `.NAME.tmp-PID`: a later run removes it if this process is killed before the rename.
+        warpsearch_index::replace::clean_stale(path)?;
+        let tmp = warpsearch_index::replace::hidden_beside(path, "tmp");
         let file = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
         Ok(Output {
             writer: Box::new(BufWriter::new(file)),
@@ -389,14 +392,35 @@ impl Output {
         })
     }
 
+    /// Refuses an existing regular file at `path` unless `force`.
+    pub(crate) fn check(path: Option<&Path>, force: bool) -> Result<()> {
+        if let Some(path) = path {
+            if path.is_file() && !force {
+                bail!("{} exists: pass --force to replace it", path.display());
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn finish(mut self) -> Result<()> {
         self.writer.flush()?;
-        drop(self.writer);
-        if let Some((tmp, path)) = self.paths {
+        // Close the file before the rename.
+        self.writer = Box::new(std::io::sink());
+        if let Some((tmp, path)) = self.paths.take() {
             std::fs::rename(&tmp, &path)
                 .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
         }
         Ok(())
+    }
+}
+
+impl Drop for Output {
+    /// A run that failed half-way (a full disk, a bad query) leaves no temporary file behind.
+    fn drop(&mut self) {
+        if let Some((tmp, _)) = self.paths.take() {
+            self.writer = Box::new(std::io::sink());
+            let _ = std::fs::remove_file(tmp);
+        }
     }
 }
 
@@ -422,6 +446,17 @@ mod tests {
         assert_eq!(warnings.len(), 1);
         assert!(warnings[0].starts_with("q.txt:4:"), "{warnings:?}");
         assert!(read_queries(&b"a b\tx\n"[..], "q", &mut warnings).is_err());
+    }
+
+    /// Issue #16 case 6: a UTF-8 BOM at the start of a query file is not part of the first qid.
+    #[test]
+    fn bom_at_start_of_query_file_is_skipped() {
+        let mut warnings = Vec::new();
+        let lines = read_queries(&b"\xEF\xBB\xBF301\tcats\n302\tdogs\n"[..], "q", &mut warnings).unwrap();
+        assert_eq!((lines[0].qid.as_str(), lines[0].text.as_str()), ("301", "cats"));
+        let lines = read_queries(&b"\xEF\xBB\xBFcats\n"[..], "q", &mut warnings).unwrap();
+        assert_eq!((lines[0].qid.as_str(), lines[0].text.as_str()), ("1", "cats"));
+        assert!(warnings.is_empty());
     }
 
     #[test]

@@ -413,30 +413,60 @@ pub fn export(index: &Index, path: &Path) -> Result<()> {
         average_doclength: m.avg_doc_len,
         description: serde_json::to_string(&description).expect("description serialises"),
     };
-    let tmp = path.with_file_name(format!(
-        ".{}.tmp-{}",
-        path.file_name().unwrap_or_default().to_string_lossy(),
-        std::process::id()
-    ));
-    let file = BufWriter::with_capacity(1 << 20, File::create(&tmp).at(&tmp)?);
-    let name = path.to_string_lossy();
-    let mut out: Box<dyn Write> = if name.ends_with(".gz") {
-        Box::new(flate2::write::GzEncoder::new(
-            file,
-            flate2::Compression::default(),
-        ))
-    } else if name.ends_with(".zst") {
-        Box::new(zstd::Encoder::new(file, 3).at(&tmp)?.auto_finish())
-    } else {
-        Box::new(file)
-    };
+    // Written as `.NAME.tmp-PID` and renamed when complete (removed on failure, and by a later export
+    // to the same path if this process is killed).
+    crate::replace::write_file_atomically(path, |file| {
+        let name = path.to_string_lossy().to_lowercase();
+        let buffered = BufWriter::with_capacity(1 << 20, file);
+        let mut out = if name.ends_with(".gz") {
+            Sink::Gz(flate2::write::GzEncoder::new(
+                buffered,
+                flate2::Compression::default(),
+            ))
+        } else if name.ends_with(".zst") {
+            Sink::Zst(zstd::Encoder::new(buffered, 3).at(path)?)
+        } else {
+            Sink::Plain(buffered)
+        };
+        write_messages(index, &header, &mut out, path)?;
+        out.finish().at(path)
+    })
+}
+
+/// Where [`export`] writes: a compressed stream must be finished explicitly, so its errors are seen.
+enum Sink<W: Write> {
+    Plain(W),
+    Gz(flate2::write::GzEncoder<W>),
+    Zst(zstd::Encoder<'static, W>),
+}
+
+impl<W: Write> Sink<W> {
+    fn writer(&mut self) -> &mut dyn Write {
+        match self {
+            Sink::Plain(w) => w,
+            Sink::Gz(w) => w,
+            Sink::Zst(w) => w,
+        }
+    }
+
+    fn finish(self) -> std::io::Result<()> {
+        let mut inner = match self {
+            Sink::Plain(w) => w,
+            Sink::Gz(w) => w.finish()?,
+            Sink::Zst(w) => w.finish()?,
+        };
+        inner.flush()
+    }
+}
+
+fn write_messages<W: Write>(index: &Index, header: &Header, out: &mut Sink<W>, path: &Path) -> Result<()> {
     let mut buf = Vec::new();
-    let mut put = |msg: &dyn MessageLike, out: &mut Box<dyn Write>| -> Result<()> {
+    let mut put = |msg: &dyn MessageLike, out: &mut Sink<W>| -> Result<()> {
         buf.clear();
         msg.encode_delimited(&mut buf);
-        out.write_all(&buf).at(&tmp)
+        out.writer().write_all(&buf).at(path)
     };
-    put(&header, &mut out)?;
+    put(header, out)?;
     for (term, id) in index.terms() {
         let (docs, freqs) = index.postings(id).decode_all()?;
         let mut previous = 0u32;
@@ -459,7 +489,7 @@ pub fn export(index: &Index, path: &Path) -> Result<()> {
             cf: record.cf as i64,
             postings,
         };
-        put(&list, &mut out)?;
+        put(&list, out)?;
     }
     for (d, &len) in index.doc_lens().iter().enumerate() {
         let record = DocRecord {
@@ -467,11 +497,9 @@ pub fn export(index: &Index, path: &Path) -> Result<()> {
             collection_docid: index.doc_id(d as u32).to_owned(),
             doclength: len as i32,
         };
-        put(&record, &mut out)?;
+        put(&record, out)?;
     }
-    out.flush().at(&tmp)?;
-    drop(out);
-    std::fs::rename(&tmp, path).at(path)
+    Ok(())
 }
 
 trait MessageLike {

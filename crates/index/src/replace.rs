@@ -182,8 +182,12 @@ pub(crate) fn replace_dir(tmp: &Path, out: &Path) -> Result<()> {
         } else {
             let old = hidden_beside(out, "old");
             fs::rename(out, &old).at(out)?;
-            fail_point("renamed-aside", out)?;
-            fs::rename(tmp, out).at(out)?;
+            let second = fail_point("renamed-aside", out).and_then(|()| fs::rename(tmp, out).at(out));
+            if let Err(e) = second {
+                // Put the old index back; if even that fails, the next open or build does.
+                let _ = fs::rename(&old, out);
+                return Err(e);
+            }
             sync_dir(parent(out))?;
             fs::remove_dir_all(&old).at(&old)?;
         }
