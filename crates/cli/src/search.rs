@@ -1,7 +1,7 @@
 //! `warpsearch search`: a query file in, a TREC run or JSON lines out, optional speed statistics.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -16,69 +16,15 @@ use warpsearch_query::{Mode, Query, Ranking, Request, Scored, Scorer, SearchOpti
 use crate::args::{EngineArgs, SearchArgs};
 use crate::gpu::{engine_options, gpu_stats_line};
 
-/// One line of a query file.
-#[derive(Debug, Clone, PartialEq)]
-pub struct QueryLine {
-    /// The query id: the text before a tab, else the 1-based line number.
-    pub qid: String,
-    /// The query text.
-    pub text: String,
-    /// 1-based line number.
-    pub line: usize,
-}
-
-/// Reads `qid<TAB>text` or plain lines. Bytes that are not UTF-8 are replaced by U+FFFD and the line is
-/// named in a warning; a trailing `\r` is dropped; blank lines are kept as empty queries (their line
-/// number stays a qid), except a final empty line.
-pub fn read_queries(reader: impl Read, name: &str, warnings: &mut Vec<String>) -> Result<Vec<QueryLine>> {
-    let mut out = Vec::new();
-    let mut reader = BufReader::new(reader);
-    let mut buf = Vec::new();
-    let mut line = 0;
-    loop {
-        buf.clear();
-        if reader
-            .read_until(b'\n', &mut buf)
-            .with_context(|| format!("reading {name}"))?
-            == 0
-        {
-            break;
-        }
-        line += 1;
-        if line == 1 && buf.starts_with(warpsearch_index::build::input::BOM) {
-            buf.drain(..3);
-        }
-        while matches!(buf.last(), Some(b'\n' | b'\r')) {
-            buf.pop();
-        }
-        let text = match std::str::from_utf8(&buf) {
-            Ok(s) => s.to_owned(),
-            Err(_) => {
-                warnings.push(format!(
-                    "{name}:{line}: not valid UTF-8; invalid bytes were replaced by U+FFFD"
-                ));
-                String::from_utf8_lossy(&buf).into_owned()
-            }
-        };
-        let (qid, text) = match text.split_once('\t') {
-            Some((qid, rest)) if !qid.trim().is_empty() => (qid.trim().to_owned(), rest.to_owned()),
-            _ => (line.to_string(), text),
-        };
-        if qid.contains(char::is_whitespace) {
-            bail!("{name}:{line}: the query id '{qid}' contains white space, which a TREC run cannot hold");
-        }
-        out.push(QueryLine { qid, text, line });
-    }
-    Ok(out)
-}
+pub use warpsearch_index::queries::{read_queries, QueryLine};
 
 /// [`read_queries`] from a file, or standard input for `-`.
 pub fn read_query_file(path: &Path, warnings: &mut Vec<String>) -> Result<Vec<QueryLine>> {
     if path == Path::new("-") {
-        read_queries(std::io::stdin().lock(), "<stdin>", warnings)
+        Ok(read_queries(std::io::stdin().lock(), "<stdin>", warnings)?)
     } else {
         let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-        read_queries(file, &path.display().to_string(), warnings)
+        Ok(read_queries(file, &path.display().to_string(), warnings)?)
     }
 }
 

@@ -6,6 +6,7 @@
 //! - [`replace`]: atomic replacement of an output, failure injection, cleanup of killed runs' leftovers.
 //! - [`ciff`]: import and export of the Common Index File Format.
 //! - [`pisa`]: export to PISA's binary collection, so PISA can index exactly our postings.
+//! - [`queries`]: query files (`qid<TAB>text` lines).
 //! - [`inspect`]: statistics and a per-codec size and speed comparison.
 //! - [`synth`]: a synthetic collection of any size generated as posting lists from a real sample.
 //! - [`bm25`]: the ranking function whose upper bounds the index stores.
@@ -23,6 +24,7 @@ pub mod error;
 pub mod format;
 pub mod inspect;
 pub mod pisa;
+pub mod queries;
 pub mod reader;
 pub mod replace;
 pub mod synth;

@@ -1,0 +1,131 @@
+//! Open and search a damaged index. The input is a list of edits to one file of a small fixed index
+//! (which file, then (offset, xor) pairs); the harness rewrites that file's CRC afterwards, so the
+//! fuzzer reaches the structure behind the checksum. Opening must fail or give an index every query of
+//! every algorithm runs on with an error or an answer, never a panic.
+#![no_main]
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use warpsearch_cpu::CpuSearcher;
+use warpsearch_index::build::{build_from_jsonl, BuildOptions};
+use warpsearch_index::container::FOOTER_LEN;
+use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, Index, WriterOptions};
+use warpsearch_query::{Algorithm, Mode, Request, Scorer, SearchOptions};
+
+const FILES: [&str; 8] = [
+    "terms.fst",
+    "terms.bin",
+    "blocks.bin",
+    "postings.bin",
+    "doclens.bin",
+    "docids.bin",
+    "meta.json",
+    "static.bin",
+];
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    /// One index per codec, each with static scores.
+    indexes: Vec<PathBuf>,
+    work: PathBuf,
+}
+
+static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+
+fn fixture() -> &'static Fixture {
+    FIXTURE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let docs: String = (0..600)
+            .map(|d| {
+                let words: Vec<String> = (0..(d % 13 + 1))
+                    .map(|i| format!("w{}", (d * 7 + i * i) % 23))
+                    .collect();
+                format!("{{\"id\": \"d{d}\", \"contents\": \"{}\"}}\n", words.join(" "))
+            })
+            .collect();
+        std::fs::write(dir.path().join("docs.jsonl"), docs).unwrap();
+        let scores: String = (0..600).map(|d| format!("d{d}\t{}\n", d % 17)).collect();
+        std::fs::write(dir.path().join("scores.tsv"), scores).unwrap();
+        let indexes = Codec::ALL
+            .iter()
+            .map(|&codec| {
+                let out = dir.path().join(codec.name());
+                let mut opts = BuildOptions::new(WriterOptions {
+                    codec,
+                    analyzer: AnalyzerConfig::whitespace(),
+                    bm25: Bm25Params::default(),
+                    doc_order: DocOrder::Input,
+                    force: false,
+                });
+                opts.static_scores = Some(dir.path().join("scores.tsv"));
+                build_from_jsonl(&dir.path().join("docs.jsonl"), &out, &opts).unwrap();
+                out
+            })
+            .collect();
+        let work = dir.path().join("work");
+        Fixture {
+            indexes,
+            work,
+            _dir: dir,
+        }
+    })
+}
+
+fn copy(from: &Path, to: &Path) {
+    let _ = std::fs::remove_dir_all(to);
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    if data.len() < 2 {
+        return;
+    }
+    let f = fixture();
+    let source = &f.indexes[data[0] as usize % 3];
+    let name = FILES[data[1] as usize % FILES.len()];
+    copy(source, &f.work);
+    let path = f.work.join(name);
+    let mut bytes = std::fs::read(&path).unwrap();
+    for edit in data[2..].chunks(5) {
+        if edit.len() < 5 {
+            break;
+        }
+        let at = u32::from_le_bytes(edit[..4].try_into().unwrap()) as usize % bytes.len();
+        bytes[at] ^= edit[4];
+    }
+    let n = bytes.len();
+    if n >= FOOTER_LEN {
+        let crc = crc32fast::hash(&bytes[..n - FOOTER_LEN]);
+        bytes[n - 16..n - 12].copy_from_slice(&crc.to_le_bytes());
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let Ok(index) = Index::open(&f.work) else { return };
+    let index = Arc::new(index);
+    let queries = ["w1 w2", "w3", "w4 w5 w6 w7", "w0 w22 absent"];
+    for algorithm in Algorithm::ALL {
+        let options = SearchOptions {
+            algorithm,
+            ..SearchOptions::new(&index)
+        };
+        let Ok(scorer) = Scorer::new(index.clone(), options) else {
+            continue;
+        };
+        let searcher = CpuSearcher::new(Arc::new(scorer));
+        for mode in [Mode::And, Mode::Or, Mode::AndOr] {
+            for q in queries {
+                let request = Request::new(searcher.scorer().parse(q), mode, 10);
+                if let Ok(hits) = searcher.search(&request) {
+                    for h in hits {
+                        let _ = index.doc_id(h.doc);
+                    }
+                }
+            }
+        }
+    }
+    let _ = warpsearch_index::inspect::stats(&index, 5);
+});
