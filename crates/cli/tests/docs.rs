@@ -14,7 +14,7 @@ fn architecture_paths_exist() {
             if i % 2 == 0 || !looks_like_path || piece.contains(' ') {
                 continue;
             }
-            let from_root = ["crates/", "docs/", "bench/", "scripts/"]
+            let from_root = ["crates/", "docs/", "bench/", "scripts/", "fuzz/"]
                 .iter()
                 .any(|p| piece.starts_with(p))
                 || (piece.ends_with(".md") && !piece.contains('/'));
@@ -23,7 +23,7 @@ fn architecture_paths_exist() {
             } else {
                 section.join(piece)
             };
-            if line.starts_with("## ") && piece.starts_with("crates/") {
+            if line.starts_with("## ") && (piece.starts_with("crates/") || piece.starts_with("fuzz/")) {
                 section = root.join(piece);
             }
             assert!(

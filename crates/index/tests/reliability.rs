@@ -146,6 +146,7 @@ fn checksum_valid_damage_never_panics() {
     drop(good);
     let bad = dir.path().join("bad");
     copy_dir(&a, &bad);
+    let mut codec_errors = Vec::new();
     for name in [
         "terms.fst",
         "terms.bin",
@@ -182,7 +183,9 @@ fn checksum_valid_damage_never_panics() {
                 assert_eq!(index.term_id("absent-term"), None);
                 for (_, id) in &keys {
                     // Decoding a damaged block is an error; it must not panic.
-                    let _ = index.postings(*id).decode_all();
+                    if let Err(e) = index.postings(*id).decode_all() {
+                        codec_errors.push(e.to_string());
+                    }
                 }
                 for d in 0..index.num_docs() {
                     let _ = index.doc_id(d);
@@ -190,5 +193,10 @@ fn checksum_valid_damage_never_panics() {
             }
         }
         std::fs::write(bad.join(name), &original).unwrap();
+    }
+    // Issue #16 case 8: a block that fails to decode names its term by its text, not its ordinal.
+    assert!(!codec_errors.is_empty());
+    for e in &codec_errors {
+        assert!(e.starts_with("term 'w"), "{e}");
     }
 }
