@@ -9,6 +9,10 @@
 //! are 0, 1, 2, … in order. Checking that per node (memoised, so linear in the file) proves that every
 //! lookup returns the right ordinal or none. Nodes with a transition index (over 32 transitions) also
 //! have that index compared with their transitions, since lookups read it and a walk does not.
+//!
+//! The walk runs under `catch_unwind`: a panic inside `fst` while parsing a damaged node becomes a
+//! "damaged" error. (The panic hook still runs: the CLI installs one that keeps quiet about panics from
+//! `fst`, and the fuzz target does the same, as libFuzzer's own hook would abort.)
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -200,3 +200,34 @@ fn checksum_valid_damage_never_panics() {
         assert!(e.starts_with("term 'w"), "{e}");
     }
 }
+
+/// Fuzz finding (index_open_search, crash-e72094e1): one byte of a dictionary's node xored with 0x23
+/// (checksum rewritten) made `fst` panic on an address width of 0 inside the open-time walk. The
+/// panic is contained and the open is an error: this pins that it stays an error, and that an `fst`
+/// panic never escapes `Index::open`.
+#[test]
+fn fuzz_fst_address_width_panic_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, _) = two_builds(dir.path());
+    let bad = dir.path().join("bad");
+    let original = std::fs::read(a.join("terms.fst")).unwrap();
+    let payload = HEADER_LEN..original.len() - FOOTER_LEN;
+    let mut errors = 0;
+    for pos in payload {
+        copy_dir(&a, &bad);
+        let mut bytes = original.clone();
+        bytes[pos] ^= 0x23;
+        fix_checksum(&mut bytes);
+        std::fs::write(bad.join("terms.fst"), &bytes).unwrap();
+        let opened = std::panic::catch_unwind(|| Index::open(&bad).map(|_| ()));
+        match opened {
+            Err(_) => panic!("Index::open panicked at terms.fst byte {pos}"),
+            Ok(Err(e)) => {
+                assert!(e.to_string().contains("terms.fst"), "{e}");
+                errors += 1;
+            }
+            Ok(Ok(())) => {}
+        }
+    }
+    assert!(errors > 0);
+}
