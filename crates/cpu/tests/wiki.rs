@@ -44,11 +44,13 @@ fn write_passages(out: &Path) {
 
 #[test]
 fn every_algorithm_equals_the_oracle_on_wikipedia_passages() {
-    let queries_path = data().join("queries/trec05-efficiency.txt");
-    if !queries_path.exists() || !data().join("wiki/articles-03.jsonl.zst").exists() {
-        eprintln!("skipped: ../shared/data/wiki or the TREC 2005 queries are absent");
+    // Skips (a printed line) where ../shared/data lacks them; fails under WARPSEARCH_REQUIRE_DATA=1.
+    let (Some(queries_path), Some(_)) = (
+        warpsearch_index::testdata::shared_data("queries/trec05-efficiency.txt"),
+        warpsearch_index::testdata::shared_data("wiki/articles-03.jsonl.zst"),
+    ) else {
         return;
-    }
+    };
     let tmp = tempfile::tempdir().unwrap();
     let dir = match std::env::var_os("WARPSEARCH_WIKI_INDEX") {
         Some(dir) => PathBuf::from(dir),

@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use std::sync::mpsc::channel;
@@ -311,11 +311,12 @@ fn engine_equals_the_oracle_on_wikipedia_passages() {
         say("skipped: WARPSEARCH_WIKI_INDEX is not set (a passage index built with --title)");
         return;
     };
-    let queries_path = std::env::var_os("WARPSEARCH_QUERIES")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/queries/trec05-efficiency.txt")
-        });
+    let Some(queries_path) = std::env::var_os("WARPSEARCH_QUERIES")
+        .map(PathBuf::from)
+        .or_else(|| warpsearch_index::testdata::shared_data("queries/trec05-efficiency.txt"))
+    else {
+        return;
+    };
     let index = Arc::new(Index::open(&dir).unwrap());
     assert_eq!(index.num_docs(), 776_864, "not the passage collection");
     let text = std::fs::read_to_string(&queries_path).unwrap();
