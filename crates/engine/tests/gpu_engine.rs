@@ -9,7 +9,6 @@ mod common;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use std::sync::mpsc::channel;
 use std::time::Duration;
 use warpsearch_codec::Codec;
 
@@ -19,7 +18,7 @@ use warpsearch_gpu::{Gpu, GpuOptions, GpuSearcher};
 use warpsearch_index::{Bm25Params, Index};
 use warpsearch_query::{Algorithm, DocRange, Mode, Part, Query, Ranking, Request, Scorer, SearchOptions};
 
-use common::{build, oracle, random_index, random_queries, requests, same, Rng};
+use common::{build, check_hybrid, oracle, random_index, random_queries, requests, same, Rng};
 
 fn gpu() -> Option<Arc<Gpu>> {
     static GPU: OnceLock<Result<Arc<Gpu>, String>> = OnceLock::new();
@@ -457,19 +456,7 @@ fn hybrid_with_the_gpu_equals_the_oracle() {
                     let reqs = requests(&queries, mode, k);
                     let want: Vec<_> = reqs.iter().map(|r| oracle.search(r).unwrap()).collect();
                     let what = format!("seed {seed} share {share:?} {mode:?} k {k}");
-                    for (i, (g, w)) in hybrid.search_batch(&reqs).iter().zip(&want).enumerate() {
-                        assert!(same(&g.as_ref().unwrap().hits, w), "{what}: query {i}");
-                    }
-                    let (tx, rx) = channel();
-                    for (i, r) in reqs.iter().enumerate() {
-                        hybrid.submit(i as u64, r.clone(), Some(Duration::from_secs(60)), tx.clone());
-                        let done = rx.recv().unwrap();
-                        assert_eq!(done.id, i as u64);
-                        assert!(
-                            same(&done.result.unwrap().hits, &want[i]),
-                            "{what}: one at a time {i}"
-                        );
-                    }
+                    check_hybrid(&hybrid, &reqs, &want, &what);
                 }
             }
             let stats = hybrid.take_stats();

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::sync::mpsc::channel;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +13,7 @@ use warpsearch_cpu::CpuSearcher;
 use warpsearch_engine::{Backend, BackendChoice, Engine, EngineOptions, Hybrid, HybridOptions};
 use warpsearch_query::{Mode, Ranking, Scorer, SearchOptions};
 
-use common::{oracle, random_index, random_queries, requests, same};
+use common::{check_hybrid, oracle, random_index, random_queries, requests, same};
 
 fn options(split: bool) -> HybridOptions {
     HybridOptions {
@@ -46,24 +45,7 @@ fn hybrid_on_the_cpu_equals_the_oracle_whole_and_split() {
                         let reqs = requests(&queries, mode, k);
                         let want: Vec<_> = reqs.iter().map(|r| oracle.search(r).unwrap()).collect();
                         let what = format!("seed {seed} {ranking:?} split {split} {mode:?} k {k}");
-                        // Closed loop: everything at once.
-                        let got = hybrid.search_batch(&reqs);
-                        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-                            assert!(same(&g.as_ref().unwrap().hits, w), "{what}: query {i}");
-                        }
-                        // One at a time: every worker idle, so each query (but and-or) is split 4 ways.
-                        let (tx, rx) = channel();
-                        for (i, r) in reqs.iter().enumerate() {
-                            hybrid.submit(i as u64, r.clone(), Some(Duration::from_secs(60)), tx.clone());
-                            let done = rx.recv().unwrap();
-                            assert_eq!(done.id, i as u64);
-                            assert!(
-                                same(&done.result.unwrap().hits, &want[i]),
-                                "{what}: one at a time, query {i}"
-                            );
-                        }
-                        drop(tx);
-                        assert!(rx.try_recv().is_err(), "{what}: a query answered twice");
+                        check_hybrid(&hybrid, &reqs, &want, &what);
                     }
                 }
                 let stats = hybrid.take_stats();

@@ -4,10 +4,14 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use std::sync::mpsc::channel;
+use std::time::Duration;
 use warpsearch_codec::Codec;
 use warpsearch_cpu::CpuSearcher;
 use warpsearch_index::build::{build_from_jsonl, BuildOptions};
 use warpsearch_index::{AnalyzerConfig, Bm25Params, DocOrder, Index, WriterOptions};
+
+use warpsearch_engine::Hybrid;
 use warpsearch_query::{Algorithm, Mode, Query, Request, Scored, Scorer, SearchOptions};
 
 pub struct Rng(pub u64);
@@ -105,4 +109,25 @@ pub fn same(a: &[Scored], b: &[Scored]) -> bool {
         && a.iter()
             .zip(b)
             .all(|(x, y)| x.doc == y.doc && x.score.to_bits() == y.score.to_bits())
+}
+
+/// The hybrid answers every request of `reqs` with `want`'s documents and score bits: in a closed loop
+/// (all at once), then one query at a time (every worker idle, so long queries are split), each
+/// answered once and with its own id.
+pub fn check_hybrid(hybrid: &Hybrid, reqs: &[Request], want: &[Vec<Scored>], what: &str) {
+    for (i, (g, w)) in hybrid.search_batch(reqs).iter().zip(want).enumerate() {
+        assert!(same(&g.as_ref().unwrap().hits, w), "{what}: query {i}");
+    }
+    let (tx, rx) = channel();
+    for (i, r) in reqs.iter().enumerate() {
+        hybrid.submit(i as u64, r.clone(), Some(Duration::from_secs(60)), tx.clone());
+        let done = rx.recv().unwrap();
+        assert_eq!(done.id, i as u64);
+        assert!(
+            same(&done.result.unwrap().hits, &want[i]),
+            "{what}: one at a time, query {i}"
+        );
+    }
+    drop(tx);
+    assert!(rx.try_recv().is_err(), "{what}: a query answered twice");
 }
