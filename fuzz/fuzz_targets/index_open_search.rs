@@ -38,12 +38,7 @@ fn fixture() -> &'static Fixture {
         // The index crate contains the `fst` crate's panics on a damaged dictionary (catch_unwind, then
         // an error); libFuzzer's hook would abort on them anyway, so they are let through here. Any
         // other panic still goes to libFuzzer's hook and is a crash.
-        let fuzzer_hook = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if !info.location().is_some_and(|l| l.file().contains("/fst-")) {
-                fuzzer_hook(info)
-            }
-        }));
+        warpsearch_index::termdict::quiet_fst_panics();
         let dir = tempfile::tempdir().unwrap();
         let docs: String = (0..600)
             .map(|d| {

@@ -23,12 +23,7 @@ use args::{Cli, Command, ExportArgs, IndexArgs, InspectArgs};
 fn main() -> ExitCode {
     // A damaged term dictionary can make the `fst` crate panic; the index crate contains that panic and
     // reports the file as damaged, so its message would only be noise before the real error.
-    let default_hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        if !info.location().is_some_and(|l| l.file().contains("/fst-")) {
-            default_hook(info)
-        }
-    }));
+    warpsearch_index::termdict::quiet_fst_panics();
     let cli = Cli::parse();
     if let Some(threads) = cli.threads {
         // Only fails if a pool exists already, which cannot happen this early.

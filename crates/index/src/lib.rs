@@ -28,7 +28,7 @@ pub mod queries;
 pub mod reader;
 pub mod replace;
 pub mod synth;
-mod termdict;
+pub mod termdict;
 #[doc(hidden)]
 pub mod testdata;
 pub mod writer;

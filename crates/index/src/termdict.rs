@@ -11,8 +11,8 @@
 //! have that index compared with their transitions, since lookups read it and a walk does not.
 //!
 //! The walk runs under `catch_unwind`: a panic inside `fst` while parsing a damaged node becomes a
-//! "damaged" error. (The panic hook still runs: the CLI installs one that keeps quiet about panics from
-//! `fst`, and the fuzz target does the same, as libFuzzer's own hook would abort.)
+//! "damaged" error. (The panic hook still runs: a program that does not want the contained panics'
+//! messages, as the CLI, the fuzz target and the damage tests, calls [`quiet_fst_panics`].)
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -22,6 +22,18 @@ use fst::raw::{CompiledAddr, Node};
 
 use crate::container::Payload;
 use crate::error::{corrupt, IndexError, Result};
+
+/// Installs a panic hook that says nothing about panics raised inside the `fst` crate (which opening a
+/// damaged dictionary contains and reports as an error) and hands every other panic to the hook that
+/// was installed before. The library never installs it itself: the program decides.
+pub fn quiet_fst_panics() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !info.location().is_some_and(|l| l.file().contains("/fst-")) {
+            previous(info)
+        }
+    }));
+}
 
 /// `fst` builds this index table into nodes with more transitions than this (fst 0.4).
 const TRANS_INDEX_THRESHOLD: usize = 32;
