@@ -27,6 +27,17 @@ pub mod files {
     pub const STATIC: (&str, &[u8; 8]) = ("static.bin", b"STATIC\0\0");
     /// Global scores GS(d) (papers/000 eq. 4), `f32` per docID, non-increasing (global-score order only).
     pub const GLOBAL: (&str, &[u8; 8]) = ("global.bin", b"GLOBAL\0\0");
+
+    /// The names of the files every index has (the optional `static.bin` and `global.bin` aside).
+    pub const REQUIRED: [&str; 7] = [
+        META.0,
+        TERMS_FST.0,
+        TERMS.0,
+        BLOCKS.0,
+        POSTINGS.0,
+        DOC_LENS.0,
+        DOC_IDS.0,
+    ];
 }
 
 /// Per-term record in `terms.bin` (40 bytes, little-endian).

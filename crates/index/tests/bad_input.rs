@@ -112,15 +112,7 @@ fn damaged_index_files_are_refused_at_open() {
         .collect();
     build(dir.path(), lines.as_bytes(), &options()).unwrap();
     let out = dir.path().join("out");
-    for file in [
-        "meta.json",
-        "terms.fst",
-        "terms.bin",
-        "blocks.bin",
-        "postings.bin",
-        "doclens.bin",
-        "docids.bin",
-    ] {
+    for file in warpsearch_index::format::files::REQUIRED {
         let path = out.join(file);
         let good = std::fs::read(&path).unwrap();
         let mut flipped = good.clone();

@@ -68,15 +68,7 @@ fn export_then_import_gives_an_identical_index() {
                     same_files(&original, &back);
                 } else {
                     // The global-score table is not part of CIFF; everything else is identical.
-                    for f in [
-                        "terms.fst",
-                        "terms.bin",
-                        "blocks.bin",
-                        "postings.bin",
-                        "doclens.bin",
-                        "docids.bin",
-                        "meta.json",
-                    ] {
+                    for f in warpsearch_index::format::files::REQUIRED {
                         assert!(read(&original.join(f)) == read(&back.join(f)), "{f}");
                     }
                 }
