@@ -210,6 +210,21 @@ fi
 cp "$work/synth-report.json" "$work/synth-generation.json"
 (cd "$work" && tar -czf "$out/synth-reports.tgz" synth-*.json synth-*.svg synth-pisa.jsonl 2>/dev/null)
 fi
+# split-sweep: the hybrid in open loop at half the CPU engine's rate (AND 1,062/s and OR 728/s, measured
+# at 70d82b2) with long queries split at several thresholds and GPU shares: where splitting pays.
+if [ "$part" = split-sweep ]; then
+  [ -f $synth/meta.json ] || $bin synth --like "$wiki" --output $synth --docs $docs --force 2>"$work/synth.err"
+  head -n 20000 $queries >"$work/q20000.txt"
+  for run in "and 1062" "or 728"; do
+    set -- $run
+    for variant in "--hybrid-split-ms 0" "--hybrid-split-ms 2" "--hybrid-split-ms 5" "--hybrid-split-ms 20" \
+      "--hybrid-split-ms 5 --hybrid-split-gpu-share 0.3" "--hybrid-split-ms 5 --hybrid-split-gpu-share 0.6"; do
+      $bin bench --index $synth --queries "$work/q20000.txt" --mode $1 --k 10 --backend hybrid $variant \
+        --rates $2 --duration 2 --deadline-ms 100 2>&1 | grep -E "^$2/s|hybrid:" | tail -n 2 |
+        sed "s|^|$1 $variant: |" | tee -a "$log"
+    done
+  done
+fi
 say "[${SECONDS}s] done"
 echo
 cat "$table"

@@ -425,6 +425,10 @@ pub struct GpuArgs {
     /// Hybrid: most CPU parts of a split query.
     #[arg(long, default_value_t = 16)]
     pub hybrid_split_parts: usize,
+    /// Hybrid: the GPU's share of a split query's documents, 0 to 1 (default: from the measured GPU
+    /// latency and the predicted CPU time, so that the GPU's part ends when the CPU's do).
+    #[arg(long)]
+    pub hybrid_split_gpu_share: Option<f64>,
 }
 
 /// Bytes from `40G`, `512M`, `100K` or a plain number of bytes.
