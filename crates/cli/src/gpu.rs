@@ -43,7 +43,7 @@ fn hybrid_options(a: &EngineArgs) -> HybridOptions {
         batch_target: Duration::from_secs_f64(g.hybrid_batch_ms.max(0.0) / 1e3),
         split_above: (g.hybrid_split_ms > 0.0).then(|| Duration::from_secs_f64(g.hybrid_split_ms / 1e3)),
         split_parts: g.hybrid_split_parts.max(1),
-        split_gpu_share: g.hybrid_split_gpu_share,
+        split_gpu_share: g.hybrid_split_gpu_share.0,
         ..HybridOptions::default()
     }
 }

@@ -271,3 +271,60 @@ fn export_for_pisa_takes_the_terms_of_a_query_log() {
     ]);
     assert!(!both.status.success());
 }
+
+/// `--backend hybrid` (the CPU workers alone here; the device runs it with the GPU) writes the same run,
+/// byte for byte, as `--backend cpu` for every mode, with long queries split among the workers; a share
+/// outside [0, 1] is refused.
+#[test]
+fn hybrid_runs_equal_cpu_runs() {
+    let Some(data) = warpsearch_index::testdata::shared_data("cacm") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    let d = |name: &str| data.join(name).to_str().unwrap().to_owned();
+    let out = warpsearch(&["index", "--input", &d("docs.jsonl"), "-o", &p("idx")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (idx, topics) = (p("idx"), d("topics.tsv"));
+    for mode in ["and", "or", "and-or"] {
+        let run = |backend: &str, extra: &[&str]| {
+            let mut args = vec![
+                "search",
+                "--index",
+                &idx,
+                "--queries",
+                &topics,
+                "--mode",
+                mode,
+                "--k",
+                "100",
+                "--backend",
+                backend,
+            ];
+            args.extend_from_slice(extra);
+            let out = warpsearch(&args);
+            assert!(out.status.success(), "{}", text(&out.stderr));
+            out.stdout
+        };
+        let cpu = run("cpu", &[]);
+        assert!(!cpu.is_empty());
+        let split = ["--hybrid-split-ms", "0.001", "--hybrid-workers", "3"];
+        assert_eq!(cpu, run("hybrid", &split), "{mode}");
+        assert_eq!(cpu, run("hybrid", &["--hybrid-split-ms", "0"]), "{mode}");
+    }
+    let out = warpsearch(&[
+        "search",
+        "--index",
+        &p("idx"),
+        "--queries",
+        &d("topics.tsv"),
+        "--hybrid-split-gpu-share",
+        "1.5",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("give a share from 0 to 1"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -53,8 +53,10 @@ pub struct HybridOptions {
     pub split_above: Option<Duration>,
     /// Most CPU parts of a split query.
     pub split_parts: usize,
-    /// The GPU's share of a split query's documents (None: from the cost model, so that its part
-    /// ends when the CPU parts do).
+    /// The GPU's share of a split query's documents (None: from the measured GPU latency and the
+    /// predicted CPU time, so that its part ends when the CPU parts do). Default 0.3: the best of the
+    /// shares measured on the 25M collection (`bench/RESULTS.md`, the split sweep), where the
+    /// latency-based share came out 0 and gave a worse tail.
     pub split_gpu_share: Option<f64>,
 }
 
@@ -68,7 +70,7 @@ impl Default for HybridOptions {
             margin: 0.2,
             split_above: Some(Duration::from_millis(5)),
             split_parts: 16,
-            split_gpu_share: None,
+            split_gpu_share: Some(0.3),
         }
     }
 }
