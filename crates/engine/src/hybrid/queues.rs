@@ -8,7 +8,6 @@ use std::time::Instant;
 
 use warpsearch_query::DocRange;
 
-use crate::cost::Features;
 use crate::hybrid::job::Job;
 
 /// Which processor a task suits better, by predicted cost.
@@ -40,11 +39,6 @@ impl Task {
     /// When its query arrived.
     pub fn arrival(&self) -> Instant {
         self.job.arrival
-    }
-
-    /// The query's features.
-    pub fn features(&self) -> &Features {
-        &self.job.features
     }
 
     /// Whether it has waited `urgency` (a share) of its query's deadline by `now`.
@@ -157,11 +151,6 @@ impl Queues {
     /// Whether nothing waits.
     pub fn is_empty(&self) -> bool {
         self.gpu.is_empty() && self.cpu.is_empty() && self.either.is_empty() && self.parts.is_empty()
-    }
-
-    /// Tasks waiting.
-    pub fn len(&self) -> usize {
-        self.gpu.len() + self.cpu.len() + self.either.len() + self.parts.len()
     }
 
     /// Queues a task by its preference.
@@ -280,6 +269,7 @@ mod tests {
     use warpsearch_query::{Mode, Query, Request};
 
     use super::*;
+    use crate::cost::Features;
 
     fn task(cpu: f64, preference: Preference, deadline: Option<Duration>) -> Task {
         let (tx, _) = channel();
