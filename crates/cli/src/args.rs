@@ -271,22 +271,13 @@ pub struct DemoArgs {
     pub codec: Codec,
 }
 
-/// What to search and how: the index, the queries, the mode, the ranking and the backend (shared by
-/// `search` and `bench`).
+/// The index and how to search it: ranking, BM25 parameters, algorithm and backend (shared by `search`,
+/// `bench` and `serve`).
 #[derive(Args)]
-pub struct EngineArgs {
+pub struct ScorerArgs {
     /// The index directory.
     #[arg(long)]
     pub index: PathBuf,
-    /// Queries: `qid<TAB>text` lines, or one query per line (qid = line number); `-` reads stdin.
-    #[arg(long)]
-    pub queries: PathBuf,
-    /// and: every term; or: any term; and-or: AND, then OR when AND finds fewer than k.
-    #[arg(long, default_value = "or", value_parser = parse_mode)]
-    pub mode: Mode,
-    /// Results per query.
-    #[arg(long, default_value_t = 10)]
-    pub k: usize,
     /// auto, exhaustive, daat (AND), maxscore or bmw (OR), early (bm25-static, global-score order).
     #[arg(long, default_value = "auto", value_parser = Algorithm::by_name)]
     pub algorithm: Algorithm,
@@ -308,6 +299,23 @@ pub struct EngineArgs {
     pub backend: BackendChoice,
     #[command(flatten)]
     pub gpu: GpuArgs,
+}
+
+/// What to search and how: the index and engine, the queries, the mode and k (shared by `search` and
+/// `bench`).
+#[derive(Args)]
+pub struct EngineArgs {
+    #[command(flatten)]
+    pub scorer: ScorerArgs,
+    /// Queries: `qid<TAB>text` lines, or one query per line (qid = line number); `-` reads stdin.
+    #[arg(long)]
+    pub queries: PathBuf,
+    /// and: every term; or: any term; and-or: AND, then OR when AND finds fewer than k.
+    #[arg(long, default_value = "or", value_parser = parse_mode)]
+    pub mode: Mode,
+    /// Results per query.
+    #[arg(long, default_value_t = 10)]
+    pub k: usize,
 }
 
 /// `warpsearch search`.
@@ -471,7 +479,7 @@ pub fn parse_bytes(s: &str) -> Result<usize, String> {
     Ok((v * mult as f64) as usize)
 }
 
-fn parse_mode(s: &str) -> Result<Mode, String> {
+pub fn parse_mode(s: &str) -> Result<Mode, String> {
     match s {
         "and" => Ok(Mode::And),
         "or" => Ok(Mode::Or),

@@ -32,7 +32,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if !(a.duration.is_finite() && a.duration > 0.0 && a.deadline_ms.is_finite() && a.deadline_ms > 0.0) {
         bail!("--duration and --deadline-ms must be positive");
     }
-    let index = Arc::new(crate::open(&a.engine.index)?);
+    let index = Arc::new(crate::open(&a.engine.scorer.index)?);
     let mut engine = open_engine(&a.engine, index.clone())?;
     let (_, queries) = load_queries(&a.engine, &index)?;
     if queries.is_empty() {
@@ -123,7 +123,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     if let Some(path) = &a.json {
         let report = json!({
-            "index": a.engine.index.display().to_string(),
+            "index": a.engine.scorer.index.display().to_string(),
             "queries": a.engine.queries.display().to_string(),
             "num_queries": queries.len(),
             "mode": a.engine.mode.name(),

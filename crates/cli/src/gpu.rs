@@ -9,10 +9,10 @@ use warpsearch_engine::{EngineOptions, HybridOptions};
 use warpsearch_gpu::kernels::KernelBench;
 use warpsearch_gpu::{Gpu, GpuOptions, GpuStats};
 
-use crate::args::{EngineArgs, GpuCheckArgs};
+use crate::args::{GpuCheckArgs, ScorerArgs};
 
-/// The engine options `a` asks for (the GPU's result buffers sized for its k).
-pub fn engine_options(a: &EngineArgs) -> EngineOptions {
+/// The engine options `a` asks for (the GPU's result buffers sized for `max_k`).
+pub fn engine_options(a: &ScorerArgs, max_k: usize) -> EngineOptions {
     EngineOptions {
         backend: a.backend,
         gpu: GpuOptions {
@@ -27,7 +27,7 @@ pub fn engine_options(a: &EngineArgs) -> EngineOptions {
             },
             small_or: a.gpu.gpu_small_or,
             merge_ratio: a.gpu.gpu_merge_ratio,
-            max_k: a.k,
+            max_k,
             ..GpuOptions::default()
         },
         hybrid: Some(hybrid_options(a)),
@@ -35,7 +35,7 @@ pub fn engine_options(a: &EngineArgs) -> EngineOptions {
 }
 
 /// The hybrid scheduler's options from `a` (0 workers: the engine's default for the machine).
-fn hybrid_options(a: &EngineArgs) -> HybridOptions {
+fn hybrid_options(a: &ScorerArgs) -> HybridOptions {
     let g = &a.gpu;
     HybridOptions {
         cpu_workers: g.hybrid_workers.unwrap_or(0),

@@ -13,7 +13,7 @@ use warpsearch_engine::Engine;
 use warpsearch_index::{Bm25Params, DocOrder, Index};
 use warpsearch_query::{Mode, Query, Ranking, Request, Scored, Scorer, SearchOptions};
 
-use crate::args::{EngineArgs, SearchArgs};
+use crate::args::{EngineArgs, ScorerArgs, SearchArgs};
 use crate::gpu::{engine_options, gpu_stats_line};
 
 pub use warpsearch_index::queries::{read_queries, QueryLine};
@@ -59,7 +59,7 @@ pub fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
 }
 
 /// The search options that `a` asks for on `index` (the index's k1, b and α unless given).
-pub fn search_options(a: &EngineArgs, index: &Index) -> SearchOptions {
+pub fn search_options(a: &ScorerArgs, index: &Index) -> SearchOptions {
     let meta = index.meta();
     let ranking = match a.ranking.as_str() {
         "bm25" => Ranking::Bm25,
@@ -83,12 +83,17 @@ pub fn search_options(a: &EngineArgs, index: &Index) -> SearchOptions {
 /// The engine `a` asks for on `index` (options validated before any query runs, the backend chosen and
 /// the choice printed), with a note when k1/b make it slow.
 pub fn open_engine(a: &EngineArgs, index: Arc<Index>) -> Result<Engine> {
+    open_scorer_engine(&a.scorer, index, a.mode, a.k)
+}
+
+/// The engine `a` asks for on `index`, checked for requests of `mode` and up to `max_k` results.
+pub fn open_scorer_engine(a: &ScorerArgs, index: Arc<Index>, mode: Mode, max_k: usize) -> Result<Engine> {
     let options = search_options(a, &index);
     let scorer = Scorer::new(index.clone(), options).context("invalid search options")?;
     scorer
-        .check(&Request::new(Query::default(), a.mode, a.k))
+        .check(&Request::new(Query::default(), mode, max_k))
         .context("invalid search options")?;
-    let engine = Engine::new(Arc::new(scorer), engine_options(a))?;
+    let engine = Engine::new(Arc::new(scorer), engine_options(a, max_k))?;
     if let Some(choice) = engine.choice() {
         eprintln!("{choice}");
     }
@@ -172,7 +177,7 @@ impl Latency {
 pub fn run(a: SearchArgs) -> Result<()> {
     // Before any work: an existing --output without --force is refused at once.
     Output::check(a.output.as_deref(), a.force)?;
-    let index = Arc::new(crate::open(&a.engine.index)?);
+    let index = Arc::new(crate::open(&a.engine.scorer.index)?);
     let mut engine = open_engine(&a.engine, index.clone())?;
     let (lines, queries) = load_queries(&a.engine, &index)?;
 
@@ -214,7 +219,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
             engine.describe(),
             a.engine.mode.name(),
             a.engine.k,
-            a.engine.algorithm.name(),
+            a.engine.scorer.algorithm.name(),
             n as f64 / total.as_secs_f64(),
             n as f64 / busy.as_secs_f64(),
             l.mean,
