@@ -37,6 +37,8 @@ pub enum Command {
     Analyze(AnalyzeArgs),
     /// Generate a collection, index it, run a batch of queries and report speed (no download, no GPU).
     Demo(DemoArgs),
+    /// Answer queries over HTTP (JSON): POST/GET /search, /health, /metrics (docs/openapi.yaml).
+    Serve(ServeArgs),
     /// Measure an engine: closed-loop throughput and open-loop latency under Poisson arrivals (JSON report).
     Bench(BenchArgs),
     /// Draw the closed-loop throughput of several `bench --json` reports side by side (SVG).
@@ -341,6 +343,31 @@ pub struct SearchArgs {
     /// Run the whole batch this many times before the timed run (warms caches for --stats).
     #[arg(long, default_value_t = 0)]
     pub warmup: usize,
+}
+
+/// `warpsearch serve`.
+#[derive(Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub scorer: ScorerArgs,
+    /// Address to listen on (port 0: any free port; the bound address is printed on standard output).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub addr: String,
+    /// Queries accepted and not yet answered beyond which a request is refused with 429.
+    #[arg(long, default_value_t = 4096)]
+    pub max_in_flight: usize,
+    /// Most queries in one POST /search.
+    #[arg(long, default_value_t = 1024)]
+    pub max_queries: usize,
+    /// Largest k a request may ask for (at most 100,000; the GPU serves up to 1,000).
+    #[arg(long, default_value_t = 1000)]
+    pub max_k: usize,
+    /// Largest request body, e.g. 1M.
+    #[arg(long, default_value = "1M", value_parser = parse_bytes)]
+    pub max_body: usize,
+    /// Hybrid: each query's deadline from its arrival, in ms (late queries are counted in /metrics).
+    #[arg(long, default_value_t = 100.0)]
+    pub deadline_ms: f64,
 }
 
 /// `warpsearch bench`.

@@ -6,6 +6,7 @@ mod demo;
 mod evaluate;
 mod gpu;
 mod search;
+mod serve;
 mod synth;
 
 use std::io::Write;
@@ -42,6 +43,7 @@ fn main() -> ExitCode {
         Command::Synth(a) => synth::run(a),
         Command::SynthCheck(a) => synth::check(a),
         Command::GpuCheck(a) => gpu::gpu_check(a),
+        Command::Serve(a) => serve::run(a),
         Command::Bench(a) => bench::run(a),
         Command::BenchPlot(a) => bench::plot_reports(a),
     };

@@ -1,0 +1,306 @@
+//! `warpsearch serve`: the engine over HTTP (axum on tokio). `POST /search` and `GET /search` answer
+//! queries through one shared engine ([`searcher`]), `GET /health` says it is ready, `GET /metrics`
+//! exposes the counters ([`metrics`]); `docs/openapi.yaml` describes every endpoint. Requests are checked
+//! field by field ([`request`]); beyond `--max-in-flight` queries a request is refused with 429 and
+//! `Retry-After: 1`. SIGTERM or Ctrl-C stops accepting connections and answers what is in flight.
+
+mod metrics;
+mod request;
+mod searcher;
+
+use std::collections::HashMap;
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Query as UrlQuery, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Serialize;
+use serde_json::json;
+use tokio::sync::Semaphore;
+use tracing::{debug, error, info};
+use warpsearch_engine::{BackendChoice, Hybrid};
+use warpsearch_query::{Mode, Query, Request, Scored, MAX_K};
+
+use crate::args::ServeArgs;
+use metrics::Metrics;
+use request::{ApiError, Limits, Search};
+use searcher::Searcher;
+
+/// What every handler shares.
+struct Server {
+    searcher: Searcher,
+    limits: Limits,
+    metrics: Metrics,
+    /// One permit per query that may be in flight.
+    slots: Arc<Semaphore>,
+    max_in_flight: usize,
+}
+
+/// One ranked document of a response (the score as the `f32` it is, printed in its shortest form).
+#[derive(Serialize)]
+struct Hit {
+    docid: String,
+    score: f32,
+    rank: usize,
+}
+
+#[derive(Serialize)]
+struct QueryResult {
+    id: String,
+    hits: Vec<Hit>,
+}
+
+/// Typed responses (never through `serde_json::Value`, which would widen the scores to `f64`).
+#[derive(Serialize)]
+struct PostResponse {
+    results: Vec<QueryResult>,
+    took_ms: f64,
+}
+
+#[derive(Serialize)]
+struct GetResponse {
+    hits: Vec<Hit>,
+    took_ms: f64,
+}
+
+pub fn run(a: ServeArgs) -> Result<()> {
+    init_logging();
+    if !(1..=MAX_K).contains(&a.max_k) {
+        bail!("--max-k {} is out of range: use 1 to {MAX_K}", a.max_k);
+    }
+    if a.max_in_flight > Semaphore::MAX_PERMITS || a.max_queries == 0 {
+        bail!(
+            "--max-in-flight must be at most {} and --max-queries at least 1",
+            Semaphore::MAX_PERMITS
+        );
+    }
+    if !(a.deadline_ms.is_finite() && a.deadline_ms > 0.0) {
+        bail!("--deadline-ms must be a positive number of milliseconds");
+    }
+    let index = Arc::new(crate::open(&a.scorer.index)?);
+    // The GPU alone answers batches of a query file; a server's stream of single queries goes through
+    // the hybrid scheduler instead, which batches them for the GPU (and must have the GPU).
+    let mut scorer = a.scorer;
+    let gpu_required = scorer.backend == BackendChoice::Gpu;
+    if gpu_required {
+        scorer.backend = BackendChoice::Hybrid;
+    }
+    // and-or: a mode every algorithm takes; each request's mode is checked when it comes.
+    let engine = crate::search::open_scorer_engine(&scorer, index.clone(), Mode::AndOr, a.max_k)?;
+    if gpu_required && !engine.hybrid().is_some_and(Hybrid::has_gpu) {
+        bail!(
+            "--backend gpu: no GPU serves these options ({})",
+            engine.choice().unwrap_or("?")
+        );
+    }
+    let backend = engine.describe();
+    let server = Arc::new(Server {
+        searcher: Searcher::new(engine, Duration::from_secs_f64(a.deadline_ms / 1e3)),
+        limits: Limits {
+            max_k: a.max_k,
+            max_queries: a.max_queries,
+            ranking: scorer.ranking.clone(),
+        },
+        metrics: Metrics::default(),
+        slots: Arc::new(Semaphore::new(a.max_in_flight)),
+        max_in_flight: a.max_in_flight,
+    });
+    let app = Router::new()
+        .route("/search", get(get_search).post(post_search))
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .fallback(|| async {
+            ApiError {
+                status: StatusCode::NOT_FOUND,
+                message: "no such endpoint: see docs/openapi.yaml".into(),
+                field: None,
+            }
+        })
+        .layer(DefaultBodyLimit::max(a.max_body))
+        .with_state(server);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(&a.addr)
+            .await
+            .with_context(|| format!("listening on {}", a.addr))?;
+        let addr = listener.local_addr()?;
+        info!(%addr, backend, documents = index.num_docs(), "warpsearch serve: ready");
+        // The one line a script (or a test) reads to find a port chosen by the system.
+        println!("listening on http://{addr}");
+        std::io::stdout().flush()?;
+        axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown_signal())
+            .await
+            .context("serving")?;
+        info!("warpsearch serve: stopped, every accepted request answered");
+        Ok(())
+    })
+}
+
+/// Logs on standard error: RUST_LOG's filter, else `info` (start-up, shutdown, errors; `debug` adds a
+/// line per request).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
+}
+
+/// Resolves on SIGTERM or Ctrl-C (SIGINT).
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {},
+        _ = term => {},
+    }
+    info!("warpsearch serve: shutting down; answering the requests in flight");
+}
+
+impl Server {
+    /// Answers every query of `search`, in order, or refuses the whole request.
+    async fn answer(&self, search: Search) -> Result<Vec<(String, Vec<Scored>)>, ApiError> {
+        let scorer = self.searcher.scorer().clone();
+        scorer
+            .check(&Request::new(Query::default(), search.mode, search.k))
+            .map_err(|e| ApiError::field("mode", e.to_string()))?;
+        let n = u32::try_from(search.queries.len()).unwrap_or(u32::MAX);
+        let _permits = self
+            .slots
+            .clone()
+            .try_acquire_many_owned(n)
+            .map_err(|_| ApiError::overloaded(self.max_in_flight))?;
+        let pending: Vec<_> = search
+            .queries
+            .into_iter()
+            .map(|(id, text)| {
+                let request = Request::new(scorer.parse(&text), search.mode, search.k);
+                (id, self.searcher.start(request))
+            })
+            .collect();
+        let mut out = Vec::with_capacity(pending.len());
+        let mut failure = None;
+        for (id, p) in pending {
+            let answered = p.finish().await;
+            match answered.result {
+                Ok(answer) => {
+                    let m = &self.metrics;
+                    m.answered(answered.latency, answered.served_by, answered.missed_deadline);
+                    out.push((id, answer.hits));
+                }
+                Err(e) => {
+                    self.metrics.failed();
+                    error!(query = %id, error = %e, "a query failed");
+                    failure = Some(ApiError::internal(format!("query {id}: {e}")));
+                }
+            }
+        }
+        failure.map_or(Ok(out), Err)
+    }
+
+    fn hits(&self, hits: &[Scored]) -> Vec<Hit> {
+        let index = self.searcher.scorer().index();
+        hits.iter()
+            .enumerate()
+            .map(|(i, h)| Hit {
+                docid: index.doc_id(h.doc).to_string(),
+                score: h.score,
+                rank: i + 1,
+            })
+            .collect()
+    }
+
+    /// The response to a refused request, counted.
+    fn refuse(&self, e: ApiError) -> Response {
+        if e.status.is_client_error() {
+            self.metrics.refused(e.status == StatusCode::TOO_MANY_REQUESTS);
+        }
+        debug!(status = %e.status, error = %e.message, "request refused");
+        e.into_response()
+    }
+}
+
+fn took_ms(started: Instant) -> f64 {
+    started.elapsed().as_secs_f64() * 1e3
+}
+
+async fn post_search(State(s): State<Arc<Server>>, body: Result<Bytes, BytesRejection>) -> Response {
+    let started = Instant::now();
+    let search = body
+        .map_err(|e| ApiError {
+            status: e.status(),
+            message: e.body_text(),
+            field: Some("body".into()),
+        })
+        .and_then(|b| request::parse_post(&b, &s.limits));
+    match async { s.answer(search?).await }.await {
+        Ok(results) => {
+            let results: Vec<QueryResult> = results
+                .into_iter()
+                .map(|(id, hits)| QueryResult {
+                    id,
+                    hits: s.hits(&hits),
+                })
+                .collect();
+            debug!(queries = results.len(), "POST /search");
+            let took_ms = took_ms(started);
+            Json(PostResponse { results, took_ms }).into_response()
+        }
+        Err(e) => s.refuse(e),
+    }
+}
+
+async fn get_search(
+    State(s): State<Arc<Server>>,
+    params: Result<UrlQuery<HashMap<String, String>>, QueryRejection>,
+) -> Response {
+    let started = Instant::now();
+    let search = params
+        .map_err(|e| ApiError::field("query string", e.body_text()))
+        .and_then(|UrlQuery(p)| request::parse_get(&p, &s.limits));
+    match async { s.answer(search?).await }.await {
+        Ok(results) => {
+            let hits = results.first().map(|(_, h)| s.hits(h)).unwrap_or_default();
+            let took_ms = took_ms(started);
+            Json(GetResponse { hits, took_ms }).into_response()
+        }
+        Err(e) => s.refuse(e),
+    }
+}
+
+async fn health(State(s): State<Arc<Server>>) -> Response {
+    Json(json!({
+        "status": "ready",
+        "backend": s.searcher.describe(),
+        "documents": s.searcher.scorer().index().num_docs(),
+        "ranking": s.limits.ranking,
+        "max_k": s.limits.max_k,
+    }))
+    .into_response()
+}
+
+async fn metrics(State(s): State<Arc<Server>>) -> Response {
+    let in_flight = s.max_in_flight - s.slots.available_permits().min(s.max_in_flight);
+    let hybrid = s.searcher.take_hybrid_stats();
+    let text = s.metrics.render(in_flight, s.max_in_flight, hybrid);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}

@@ -1,0 +1,256 @@
+//! `serve`'s counters and their Prometheus text exposition (`GET /metrics`): queries, their latency
+//! histogram, refusals, errors, queries in flight, and the hybrid scheduler's counts (GPU batches and
+//! tasks, steals, splits), accumulated since the server started.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use warpsearch_engine::{HybridStats, ServedBy};
+
+/// Upper bounds of the latency histogram's buckets, in seconds.
+const BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// Every counter of the server (relaxed atomics: they count, they order nothing).
+#[derive(Default)]
+pub struct Metrics {
+    queries: AtomicU64,
+    query_errors: AtomicU64,
+    deadline_misses: AtomicU64,
+    served_cpu: AtomicU64,
+    served_gpu: AtomicU64,
+    served_both: AtomicU64,
+    /// Requests refused with 429 (too many queries in flight).
+    rejected: AtomicU64,
+    /// Requests refused with another 4xx (a bad field, a body too large).
+    bad_requests: AtomicU64,
+    /// Per bucket (not cumulative), the last one past every bound.
+    latency_buckets: [AtomicU64; BUCKETS.len() + 1],
+    latency_sum_us: AtomicU64,
+    /// The hybrid scheduler's counts since start ([`warpsearch_engine::Hybrid::take_stats`] resets them).
+    hybrid: Mutex<HybridStats>,
+}
+
+fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+impl Metrics {
+    /// One query answered in `latency` (by `served_by` under the hybrid).
+    pub fn answered(&self, latency: Duration, served_by: Option<ServedBy>, missed_deadline: bool) {
+        bump(&self.queries);
+        let s = latency.as_secs_f64();
+        let bucket = BUCKETS.iter().position(|&b| s <= b).unwrap_or(BUCKETS.len());
+        bump(&self.latency_buckets[bucket]);
+        self.latency_sum_us
+            .fetch_add(latency.as_micros() as u64, Ordering::Relaxed);
+        if missed_deadline {
+            bump(&self.deadline_misses);
+        }
+        match served_by {
+            Some(ServedBy::Cpu) => bump(&self.served_cpu),
+            Some(ServedBy::Gpu) => bump(&self.served_gpu),
+            Some(ServedBy::Both) => bump(&self.served_both),
+            None => {}
+        }
+    }
+
+    /// One query the engine failed.
+    pub fn failed(&self) {
+        bump(&self.query_errors);
+    }
+
+    /// One request refused: 429 when `overloaded`, else another 4xx.
+    pub fn refused(&self, overloaded: bool) {
+        bump(if overloaded {
+            &self.rejected
+        } else {
+            &self.bad_requests
+        });
+    }
+
+    /// The Prometheus text exposition: these counters, `in_flight` of `max_in_flight` queries, and
+    /// `hybrid` (the scheduler's counts since the last scrape, added to the totals).
+    pub fn render(&self, in_flight: usize, max_in_flight: usize, hybrid: Option<HybridStats>) -> String {
+        let mut out = String::new();
+        let mut metric = |name: &str, kind: &str, help: &str, value: f64| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
+        };
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed) as f64;
+        metric(
+            "warpsearch_queries_total",
+            "counter",
+            "Queries answered.",
+            get(&self.queries),
+        );
+        metric(
+            "warpsearch_query_errors_total",
+            "counter",
+            "Queries the engine failed (answered 500).",
+            get(&self.query_errors),
+        );
+        metric(
+            "warpsearch_rejected_requests_total",
+            "counter",
+            "Requests refused with 429 because too many queries were in flight.",
+            get(&self.rejected),
+        );
+        metric(
+            "warpsearch_bad_requests_total",
+            "counter",
+            "Requests refused with another 4xx (a bad field, a body too large).",
+            get(&self.bad_requests),
+        );
+        metric(
+            "warpsearch_queries_in_flight",
+            "gauge",
+            "Queries accepted and not yet answered (the server's queue depth).",
+            in_flight as f64,
+        );
+        metric(
+            "warpsearch_max_in_flight",
+            "gauge",
+            "Queries in flight beyond which requests are refused (--max-in-flight).",
+            max_in_flight as f64,
+        );
+        metric(
+            "warpsearch_deadline_misses_total",
+            "counter",
+            "Queries the hybrid scheduler answered after their deadline (--deadline-ms).",
+            get(&self.deadline_misses),
+        );
+        for (by, c) in [
+            ("cpu", &self.served_cpu),
+            ("gpu", &self.served_gpu),
+            ("both", &self.served_both),
+        ] {
+            metric(
+                &format!("warpsearch_hybrid_served_{by}_total"),
+                "counter",
+                &format!("Queries the hybrid scheduler answered on: {by}."),
+                get(c),
+            );
+        }
+        if let Some(new) = hybrid {
+            let mut guard = self.hybrid.lock().expect("no thread panics under this lock");
+            let h = &mut *guard;
+            let sums: [(&str, &mut u64, u64, &str); 8] = [
+                (
+                    "splits",
+                    &mut h.splits,
+                    new.splits,
+                    "Queries split into docID ranges.",
+                ),
+                (
+                    "steals_by_cpu",
+                    &mut h.steals_by_cpu,
+                    new.steals_by_cpu,
+                    "Tasks a CPU worker took from the GPU queue.",
+                ),
+                (
+                    "steals_by_gpu",
+                    &mut h.steals_by_gpu,
+                    new.steals_by_gpu,
+                    "Tasks the GPU took from the CPU queue.",
+                ),
+                (
+                    "urgent",
+                    &mut h.urgent,
+                    new.urgent,
+                    "Tasks run first for being past half their deadline.",
+                ),
+                (
+                    "gpu_batches",
+                    &mut h.gpu_batches,
+                    new.gpu_batches,
+                    "GPU batches (gpu_tasks / gpu_batches: the mean batch size).",
+                ),
+                (
+                    "gpu_tasks",
+                    &mut h.gpu_tasks,
+                    new.gpu_tasks,
+                    "Tasks sent to the GPU.",
+                ),
+                (
+                    "gpu_fallbacks",
+                    &mut h.gpu_fallbacks,
+                    new.gpu_fallbacks,
+                    "Tasks the GPU failed that the CPU ran again.",
+                ),
+                (
+                    "deadline_misses",
+                    &mut h.deadline_misses,
+                    new.deadline_misses,
+                    "Tasks answered after their deadline.",
+                ),
+            ];
+            for (name, total, add, help) in sums {
+                *total += add;
+                metric(
+                    &format!("warpsearch_hybrid_{name}_total"),
+                    "counter",
+                    help,
+                    *total as f64,
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP warpsearch_query_latency_seconds Time from a query's acceptance to its answer.\n\
+             # TYPE warpsearch_query_latency_seconds histogram"
+        );
+        let mut cumulative = 0;
+        for (i, c) in self.latency_buckets.iter().enumerate() {
+            cumulative += c.load(Ordering::Relaxed);
+            let le = BUCKETS.get(i).map_or("+Inf".to_string(), |b| b.to_string());
+            let _ = writeln!(
+                out,
+                "warpsearch_query_latency_seconds_bucket{{le=\"{le}\"}} {cumulative}"
+            );
+        }
+        let sum = self.latency_sum_us.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "warpsearch_query_latency_seconds_sum {sum}");
+        let _ = writeln!(out, "warpsearch_query_latency_seconds_count {cumulative}");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_is_cumulative_and_counts_every_query() {
+        let m = Metrics::default();
+        m.answered(Duration::from_micros(300), None, false);
+        m.answered(Duration::from_millis(3), Some(ServedBy::Gpu), true);
+        m.answered(Duration::from_secs(60), None, false);
+        m.refused(true);
+        let text = m.render(
+            2,
+            8,
+            Some(HybridStats {
+                gpu_batches: 1,
+                ..Default::default()
+            }),
+        );
+        for line in [
+            "warpsearch_queries_total 3",
+            "warpsearch_query_latency_seconds_bucket{le=\"0.0005\"} 1",
+            "warpsearch_query_latency_seconds_bucket{le=\"0.005\"} 2",
+            "warpsearch_query_latency_seconds_bucket{le=\"10\"} 2",
+            "warpsearch_query_latency_seconds_bucket{le=\"+Inf\"} 3",
+            "warpsearch_query_latency_seconds_count 3",
+            "warpsearch_rejected_requests_total 1",
+            "warpsearch_queries_in_flight 2",
+            "warpsearch_deadline_misses_total 1",
+            "warpsearch_hybrid_served_gpu_total 1",
+            "warpsearch_hybrid_gpu_batches_total 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing from\n{text}");
+        }
+    }
+}

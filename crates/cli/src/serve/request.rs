@@ -1,0 +1,316 @@
+//! What a client may ask `serve` for, checked field by field: `POST /search`'s JSON body and
+//! `GET /search`'s query string become one [`Search`], or an [`ApiError`] that names the field at fault.
+
+use std::collections::HashMap;
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+use warpsearch_query::Mode;
+
+use crate::args::parse_mode;
+
+/// A refused request: its status, a sentence, and the field at fault (if one is).
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+    pub field: Option<String>,
+}
+
+impl ApiError {
+    /// 400: `field` is wrong, as `message` says.
+    pub fn field(field: impl Into<String>, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            message: message.into(),
+            field: Some(field.into()),
+        }
+    }
+
+    /// 429: too many queries are in flight.
+    pub fn overloaded(in_flight_limit: usize) -> ApiError {
+        ApiError {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            message: format!(
+                "the server is answering its limit of {in_flight_limit} queries in flight: retry later"
+            ),
+            field: None,
+        }
+    }
+
+    /// 500: the engine failed a query.
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            message: message.into(),
+            field: None,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = Json(json!({"error": self.message, "field": self.field}));
+        let mut response = (self.status, body).into_response();
+        if self.status == StatusCode::TOO_MANY_REQUESTS {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
+    }
+}
+
+/// What the server accepts.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest k.
+    pub max_k: usize,
+    /// Most queries in one `POST /search`.
+    pub max_queries: usize,
+    /// The server's ranking (`bm25` or `bm25-static`): a request naming another is refused.
+    pub ranking: String,
+}
+
+/// One checked search request: queries (id, text), their k and mode.
+#[derive(Debug, PartialEq)]
+pub struct Search {
+    pub queries: Vec<(String, String)>,
+    pub k: usize,
+    pub mode: Mode,
+}
+
+/// Default k and mode of a request that does not give them.
+const DEFAULT_K: usize = 10;
+
+/// `POST /search`: `{"queries": [{"id": "1", "text": "…"}], "k": 10, "mode": "or", "ranking": "bm25"}`.
+pub fn parse_post(body: &[u8], limits: &Limits) -> Result<Search, ApiError> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::field("body", format!("the body is not valid JSON: {e}")))?;
+    let Value::Object(fields) = value else {
+        return Err(ApiError::field(
+            "body",
+            "the body must be a JSON object with \"queries\"",
+        ));
+    };
+    if let Some(unknown) = fields
+        .keys()
+        .find(|k| !["queries", "k", "mode", "ranking"].contains(&k.as_str()))
+    {
+        return Err(ApiError::field(
+            unknown.clone(),
+            format!("unknown field '{unknown}': expected queries, k, mode or ranking"),
+        ));
+    }
+    let Some(Value::Array(list)) = fields.get("queries") else {
+        return Err(ApiError::field(
+            "queries",
+            "\"queries\" must be an array of {\"id\": …, \"text\": …} objects",
+        ));
+    };
+    if list.is_empty() || list.len() > limits.max_queries {
+        return Err(ApiError::field(
+            "queries",
+            format!(
+                "\"queries\" holds {} queries: send 1 to {}",
+                list.len(),
+                limits.max_queries
+            ),
+        ));
+    }
+    let queries = list
+        .iter()
+        .enumerate()
+        .map(|(i, q)| query_object(i, q))
+        .collect::<Result<_, _>>()?;
+    let k = match fields.get("k") {
+        None | Some(Value::Null) => DEFAULT_K,
+        Some(v) => match v.as_u64() {
+            Some(k) => check_k(k, limits)?,
+            None => return Err(ApiError::field("k", format!("k must be an integer, got {v}"))),
+        },
+    };
+    let text = |name: &str| match fields.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.as_str())),
+        Some(v) => Err(ApiError::field(name, format!("{name} must be a string, got {v}"))),
+    };
+    let mode = mode(text("mode")?)?;
+    check_ranking(text("ranking")?, limits)?;
+    Ok(Search { queries, k, mode })
+}
+
+/// One element of "queries": an object with a string "text" and an optional string or integer "id"
+/// (default: its position from 1).
+fn query_object(i: usize, q: &Value) -> Result<(String, String), ApiError> {
+    let at = |f: &str| format!("queries[{i}]{f}");
+    let Value::Object(q) = q else {
+        return Err(ApiError::field(
+            at(""),
+            "each query must be an object {\"id\": …, \"text\": …}",
+        ));
+    };
+    if let Some(unknown) = q.keys().find(|k| *k != "id" && *k != "text") {
+        return Err(ApiError::field(
+            at(&format!(".{unknown}")),
+            format!("unknown field '{unknown}' in a query: expected id and text"),
+        ));
+    }
+    let id = match q.get("id") {
+        None | Some(Value::Null) => (i + 1).to_string(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) if n.is_u64() || n.is_i64() => n.to_string(),
+        Some(v) => {
+            return Err(ApiError::field(
+                at(".id"),
+                format!("id must be a string, got {v}"),
+            ))
+        }
+    };
+    match q.get("text") {
+        Some(Value::String(s)) => Ok((id, s.clone())),
+        _ => Err(ApiError::field(at(".text"), "each query needs a string \"text\"")),
+    }
+}
+
+/// `GET /search?q=TEXT&k=10&mode=or&ranking=bm25`: one query, id "1".
+pub fn parse_get(params: &HashMap<String, String>, limits: &Limits) -> Result<Search, ApiError> {
+    if let Some(unknown) = params
+        .keys()
+        .find(|k| !["q", "k", "mode", "ranking"].contains(&k.as_str()))
+    {
+        return Err(ApiError::field(
+            unknown.clone(),
+            format!("unknown parameter '{unknown}': expected q, k, mode or ranking"),
+        ));
+    }
+    let Some(q) = params.get("q") else {
+        return Err(ApiError::field(
+            "q",
+            "the query text is missing: GET /search?q=TEXT",
+        ));
+    };
+    let k = match params.get("k") {
+        None => DEFAULT_K,
+        Some(v) => match v.parse::<u64>() {
+            Ok(k) => check_k(k, limits)?,
+            Err(_) => return Err(ApiError::field("k", format!("k must be an integer, got '{v}'"))),
+        },
+    };
+    let mode = mode(params.get("mode").map(String::as_str))?;
+    check_ranking(params.get("ranking").map(String::as_str), limits)?;
+    Ok(Search {
+        queries: vec![("1".into(), q.clone())],
+        k,
+        mode,
+    })
+}
+
+fn check_k(k: u64, limits: &Limits) -> Result<usize, ApiError> {
+    match usize::try_from(k) {
+        Ok(k) if (1..=limits.max_k).contains(&k) => Ok(k),
+        _ => Err(ApiError::field(
+            "k",
+            format!("k = {k} is out of range: use 1 to {}", limits.max_k),
+        )),
+    }
+}
+
+fn mode(name: Option<&str>) -> Result<Mode, ApiError> {
+    name.map_or(Ok(Mode::Or), |m| {
+        parse_mode(m).map_err(|e| ApiError::field("mode", e))
+    })
+}
+
+fn check_ranking(name: Option<&str>, limits: &Limits) -> Result<(), ApiError> {
+    match name {
+        Some(r) if r != limits.ranking => Err(ApiError::field(
+            "ranking",
+            format!(
+                "this server ranks by {}, not '{r}' (the ranking is chosen when the server starts)",
+                limits.ranking
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> Limits {
+        Limits {
+            max_k: 1000,
+            max_queries: 2,
+            ranking: "bm25".into(),
+        }
+    }
+
+    fn field(body: Value) -> Option<String> {
+        parse_post(body.to_string().as_bytes(), &limits())
+            .unwrap_err()
+            .field
+    }
+
+    #[test]
+    fn post_defaults_and_ids() {
+        let s = parse_post(
+            br#"{"queries": [{"text": "a b"}, {"id": 7, "text": "c"}]}"#,
+            &limits(),
+        )
+        .unwrap();
+        assert_eq!(s.queries, [("1".into(), "a b".into()), ("7".into(), "c".into())]);
+        assert_eq!((s.k, s.mode), (10, Mode::Or));
+    }
+
+    #[test]
+    fn every_bad_field_is_named() {
+        let q = json!([{"id": "1", "text": "x"}]);
+        assert_eq!(field(json!({"queries": q, "k": 0})).as_deref(), Some("k"));
+        assert_eq!(field(json!({"queries": q, "k": 1001})).as_deref(), Some("k"));
+        assert_eq!(field(json!({"queries": q, "k": "10"})).as_deref(), Some("k"));
+        assert_eq!(
+            field(json!({"queries": q, "mode": "xor"})).as_deref(),
+            Some("mode")
+        );
+        assert_eq!(
+            field(json!({"queries": q, "ranking": "tfidf"})).as_deref(),
+            Some("ranking")
+        );
+        assert_eq!(field(json!({"queries": q, "top": 3})).as_deref(), Some("top"));
+        assert_eq!(field(json!({"queries": []})).as_deref(), Some("queries"));
+        assert_eq!(
+            field(json!({"queries": [q[0], q[0], q[0]]})).as_deref(),
+            Some("queries")
+        );
+        assert_eq!(
+            field(json!({"queries": [{"id": "1"}]})).as_deref(),
+            Some("queries[0].text")
+        );
+        assert_eq!(field(json!([1])).as_deref(), Some("body"));
+        assert!(parse_post(
+            json!({"queries": q, "ranking": "bm25"}).to_string().as_bytes(),
+            &limits()
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn get_parameters() {
+        let p = |pairs: &[(&str, &str)]| -> HashMap<String, String> {
+            pairs
+                .iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect()
+        };
+        let s = parse_get(&p(&[("q", "fox"), ("k", "3"), ("mode", "and")]), &limits()).unwrap();
+        assert_eq!((s.k, s.mode, s.queries[0].1.as_str()), (3, Mode::And, "fox"));
+        let e = parse_get(&p(&[("k", "3")]), &limits()).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("q"));
+        let e = parse_get(&p(&[("q", "x"), ("k", "-1")]), &limits()).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("k"));
+    }
+}
