@@ -1,0 +1,361 @@
+//! `warpsearch serve` end to end on the loopback interface: the hits over HTTP equal `warpsearch search
+//! --format json` (docIDs, f32 scores, ranks) on CACM under the CPU and hybrid backends, every refused
+//! request names its field, 429 beyond --max-in-flight, /health, /metrics, every path of
+//! docs/openapi.yaml is served, and SIGTERM stops the server cleanly. No timing is checked.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+fn warpsearch(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_warpsearch"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// A running `warpsearch serve`, killed when dropped.
+struct Server {
+    child: Child,
+    addr: String,
+    log: PathBuf,
+}
+
+impl Server {
+    /// Starts `serve` on 127.0.0.1, any free port, and reads the address it prints.
+    fn start(index: &Path, extra: &[&str]) -> Server {
+        let log = index.with_extension(format!("serve-{}.log", extra.join("_").replace('/', "")));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_warpsearch"))
+            .args([
+                "serve",
+                "--index",
+                index.to_str().unwrap(),
+                "--addr",
+                "127.0.0.1:0",
+            ])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let Some(addr) = line.trim().strip_prefix("listening on http://") else {
+            let _ = child.wait();
+            panic!("serve did not start: {}", std::fs::read_to_string(&log).unwrap());
+        };
+        Server {
+            addr: addr.to_owned(),
+            child,
+            log,
+        }
+    }
+
+    /// One HTTP/1.1 request (Connection: close): status, headers, body.
+    fn request(&self, method: &str, path: &str, body: &str) -> (u16, String, String) {
+        let mut s = TcpStream::connect(&self.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            self.addr,
+            body.len()
+        )
+        .unwrap();
+        let mut response = String::new();
+        s.read_to_string(&mut response).unwrap();
+        let (head, body) = response.split_once("\r\n\r\n").unwrap();
+        let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+        (status, head.to_ascii_lowercase(), body.to_owned())
+    }
+
+    fn json(&self, method: &str, path: &str, body: &str) -> (u16, Value) {
+        let (status, _, body) = self.request(method, path, body);
+        (
+            status,
+            serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}")),
+        )
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `text` as a URL query value.
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A tiny English index.
+fn small_index(dir: &Path) -> PathBuf {
+    let docs = ["the quick brown fox", "a fox and a dog", "brown bears eat fish"];
+    let lines: String = docs
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("{{\"id\": \"doc{i}\", \"contents\": \"{t}\"}}\n"))
+        .collect();
+    std::fs::write(dir.join("in.jsonl"), lines).unwrap();
+    let index = dir.join("idx");
+    let out = warpsearch(&[
+        "index",
+        "--input",
+        dir.join("in.jsonl").to_str().unwrap(),
+        "-o",
+        index.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    index
+}
+
+/// (docid, f32 score, rank) of a JSON hit list; every score must be printed as the shortest decimal of
+/// its f32 (never widened to f64 digits) when `shortest`.
+fn hits(v: &Value, shortest: bool) -> Vec<(String, f32, u64)> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            let score = h["score"].as_f64().unwrap();
+            if shortest {
+                let short: f64 = (score as f32).to_string().parse().unwrap();
+                assert_eq!(score, short, "score {score} is not printed as an f32");
+            }
+            let docid = h["docid"].as_str().unwrap().to_owned();
+            (docid, score as f32, h["rank"].as_u64().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn served_hits_equal_search_json_on_cacm() {
+    let Some(data) = warpsearch_index::testdata::shared_data("cacm") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().join("idx");
+    let topics = data.join("topics.tsv");
+    let out = warpsearch(&[
+        "index",
+        "--input",
+        data.join("docs.jsonl").to_str().unwrap(),
+        "-o",
+        index.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines = std::fs::read_to_string(&topics).unwrap();
+    let queries: Vec<(&str, &str)> = lines.lines().filter_map(|l| l.split_once('\t')).collect();
+    assert!(queries.len() > 50);
+    for backend in ["cpu", "hybrid"] {
+        let server = Server::start(
+            &index,
+            &["--backend", backend, "--hybrid-workers", "2", "--threads", "2"],
+        );
+        for (mode, k) in [("or", 10), ("and", 5), ("and-or", 100)] {
+            let out = warpsearch(&[
+                "search",
+                "--index",
+                index.to_str().unwrap(),
+                "--queries",
+                topics.to_str().unwrap(),
+                "--format",
+                "json",
+                "--backend",
+                "cpu",
+                "--mode",
+                mode,
+                "--k",
+                &k.to_string(),
+            ]);
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            let expected: Vec<Value> = String::from_utf8(out.stdout)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            let body = json!({
+                "queries": queries.iter().map(|(id, text)| json!({"id": id, "text": text})).collect::<Vec<_>>(),
+                "k": k,
+                "mode": mode,
+            });
+            let (status, got) = server.json("POST", "/search", &body.to_string());
+            assert_eq!(status, 200, "{got}");
+            let results = got["results"].as_array().unwrap();
+            assert_eq!(results.len(), expected.len());
+            for (r, e) in results.iter().zip(&expected) {
+                assert_eq!(r["id"], e["qid"]);
+                assert_eq!(
+                    hits(&r["hits"], true),
+                    hits(&e["hits"], false),
+                    "{backend} {mode} query {}",
+                    r["id"]
+                );
+            }
+            // GET, for a few of them.
+            for ((_, text), e) in queries.iter().zip(&expected).take(5) {
+                let path = format!("/search?q={}&k={k}&mode={mode}", encode(text));
+                let (status, got) = server.json("GET", &path, "");
+                assert_eq!(status, 200, "{got}");
+                assert_eq!(hits(&got["hits"], true), hits(&e["hits"], false));
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_requests_name_their_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &small_index(dir.path()),
+        &["--backend", "cpu", "--max-body", "1K"],
+    );
+    let q = json!([{"id": "1", "text": "fox"}]);
+    for (body, field) in [
+        (json!({"queries": q, "k": 0}).to_string(), "k"),
+        (json!({"queries": q, "k": 1001}).to_string(), "k"),
+        (json!({"queries": q, "mode": "xor"}).to_string(), "mode"),
+        (
+            json!({"queries": q, "ranking": "bm25-static"}).to_string(),
+            "ranking",
+        ),
+        (json!({"queries": [{"id": "1"}]}).to_string(), "queries[0].text"),
+        (json!({"queries": []}).to_string(), "queries"),
+        (json!({"queries": q, "size": 3}).to_string(), "size"),
+        ("{not json".to_string(), "body"),
+    ] {
+        let (status, v) = server.json("POST", "/search", &body);
+        assert_eq!((status, v["field"].as_str()), (400, Some(field)), "{body}: {v}");
+        assert!(!v["error"].as_str().unwrap().is_empty());
+    }
+    let (status, v) = server.json("GET", "/search?k=3", "");
+    assert_eq!((status, v["field"].as_str()), (400, Some("q")), "{v}");
+    let (status, v) = server.json("GET", "/search?q=fox&k=ten", "");
+    assert_eq!((status, v["field"].as_str()), (400, Some("k")), "{v}");
+    let big = json!({"queries": [{"text": "fox ".repeat(400)}]}).to_string();
+    let (status, v) = server.json("POST", "/search", &big);
+    assert_eq!((status, v["field"].as_str()), (413, Some("body")), "{v}");
+    let (status, _, metrics) = server.request("GET", "/metrics", "");
+    assert_eq!(status, 200);
+    assert!(
+        metrics.lines().any(|l| l == "warpsearch_bad_requests_total 11"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn beyond_max_in_flight_is_429_with_retry_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &small_index(dir.path()),
+        &["--backend", "cpu", "--max-in-flight", "0"],
+    );
+    let (status, head, body) = server.request("POST", "/search", r#"{"queries": [{"text": "fox"}]}"#);
+    assert_eq!(status, 429, "{body}");
+    assert!(head.contains("\r\nretry-after: 1"), "{head}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert!(v["error"].as_str().unwrap().contains("in flight"), "{v}");
+    let (status, _, _) = server.request("GET", "/search?q=fox", "");
+    assert_eq!(status, 429);
+    let (_, _, metrics) = server.request("GET", "/metrics", "");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "warpsearch_rejected_requests_total 2"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.lines().any(|l| l == "warpsearch_queries_total 0"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn health_metrics_and_every_openapi_path_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &small_index(dir.path()),
+        &["--backend", "hybrid", "--hybrid-workers", "1"],
+    );
+    let (status, v) = server.json("GET", "/health", "");
+    assert_eq!(
+        (status, v["status"].as_str(), v["documents"].as_u64()),
+        (200, Some("ready"), Some(3)),
+        "{v}"
+    );
+    let (status, v) = server.json("GET", "/search?q=brown%20fox&k=2", "");
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["hits"][0]["docid"], "doc0");
+    let (status, head, metrics) = server.request("GET", "/metrics", "");
+    assert_eq!(status, 200);
+    assert!(head.contains("content-type: text/plain"), "{head}");
+    for line in [
+        "warpsearch_queries_total 1",
+        "warpsearch_query_latency_seconds_count 1",
+        "warpsearch_queries_in_flight 0",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} missing:\n{metrics}");
+    }
+    // The one query was served by the CPU, the GPU or both (where a GPU takes part).
+    let served: u64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("warpsearch_hybrid_served_"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(served, 1, "{metrics}");
+    let spec = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/openapi.yaml"))
+        .unwrap();
+    let paths: Vec<&str> = spec
+        .lines()
+        .filter(|l| l.starts_with("  /") && l.ends_with(':'))
+        .map(|l| l.trim().trim_end_matches(':'))
+        .collect();
+    assert_eq!(paths, ["/search", "/health", "/metrics"]);
+    for path in paths {
+        let query = if path == "/search" { "?q=fox" } else { "" };
+        let (status, _, body) = server.request("GET", &format!("{path}{query}"), "");
+        assert_eq!(status, 200, "{path}: {body}");
+    }
+    let (status, v) = server.json("GET", "/nowhere", "");
+    assert_eq!(status, 404, "{v}");
+}
+
+#[test]
+fn sigterm_stops_the_server_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(&small_index(dir.path()), &["--backend", "cpu"]);
+    assert_eq!(server.request("GET", "/search?q=fox", "").0, 200);
+    let pid = server.child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "serve did not stop on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let log = std::fs::read_to_string(&server.log).unwrap();
+    assert!(status.success(), "{status}: {log}");
+    assert!(log.contains("shutting down") && log.contains("stopped"), "{log}");
+}
