@@ -183,6 +183,8 @@ impl Server {
         scorer
             .check(&Request::new(Query::default(), search.mode, search.k))
             .map_err(|e| ApiError::field("mode", e.to_string()))?;
+        // The permits are held until every answer is in (or until the client goes away: its queries
+        // then still finish in the engine, uncounted, a slack bounded by the requests dropped).
         let n = u32::try_from(search.queries.len()).unwrap_or(u32::MAX);
         let _permits = self
             .slots
