@@ -296,15 +296,37 @@ fn write_answer(w: &mut dyn Write, index: &Index, qid: &str, hits: &[Scored], a:
             )?;
         }
     } else {
-        let hits: Vec<_> = hits
-            .iter()
-            .enumerate()
-            .map(|(rank, h)| serde_json::json!({"docid": index.doc_id(h.doc), "rank": rank + 1, "score": h.score}))
-            .collect();
-        serde_json::to_writer(&mut *w, &serde_json::json!({"qid": qid, "hits": hits}))?;
+        #[derive(serde::Serialize)]
+        struct Line<'a> {
+            qid: &'a str,
+            hits: Vec<Hit>,
+        }
+        let hits = json_hits(index, hits);
+        serde_json::to_writer(&mut *w, &Line { qid, hits })?;
         writeln!(w)?;
     }
     Ok(())
+}
+
+/// One ranked document as JSON output prints it: the score as the `f32` it is, in its shortest form
+/// (a `serde_json::Value` would widen it to `f64` and print 0.9400072693824768 for 0.94000727).
+#[derive(serde::Serialize)]
+pub(crate) struct Hit {
+    pub(crate) docid: String,
+    pub(crate) score: f32,
+    pub(crate) rank: usize,
+}
+
+/// `hits` as JSON output prints them, ranks from 1.
+pub(crate) fn json_hits(index: &Index, hits: &[Scored]) -> Vec<Hit> {
+    hits.iter()
+        .enumerate()
+        .map(|(i, h)| Hit {
+            docid: index.doc_id(h.doc).to_string(),
+            score: h.score,
+            rank: i + 1,
+        })
+        .collect()
 }
 
 /// Standard output, or a file written under a temporary name and renamed when complete.

@@ -29,6 +29,7 @@ use warpsearch_engine::{BackendChoice, Hybrid};
 use warpsearch_query::{Mode, Query, Request, Scored, MAX_K};
 
 use crate::args::ServeArgs;
+use crate::search::{json_hits, Hit};
 use metrics::Metrics;
 use request::{ApiError, Limits, Search};
 use searcher::Searcher;
@@ -41,14 +42,6 @@ struct Server {
     /// One permit per query that may be in flight.
     slots: Arc<Semaphore>,
     max_in_flight: usize,
-}
-
-/// One ranked document of a response (the score as the `f32` it is, printed in its shortest form).
-#[derive(Serialize)]
-struct Hit {
-    docid: String,
-    score: f32,
-    rank: usize,
 }
 
 #[derive(Serialize)]
@@ -220,15 +213,7 @@ impl Server {
     }
 
     fn hits(&self, hits: &[Scored]) -> Vec<Hit> {
-        let index = self.searcher.scorer().index();
-        hits.iter()
-            .enumerate()
-            .map(|(i, h)| Hit {
-                docid: index.doc_id(h.doc).to_string(),
-                score: h.score,
-                rank: i + 1,
-            })
-            .collect()
+        json_hits(self.searcher.scorer().index(), hits)
     }
 
     /// The response to a refused request, counted.
