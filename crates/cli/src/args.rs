@@ -310,8 +310,11 @@ pub struct EngineArgs {
     #[command(flatten)]
     pub scorer: ScorerArgs,
     /// Queries: `qid<TAB>text` lines, or one query per line (qid = line number); `-` reads stdin.
-    #[arg(long)]
-    pub queries: PathBuf,
+    #[arg(long, required_unless_present = "query")]
+    pub queries: Option<PathBuf>,
+    /// One query's text instead of a query file (its qid is 1).
+    #[arg(long, conflicts_with = "queries")]
+    pub query: Option<String>,
     /// and: every term; or: any term; and-or: AND, then OR when AND finds fewer than k.
     #[arg(long, default_value = "or", value_parser = parse_mode)]
     pub mode: Mode,

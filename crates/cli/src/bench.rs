@@ -36,7 +36,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let mut engine = open_engine(&a.engine, index.clone())?;
     let (_, queries) = load_queries(&a.engine, &index)?;
     if queries.is_empty() {
-        bail!("{} holds no queries", a.engine.queries.display());
+        bail!("{} holds no queries", queries_name(&a.engine));
     }
     let backend = engine.describe();
     engine.warm_up(&queries, a.warmup)?;
@@ -124,7 +124,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if let Some(path) = &a.json {
         let report = json!({
             "index": a.engine.scorer.index.display().to_string(),
-            "queries": a.engine.queries.display().to_string(),
+            "queries": queries_name(&a.engine),
             "num_queries": queries.len(),
             "mode": a.engine.mode.name(),
             "k": a.engine.k,
@@ -159,6 +159,13 @@ fn gpu_json(s: &warpsearch_gpu::GpuStats) -> Value {
     json!({"batches": s.batches, "queries": s.queries, "h2d_bytes": s.h2d_bytes, "d2h_bytes": s.d2h_bytes,
            "h2d_ms": s.h2d_ms, "kernel_ms": s.kernel_ms, "d2h_ms": s.d2h_ms, "prepare_ms": s.prepare_ms,
            "phase_share": phases, "cpu_fallback_queries": s.failed_queries})
+}
+
+/// The query file's name, or `--query` for one query given on the command line.
+fn queries_name(a: &crate::args::EngineArgs) -> String {
+    a.queries
+        .as_ref()
+        .map_or_else(|| "--query".to_string(), |p| p.display().to_string())
 }
 
 /// One line of the hybrid scheduler's counters: who answered, prediction errors, steals, splits, misses.

@@ -157,6 +157,21 @@ pub fn run(a: EvaluateArgs) -> Result<()> {
     if unjudged > 0 {
         eprintln!("note: {unjudged} queries of the run have no judgments and are not counted");
     }
+    let mut missing: Vec<&String> = qrels.keys().filter(|q| !run.contains_key(*q)).collect();
+    if !missing.is_empty() {
+        missing.sort();
+        let shown: Vec<&str> = missing.iter().take(5).map(|q| q.as_str()).collect();
+        let effect = if a.all_queries {
+            "they count as 0 (--all-queries)"
+        } else {
+            "they are left out of the averages; --all-queries counts them as 0, as trec_eval -c does"
+        };
+        eprintln!(
+            "warning: {} judged queries have no results in the run (e.g. {}): {effect}",
+            missing.len(),
+            shown.join(", ")
+        );
+    }
     let print = |q: &str, m: &Measures| {
         println!("ndcg_cut_10\t{q}\t{:.4}", m.ndcg10);
         println!("map\t{q}\t{:.4}", m.map);

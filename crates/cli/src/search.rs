@@ -120,11 +120,19 @@ pub fn answer_batch(
     answers
 }
 
-/// The query file of `a`, analysed into requests of `a`'s mode and k, with its warnings printed (at
-/// most ten, then a count).
+/// The query file of `a` (or its one `--query`), analysed into requests of `a`'s mode and k, with its
+/// warnings printed (at most ten, then a count).
 pub fn load_queries(a: &EngineArgs, index: &Index) -> Result<(Vec<QueryLine>, Vec<Request>)> {
     let mut warnings = Vec::new();
-    let lines = read_query_file(&a.queries, &mut warnings)?;
+    let lines = match (&a.query, &a.queries) {
+        (Some(text), _) => vec![QueryLine {
+            qid: "1".into(),
+            text: text.clone(),
+            line: 1,
+        }],
+        (None, Some(path)) => read_query_file(path, &mut warnings)?,
+        (None, None) => bail!("give --queries FILE or --query TEXT"),
+    };
     let queries: Vec<Query> = lines.iter().map(|l| Query::parse(index, &l.text)).collect();
     report_queries(&lines, &queries, a.mode, &mut warnings);
     for w in warnings.iter().take(10) {

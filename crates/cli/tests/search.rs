@@ -218,6 +218,54 @@ fn cacm_quality_is_close_to_the_bm25s_reference() {
     // lists differ, so allow a small gap, but not a broken ranking.
     assert!((measure("ndcg_cut_10") - 0.481).abs() < 0.03, "{report}");
     assert!((measure("map") - 0.340).abs() < 0.03, "{report}");
+    // A run that lacks judged queries is evaluated with a warning that names them.
+    let full = std::fs::read_to_string(p("run")).unwrap();
+    let partial: String = full
+        .lines()
+        .filter(|l| !l.starts_with("10 "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(p("partial"), partial).unwrap();
+    let out = warpsearch(&["evaluate", "--qrels", &d("qrels.txt"), "--run", &p("partial")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("judged queries have no results in the run (e.g. 10)"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// `--query TEXT` answers one query (qid 1) exactly as the same text in a query file does.
+#[test]
+fn one_query_on_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = small_index(dir.path());
+    let file = dir.path().join("q.txt");
+    std::fs::write(&file, "quick brown fox\n").unwrap();
+    let by_file = warpsearch(&[
+        "search",
+        "--index",
+        index.to_str().unwrap(),
+        "--queries",
+        file.to_str().unwrap(),
+    ]);
+    let by_text = warpsearch(&[
+        "search",
+        "--index",
+        index.to_str().unwrap(),
+        "--query",
+        "quick brown fox",
+    ]);
+    assert!(by_text.status.success(), "{}", text(&by_text.stderr));
+    assert!(!by_text.stdout.is_empty());
+    assert_eq!(by_file.stdout, by_text.stdout);
+    let neither = warpsearch(&["search", "--index", index.to_str().unwrap()]);
+    assert!(!neither.status.success());
+    assert!(
+        text(&neither.stderr).contains("--queries"),
+        "{}",
+        text(&neither.stderr)
+    );
 }
 
 #[test]
