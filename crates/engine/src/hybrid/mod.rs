@@ -47,7 +47,8 @@ pub struct HybridOptions {
     pub batch_target: Duration,
     /// A query waiting longer than this share of its deadline is urgent.
     pub urgency: f64,
-    /// One processor is preferred when it is predicted this much cheaper (0.2: 20%).
+    /// A query prefers a processor when, relative to a typical query, it is predicted this much
+    /// cheaper there than on the other (0.2: 20%); otherwise it may go to either.
     pub margin: f64,
     /// Queries predicted to take longer than this on one core are split by docID range (None: never).
     pub split_above: Option<Duration>,
@@ -205,7 +206,7 @@ impl Hybrid {
         submit::submit(&self.shared, vec![(id, request)], deadline, &reply);
     }
 
-    /// Queues many requests at once (one lock for all: a closed loop's burst).
+    /// Queues many requests at once (a closed loop's burst: pushed in chunks, never split).
     pub fn submit_many(
         &self,
         requests: Vec<(u64, Request)>,
