@@ -1,45 +1,24 @@
 //! `warpsearch search` and `evaluate` end to end through the binary: odd queries, bad options, output
 //! formats, and CACM quality against the bm25s reference of `../shared/data/README.md`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-fn warpsearch(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_warpsearch"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use common::{text, warpsearch};
 
 /// A small English collection indexed with the default analyzer.
 fn small_index(dir: &Path) -> PathBuf {
-    let docs = [
-        "The quick brown fox jumps over the lazy dog",
-        "A fox and a dog are friends",
-        "Brown bears eat fish in the river",
-        "Quick thinking saves the day",
-        "Dogs dogs dogs everywhere",
-    ];
-    let lines: String = docs
-        .iter()
-        .enumerate()
-        .map(|(i, t)| format!("{{\"id\": \"doc{i}\", \"contents\": \"{t}\"}}\n"))
-        .collect();
-    std::fs::write(dir.join("in.jsonl"), lines).unwrap();
-    let index = dir.join("idx");
-    let out = warpsearch(&[
-        "index",
-        "--input",
-        dir.join("in.jsonl").to_str().unwrap(),
-        "-o",
-        index.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    index
+    common::index_of(
+        dir,
+        &[
+            "The quick brown fox jumps over the lazy dog",
+            "A fox and a dog are friends",
+            "Brown bears eat fish in the river",
+            "Quick thinking saves the day",
+            "Dogs dogs dogs everywhere",
+        ],
+    )
 }
 
 #[test]

@@ -3,20 +3,16 @@
 //! request names its field, 429 beyond --max-in-flight, /health, /metrics, every path of
 //! docs/openapi.yaml is served, and SIGTERM stops the server cleanly. No timing is checked.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::warpsearch;
 use serde_json::{json, Value};
-
-fn warpsearch(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_warpsearch"))
-        .args(args)
-        .output()
-        .unwrap()
-}
 
 /// A running `warpsearch serve`, killed when dropped.
 struct Server {
@@ -104,23 +100,10 @@ fn encode(text: &str) -> String {
 
 /// A tiny English index.
 fn small_index(dir: &Path) -> PathBuf {
-    let docs = ["the quick brown fox", "a fox and a dog", "brown bears eat fish"];
-    let lines: String = docs
-        .iter()
-        .enumerate()
-        .map(|(i, t)| format!("{{\"id\": \"doc{i}\", \"contents\": \"{t}\"}}\n"))
-        .collect();
-    std::fs::write(dir.join("in.jsonl"), lines).unwrap();
-    let index = dir.join("idx");
-    let out = warpsearch(&[
-        "index",
-        "--input",
-        dir.join("in.jsonl").to_str().unwrap(),
-        "-o",
-        index.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    index
+    common::index_of(
+        dir,
+        &["the quick brown fox", "a fox and a dog", "brown bears eat fish"],
+    )
 }
 
 /// (docid, f32 score, rank) of a JSON hit list; every score must be printed as the shortest decimal of
