@@ -160,14 +160,12 @@ fn json_output_and_other_bm25_parameters() {
 
 #[test]
 fn cacm_quality_is_close_to_the_bm25s_reference() {
-    let Some(data) = warpsearch_index::testdata::shared_data("cacm") else {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((data, _)) = common::cacm_index(dir.path()) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
     let p = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
     let d = |name: &str| data.join(name).to_str().unwrap().to_owned();
-    let out = warpsearch(&["index", "--input", &d("docs.jsonl"), "-o", &p("idx")]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
     let out = warpsearch(&[
         "search",
         "--index",
@@ -304,14 +302,12 @@ fn export_for_pisa_takes_the_terms_of_a_query_log() {
 /// outside [0, 1] is refused.
 #[test]
 fn hybrid_runs_equal_cpu_runs() {
-    let Some(data) = warpsearch_index::testdata::shared_data("cacm") else {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((data, _)) = common::cacm_index(dir.path()) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
     let p = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
     let d = |name: &str| data.join(name).to_str().unwrap().to_owned();
-    let out = warpsearch(&["index", "--input", &d("docs.jsonl"), "-o", &p("idx")]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
     let (idx, topics) = (p("idx"), d("topics.tsv"));
     for mode in ["and", "or", "and-or"] {
         let run = |backend: &str, extra: &[&str]| {

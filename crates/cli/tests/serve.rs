@@ -126,20 +126,11 @@ fn hits(v: &Value, shortest: bool) -> Vec<(String, f32, u64)> {
 
 #[test]
 fn served_hits_equal_search_json_on_cacm() {
-    let Some(data) = warpsearch_index::testdata::shared_data("cacm") else {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((data, index)) = common::cacm_index(dir.path()) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let index = dir.path().join("idx");
     let topics = data.join("topics.tsv");
-    let out = warpsearch(&[
-        "index",
-        "--input",
-        data.join("docs.jsonl").to_str().unwrap(),
-        "-o",
-        index.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let lines = std::fs::read_to_string(&topics).unwrap();
     let queries: Vec<(&str, &str)> = lines.lines().filter_map(|l| l.split_once('\t')).collect();
     assert!(queries.len() > 50);

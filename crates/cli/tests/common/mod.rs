@@ -26,14 +26,26 @@ pub fn index_of(dir: &Path, docs: &[&str]) -> PathBuf {
         .map(|(i, t)| format!("{{\"id\": \"doc{i}\", \"contents\": \"{t}\"}}\n"))
         .collect();
     std::fs::write(dir.join("in.jsonl"), lines).unwrap();
-    let index = dir.join("idx");
+    index_jsonl(&dir.join("in.jsonl"), &dir.join("idx"))
+}
+
+/// The JSONL collection `input` indexed with the default analyzer into `index`.
+pub fn index_jsonl(input: &Path, index: &Path) -> PathBuf {
     let out = warpsearch(&[
         "index",
         "--input",
-        dir.join("in.jsonl").to_str().unwrap(),
+        input.to_str().unwrap(),
         "-o",
         index.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    index
+    index.to_owned()
+}
+
+/// The CACM data folder (`../shared/data/cacm`) and its documents indexed into `dir/idx`; None (a
+/// printed skip) where the shared data is absent, a failure under WARPSEARCH_REQUIRE_DATA=1.
+pub fn cacm_index(dir: &Path) -> Option<(PathBuf, PathBuf)> {
+    let data = warpsearch_index::testdata::shared_data("cacm")?;
+    let index = index_jsonl(&data.join("docs.jsonl"), &dir.join("idx"));
+    Some((data, index))
 }
