@@ -467,6 +467,32 @@ pub struct GpuArgs {
     /// latency and the predicted CPU time). The default 0.3 measured best on the 25M collection.
     #[arg(long, default_value = "0.3", value_parser = parse_share)]
     pub hybrid_split_gpu_share: Share,
+    /// Cache part of the index in GPU memory, admitted by qtf, qtfdf, vfb (papers/000) or dynamic (VFB
+    /// over the live stream); blocks the cache lacks travel with each batch, and the CPU completes what
+    /// the GPU leaves exactly. Needs --gpu-memory. Default: the whole index on the GPU.
+    #[arg(long, value_parser = ["qtf", "qtfdf", "vfb", "dynamic"])]
+    pub gpu_cache: Option<String>,
+    /// The training query log of the cache's policy (one query per line, as --queries).
+    #[arg(long)]
+    pub gpu_cache_train: Option<PathBuf>,
+    /// The maximum admission ratio λ: the largest share of a list's blocks cached (0 to 1).
+    #[arg(long, default_value_t = 1.0)]
+    pub gpu_cache_ratio: f64,
+    /// VFB's block, in postings (a multiple of the index's 128-posting blocks).
+    #[arg(long, default_value_t = 256)]
+    pub gpu_cache_block: u32,
+    /// The batches' staging buffers S_b, e.g. 256M (default: an eighth of --gpu-memory, 64 MiB to
+    /// 2 GiB); the cache S_c takes the rest of --gpu-memory.
+    #[arg(long, value_parser = parse_bytes)]
+    pub gpu_cache_buffer: Option<usize>,
+    /// How far the GPU answers a query whose blocks the cache lacks: cpu (where the cached prefixes
+    /// reach; the CPU completes), transfer (everything, the batch carries the blocks), auto (cpu on a
+    /// global-score-ordered index with early termination, else transfer).
+    #[arg(long, default_value = "auto", value_parser = ["auto", "cpu", "transfer"])]
+    pub gpu_cache_complete: String,
+    /// The dynamic policy replans the cache after this many queries.
+    #[arg(long, default_value_t = 4096)]
+    pub gpu_cache_epoch: usize,
 }
 
 /// A share in [0, 1], or none (`model`: the engine decides).

@@ -21,6 +21,7 @@ use warpsearch_engine::{Backend, Engine, Hybrid, HybridStats};
 use warpsearch_query::Request;
 
 use crate::args::{BenchArgs, BenchPlotArgs};
+use crate::cache::{cache_json, cache_stats_line};
 use crate::demo::Rng;
 use crate::gpu::gpu_stats_line;
 use crate::search::{answer_batch, load_queries, open_engine, Latency, Output};
@@ -50,6 +51,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         latencies.push(r?.latency);
     }
     let gpu = engine.take_gpu_stats();
+    let cache = engine.take_cache_stats();
     let closed_qps = queries.len() as f64 / wall.as_secs_f64();
     let mut curves: Vec<(String, Vec<Duration>)> = vec![("closed loop".into(), latencies.clone())];
     let closed = Latency::of(latencies);
@@ -72,6 +74,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
     row("closed", closed_qps, &closed, "-");
     if let Some(s) = &gpu {
         println!("{}", gpu_stats_line(s));
+    }
+    if let Some(c) = &cache {
+        println!("{}", cache_stats_line(c, gpu.as_ref(), queries.len()));
     }
     let closed_hybrid = engine.take_hybrid_stats();
     if let Some(h) = &closed_hybrid {
@@ -131,6 +136,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             "backend": backend,
             "closed_loop": {"qps": closed_qps, "latency_ms": closed.json(),
                             "gpu": gpu.as_ref().map(gpu_json),
+                            "cache": cache.as_ref().map(|c| cache_json(c, gpu.as_ref(), queries.len())),
                             "hybrid": closed_hybrid.as_ref().map(hybrid_json)},
             "open_loop": open,
         });

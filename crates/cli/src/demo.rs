@@ -159,6 +159,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
                 backend,
                 gpu,
                 hybrid: None,
+                cache: None,
             },
         )?)
     };

@@ -2,6 +2,7 @@
 
 mod args;
 mod bench;
+mod cache;
 mod demo;
 mod evaluate;
 mod gpu;

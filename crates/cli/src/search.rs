@@ -93,7 +93,12 @@ pub fn open_scorer_engine(a: &ScorerArgs, index: Arc<Index>, mode: Mode, max_k: 
     scorer
         .check(&Request::new(Query::default(), mode, max_k))
         .context("invalid search options")?;
-    let engine = Engine::new(Arc::new(scorer), engine_options(a, max_k))?;
+    let mut eopts = engine_options(a, max_k);
+    if let Some((budget, cache)) = crate::cache::cache_options(&a.gpu, &index, mode, max_k)? {
+        eopts.gpu.cache = Some(budget);
+        eopts.cache = Some(cache);
+    }
+    let engine = Engine::new(Arc::new(scorer), eopts)?;
     if let Some(choice) = engine.choice() {
         eprintln!("{choice}");
     }
@@ -237,8 +242,12 @@ pub fn run(a: SearchArgs) -> Result<()> {
             l.p999,
             l.max,
         );
-        if let Some(stats) = engine.take_gpu_stats() {
-            eprintln!("{}", gpu_stats_line(&stats));
+        let gpu = engine.take_gpu_stats();
+        if let Some(stats) = &gpu {
+            eprintln!("{}", gpu_stats_line(stats));
+        }
+        if let Some(c) = engine.take_cache_stats() {
+            eprintln!("{}", crate::cache::cache_stats_line(&c, gpu.as_ref(), n));
         }
         if let Some(stats) = engine.take_hybrid_stats() {
             eprintln!("{}", crate::bench::hybrid_stats_line(&stats));

@@ -13,14 +13,15 @@ use warpsearch_query::{Plan, Scored};
 
 /// The top `k` documents containing every term of `plan`.
 pub fn ranked_and(plan: &Plan, k: usize) -> Result<Vec<Scored>> {
-    intersect(plan, k, None)
+    intersect(plan, k, None).map(|(hits, _)| hits)
 }
 
 /// Ranked AND; with `global_scores` (a global-score-ordered index, papers/000 eq. 5), stops as soon as
-/// the k-th score reaches the global score of the next candidate: no later document can beat it.
-pub(crate) fn intersect(plan: &Plan, k: usize, global_scores: Option<&[f32]>) -> Result<Vec<Scored>> {
+/// the k-th score reaches the global score of the next candidate: no later document can beat it. Also
+/// returns the candidate it stopped at ([`END`] when it ran to the end).
+pub(crate) fn intersect(plan: &Plan, k: usize, global_scores: Option<&[f32]>) -> Result<(Vec<Scored>, u32)> {
     if plan.terms.is_empty() || plan.has_unknown || k == 0 {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), END));
     }
     let mut cursors = Cursor::all(plan)?;
     cursors.sort_by_key(|c| c.list_len());
@@ -30,7 +31,7 @@ pub(crate) fn intersect(plan: &Plan, k: usize, global_scores: Option<&[f32]>) ->
     'candidates: while candidate != END {
         if let Some(gs) = global_scores {
             if top.settled(gs[candidate as usize] * plan.slack) {
-                break;
+                return Ok((top.into_sorted(), candidate));
             }
         }
         let mut i = 1;
@@ -59,5 +60,5 @@ pub(crate) fn intersect(plan: &Plan, k: usize, global_scores: Option<&[f32]>) ->
         cursors[0].advance()?;
         candidate = cursors[0].doc();
     }
-    Ok(top.into_sorted())
+    Ok((top.into_sorted(), END))
 }

@@ -15,6 +15,12 @@ use warpsearch_query::{Mode, Plan, Ranking, Scored};
 /// The top `k` of `plan` under `mode` (And or Or) with early termination; an error if the index is not
 /// ordered by the global score of this ranking (same α, k1 and b).
 pub fn early_termination(plan: &Plan, ranking: Ranking, mode: Mode, k: usize) -> Result<Vec<Scored>> {
+    stopping(plan, ranking, mode, k).map(|(hits, _)| hits)
+}
+
+/// [`early_termination`] and the docID it stopped at ([`END`]: it did not stop early); papers/000's
+/// visiting frequency counts the blocks before it.
+pub fn stopping(plan: &Plan, ranking: Ranking, mode: Mode, k: usize) -> Result<(Vec<Scored>, u32)> {
     let gs = plan.global_scores(ranking)?;
     match mode {
         Mode::Or => union(plan, k, gs),
@@ -23,9 +29,9 @@ pub fn early_termination(plan: &Plan, ranking: Ranking, mode: Mode, k: usize) ->
 }
 
 /// Document-at-a-time OR over all lists, stopping on the global-score bound.
-fn union(plan: &Plan, k: usize, gs: &[f32]) -> Result<Vec<Scored>> {
+fn union(plan: &Plan, k: usize, gs: &[f32]) -> Result<(Vec<Scored>, u32)> {
     if plan.terms.is_empty() || k == 0 {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), END));
     }
     let mut cursors = Cursor::all(plan)?;
     let mut top = plan.top_k(k);
@@ -33,12 +39,12 @@ fn union(plan: &Plan, k: usize, gs: &[f32]) -> Result<Vec<Scored>> {
     let mut doc = cursors.iter().map(Cursor::doc).min().unwrap_or(END);
     while doc != END {
         if top.settled(gs[doc as usize] * plan.slack) {
-            break;
+            return Ok((top.into_sorted(), doc));
         }
         contributions.fill(0.0);
         let (_, next) = score_and_advance(&mut cursors, doc, plan, &mut contributions)?;
         top.insert(doc, plan.finish(doc, &contributions));
         doc = next;
     }
-    Ok(top.into_sorted())
+    Ok((top.into_sorted(), END))
 }

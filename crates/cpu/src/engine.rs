@@ -63,6 +63,24 @@ impl CpuSearcher {
         }
     }
 
+    /// Where early termination stopped `request` (its first pass for and-or): the first docID it did
+    /// not visit, or `None` when it visited every candidate (always, on an index without global-score
+    /// order). The list cache's visiting frequencies count the blocks before it (papers/000 3.3.1).
+    pub fn stop_doc(&self, request: &Request) -> Result<Option<u32>> {
+        if !self.scorer.early_termination() {
+            return Ok(None);
+        }
+        self.scorer.check(request)?;
+        let plan = self.scorer.plan(&request.query, Part::WHOLE)?;
+        let mode = if request.mode == Mode::Or {
+            Mode::Or
+        } else {
+            Mode::And
+        };
+        let (_, stop) = early::stopping(&plan, self.scorer.options().ranking, mode, request.k)?;
+        Ok((stop != crate::cursor::END).then_some(stop))
+    }
+
     /// The top k of one request and its latency.
     pub fn answer(&self, request: &Request) -> Result<Answer> {
         self.answer_part(request, request.mode, Part::WHOLE)

@@ -10,11 +10,12 @@ use warpsearch_index::Result;
 use warpsearch_query::{Answer, Request, Scorer};
 
 use crate::backend::{Backend, BackendChoice};
+use crate::cache::{CacheCtl, CacheOptions, CacheStats};
 use crate::hybrid::{Hybrid, HybridOptions, HybridStats};
 use crate::EngineError;
 
 /// How an engine is made.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct EngineOptions {
     /// The backend asked for.
     pub backend: BackendChoice,
@@ -22,6 +23,8 @@ pub struct EngineOptions {
     pub gpu: GpuOptions,
     /// The hybrid scheduler's (None: defaults for this machine).
     pub hybrid: Option<HybridOptions>,
+    /// How the GPU's list cache is filled, when `gpu.cache` caches part of the index.
+    pub cache: Option<CacheOptions>,
 }
 
 impl Default for EngineOptions {
@@ -30,6 +33,7 @@ impl Default for EngineOptions {
             backend: BackendChoice::Auto,
             gpu: GpuOptions::default(),
             hybrid: None,
+            cache: None,
         }
     }
 }
@@ -37,7 +41,7 @@ impl Default for EngineOptions {
 /// What runs the queries.
 enum Runner {
     Cpu,
-    Gpu(Box<GpuSearcher>),
+    Gpu(Box<GpuSearcher>, Option<Arc<CacheCtl>>),
     Hybrid(Hybrid),
 }
 
@@ -67,16 +71,24 @@ impl Engine {
         if options.backend == BackendChoice::Cpu {
             return Ok(engine);
         }
-        let gpu = Gpu::open(0).and_then(|g| GpuSearcher::new(Arc::new(g), scorer, options.gpu));
-        let hybrid =
-            |gpu: Option<GpuSearcher>| Hybrid::new(cpu.clone(), gpu, options.hybrid.unwrap_or_default());
+        let gpu = Gpu::open(0).and_then(|g| {
+            let mut g = GpuSearcher::new(Arc::new(g), scorer, options.gpu)?;
+            let ctl = match (g.caches(), options.cache.clone()) {
+                (true, c) => Some(Arc::new(CacheCtl::start(&cpu, &mut g, c.unwrap_or_default())?)),
+                (false, _) => None,
+            };
+            Ok((g, ctl))
+        });
+        let hybrid = |gpu: Option<(GpuSearcher, Option<Arc<CacheCtl>>)>| {
+            Hybrid::with_cache(cpu.clone(), gpu, options.hybrid.unwrap_or_default())
+        };
         match (gpu, options.backend) {
-            (Ok(g), BackendChoice::Gpu) => engine.runner = Runner::Gpu(Box::new(g)),
+            (Ok((g, ctl)), BackendChoice::Gpu) => engine.runner = Runner::Gpu(Box::new(g), ctl),
             (Ok(g), choice) => {
                 let line = format!(
                     "backend {}: hybrid, CPU and GPU together; {}",
                     choice.name(),
-                    g.describe()
+                    g.0.describe()
                 );
                 engine.choice = Some(line);
                 engine.runner = Runner::Hybrid(hybrid(Some(g)));
@@ -104,7 +116,7 @@ impl Engine {
     pub fn backend(&self) -> Backend {
         match self.runner {
             Runner::Cpu => Backend::Cpu,
-            Runner::Gpu(_) => Backend::Gpu,
+            Runner::Gpu(..) => Backend::Gpu,
             Runner::Hybrid(_) => Backend::Hybrid,
         }
     }
@@ -127,7 +139,7 @@ impl Engine {
     /// The GPU searcher, when the GPU alone runs queries.
     pub fn gpu(&self) -> Option<&GpuSearcher> {
         match &self.runner {
-            Runner::Gpu(g) => Some(g),
+            Runner::Gpu(g, _) => Some(g),
             _ => None,
         }
     }
@@ -143,7 +155,7 @@ impl Engine {
     /// The backend in a few words, for reports.
     pub fn describe(&self) -> String {
         match &self.runner {
-            Runner::Gpu(g) => format!("gpu ({})", g.gpu().describe()),
+            Runner::Gpu(g, _) => format!("gpu ({})", g.gpu().describe()),
             Runner::Cpu => format!("cpu ({} threads)", rayon::current_num_threads()),
             Runner::Hybrid(h) => format!(
                 "hybrid ({} CPU workers{})",
@@ -177,8 +189,12 @@ impl Engine {
                 }
                 return answers;
             }
-            Runner::Gpu(g) => g,
+            Runner::Gpu(g, ctl) => (g, ctl.clone()),
         };
+        let (gpu, ctl) = gpu;
+        if let Some(ctl) = &ctl {
+            return crate::cache::run::search_batch(gpu, &self.cpu, ctl, requests);
+        }
         let answers = gpu.search_batch(requests);
         let mut out = Vec::with_capacity(requests.len());
         let mut failures: Vec<(String, usize)> = Vec::new();
@@ -215,6 +231,7 @@ impl Engine {
         }
         self.take_gpu_stats();
         self.take_hybrid_stats();
+        self.take_cache_stats();
         Ok(())
     }
 
@@ -231,8 +248,17 @@ impl Engine {
     /// The GPU's counters since the last call (None without a GPU).
     pub fn take_gpu_stats(&mut self) -> Option<GpuStats> {
         match &mut self.runner {
-            Runner::Gpu(g) => Some(g.take_stats()),
+            Runner::Gpu(g, _) => Some(g.take_stats()),
             Runner::Hybrid(h) if h.has_gpu() => Some(h.take_gpu_stats()),
+            _ => None,
+        }
+    }
+
+    /// The list cache's counters since the last call (None without a list cache).
+    pub fn take_cache_stats(&mut self) -> Option<CacheStats> {
+        match &self.runner {
+            Runner::Gpu(_, Some(c)) => Some(c.take_stats()),
+            Runner::Hybrid(h) => h.cache().map(|c| c.take_stats()),
             _ => None,
         }
     }

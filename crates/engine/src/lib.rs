@@ -13,14 +13,16 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod cache;
 pub mod cost;
 pub mod engine;
 pub mod hybrid;
 
 pub use backend::{Backend, BackendChoice};
+pub use cache::{CacheOptions, CacheStats, Completion, Policy};
 pub use engine::{Engine, EngineOptions};
 pub use hybrid::{Done, Hybrid, HybridOptions, HybridStats, ServedBy};
-pub use warpsearch_gpu::{GpuOptions, GpuStats};
+pub use warpsearch_gpu::{CacheBudget, GpuOptions, GpuStats};
 
 /// What can go wrong when an engine is made.
 #[derive(Debug, thiserror::Error)]

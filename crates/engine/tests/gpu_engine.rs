@@ -13,7 +13,10 @@ use std::time::Duration;
 use warpsearch_codec::Codec;
 
 use warpsearch_cpu::CpuSearcher;
-use warpsearch_engine::{Backend, BackendChoice, Engine, EngineOptions, Hybrid, HybridOptions};
+use warpsearch_engine::{
+    Backend, BackendChoice, CacheBudget, CacheOptions, Completion, Engine, EngineOptions, Hybrid,
+    HybridOptions, Policy,
+};
 use warpsearch_gpu::{Gpu, GpuOptions, GpuSearcher};
 use warpsearch_index::{Bm25Params, Index};
 use warpsearch_query::{Algorithm, DocRange, Mode, Part, Query, Ranking, Request, Scorer, SearchOptions};
@@ -239,6 +242,7 @@ fn failed_batches_are_answered_by_the_cpu() {
         backend,
         gpu,
         hybrid: None,
+        cache: None,
     };
     let mut engine = Engine::new(scorer, options).unwrap();
     assert_eq!(engine.backend(), Backend::Gpu);
@@ -509,4 +513,183 @@ fn hybrid_reruns_failed_gpu_tasks_on_the_cpu() {
     let stats = hybrid.take_stats();
     assert!(stats.gpu_fallbacks > 0, "{stats:?}");
     assert_eq!(stats.gpu_queries, 0, "a failed GPU task cannot answer: {stats:?}");
+}
+
+/// An engine on `backend` whose GPU caches part of the index: `cache` bytes of list cache (S_c) and
+/// `stage` bytes of staging buffers (S_b), filled by `policy` from `train`.
+#[allow(clippy::too_many_arguments)]
+fn cached_engine(
+    index: &Arc<Index>,
+    options: SearchOptions,
+    backend: BackendChoice,
+    cache: u64,
+    stage: u64,
+    policy: Policy,
+    completion: Completion,
+    ratio: f64,
+    train: Vec<Request>,
+) -> Engine {
+    let scorer = Arc::new(Scorer::new(index.clone(), options).unwrap());
+    let gpu = GpuOptions {
+        memory_budget: Some((cache + stage) as usize),
+        cache: Some(CacheBudget {
+            cache_bytes: cache,
+            stage_bytes: stage,
+        }),
+        ..GpuOptions::default()
+    };
+    let cache = CacheOptions {
+        policy,
+        train,
+        ratio,
+        completion,
+        epoch: 16,
+        ..CacheOptions::default()
+    };
+    let options = EngineOptions {
+        backend,
+        gpu,
+        hybrid: None,
+        cache: Some(cache),
+    };
+    Engine::new(scorer, options).unwrap()
+}
+
+/// Budgets from one block to more than the index, every policy, both completions, the GPU alone and
+/// the hybrid, bm25 and bm25-static on a global-score order: always the oracle's answers.
+#[test]
+fn cached_engine_equals_the_oracle_on_random_indexes() {
+    let Some(_gpu) = gpu() else { return };
+    let policies = [Policy::Vfb, Policy::Qtf, Policy::QtfDf, Policy::Dynamic];
+    for seed in 0..8u64 {
+        let tmp = tempfile::tempdir().unwrap();
+        let codec = Codec::ALL[seed as usize % 3];
+        let global = seed % 2 == 1;
+        let (index, v) = random_index(tmp.path(), 0xCAC4E + seed * 7907, codec, global.then_some(0.4));
+        let options = SearchOptions {
+            ranking: if global {
+                Ranking::Bm25Static { alpha: 0.4 }
+            } else {
+                Ranking::Bm25
+            },
+            ..SearchOptions::new(&index)
+        };
+        let queries = random_queries(&index, v, seed);
+        let whole = warpsearch_gpu::residency::device_bytes(&index) as u64;
+        let block = whole / index.block_metas().len().max(1) as u64 + 64;
+        for (b, cache) in [block, whole / 10, whole / 4, whole / 2, whole + whole / 5]
+            .into_iter()
+            .enumerate()
+        {
+            let policy = policies[(seed as usize + b) % 4];
+            let completion =
+                [Completion::Cpu, Completion::Transfer, Completion::Auto][(seed as usize + b) % 3];
+            let backend = [BackendChoice::Gpu, BackendChoice::Hybrid][b % 2];
+            // Staging from a few blocks' worth (queries then run partly or wholly on the CPU) to plenty.
+            let stage = [4 * block, whole / 2 + 4096][(seed as usize + b / 2) % 2];
+            let ratio = [1.0, 0.75, 0.5][(seed as usize + b) % 3];
+            let oracle = oracle(&index, options);
+            for mode in [Mode::And, Mode::Or, Mode::AndOr] {
+                for k in [10, 1000] {
+                    let reqs = requests(&queries, mode, k);
+                    let what = format!(
+                        "seed {seed} {codec} cache {cache} of {whole} B, stage {stage}, {} λ {ratio} {} {} {mode:?} k {k}",
+                        policy.name(),
+                        completion.name(),
+                        backend.name()
+                    );
+                    let mut engine = cached_engine(
+                        &index,
+                        options,
+                        backend,
+                        cache,
+                        stage,
+                        policy,
+                        completion,
+                        ratio,
+                        reqs[..30].to_vec(),
+                    );
+                    // Twice: the dynamic policy replans in between.
+                    for pass in 0..2 {
+                        for (i, (r, a)) in reqs.iter().zip(engine.search_batch(&reqs)).enumerate() {
+                            let want = oracle.search(r).unwrap();
+                            let hits = a.unwrap().hits;
+                            assert!(
+                                same(&hits, &want),
+                                "{what} pass {pass}: query {i} {:?}",
+                                r.query.terms
+                            );
+                        }
+                    }
+                    assert_eq!(engine.fallback_queries(), 0, "{what}: no GPU failure");
+                }
+            }
+        }
+        eprintln!("cache seed {seed}: every budget, policy and backend equals the oracle");
+    }
+}
+
+/// The passages with a quarter and a tenth of the index cached, trained on the first 2,500 TREC 2005
+/// queries and run on the next 2,500, against the oracle.
+#[test]
+fn cached_engine_equals_the_oracle_on_wikipedia_passages() {
+    let Some(_gpu) = gpu() else { return };
+    let Some(dir) = std::env::var_os("WARPSEARCH_WIKI_INDEX") else {
+        say("skipped: WARPSEARCH_WIKI_INDEX is not set (a passage index built with --title)");
+        return;
+    };
+    let Some(queries_path) = std::env::var_os("WARPSEARCH_QUERIES")
+        .map(PathBuf::from)
+        .or_else(|| warpsearch_index::testdata::shared_data("queries/trec05-efficiency.txt"))
+    else {
+        return;
+    };
+    let index = Arc::new(Index::open(&dir).unwrap());
+    let text = std::fs::read_to_string(&queries_path).unwrap();
+    let queries: Vec<Query> = text.lines().take(5000).map(|q| Query::parse(&index, q)).collect();
+    let whole = warpsearch_gpu::residency::device_bytes(&index) as u64;
+    let options = SearchOptions::new(&index);
+    let oracle = oracle(&index, options);
+    for mode in [Mode::And, Mode::Or] {
+        let reqs = requests(&queries, mode, 10);
+        let want = oracle.search_batch(&reqs[2500..]);
+        for (policy, share, backend) in [
+            (Policy::Vfb, 4, BackendChoice::Gpu),
+            (Policy::Qtf, 10, BackendChoice::Gpu),
+            (Policy::Dynamic, 4, BackendChoice::Hybrid),
+        ] {
+            let mut engine = cached_engine(
+                &index,
+                options,
+                backend,
+                whole / share,
+                64 << 20,
+                policy,
+                Completion::Auto,
+                1.0,
+                reqs[..2500].to_vec(),
+            );
+            let got = engine.search_batch(&reqs[2500..]);
+            let differ = got
+                .iter()
+                .zip(&want)
+                .filter(|(g, w)| !same(&g.as_ref().unwrap().hits, &w.as_ref().unwrap().hits))
+                .count();
+            assert_eq!(
+                differ,
+                0,
+                "{mode:?} {} 1/{share} {}: {differ} of 2500 differ",
+                policy.name(),
+                backend.name()
+            );
+            let g = engine.take_gpu_stats().unwrap();
+            eprintln!(
+                "wiki cache {mode:?} {} 1/{share} {}: 2500 queries equal the oracle; hit rate {:.3}, {:.2} MiB staged",
+                policy.name(),
+                backend.name(),
+                g.hit_rate().unwrap_or(0.0),
+                g.staged_bytes as f64 / (1u64 << 20) as f64
+            );
+        }
+    }
 }

@@ -4,11 +4,14 @@
 use std::borrow::Borrow;
 
 use bytemuck::{Pod, Zeroable};
-use warpsearch_index::{Index, Result};
+use warpsearch_index::Index;
 use warpsearch_query::plan::{bound_slack, term_weights};
 use warpsearch_query::{DocRange, Query, Request, Scorer};
 
+use crate::cache::Capacity;
 use crate::residency::DeviceIndex;
+use crate::stage::Stage;
+use crate::GpuError;
 
 /// One query term as the kernel reads it (40 bytes; mirrors `struct TermDesc`).
 #[repr(C)]
@@ -125,24 +128,31 @@ impl Split {
     }
 }
 
-/// Cuts `which` into batches of at most `batch` descriptors (a query cut into P parts takes P).
+/// Cuts `which` into batches of at most `batch` descriptors (a query cut into P parts takes P) whose
+/// staging needs (`need(i)`) fit `stage` together.
 pub fn batches<R: Borrow<Request>>(
     index: &Index,
     queries: &[R],
     which: &[usize],
     split: Split,
     batch: usize,
+    stage: Capacity,
+    need: impl Fn(usize) -> Capacity,
 ) -> Vec<Vec<usize>> {
     let mut out: Vec<Vec<usize>> = Vec::new();
     let mut used = 0usize;
+    let mut staged = Capacity::default();
     for &i in which {
         let parts = split.parts(index, &queries[i].borrow().query) as usize;
-        if out.is_empty() || used + parts > batch.max(parts) {
+        let n = need(i);
+        if out.is_empty() || used + parts > batch.max(parts) || !stage.holds(staged.plus(n)) {
             out.push(Vec::new());
             used = 0;
+            staged = Capacity::default();
         }
         out.last_mut().expect("a batch").push(i);
         used += parts;
+        staged = staged.plus(n);
     }
     out
 }
@@ -161,7 +171,8 @@ pub fn prepare<R: Borrow<Request>>(
     which: &[usize],
     split: Split,
     ranges: Option<&[DocRange]>,
-) -> Result<Prepared> {
+    stage: &mut Stage,
+) -> Result<Prepared, GpuError> {
     let index: &Index = scorer.index();
     let (ranking, params) = (scorer.options().ranking, scorer.options().bm25);
     let same_params = params == index.meta().bm25;
@@ -188,11 +199,19 @@ pub fn prepare<R: Borrow<Request>>(
         let mut by_df: Vec<usize> = (0..n).collect();
         let df = |s: usize| index.term_records()[q.terms[s].0 as usize].df;
         by_df.sort_by_key(|&s| (df(s), s));
+        let (lo, hi) = match ranges {
+            Some(r) => (r[i].first as u64, (r[i].last as u64).min(num_docs.max(1) - 1)),
+            None => (0, num_docs.max(1) - 1),
+        };
         let begin = out.terms.len();
         for &s in &by_df {
             let (id, _) = q.terms[s];
             let rec = &index.term_records()[id as usize];
-            let loc = dev.residency().list(id);
+            let Some(desc) = stage.term(index, dev.residency(), id, lo as u32, hi as u32) else {
+                return Err(GpuError::Failed(
+                    "the batch's blocks outgrew its staging region".into(),
+                ));
+            };
             let bound_scale = if same_params {
                 weights[s] / bm25.idf(rec.df as u64) * slack
             } else {
@@ -201,16 +220,12 @@ pub fn prepare<R: Borrow<Request>>(
             out.terms.push(TermDesc {
                 weight: weights[s],
                 bound_scale,
-                ..TermDesc::for_list(rec, loc)
+                ..desc
             });
         }
         for (pos, &s) in by_df.iter().enumerate() {
             out.terms[begin + s].slot_term = pos as u32;
         }
-        let (lo, hi) = match ranges {
-            Some(r) => (r[i].first as u64, (r[i].last as u64).min(num_docs.max(1) - 1)),
-            None => (0, num_docs.max(1) - 1),
-        };
         let span = hi + 1 - lo;
         let parts = (parts as u64).min(span);
         for part in 0..parts {

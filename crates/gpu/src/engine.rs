@@ -11,15 +11,17 @@ use std::time::{Duration, Instant};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
 use warpsearch_query::{
-    merge_top_k, Algorithm, Answer, DocRange, Mode, Prior, Ranking, Request, Scored, Scorer,
+    merge_top_k, Algorithm, Answer, DocRange, Mode, Prior, Query, Ranking, Request, Scored, Scorer,
 };
 
 use crate::batch::{batches, prepare, Prepared, QueryDesc, Split, TermDesc};
+use crate::cache::{CachePlan, Capacity};
 use crate::device::{
     and_shared_bytes, chunk, or_shared_bytes, threads, BLOCK_LEN, MAX_K, MAX_SMALL_OR, MAX_WINDOW, TOPK_CAP,
 };
 use crate::launch::{self, BatchArgs, Pinned};
-use crate::residency::{mib, ptr, DeviceIndex, IndexArgs};
+use crate::residency::{mib, ptr, Applied, DeviceIndex, IndexArgs, Residency};
+use crate::stage::{self, Stage};
 use crate::{Gpu, GpuError};
 
 /// `out_count` of a query the kernel could not answer (a malformed block): the CPU answers it.
@@ -53,6 +55,9 @@ pub struct GpuOptions {
     pub merge_ratio: u32,
     /// Largest k a request may ask for (result buffers are sized for it), at most 1,000.
     pub max_k: usize,
+    /// Cache part of the index ([`CacheBudget`]) instead of uploading all of it; the cache starts
+    /// empty and holds what [`GpuSearcher::set_plan`] gives it.
+    pub cache: Option<CacheBudget>,
     /// Fail every batch before launch (tests of the engine's CPU fallback).
     #[doc(hidden)]
     pub fail_batches: bool,
@@ -70,9 +75,20 @@ impl Default for GpuOptions {
             small_or: 4096,
             merge_ratio: 2,
             max_k: MAX_K,
+            cache: None,
             fail_batches: false,
         }
     }
+}
+
+/// How the device memory for the index is divided (papers/000 section 3.3.5): the list cache S_c and
+/// the batches' staging buffers S_b (both pipeline slots together).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheBudget {
+    /// Bytes for cached list prefixes (S_c).
+    pub cache_bytes: u64,
+    /// Bytes for the blocks batches carry (S_b), split between the two pipeline slots.
+    pub stage_bytes: u64,
 }
 
 /// Counters of a searcher's work since it was made (or since [`GpuSearcher::take_stats`]).
@@ -98,6 +114,14 @@ pub struct GpuStats {
     pub phase_cycles: [u64; 5],
     /// Queries the GPU failed (returned as errors, for the caller to answer elsewhere).
     pub failed_queries: u64,
+    /// Blocks of the queries' docID ranges read from the list cache.
+    pub cached_blocks: u64,
+    /// Blocks of the queries' docID ranges copied with their batch (per query term).
+    pub staged_blocks: u64,
+    /// Bytes of postings and skip data copied with batches (each staged span once per batch).
+    pub staged_bytes: u64,
+    /// Bytes copied into the list cache by plan changes.
+    pub cache_fill_bytes: u64,
 }
 
 impl GpuStats {
@@ -115,6 +139,16 @@ impl GpuStats {
             *t += x;
         }
         self.failed_queries += other.failed_queries;
+        self.cached_blocks += other.cached_blocks;
+        self.staged_blocks += other.staged_blocks;
+        self.staged_bytes += other.staged_bytes;
+        self.cache_fill_bytes += other.cache_fill_bytes;
+    }
+
+    /// Share of the blocks queries needed that the cache held (None before any).
+    pub fn hit_rate(&self) -> Option<f64> {
+        let all = self.cached_blocks + self.staged_blocks;
+        (all > 0).then(|| self.cached_blocks as f64 / all as f64)
     }
 
     /// Each kernel phase's share of the timed CTA cycles ([`PHASES`]), or `None` when not instrumented.
@@ -155,12 +189,14 @@ struct Slot {
     h_count: Pinned<u32>,
     h_phases: Pinned<u64>,
     h_zero: Pinned<u32>,
+    /// Staged blocks on their way: words, then the skip data's five columns.
+    h_stage: Pinned<u32>,
     events: [CudaEvent; 4],
     in_flight: Option<InFlight>,
 }
 
 impl Slot {
-    fn new(gpu: &Gpu, batch: usize, k: usize, grid: u32) -> Result<Self, GpuError> {
+    fn new(gpu: &Gpu, batch: usize, k: usize, grid: u32, stage: Capacity) -> Result<Self, GpuError> {
         let stream = gpu.ctx.new_stream()?;
         let ctas = grid as usize;
         let desc_bytes = batch * (std::mem::size_of::<QueryDesc>() + 8 * std::mem::size_of::<TermDesc>());
@@ -185,6 +221,7 @@ impl Slot {
                 z.as_mut_slice()[0] = 0;
                 z
             },
+            h_stage: Pinned::new(gpu, (stage.words + 5 * stage.blocks) as usize)?,
             events: [event()?, event()?, event()?, event()?],
             stream,
             in_flight: None,
@@ -263,7 +300,23 @@ impl GpuSearcher {
         let init = gpu.ctx.new_stream()?;
         let (free, _) = gpu.memory_info()?;
         let budget = gopts.memory_budget.unwrap_or(free / 10 * 9);
-        let dev = DeviceIndex::upload(&gpu, &init, &index, budget)?;
+        let dev = match gopts.cache {
+            None => DeviceIndex::upload(&gpu, &init, &index, budget)?,
+            Some(c) => {
+                if c.cache_bytes + c.stage_bytes > budget as u64 {
+                    return Err(GpuError::Unsupported(format!(
+                        "the GPU cache ({:.1} MiB) and staging buffers ({:.1} MiB) exceed the budget of \
+                         {:.1} MiB: lower them or raise --gpu-memory",
+                        mib(c.cache_bytes as usize),
+                        mib(c.stage_bytes as usize),
+                        mib(budget)
+                    )));
+                }
+                let stage = Capacity::of_bytes(&index, c.stage_bytes / 2);
+                let cache = Capacity::of_bytes(&index, c.cache_bytes);
+                DeviceIndex::with_cache(&gpu, &init, &index, cache, stage, 2, &CachePlan::empty(&index))?
+            }
+        };
         let norms = init.memcpy_stod(nonempty(scorer.norms()))?;
         let prior = match options.ranking {
             Ranking::Bm25 => None,
@@ -290,7 +343,7 @@ impl GpuSearcher {
         let grid_or = occupancy(smem_or)?;
         let grid = grid_and.max(grid_or);
         let slots = (0..2)
-            .map(|_| Slot::new(&gpu, batch_size, gopts.max_k, grid))
+            .map(|_| Slot::new(&gpu, batch_size, gopts.max_k, grid, dev.stage_capacity()))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(GpuSearcher {
             gpu,
@@ -323,6 +376,94 @@ impl GpuSearcher {
     /// Device memory the index takes, in bytes.
     pub fn index_bytes(&self) -> usize {
         self.dev.bytes()
+    }
+
+    /// Where the lists are on the device.
+    pub fn residency(&self) -> &Residency {
+        self.dev.residency()
+    }
+
+    /// Whether part of the index is cached (else all of it is on the device).
+    pub fn caches(&self) -> bool {
+        self.gopts.cache.is_some()
+    }
+
+    /// The list cache's space (everything's when the whole index is uploaded).
+    pub fn cache_capacity(&self) -> Capacity {
+        self.dev.cache_capacity()
+    }
+
+    /// One batch's staging space.
+    pub fn stage_capacity(&self) -> Capacity {
+        self.dev.stage_capacity()
+    }
+
+    /// Makes the list cache hold `plan` (no batch is in flight between calls), copying the lists that
+    /// change; an error if the plan does not fit the cache or the searcher holds the whole index.
+    pub fn set_plan(&mut self, plan: &CachePlan) -> Result<Applied, GpuError> {
+        if !self.caches() {
+            return Err(GpuError::Unsupported(
+                "the whole index is on the device: no cache plan applies".into(),
+            ));
+        }
+        let started = Instant::now();
+        self.gpu.ctx.bind_to_thread()?;
+        let stream = self.slots[0].stream.clone();
+        let index = self.scorer.index().clone();
+        let applied = match self.dev.apply(&stream, &index, plan) {
+            Ok(a) => a,
+            Err(e) => {
+                // A copy may have failed half way: serve nothing from the cache rather than stale data.
+                self.dev.forget();
+                return Err(e);
+            }
+        };
+        self.stats.cache_fill_bytes += applied.bytes;
+        self.stats.prepare_ms += started.elapsed().as_secs_f64() * 1e3;
+        Ok(applied)
+    }
+
+    /// The last docID up to which the GPU should answer `query`, given the cache:
+    /// - `prune` (papers/000 section 3.4): through the smallest docID covered by the cached prefix of a
+    ///   partly cached list (m = min max ℓ*(t)); lists with nothing cached are staged up to it;
+    /// - else through the last document, every uncached block staged;
+    ///
+    /// in both cases no further than one batch's staging space reaches. Documents after it are left
+    /// for the CPU to complete. `u32::MAX` when the whole index is on the device.
+    pub fn cover(&self, query: &Query, prune: bool) -> Option<u32> {
+        if !self.caches() {
+            return Some(u32::MAX);
+        }
+        let index = self.scorer.index();
+        let last = index.num_docs().saturating_sub(1);
+        let r = self.dev.residency();
+        let mut m = last;
+        if prune {
+            for &(id, _) in &query.terms {
+                if let Some(c) = stage::cached_through(index, r, id) {
+                    m = m.min(c);
+                }
+            }
+        }
+        let cap = self.dev.stage_capacity();
+        let fits = |hi: u32| cap.holds(stage::need(index, r, &query.terms, 0, hi));
+        if !fits(m) {
+            // The farthest docID whose staging fits (need grows with it).
+            let (mut lo, mut hi) = (0u64, m as u64 + 1);
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                if fits(mid as u32) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            if lo == 0 {
+                return None;
+            }
+            m = (lo - 1) as u32;
+        }
+        Some(if m >= last { u32::MAX } else { m })
     }
 
     /// Queries per kernel launch.
@@ -397,6 +538,10 @@ impl GpuSearcher {
                     "k = {} is above this GPU searcher's limit of {}",
                     r.k, self.gopts.max_k
                 ))));
+            } else if self.caches() && !self.fits_staging(r, ranges.map(|x| x[i])) {
+                answers[i] = Some(Err(GpuError::Unsupported(
+                    "the blocks this query needs outside the GPU cache exceed a batch's staging space".into(),
+                )));
             } else if r.query.matches_nothing(first) || empty(i) {
                 // and-or sends it to the OR pass below if it has known terms.
                 answers[i] = Some(Ok(Answer {
@@ -444,6 +589,18 @@ impl GpuSearcher {
             .collect()
     }
 
+    /// Whether the blocks `r` needs outside the cache over `range` fit one batch's staging space.
+    fn fits_staging(&self, r: &Request, range: Option<DocRange>) -> bool {
+        let index = self.scorer.index();
+        let last = index.num_docs().saturating_sub(1);
+        let (lo, hi) = range.map_or((0, last), |d| (d.first, d.last.min(last)));
+        if lo > hi {
+            return true;
+        }
+        let need = stage::need(index, self.dev.residency(), &r.query.terms, lo, hi);
+        self.dev.stage_capacity().holds(need)
+    }
+
     /// Runs `which` in `mode` at `k` through the pipeline, writing `answers`.
     fn run<R: Borrow<Request>>(
         &mut self,
@@ -461,13 +618,38 @@ impl GpuSearcher {
             or_cost: mode == Mode::Or,
         };
         let index = self.scorer.index().clone();
-        let chunks = batches(&index, requests, which, split, self.gopts.batch_size);
+        let num_docs = index.num_docs();
+        let range = |i: usize| -> (u32, u32) {
+            let last = num_docs.saturating_sub(1);
+            ranges.map_or((0, last), |r| (r[i].first, r[i].last.min(last)))
+        };
+        let cap = self.dev.stage_capacity();
+        let need = |i: usize| {
+            let (lo, hi) = range(i);
+            stage::need(
+                &index,
+                self.dev.residency(),
+                &requests[i].borrow().query.terms,
+                lo,
+                hi,
+            )
+        };
+        let chunks = batches(&index, requests, which, split, self.gopts.batch_size, cap, need);
         for (b, chunk) in chunks.iter().enumerate() {
             let chunk = &chunk[..];
             let s = b % nslots;
             self.harvest(s, answers);
             let started = Instant::now();
-            let prepared = match prepare(&self.scorer, &self.dev, requests, chunk, split, ranges) {
+            let mut stage = Stage::new(self.dev.stage_base(s), cap);
+            let prepared = match prepare(
+                &self.scorer,
+                &self.dev,
+                requests,
+                chunk,
+                split,
+                ranges,
+                &mut stage,
+            ) {
                 Ok(p) => p,
                 Err(e) => {
                     let why = e.to_string();
@@ -478,7 +660,9 @@ impl GpuSearcher {
                 }
             };
             self.stats.prepare_ms += started.elapsed().as_secs_f64() * 1e3;
-            if let Err(e) = self.submit(s, &prepared, mode, k) {
+            self.stats.cached_blocks += stage.cached_blocks;
+            self.stats.staged_blocks += stage.staged_blocks;
+            if let Err(e) = self.submit(s, &prepared, &stage, mode, k) {
                 self.fail(chunk, answers, |n| {
                     format!("a GPU batch of {n} queries failed ({e})")
                 });
@@ -509,7 +693,14 @@ impl GpuSearcher {
     }
 
     /// Copies a batch's descriptors and launches it on slot `s`'s stream (all asynchronous).
-    fn submit(&mut self, s: usize, p: &Prepared, mode: Mode, k: usize) -> Result<(), GpuError> {
+    fn submit(
+        &mut self,
+        s: usize,
+        p: &Prepared,
+        stage: &Stage,
+        mode: Mode,
+        k: usize,
+    ) -> Result<(), GpuError> {
         if self.gopts.fail_batches {
             return Err(GpuError::Failed("failure injected for a test".into()));
         }
@@ -556,6 +747,12 @@ impl GpuSearcher {
         debug_assert_eq!(qbytes.len() % 8, 0, "TermDesc needs 8-byte alignment");
         let st = &slot.stream;
         slot.events[0].record(st)?;
+        if !stage.metas.is_empty() {
+            let (w, b) = self.dev.stage_base(s);
+            let bytes = copy_stage(st, &mut slot.h_stage, stage, &ix, w, b)?;
+            self.stats.staged_bytes += bytes;
+            self.stats.h2d_bytes += bytes;
+        }
         launch::copy_to_device(st, desc, &slot.h_desc.as_slice()[..total])?;
         // The work counter is reset by the copy engine (a memset would wait for free SMs).
         launch::copy_to_device(st, ba.next_query, slot.h_zero.as_slice())?;
@@ -684,6 +881,37 @@ impl GpuSearcher {
         )
     }
 }
+/// Copies a batch's staged blocks through the slot's pinned buffer `h` to the staging region at word
+/// `w` and block `b` of the device arrays `ix` points at (asynchronously on `stream`); returns the bytes.
+fn copy_stage(
+    stream: &CudaStream,
+    h: &mut Pinned<u32>,
+    stage: &Stage,
+    ix: &IndexArgs,
+    w: u64,
+    b: u64,
+) -> Result<u64, GpuError> {
+    let (nw, nb) = (stage.words.len(), stage.metas.len());
+    let buf = h.as_mut_slice();
+    buf[..nw].copy_from_slice(&stage.words);
+    let cols = &mut buf[nw..nw + 5 * nb];
+    for (j, m) in stage.metas.iter().enumerate() {
+        cols[j] = m.first_doc;
+        cols[nb + j] = m.last_doc;
+        cols[2 * nb + j] = m.offset;
+        cols[3 * nb + j] = m.freq_offset;
+        cols[4 * nb + j] = m.max_score.to_bits();
+    }
+    let buf = h.as_slice();
+    launch::copy_to_device(stream, ix.words + w * 4, &buf[..nw])?;
+    let targets = [ix.blk_first, ix.blk_last, ix.blk_off, ix.blk_foff, ix.blk_max];
+    for (c, &dst) in targets.iter().enumerate() {
+        let col = &buf[nw + c * nb..nw + (c + 1) * nb];
+        launch::copy_to_device(stream, dst + b * 4, col)?;
+    }
+    Ok((nw * 4 + nb * 20) as u64)
+}
+
 /// The sort path's posting limit: a power of two at most `wanted` and `MAX_SMALL_OR`, whose keys and
 /// contributions (12 bytes each) fit the OR launch's `smem` bytes of dynamic shared memory.
 fn small_or_limit(wanted: u32, smem: u32) -> u32 {

@@ -4,6 +4,8 @@
 //!   `kernels/search.cu` by NVRTC at start-up.
 //! - [`residency`]: the index in device memory under a memory budget, behind one interface that says
 //!   where each list's blocks are.
+//! - [`cache`]: the list cache's host side: plans of cached list prefixes, device space, placement.
+//! - [`stage`]: where a batch finds each term's blocks: the cache, or staged with the batch.
 //! - [`batch`]: the descriptors of a batch of queries as the kernels read them.
 //! - [`engine`]: [`GpuSearcher`], the batch pipeline (two streams, pinned buffers); what it fails it
 //!   returns as [`GpuError`]s (the engine crate answers those on the CPU).
@@ -19,14 +21,17 @@
 #![warn(missing_docs)]
 
 pub mod batch;
+pub mod cache;
 pub mod device;
 pub mod engine;
 pub mod kernels;
 mod launch;
 pub mod residency;
+pub mod stage;
 
+pub use cache::{CachePlan, Capacity};
 pub use device::Gpu;
-pub use engine::{GpuOptions, GpuSearcher, GpuStats};
+pub use engine::{CacheBudget, GpuOptions, GpuSearcher, GpuStats};
 pub use residency::DeviceIndex;
 
 /// What can go wrong on the GPU side.

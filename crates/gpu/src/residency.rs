@@ -1,19 +1,28 @@
-//! The index in GPU memory, under a byte budget.
+//! The index in GPU memory, under a byte budget: a list cache and the batches' staging space.
 //!
 //! [`Residency`] is the one place that knows where a list's blocks live on the device; the batch
-//! preparation asks it for each query term. Today every list is resident (the whole index is uploaded
-//! once, or the upload is refused with the sizes when it does not fit the budget); a block cache for
-//! indexes larger than GPU memory replaces this module's answer without touching the kernels.
+//! preparation asks it for each query term. The device arrays (postings words and the skip data's
+//! columns) hold two regions:
+//! - the **cache** (S_c): each list's cached leading blocks ([`CachePlan`]), contiguous, placed first-fit;
+//!   a plan is applied incrementally between batches ([`DeviceIndex::apply`]), compacting when the free
+//!   space is too fragmented;
+//! - one **staging** region per pipeline slot (together S_b): the blocks a batch needs that the cache
+//!   lacks, copied with the batch.
+//!
+//! With no budget given, every list is cached whole and nothing is staged (the index is uploaded once,
+//! or refused with the sizes when it does not fit).
 
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use warpsearch_index::{BlockMeta, Index};
 
+use crate::cache::extents::Extents;
+use crate::cache::{prefix_need, CachePlan, Capacity};
 use crate::{Gpu, GpuError};
 
 /// Where one list's data is on the device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ListLocation {
     /// Offset of the list's first word in the device postings buffer.
     pub word_base: u64,
@@ -21,20 +30,58 @@ pub struct ListLocation {
     pub block_base: u32,
 }
 
+/// One list's cached prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Cached {
+    /// Where its first block is.
+    pub loc: ListLocation,
+    /// Leading blocks cached (0: none).
+    pub blocks: u32,
+}
+
 /// Which lists are on the device, and where.
 pub struct Residency {
-    offsets: Vec<(u64, u32)>,
+    lists: Vec<Cached>,
+    words: Extents,
+    blocks: Extents,
 }
 
 impl Residency {
-    /// The device location of term `id`'s list.
+    /// The device location of term `id`'s list (meaningful when [`Residency::cached`] has blocks).
     pub fn list(&self, id: u32) -> ListLocation {
-        let (word_base, block_base) = self.offsets[id as usize];
-        ListLocation {
-            word_base,
-            block_base,
+        self.lists[id as usize].loc
+    }
+
+    /// Term `id`'s cached prefix.
+    pub fn cached(&self, id: u32) -> Cached {
+        self.lists[id as usize]
+    }
+
+    /// The cached blocks of every term, as a plan.
+    pub fn plan(&self) -> CachePlan {
+        CachePlan {
+            blocks: self.lists.iter().map(|c| c.blocks).collect(),
         }
     }
+
+    /// Space the cache holds now.
+    pub fn used(&self) -> Capacity {
+        Capacity {
+            words: self.words.used(),
+            blocks: self.blocks.used(),
+        }
+    }
+}
+
+/// What applying a plan did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Applied {
+    /// Lists whose cached prefix changed.
+    pub lists: u64,
+    /// Bytes copied to the device.
+    pub bytes: u64,
+    /// Whether the cache was laid out anew (fragmented free space).
+    pub compacted: bool,
 }
 
 /// The index's posting data and skip data in device memory (structure of arrays for the skip data, so
@@ -47,19 +94,50 @@ pub struct DeviceIndex {
     pub(crate) blk_foff: CudaSlice<u32>,
     pub(crate) blk_max: CudaSlice<f32>,
     residency: Residency,
-    bytes: usize,
+    cache: Capacity,
+    stage: Capacity,
+    stages: usize,
     /// The kernel's codec number ([`crate::kernels::codec_id`]).
     pub(crate) codec: u32,
     pub(crate) num_docs: u32,
 }
 
-/// Bytes the index takes on the device: its postings words and 20 bytes of skip data per block.
+/// Bytes the whole index takes on the device: its postings words and 20 bytes of skip data per block.
 pub fn device_bytes(index: &Index) -> usize {
     index.words().len() * 4 + index.block_metas().len() * 20
 }
 
+/// The skip data of `metas` as the device's columns.
+struct Columns {
+    first: Vec<u32>,
+    last: Vec<u32>,
+    off: Vec<u32>,
+    foff: Vec<u32>,
+    max: Vec<f32>,
+}
+
+impl Columns {
+    fn with_capacity(n: usize) -> Columns {
+        Columns {
+            first: Vec::with_capacity(n),
+            last: Vec::with_capacity(n),
+            off: Vec::with_capacity(n),
+            foff: Vec::with_capacity(n),
+            max: Vec::with_capacity(n),
+        }
+    }
+
+    fn push(&mut self, m: &BlockMeta) {
+        self.first.push(m.first_doc);
+        self.last.push(m.last_doc);
+        self.off.push(m.offset);
+        self.foff.push(m.freq_offset);
+        self.max.push(m.max_score);
+    }
+}
+
 impl DeviceIndex {
-    /// Uploads `index` on `stream`, refusing if it needs more than `budget` bytes.
+    /// Uploads all of `index` on `stream`, refusing if it needs more than `budget` bytes.
     pub fn upload(
         gpu: &Gpu,
         stream: &Arc<CudaStream>,
@@ -70,7 +148,7 @@ impl DeviceIndex {
         if bytes > budget {
             return Err(GpuError::Unsupported(format!(
                 "the index in {} needs {:.1} MiB of GPU memory and the budget is {:.1} MiB: raise \
-                 --gpu-memory or use --backend cpu",
+                 --gpu-memory, cache part of it (--gpu-cache), or use --backend cpu",
                 index.dir().display(),
                 mib(bytes),
                 mib(budget)
@@ -85,6 +163,49 @@ impl DeviceIndex {
         let mut dev = DeviceIndex::from_parts(stream, index.words(), index.block_metas(), offsets)?;
         dev.codec = crate::kernels::codec_id(index.codec());
         dev.num_docs = index.num_docs();
+        Ok(dev)
+    }
+
+    /// A device index of `cache` space for lists, holding `plan` (which must fit), and `stages`
+    /// staging regions of `stage` space each.
+    pub fn with_cache(
+        gpu: &Gpu,
+        stream: &Arc<CudaStream>,
+        index: &Index,
+        cache: Capacity,
+        stage: Capacity,
+        stages: usize,
+        plan: &CachePlan,
+    ) -> Result<Self, GpuError> {
+        gpu.ctx.bind_to_thread()?;
+        let words = cache.words + stage.words * stages as u64;
+        let blocks = cache.blocks + stage.blocks * stages as u64;
+        if blocks > u32::MAX as u64 {
+            return Err(GpuError::Unsupported(
+                "the GPU cache would hold more than 2^32 blocks".into(),
+            ));
+        }
+        let alloc_u32 = |n: u64| stream.alloc_zeros::<u32>(n.max(1) as usize);
+        let mut dev = DeviceIndex {
+            words: alloc_u32(words)?,
+            blk_first: alloc_u32(blocks)?,
+            blk_last: alloc_u32(blocks)?,
+            blk_off: alloc_u32(blocks)?,
+            blk_foff: alloc_u32(blocks)?,
+            blk_max: stream.alloc_zeros::<f32>(blocks.max(1) as usize)?,
+            residency: Residency {
+                lists: vec![Cached::default(); index.term_records().len()],
+                words: Extents::new(cache.words),
+                blocks: Extents::new(cache.blocks),
+            },
+            cache,
+            stage,
+            stages,
+            codec: crate::kernels::codec_id(index.codec()),
+            num_docs: index.num_docs(),
+        };
+        dev.rebuild(stream, index, plan)?;
+        stream.synchronize()?;
         Ok(dev)
     }
 
@@ -104,19 +225,50 @@ impl DeviceIndex {
             let one = [T::default()];
             Ok(stream.memcpy_stod(if v.is_empty() { &one[..] } else { v })?)
         }
-        let column = |f: fn(&BlockMeta) -> u32| -> Result<CudaSlice<u32>, GpuError> {
-            upload(stream, &metas.iter().map(f).collect::<Vec<u32>>())
+        let mut cols = Columns::with_capacity(metas.len());
+        metas.iter().for_each(|m| cols.push(m));
+        // Every list whole: the lists' block counts follow from consecutive offsets.
+        let block_ends: Vec<u32> = offsets
+            .iter()
+            .skip(1)
+            .map(|o| o.1)
+            .chain(std::iter::once(metas.len() as u32))
+            .collect();
+        let lists = offsets
+            .iter()
+            .zip(block_ends)
+            .map(|(&(word_base, block_base), end)| Cached {
+                loc: ListLocation {
+                    word_base,
+                    block_base,
+                },
+                blocks: end.saturating_sub(block_base),
+            })
+            .collect();
+        let cache = Capacity {
+            words: words.len() as u64,
+            blocks: metas.len() as u64,
         };
-        let maxes: Vec<f32> = metas.iter().map(|m| m.max_score).collect();
+        let full = |n: u64| {
+            let mut e = Extents::new(n);
+            e.alloc(n);
+            e
+        };
         let dev = DeviceIndex {
             words: upload(stream, words)?,
-            blk_first: column(|m| m.first_doc)?,
-            blk_last: column(|m| m.last_doc)?,
-            blk_off: column(|m| m.offset)?,
-            blk_foff: column(|m| m.freq_offset)?,
-            blk_max: upload(stream, &maxes)?,
-            residency: Residency { offsets },
-            bytes: words.len() * 4 + metas.len() * 20,
+            blk_first: upload(stream, &cols.first)?,
+            blk_last: upload(stream, &cols.last)?,
+            blk_off: upload(stream, &cols.off)?,
+            blk_foff: upload(stream, &cols.foff)?,
+            blk_max: upload(stream, &cols.max)?,
+            residency: Residency {
+                lists,
+                words: full(cache.words),
+                blocks: full(cache.blocks),
+            },
+            cache,
+            stage: Capacity::default(),
+            stages: 0,
             codec: 0,
             num_docs: 0,
         };
@@ -129,9 +281,183 @@ impl DeviceIndex {
         &self.residency
     }
 
-    /// Bytes of device memory held.
+    /// Bytes of device memory held (cache and staging).
     pub fn bytes(&self) -> usize {
-        self.bytes
+        (self.cache.bytes() + self.stage.bytes() * self.stages as u64) as usize
+    }
+
+    /// The cache's space.
+    pub fn cache_capacity(&self) -> Capacity {
+        self.cache
+    }
+
+    /// One staging region's space (none when everything is cached).
+    pub fn stage_capacity(&self) -> Capacity {
+        self.stage
+    }
+
+    /// Where staging region `slot` starts: (word, block).
+    pub(crate) fn stage_base(&self, slot: usize) -> (u64, u64) {
+        (
+            self.cache.words + self.stage.words * slot as u64,
+            self.cache.blocks + self.stage.blocks * slot as u64,
+        )
+    }
+
+    /// Makes the cache hold `plan` (which must fit its capacity), copying only the lists that change;
+    /// lays the whole cache out anew when the free space is too fragmented. No batch may be in flight.
+    pub fn apply(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        index: &Index,
+        plan: &CachePlan,
+    ) -> Result<Applied, GpuError> {
+        let need = plan.need(index);
+        if !self.cache.holds(need) {
+            return Err(GpuError::Unsupported(format!(
+                "a cache plan of {:.1} MiB does not fit the cache's {:.1} MiB",
+                mib(need.bytes() as usize),
+                mib(self.cache.bytes() as usize)
+            )));
+        }
+        let mut applied = Applied::default();
+        // Shrink and drop first, so that growing lists find the space.
+        let mut grow = Vec::new();
+        for (id, &want) in plan.blocks.iter().enumerate() {
+            let have = self.residency.lists[id];
+            if want == have.blocks {
+                continue;
+            }
+            applied.lists += 1;
+            if want < have.blocks {
+                let keep = prefix_need(index, id as u32, want);
+                let had = prefix_need(index, id as u32, have.blocks);
+                let r = &mut self.residency;
+                r.words
+                    .release(have.loc.word_base + keep.words, had.words - keep.words);
+                r.blocks
+                    .release(have.loc.block_base as u64 + keep.blocks, had.blocks - keep.blocks);
+                r.lists[id].blocks = want;
+            } else {
+                grow.push(id as u32);
+            }
+        }
+        for &id in &grow {
+            let have = self.residency.lists[id as usize];
+            let had = prefix_need(index, id, have.blocks);
+            let r = &mut self.residency;
+            r.words.release(have.loc.word_base, had.words);
+            r.blocks.release(have.loc.block_base as u64, had.blocks);
+            r.lists[id as usize] = Cached::default();
+            let want = prefix_need(index, id, plan.blocks[id as usize]);
+            let w = r.words.alloc(want.words);
+            let b = r.blocks.alloc(want.blocks);
+            let (Some(w), Some(b)) = (w, b) else {
+                // Fragmented: lay everything out again.
+                self.rebuild(stream, index, plan)?;
+                return Ok(Applied {
+                    lists: applied.lists,
+                    bytes: need.bytes(),
+                    compacted: true,
+                });
+            };
+            self.put(stream, index, id, plan.blocks[id as usize], w, b)?;
+            applied.bytes += want.bytes();
+        }
+        stream.synchronize()?;
+        Ok(applied)
+    }
+
+    /// Forgets what the cache holds (after a failed copy): every list is then staged.
+    pub(crate) fn forget(&mut self) {
+        let r = &mut self.residency;
+        r.lists.iter_mut().for_each(|c| *c = Cached::default());
+        r.words = Extents::new(self.cache.words);
+        r.blocks = Extents::new(self.cache.blocks);
+    }
+
+    /// Lays out `plan` from the start of the cache, each list after the previous one, in one copy per
+    /// array.
+    fn rebuild(&mut self, stream: &Arc<CudaStream>, index: &Index, plan: &CachePlan) -> Result<(), GpuError> {
+        let need = plan.need(index);
+        let r = &mut self.residency;
+        r.words = Extents::new(self.cache.words);
+        r.blocks = Extents::new(self.cache.blocks);
+        r.words.alloc(need.words);
+        r.blocks.alloc(need.blocks);
+        let mut words: Vec<u32> = Vec::with_capacity(need.words as usize);
+        let mut cols = Columns::with_capacity(need.blocks as usize);
+        for (id, &b) in plan.blocks.iter().enumerate() {
+            let rec = &index.term_records()[id];
+            let p = prefix_need(index, id as u32, b);
+            r.lists[id] = Cached {
+                loc: ListLocation {
+                    word_base: words.len() as u64,
+                    block_base: cols.first.len() as u32,
+                },
+                blocks: p.blocks as u32,
+            };
+            let w0 = rec.offset_words as usize;
+            words.extend_from_slice(&index.words()[w0..w0 + p.words as usize]);
+            let b0 = rec.first_block as usize;
+            index.block_metas()[b0..b0 + p.blocks as usize]
+                .iter()
+                .for_each(|m| cols.push(m));
+        }
+        self.write(stream, 0, &words, 0, &cols)
+    }
+
+    /// Copies term `id`'s first `blocks` blocks to word `w` and block `b` of the cache.
+    fn put(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        index: &Index,
+        id: u32,
+        blocks: u32,
+        w: u64,
+        b: u64,
+    ) -> Result<(), GpuError> {
+        let rec = &index.term_records()[id as usize];
+        let p = prefix_need(index, id, blocks);
+        let w0 = rec.offset_words as usize;
+        let b0 = rec.first_block as usize;
+        let mut cols = Columns::with_capacity(p.blocks as usize);
+        index.block_metas()[b0..b0 + p.blocks as usize]
+            .iter()
+            .for_each(|m| cols.push(m));
+        self.write(stream, w, &index.words()[w0..w0 + p.words as usize], b, &cols)?;
+        self.residency.lists[id as usize] = Cached {
+            loc: ListLocation {
+                word_base: w,
+                block_base: b as u32,
+            },
+            blocks: p.blocks as u32,
+        };
+        Ok(())
+    }
+
+    /// Copies `words` to word `w` and the skip data `cols` to block `b` of the device arrays.
+    fn write(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        w: u64,
+        words: &[u32],
+        b: u64,
+        cols: &Columns,
+    ) -> Result<(), GpuError> {
+        let (w, b) = (w as usize, b as usize);
+        let n = cols.first.len();
+        if !words.is_empty() {
+            stream.memcpy_htod(words, &mut self.words.slice_mut(w..w + words.len()))?;
+        }
+        if n > 0 {
+            stream.memcpy_htod(&cols.first, &mut self.blk_first.slice_mut(b..b + n))?;
+            stream.memcpy_htod(&cols.last, &mut self.blk_last.slice_mut(b..b + n))?;
+            stream.memcpy_htod(&cols.off, &mut self.blk_off.slice_mut(b..b + n))?;
+            stream.memcpy_htod(&cols.foff, &mut self.blk_foff.slice_mut(b..b + n))?;
+            stream.memcpy_htod(&cols.max, &mut self.blk_max.slice_mut(b..b + n))?;
+        }
+        Ok(())
     }
 
     /// The kernels' index arguments, without per-search arrays (norms, prior, global scores).

@@ -18,6 +18,8 @@ pub enum Processor {
     Cpu,
     /// The GPU.
     Gpu,
+    /// The CPU, completing what the GPU answered in part.
+    Both,
 }
 
 /// Who answered a query.
@@ -118,6 +120,7 @@ impl Job {
         match by {
             Processor::Cpu => g.cpu = true,
             Processor::Gpu => g.gpu = true,
+            Processor::Both => (g.cpu, g.gpu) = (true, true),
         }
         match result {
             Ok(hits) => {

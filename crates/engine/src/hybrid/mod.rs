@@ -29,6 +29,7 @@ use warpsearch_gpu::{GpuSearcher, GpuStats};
 use warpsearch_index::{IndexError, Result};
 use warpsearch_query::{Answer, Request};
 
+use crate::cache::CacheCtl;
 use crate::cost::CostModel;
 pub use job::{Done, Job, Processor, ServedBy};
 use queues::Queues;
@@ -127,6 +128,8 @@ struct Shared {
     /// Fallbacks counted but not yet reported by [`Hybrid::take_fallbacks`].
     unreported_fallbacks: AtomicU64,
     gpu_stats: Mutex<GpuStats>,
+    /// The GPU's list cache policy, when it caches part of the index.
+    cache: Option<Arc<CacheCtl>>,
 }
 
 /// The running scheduler: CPU worker threads and, with a GPU, its dispatcher thread.
@@ -142,6 +145,17 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Hybrid {
     /// Starts the workers over `cpu` and, if given, `gpu`.
     pub fn new(cpu: CpuSearcher, gpu: Option<GpuSearcher>, options: HybridOptions) -> Hybrid {
+        Hybrid::with_cache(cpu, gpu.map(|g| (g, None)), options)
+    }
+
+    /// Starts the workers over `cpu` and, if given, `gpu` with the policy of its list cache.
+    pub fn with_cache(
+        cpu: CpuSearcher,
+        gpu: Option<(GpuSearcher, Option<Arc<CacheCtl>>)>,
+        options: HybridOptions,
+    ) -> Hybrid {
+        let cache = gpu.as_ref().and_then(|g| g.1.clone());
+        let gpu = gpu.map(|g| g.0);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let options = HybridOptions {
             cpu_workers: match options.cpu_workers {
@@ -168,6 +182,7 @@ impl Hybrid {
             counters: Counters::default(),
             unreported_fallbacks: AtomicU64::new(0),
             gpu_stats: Mutex::new(GpuStats::default()),
+            cache,
         });
         let mut threads: Vec<JoinHandle<()>> = (0..options.cpu_workers.max(1))
             .map(|i| {
@@ -188,6 +203,11 @@ impl Hybrid {
             );
         }
         Hybrid { shared, threads }
+    }
+
+    /// The GPU's list cache policy, when it caches part of the index.
+    pub fn cache(&self) -> Option<&Arc<CacheCtl>> {
+        self.shared.cache.as_ref()
     }
 
     /// Whether a GPU takes part.

@@ -33,6 +33,8 @@ pub struct Task {
     pub work: f64,
     /// Its preferred processor.
     pub preference: Preference,
+    /// The GPU's answer on part of `range` when the list cache lacked the rest: the CPU completes it.
+    pub completion: Option<Box<crate::cache::Partial>>,
 }
 
 impl Task {
@@ -286,6 +288,7 @@ mod tests {
             cpu_cost: cpu,
             work: 1.0,
             preference,
+            completion: None,
         }
     }
 

@@ -173,6 +173,7 @@ fn submit_one(
         cpu_cost: e.cpu * share,
         work: e.work * share,
         preference,
+        completion: None,
     };
     let cut = ((gpu_share * num_docs as f64) as u32).min(num_docs);
     if gpu_part {
@@ -206,6 +207,7 @@ fn whole_task(job: Arc<Job>, e: &Estimate) -> Task {
         cpu_cost: e.cpu,
         work: e.work,
         preference: e.preference,
+        completion: None,
     }
 }
 

@@ -14,6 +14,7 @@ use super::job::{Processor, ServedBy};
 use super::queues::{Pick, Policy, Preference, Task};
 use super::stats::bump;
 use super::{ewma, lock, Shared};
+use crate::cache::{complete, gpu_request, CacheCtl, Partial, Split};
 use crate::cost::Features;
 
 fn policy(s: &Shared) -> Policy {
@@ -121,6 +122,18 @@ pub(super) fn cpu_worker(s: &Arc<Shared>) {
             floor: job.floor(),
         };
         let started = Instant::now();
+        if let Some(partial) = &task.completion {
+            // The rest of what the GPU answered in part (the list cache lacked its blocks).
+            let result = complete(&s.cpu, &job.request, partial, job.floor());
+            if let Some(c) = &s.cache {
+                c.completed(started.elapsed().as_secs_f64());
+                if let Ok(h) = &result {
+                    c.observe(&job.request, Some(h));
+                }
+            }
+            count_done(s, job.finish_part(result, Processor::Both));
+            continue;
+        }
         let result = s.cpu.search_part(&job.request, job.request.mode, part);
         let seconds = started.elapsed().as_secs_f64();
         if task.range.is_none() && !job.request.query.matches_nothing(job.request.mode) {
@@ -179,11 +192,25 @@ pub(super) fn gpu_dispatcher(s: &Arc<Shared>, mut gpu: GpuSearcher) {
             &c.urgent,
             batch.iter().filter(|(_, p)| *p == Pick::Urgent).count() as u64,
         );
-        let requests: Vec<&Request> = batch.iter().map(|(t, _)| &t.job.request).collect();
-        let ranges: Vec<DocRange> = batch
-            .iter()
-            .map(|(t, _)| t.range.unwrap_or(DocRange::ALL))
-            .collect();
+        let (batch, requests, ranges) = match &s.cache {
+            None => {
+                let requests: Vec<Request> = batch.iter().map(|(t, _)| t.job.request.clone()).collect();
+                let ranges: Vec<DocRange> = batch
+                    .iter()
+                    .map(|(t, _)| t.range.unwrap_or(DocRange::ALL))
+                    .collect();
+                (batch, requests, ranges)
+            }
+            Some(c) => {
+                // A failed replan leaves an empty cache: slower, still exact.
+                let _ = c.maybe_replan(&mut gpu);
+                let split = split_by_cache(s, c, &gpu, batch);
+                if split.0.is_empty() {
+                    continue;
+                }
+                split
+            }
+        };
         let started = Instant::now();
         let answers = gpu.search_batch_in(&requests, Some(&ranges));
         let seconds = started.elapsed().as_secs_f64();
@@ -219,10 +246,31 @@ pub(super) fn gpu_dispatcher(s: &Arc<Shared>, mut gpu: GpuSearcher) {
 fn post_process(s: &Shared, rx: Receiver<Finished>) {
     for finished in rx {
         let mut failed = Vec::new();
-        for (task, answer) in finished {
-            match answer {
-                Ok(a) => count_done(s, task.job.finish_part(Ok(a.hits), Processor::Gpu)),
-                Err(_) => failed.push(task),
+        let mut completions = Vec::new();
+        for (mut task, answer) in finished {
+            match (answer, task.completion.take()) {
+                (Ok(a), Some(mut partial)) => {
+                    // The CPU completes the documents the GPU's part left out, first.
+                    partial.hits = a.hits;
+                    let mut t = task;
+                    t.range = Some(partial.rest);
+                    t.completion = Some(partial);
+                    t.preference = Preference::Cpu;
+                    completions.push(t);
+                }
+                (Ok(a), None) => {
+                    if let Some(c) = &s.cache {
+                        c.observe(&task.job.request, Some(&a.hits));
+                    }
+                    count_done(s, task.job.finish_part(Ok(a.hits), Processor::Gpu))
+                }
+                (Err(_), partial) => {
+                    let mut t = task;
+                    if let Some(p) = partial {
+                        t.range = (p.whole != DocRange::ALL).then_some(p.whole);
+                    }
+                    failed.push(t)
+                }
             }
         }
         bump(&s.counters.gpu_fallbacks, failed.len() as u64);
@@ -232,8 +280,60 @@ fn post_process(s: &Shared, rx: Receiver<Finished>) {
             t.preference = Preference::Cpu;
             st.queues.parts.push_front(t);
         }
+        for t in completions {
+            st.queues.parts.push_front(t);
+        }
         st.post_pending -= 1;
         drop(st);
         s.cpu_ready.notify_all();
     }
+}
+
+/// The GPU's share of each task of `batch` by what the list cache covers: tasks the GPU cannot start go
+/// back to the CPU; tasks it answers in part carry their completion. Returns the tasks for the GPU,
+/// their requests (and-or's AND pass for a part) and docID ranges.
+fn split_by_cache(
+    s: &Shared,
+    c: &CacheCtl,
+    gpu: &GpuSearcher,
+    batch: Vec<(Task, Pick)>,
+) -> (Vec<(Task, Pick)>, Vec<Request>, Vec<DocRange>) {
+    let last = s.cpu.scorer().index().num_docs().saturating_sub(1);
+    let (mut keep, mut requests, mut ranges, mut to_cpu) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (mut t, pick) in batch {
+        let range = t.range.unwrap_or(DocRange::ALL);
+        let whole = DocRange {
+            first: range.first,
+            last: range.last.min(last),
+        };
+        match c.split(gpu, &t.job.request, whole) {
+            Split::Cpu => to_cpu.push(t),
+            split => {
+                requests.push(gpu_request(&t.job.request, split));
+                match split {
+                    Split::Partial(g, rest) => {
+                        ranges.push(g);
+                        t.completion = Some(Box::new(Partial {
+                            hits: Vec::new(),
+                            rest,
+                            whole: range,
+                        }));
+                    }
+                    _ => ranges.push(range),
+                }
+                keep.push((t, pick));
+            }
+        }
+    }
+    if !to_cpu.is_empty() {
+        let mut st = lock(&s.state);
+        st.queues.gpu_in_flight -= to_cpu.len();
+        for mut t in to_cpu {
+            t.preference = Preference::Cpu;
+            st.queues.parts.push_front(t);
+        }
+        drop(st);
+        s.cpu_ready.notify_all();
+    }
+    (keep, requests, ranges)
 }

@@ -1,0 +1,133 @@
+//! The GPU list cache's options (`--gpu-cache` and friends): the memory split and the training log.
+
+use anyhow::{bail, Result};
+use serde_json::{json, Value};
+use warpsearch_engine::{CacheBudget, CacheOptions, CacheStats, Completion, GpuStats, Policy};
+use warpsearch_index::Index;
+use warpsearch_query::{Mode, Query, Request};
+
+use crate::args::GpuArgs;
+
+/// Staging buffers S_b when not given: an eighth of the budget, from 64 MiB to 2 GiB.
+fn default_buffer(budget: usize) -> usize {
+    (budget / 8).clamp(64 << 20, 2 << 30).min(budget / 2)
+}
+
+/// The cache's memory split and policy that `g` asks for (None: the whole index on the GPU), with the
+/// training log analysed for `index` as requests of `mode` and `k`.
+pub fn cache_options(
+    g: &GpuArgs,
+    index: &Index,
+    mode: Mode,
+    k: usize,
+) -> Result<Option<(CacheBudget, CacheOptions)>> {
+    let Some(policy) = &g.gpu_cache else {
+        if g.gpu_cache_train.is_some() {
+            bail!("--gpu-cache-train needs --gpu-cache POLICY");
+        }
+        return Ok(None);
+    };
+    let policy = match policy.as_str() {
+        "qtf" => Policy::Qtf,
+        "qtfdf" => Policy::QtfDf,
+        "vfb" => Policy::Vfb,
+        _ => Policy::Dynamic,
+    };
+    let Some(budget) = g.gpu_memory else {
+        bail!("--gpu-cache needs --gpu-memory: the GPU memory for the cache and the staging buffers");
+    };
+    let buffer = g.gpu_cache_buffer.unwrap_or_else(|| default_buffer(budget));
+    if buffer >= budget {
+        bail!(
+            "--gpu-cache-buffer ({buffer} bytes) must be below --gpu-memory ({budget} bytes): the cache takes the rest"
+        );
+    }
+    if !(0.0..=1.0).contains(&g.gpu_cache_ratio) || g.gpu_cache_ratio == 0.0 {
+        bail!(
+            "--gpu-cache-ratio must be above 0 and at most 1, not {}",
+            g.gpu_cache_ratio
+        );
+    }
+    let block = warpsearch_gpu::device::BLOCK_LEN as u32;
+    if g.gpu_cache_block == 0 || !g.gpu_cache_block.is_multiple_of(block) {
+        bail!(
+            "--gpu-cache-block must be a multiple of {block} postings, not {}",
+            g.gpu_cache_block
+        );
+    }
+    let train = match &g.gpu_cache_train {
+        Some(path) => {
+            let mut warnings = Vec::new();
+            let lines = crate::search::read_query_file(path, &mut warnings)?;
+            lines
+                .iter()
+                .map(|l| Request::new(Query::parse(index, &l.text), mode, k))
+                .collect()
+        }
+        None if policy != Policy::Dynamic => bail!(
+            "--gpu-cache {} needs a training log: --gpu-cache-train FILE (only dynamic learns from the stream)",
+            policy.name()
+        ),
+        None => Vec::new(),
+    };
+    let completion = match g.gpu_cache_complete.as_str() {
+        "cpu" => Completion::Cpu,
+        "transfer" => Completion::Transfer,
+        _ => Completion::Auto,
+    };
+    Ok(Some((
+        CacheBudget {
+            cache_bytes: (budget - buffer) as u64,
+            stage_bytes: buffer as u64,
+        },
+        CacheOptions {
+            policy,
+            train,
+            ratio: g.gpu_cache_ratio,
+            group: g.gpu_cache_block / block,
+            completion,
+            epoch: g.gpu_cache_epoch.max(1),
+            ..CacheOptions::default()
+        },
+    )))
+}
+
+/// One line of the list cache's counters for `queries` queries: hit rate, bytes carried per query, who
+/// answered, the CPU's completion time.
+pub fn cache_stats_line(c: &CacheStats, g: Option<&GpuStats>, queries: usize) -> String {
+    let q = queries.max(1) as f64;
+    let (hit, staged, fill) = g.map_or((0.0, 0, 0), |g| {
+        (g.hit_rate().unwrap_or(0.0), g.staged_bytes, g.cache_fill_bytes)
+    });
+    format!(
+        "GPU cache: hit rate {:.3} (blocks of the GPU's ranges found in the cache); {:.1} KiB carried per \
+         query; GPU whole {}, GPU part + CPU completion {}, CPU only {}; completion {:.3} s of CPU ({:.3} ms per \
+         query); {} plans applied, {} lists changed, {:.1} MiB copied into the cache",
+        hit,
+        staged as f64 / q / 1024.0,
+        c.gpu_whole,
+        c.partial,
+        c.cpu_only,
+        c.completion_seconds,
+        c.completion_seconds * 1e3 / q,
+        c.replans,
+        c.lists_changed,
+        fill as f64 / (1u64 << 20) as f64
+    )
+}
+
+/// The list cache's counters as JSON.
+pub fn cache_json(c: &CacheStats, g: Option<&GpuStats>, queries: usize) -> Value {
+    json!({
+        "hit_rate": g.and_then(|g| g.hit_rate()),
+        "staged_bytes": g.map(|g| g.staged_bytes),
+        "staged_bytes_per_query": g.map(|g| g.staged_bytes as f64 / queries.max(1) as f64),
+        "cache_fill_bytes": g.map(|g| g.cache_fill_bytes),
+        "gpu_whole": c.gpu_whole,
+        "partial": c.partial,
+        "cpu_only": c.cpu_only,
+        "completion_seconds": c.completion_seconds,
+        "replans": c.replans,
+        "lists_changed": c.lists_changed,
+    })
+}

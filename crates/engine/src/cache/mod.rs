@@ -1,0 +1,308 @@
+//! The GPU list cache's policy side, for indexes larger than GPU memory (papers/000 sections 3.1–3.4):
+//! which list prefixes the GPU keeps ([`policy`], from a training log or the live stream), how far
+//! into its docID range the GPU answers each query ([`CacheCtl::split`]), and the CPU's exact
+//! completion of the rest ([`complete`]). The GPU crate holds the cache and stages what it lacks.
+
+pub mod complete;
+pub mod policy;
+pub mod run;
+pub mod usage;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rayon::prelude::*;
+use warpsearch_cpu::CpuSearcher;
+use warpsearch_gpu::residency::Applied;
+use warpsearch_gpu::{GpuError, GpuSearcher};
+use warpsearch_index::{Index, Result};
+use warpsearch_query::{DocRange, Request, Scored, Scorer};
+
+pub use complete::{complete, gpu_mode, Partial};
+pub use policy::Policy;
+use usage::Usage;
+
+/// How the GPU's part of a query is chosen when the cache lacks blocks it needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completion {
+    /// `cpu` on a global-score-ordered index with early termination, else `transfer`.
+    Auto,
+    /// The paper's rule: the GPU answers up to where the cached prefixes reach; the CPU completes.
+    Cpu,
+    /// The batch carries every block the query needs; the CPU completes only what exceeds a batch's
+    /// staging space.
+    Transfer,
+}
+
+impl Completion {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Completion::Auto => "auto",
+            Completion::Cpu => "cpu",
+            Completion::Transfer => "transfer",
+        }
+    }
+}
+
+/// How the list cache is filled.
+#[derive(Debug, Clone)]
+pub struct CacheOptions {
+    /// The admission policy.
+    pub policy: Policy,
+    /// The training log (static policies need it; the dynamic one starts from it when given).
+    pub train: Vec<Request>,
+    /// The maximum admission ratio λ: the largest share of a list's blocks cached.
+    pub ratio: f64,
+    /// VFB's block size, in index blocks (papers/000 uses 256 docIDs: two of our 128-posting blocks).
+    pub group: u32,
+    /// How the GPU's part is chosen.
+    pub completion: Completion,
+    /// The dynamic policy replans after this many queries.
+    pub epoch: usize,
+    /// The weight the dynamic policy keeps of older queries at each replan.
+    pub decay: f64,
+}
+
+impl Default for CacheOptions {
+    fn default() -> CacheOptions {
+        CacheOptions {
+            policy: Policy::Vfb,
+            train: Vec::new(),
+            ratio: 1.0,
+            group: 2,
+            completion: Completion::Auto,
+            epoch: 4096,
+            decay: 0.5,
+        }
+    }
+}
+
+/// Where a query (or a task's docID range) runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    /// All on the GPU.
+    Gpu,
+    /// The GPU answers the first range, the CPU completes the second.
+    Partial(DocRange, DocRange),
+    /// All on the CPU (the GPU could not even stage the first document's blocks).
+    Cpu,
+}
+
+/// Counters of the cache's work.
+#[derive(Debug, Clone, Default)]
+pub struct CacheStats {
+    /// Queries the GPU answered whole.
+    pub gpu_whole: u64,
+    /// Queries the GPU answered in part, the CPU completing them.
+    pub partial: u64,
+    /// Queries left to the CPU entirely.
+    pub cpu_only: u64,
+    /// Seconds the CPU spent completing.
+    pub completion_seconds: f64,
+    /// Plan changes applied (the dynamic policy's replans, and the first plan).
+    pub replans: u64,
+    /// Lists whose cached prefix changed in them.
+    pub lists_changed: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    gpu_whole: AtomicU64,
+    partial: AtomicU64,
+    cpu_only: AtomicU64,
+    completion_us: AtomicU64,
+    replans: AtomicU64,
+    lists_changed: AtomicU64,
+}
+
+struct Dynamic {
+    usage: Usage,
+    seen: usize,
+}
+
+/// The cache's policy at run time, shared by whatever drives the GPU.
+pub struct CacheCtl {
+    scorer: Arc<Scorer>,
+    policy: Policy,
+    ratio: f64,
+    group: u32,
+    epoch: usize,
+    decay: f64,
+    prune: bool,
+    dynamic: Option<Mutex<Dynamic>>,
+    counters: Counters,
+}
+
+impl CacheCtl {
+    /// Builds the first plan (from the training log; empty for the dynamic policy without one) and
+    /// fills `gpu`'s cache with it.
+    pub fn start(
+        cpu: &CpuSearcher,
+        gpu: &mut GpuSearcher,
+        options: CacheOptions,
+    ) -> Result<CacheCtl, GpuError> {
+        let scorer = cpu.scorer().clone();
+        let index = scorer.index().clone();
+        let stops: Vec<Option<u32>> = options
+            .train
+            .par_iter()
+            .map(|r| cpu.stop_doc(r))
+            .collect::<Result<_>>()?;
+        let mut usage = Usage::default();
+        for (r, stop) in options.train.iter().zip(stops) {
+            usage.add(&index, &r.query, r.mode, stop, 1.0);
+        }
+        let prune = match options.completion {
+            Completion::Auto => scorer.early_termination(),
+            c => c == Completion::Cpu,
+        };
+        let ctl = CacheCtl {
+            scorer,
+            policy: options.policy,
+            ratio: options.ratio,
+            group: options.group.max(1),
+            epoch: options.epoch.max(1),
+            decay: options.decay.clamp(0.0, 1.0),
+            prune,
+            dynamic: (options.policy == Policy::Dynamic).then(|| {
+                Mutex::new(Dynamic {
+                    usage: usage.clone(),
+                    seen: 0,
+                })
+            }),
+            counters: Counters::default(),
+        };
+        let plan = policy::plan(
+            &index,
+            &usage,
+            ctl.policy,
+            gpu.cache_capacity(),
+            ctl.ratio,
+            ctl.group,
+        );
+        ctl.applied(gpu.set_plan(&plan)?);
+        Ok(ctl)
+    }
+
+    fn applied(&self, a: Applied) {
+        self.counters.replans.fetch_add(1, Ordering::Relaxed);
+        self.counters.lists_changed.fetch_add(a.lists, Ordering::Relaxed);
+    }
+
+    /// Whether the GPU's part stops where the cached prefixes do (the paper's rule).
+    pub fn prunes(&self) -> bool {
+        self.prune
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// Where `request`'s documents in `range` run, given what `gpu` caches; counts the choice.
+    pub fn split(&self, gpu: &GpuSearcher, request: &Request, range: DocRange) -> Split {
+        let c = &self.counters;
+        let split = match gpu.cover(&request.query, self.prune) {
+            Some(m) if m >= range.last => Split::Gpu,
+            Some(m) if m >= range.first => Split::Partial(
+                DocRange {
+                    first: range.first,
+                    last: m,
+                },
+                DocRange {
+                    first: m + 1,
+                    last: range.last,
+                },
+            ),
+            _ => Split::Cpu,
+        };
+        match split {
+            Split::Gpu => &c.gpu_whole,
+            Split::Partial(..) => &c.partial,
+            Split::Cpu => &c.cpu_only,
+        }
+        .fetch_add(1, Ordering::Relaxed);
+        split
+    }
+
+    /// Counts CPU seconds spent completing.
+    pub fn completed(&self, seconds: f64) {
+        self.counters
+            .completion_us
+            .fetch_add((seconds * 1e6) as u64, Ordering::Relaxed);
+    }
+
+    /// Tells the dynamic policy of a query and the top k found (the k-th score bounds where early
+    /// termination stopped it); nothing for the static policies.
+    pub fn observe(&self, request: &Request, hits: Option<&[Scored]>) {
+        let Some(d) = &self.dynamic else {
+            return;
+        };
+        let index: &Index = self.scorer.index();
+        let stop = match (self.scorer.early_termination(), index.global_scores(), hits) {
+            (true, Some(gs), Some(h)) if request.k > 0 && h.len() >= request.k => {
+                let kth = h[request.k - 1].score;
+                // Global scores fall with the docID: the first document that cannot beat the k-th.
+                Some(gs.partition_point(|&g| g > kth) as u32)
+            }
+            _ => None,
+        };
+        let mut d = d.lock().expect("no panics under the lock");
+        d.usage.add(index, &request.query, request.mode, stop, 1.0);
+        d.seen += 1;
+    }
+
+    /// After every `epoch` observed queries, the dynamic policy plans the cache anew from the decayed
+    /// use and applies the difference (between batches: no batch may be in flight).
+    pub fn maybe_replan(&self, gpu: &mut GpuSearcher) -> std::result::Result<(), GpuError> {
+        let Some(d) = &self.dynamic else {
+            return Ok(());
+        };
+        let plan = {
+            let mut d = d.lock().expect("no panics under the lock");
+            if d.seen < self.epoch {
+                return Ok(());
+            }
+            d.seen = 0;
+            let index = self.scorer.index();
+            let plan = policy::plan(
+                index,
+                &d.usage,
+                Policy::Dynamic,
+                gpu.cache_capacity(),
+                self.ratio,
+                self.group,
+            );
+            d.usage.scale(self.decay);
+            plan
+        };
+        self.applied(gpu.set_plan(&plan)?);
+        Ok(())
+    }
+
+    /// The counters so far, resetting them.
+    pub fn take_stats(&self) -> CacheStats {
+        let c = &self.counters;
+        let take = |a: &AtomicU64| a.swap(0, Ordering::Relaxed);
+        CacheStats {
+            gpu_whole: take(&c.gpu_whole),
+            partial: take(&c.partial),
+            cpu_only: take(&c.cpu_only),
+            completion_seconds: take(&c.completion_us) as f64 / 1e6,
+            replans: take(&c.replans),
+            lists_changed: take(&c.lists_changed),
+        }
+    }
+}
+
+/// The request the GPU runs for a query it answers in part (and-or's AND pass).
+pub fn gpu_request(request: &Request, split: Split) -> Request {
+    match split {
+        Split::Partial(..) => Request {
+            mode: gpu_mode(request.mode),
+            ..request.clone()
+        },
+        _ => request.clone(),
+    }
+}

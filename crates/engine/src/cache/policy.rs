@@ -1,0 +1,160 @@
+//! Admission policies of the GPU list cache (papers/000 sections 3.3 and 4.3): which leading blocks of
+//! which lists fill a cache of given space.
+//! - **Qtf**: lists by how many queries of the log use them;
+//! - **QtfDf**: lists by that count over their length (document frequency);
+//! - **VFB**: blocks (of `group` postings) by visiting frequency, ties to the term queries use more.
+//!
+//! All cache at most the share λ of each list's blocks (the maximum admission ratio), always as a
+//! prefix of the list.
+
+use std::cmp::Ordering;
+
+use warpsearch_gpu::cache::prefix_need;
+use warpsearch_gpu::{CachePlan, Capacity};
+use warpsearch_index::Index;
+
+use super::usage::Usage;
+
+/// An admission policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// Lists by query-term frequency.
+    Qtf,
+    /// Lists by query-term frequency over document frequency.
+    QtfDf,
+    /// Blocks by visiting frequency (papers/000's VFB).
+    Vfb,
+    /// VFB over the live query stream, replanned as it drifts (ours).
+    Dynamic,
+}
+
+impl Policy {
+    /// The policy's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Qtf => "qtf",
+            Policy::QtfDf => "qtfdf",
+            Policy::Vfb => "vfb",
+            Policy::Dynamic => "dynamic",
+        }
+    }
+}
+
+/// A plan filled by admitting list prefixes under a capacity.
+struct Filler<'a> {
+    index: &'a Index,
+    cap: Capacity,
+    used: Capacity,
+    plan: CachePlan,
+    ratio: f64,
+}
+
+impl<'a> Filler<'a> {
+    fn new(index: &'a Index, cap: Capacity, ratio: f64) -> Filler<'a> {
+        Filler {
+            index,
+            cap,
+            used: Capacity::default(),
+            plan: CachePlan::empty(index),
+            ratio: ratio.clamp(0.0, 1.0),
+        }
+    }
+
+    /// The most blocks of term `t` λ allows.
+    fn limit(&self, t: u32) -> u32 {
+        let n = self.index.term_records()[t as usize].num_blocks() as f64;
+        ((n * self.ratio).ceil() as u32).max(1)
+    }
+
+    /// Grows term `t`'s cached prefix towards `blocks` (capped by λ) as far as the space allows, or
+    /// only all the way when `whole`; returns whether it reached it.
+    fn grow(&mut self, t: u32, blocks: u32, whole: bool) -> bool {
+        let want = blocks.min(self.limit(t));
+        let have = self.plan.blocks[t as usize];
+        if want <= have {
+            return true;
+        }
+        let before = prefix_need(self.index, t, have);
+        let extra = |b: u32| {
+            let n = prefix_need(self.index, t, b);
+            Capacity {
+                words: n.words - before.words,
+                blocks: n.blocks - before.blocks,
+            }
+        };
+        let fits = |b: u32| self.cap.holds(self.used.plus(extra(b)));
+        let reach = if fits(want) {
+            want
+        } else if whole {
+            return false;
+        } else {
+            // The longest prefix that fits (the need grows with it).
+            let (mut lo, mut hi) = (have, want);
+            while lo < hi {
+                let mid = lo + (hi - lo).div_ceil(2);
+                if fits(mid) {
+                    lo = mid;
+                } else {
+                    hi = mid - 1;
+                }
+            }
+            lo
+        };
+        self.used = self.used.plus(extra(reach));
+        self.plan.blocks[t as usize] = reach;
+        reach == want
+    }
+}
+
+/// The plan `policy` admits into `cap` from the use `usage` records; `group` is VFB's block size in
+/// index blocks, `ratio` the maximum admission ratio λ.
+pub fn plan(
+    index: &Index,
+    usage: &Usage,
+    policy: Policy,
+    cap: Capacity,
+    ratio: f64,
+    group: u32,
+) -> CachePlan {
+    let mut fill = Filler::new(index, cap, ratio);
+    let records = index.term_records();
+    let qtf = |t: u32| usage.qtf.get(&t).copied().unwrap_or(0.0);
+    let desc = |a: f64, b: f64| b.partial_cmp(&a).unwrap_or(Ordering::Equal);
+    match policy {
+        Policy::Qtf | Policy::QtfDf => {
+            let key = |t: u32| match policy {
+                Policy::Qtf => qtf(t),
+                _ => qtf(t) / records[t as usize].df as f64,
+            };
+            let mut terms: Vec<u32> = usage.qtf.keys().copied().collect();
+            terms.sort_by(|&a, &b| desc(key(a), key(b)).then(a.cmp(&b)));
+            for t in terms {
+                // Whole (λ-pruned) lists: one that does not fit leaves the space to shorter ones.
+                fill.grow(t, records[t as usize].num_blocks() as u32, true);
+            }
+        }
+        Policy::Vfb | Policy::Dynamic => {
+            let group = group.max(1);
+            // Runs of equal visiting frequency; a list's runs have falling frequency, so admitting runs
+            // by frequency grows each list as a prefix.
+            let mut runs: Vec<(f64, f64, u32, u32)> = Vec::new();
+            for &t in usage.ends.keys() {
+                for (blocks, vf) in usage.runs(t) {
+                    // VFB blocks are `group` index blocks: a partly visited group counts as visited.
+                    let upto = blocks.div_ceil(group) * group;
+                    runs.push((vf, qtf(t), t, upto));
+                }
+            }
+            runs.sort_by(|a, b| {
+                desc(a.0, b.0)
+                    .then(desc(a.1, b.1))
+                    .then(a.2.cmp(&b.2))
+                    .then(a.3.cmp(&b.3))
+            });
+            for (_, _, t, upto) in runs {
+                fill.grow(t, upto, false);
+            }
+        }
+    }
+    fill.plan
+}

@@ -1,0 +1,216 @@
+//! The list cache's host side, without a GPU: admission policies, and the exact CPU completion of
+//! what a GPU answered on a docID prefix (the GPU's part stood in for by the CPU on the same range).
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{oracle, random_index, random_queries, requests, same};
+use warpsearch_codec::Codec;
+use warpsearch_cpu::CpuSearcher;
+use warpsearch_engine::cache::policy::{plan, Policy};
+use warpsearch_engine::cache::usage::Usage;
+use warpsearch_engine::cache::{complete, gpu_mode, Partial};
+use warpsearch_gpu::cache::prefix_need;
+use warpsearch_gpu::Capacity;
+use warpsearch_index::Index;
+use warpsearch_query::{DocRange, Mode, Part, Query, Ranking, Request, Scorer, SearchOptions};
+
+fn query(terms: &[u32]) -> Query {
+    Query {
+        terms: terms.iter().map(|&t| (t, 1)).collect(),
+        ..Query::default()
+    }
+}
+
+fn longest(ix: &Index) -> u32 {
+    (0..ix.term_records().len() as u32)
+        .max_by_key(|&t| ix.term_records()[t as usize].df)
+        .unwrap()
+}
+
+/// An index whose longest list has several blocks.
+fn index_with_long_list(dir: &std::path::Path) -> Arc<Index> {
+    for seed in 1u64.. {
+        let (ix, _) = random_index(dir, seed * 31, Codec::PForDelta, None);
+        if ix.term_records()[longest(&ix) as usize].num_blocks() >= 6 {
+            return ix;
+        }
+    }
+    unreachable!()
+}
+
+const ALL: Capacity = Capacity {
+    words: u64::MAX / 8,
+    blocks: u64::MAX / 64,
+};
+
+#[test]
+fn qtf_admits_frequent_lists_whole_and_qtfdf_prefers_short_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ix = index_with_long_list(tmp.path());
+    let long = longest(&ix);
+    let short = (0..ix.term_records().len() as u32)
+        .min_by_key(|&t| ix.term_records()[t as usize].df)
+        .unwrap();
+    assert_ne!(long, short);
+    let mut u = Usage::default();
+    for _ in 0..3 {
+        u.add(&ix, &query(&[long]), Mode::Or, None, 1.0);
+    }
+    u.add(&ix, &query(&[short]), Mode::Or, None, 1.0);
+    let room = prefix_need(&ix, long, u32::MAX);
+    let p = plan(&ix, &u, Policy::Qtf, room, 1.0, 2);
+    assert_eq!(
+        p.blocks[long as usize] as usize,
+        ix.term_records()[long as usize].num_blocks()
+    );
+    assert_eq!(p.blocks[short as usize], 0, "no room left for the rarer term");
+    let p = plan(&ix, &u, Policy::QtfDf, room, 1.0, 2);
+    assert!(
+        p.blocks[short as usize] > 0,
+        "the short list comes first by qtf/df"
+    );
+    assert!(room.holds(p.need(&ix)));
+    let p = plan(&ix, &u, Policy::Qtf, ALL, 0.5, 2);
+    let n = ix.term_records()[long as usize].num_blocks() as u32;
+    assert_eq!(p.blocks[long as usize], n.div_ceil(2), "λ prunes the list");
+}
+
+#[test]
+fn vfb_caches_the_most_visited_prefixes_within_lambda_and_space() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ix = index_with_long_list(tmp.path());
+    let t = longest(&ix);
+    let n = ix.term_records()[t as usize].num_blocks() as u32;
+    let metas = &ix.block_metas()[ix.term_records()[t as usize].first_block as usize..];
+    let mut u = Usage::default();
+    // Two queries stop inside block 1 (they visit blocks 0 and 1), one runs to the end.
+    u.add(&ix, &query(&[t]), Mode::Or, Some(metas[1].first_doc), 1.0);
+    u.add(&ix, &query(&[t]), Mode::Or, Some(metas[1].first_doc), 1.0);
+    u.add(&ix, &query(&[t]), Mode::Or, None, 1.0);
+    assert_eq!(u.runs(t), vec![(2, 3.0), (n, 1.0)]);
+    assert_eq!(plan(&ix, &u, Policy::Vfb, ALL, 1.0, 1).blocks[t as usize], n);
+    assert_eq!(
+        plan(&ix, &u, Policy::Vfb, ALL, 0.5, 1).blocks[t as usize],
+        n.div_ceil(2),
+        "λ caps the prefix"
+    );
+    let two = prefix_need(&ix, t, 2);
+    assert_eq!(
+        plan(&ix, &u, Policy::Vfb, two, 1.0, 1).blocks[t as usize],
+        2,
+        "most visited first"
+    );
+    let p = plan(&ix, &u, Policy::Vfb, two, 1.0, 4);
+    assert!(two.holds(p.need(&ix)), "a plan never exceeds its space");
+    // The decayed use of the dynamic policy keeps the proportions.
+    let mut d = u.clone();
+    d.scale(0.5);
+    assert_eq!(d.runs(t), vec![(2, 1.5), (n, 0.5)]);
+    assert_eq!(plan(&ix, &d, Policy::Dynamic, two, 1.0, 1).blocks[t as usize], 2);
+}
+
+/// Completion of a GPU part on [0, m] (computed here by the CPU on the same range, in the mode the GPU
+/// runs) equals the oracle, for every cut m at block boundaries and ends.
+fn check_completion(ix: &Arc<Index>, options: SearchOptions, what: &str) {
+    let cpu = CpuSearcher::new(Arc::new(Scorer::new(ix.clone(), options).unwrap()));
+    let want = oracle(ix, options);
+    let n = ix.num_docs();
+    let v = ix.term_records().len();
+    let queries = random_queries(ix, v, n as u64);
+    let cuts: Vec<u32> = [
+        0,
+        1,
+        126,
+        127,
+        128,
+        129,
+        n / 2,
+        n.saturating_sub(2),
+        n.saturating_sub(1),
+    ]
+    .into_iter()
+    .filter(|&m| m + 1 < n)
+    .collect();
+    for mode in [Mode::And, Mode::Or, Mode::AndOr] {
+        for k in [1, 10, 1000] {
+            for r in requests(&queries, mode, k) {
+                let w = want.search(&r).unwrap();
+                for &m in &cuts {
+                    let gpu_part = DocRange { first: 0, last: m };
+                    let hits = cpu
+                        .search_part(
+                            &r,
+                            gpu_mode(mode),
+                            Part {
+                                range: gpu_part,
+                                floor: f32::NEG_INFINITY,
+                            },
+                        )
+                        .unwrap();
+                    let partial = Partial {
+                        hits,
+                        rest: DocRange {
+                            first: m + 1,
+                            last: n - 1,
+                        },
+                        whole: DocRange::ALL,
+                    };
+                    let got = complete(&cpu, &r, &partial, f32::NEG_INFINITY).unwrap();
+                    assert!(same(&got, &w), "{what} {mode:?} k {k} cut at {m}: {:?}", r.query);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn cpu_completion_of_a_gpu_prefix_equals_the_oracle() {
+    for seed in 0..6u64 {
+        let tmp = tempfile::tempdir().unwrap();
+        let codec = Codec::ALL[seed as usize % 3];
+        let (ix, _) = random_index(tmp.path(), 0x5EED + seed * 131, codec, None);
+        check_completion(&ix, SearchOptions::new(&ix), &format!("seed {seed} {codec}"));
+    }
+}
+
+#[test]
+fn cpu_completion_with_early_termination_equals_the_oracle() {
+    for seed in 0..4u64 {
+        let tmp = tempfile::tempdir().unwrap();
+        let (ix, _) = random_index(tmp.path(), 0xE417 + seed * 977, Codec::PForDelta, Some(0.4));
+        let options = SearchOptions {
+            ranking: Ranking::Bm25Static { alpha: 0.4 },
+            ..SearchOptions::new(&ix)
+        };
+        check_completion(&ix, options, &format!("seed {seed} bm25-static, global order"));
+    }
+}
+
+#[test]
+fn usage_counts_visits_up_to_the_early_termination_stop() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (ix, _) = random_index(tmp.path(), 0xE417, Codec::PForDelta, Some(0.4));
+    let options = SearchOptions {
+        ranking: Ranking::Bm25Static { alpha: 0.4 },
+        ..SearchOptions::new(&ix)
+    };
+    let cpu = CpuSearcher::new(Arc::new(Scorer::new(ix.clone(), options).unwrap()));
+    let t = longest(&ix);
+    let r = Request::new(query(&[t]), Mode::Or, 1);
+    let stop = cpu.stop_doc(&r).unwrap();
+    let stop = stop.expect("a top-1 over the longest list stops early on a global order");
+    let mut u = Usage::default();
+    u.add(&ix, &r.query, r.mode, Some(stop), 1.0);
+    let metas = &ix.block_metas()[ix.term_records()[t as usize].first_block as usize..];
+    let visited = u.runs(t)[0].0 as usize;
+    assert!(
+        metas[visited - 1].first_doc <= stop,
+        "the block holding the stop is visited"
+    );
+    assert!(
+        visited == ix.term_records()[t as usize].num_blocks() || metas[visited].first_doc > stop,
+        "no block after the stop is"
+    );
+}
