@@ -320,6 +320,17 @@ impl DeviceIndex {
                 mib(self.cache.bytes() as usize)
             )));
         }
+        if self.residency.used() == Capacity::default() {
+            // From empty: one copy per array.
+            self.rebuild(stream, index, plan)?;
+            stream.synchronize()?;
+            let lists = plan.blocks.iter().filter(|&&b| b > 0).count() as u64;
+            return Ok(Applied {
+                lists,
+                bytes: need.bytes(),
+                compacted: false,
+            });
+        }
         let mut applied = Applied::default();
         // Shrink and drop first, so that growing lists find the space.
         let mut grow = Vec::new();

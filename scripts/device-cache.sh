@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Issue 13 on the lent GPU machine: the list cache's GPU tests, then the synthetic 25M collection with a
+# quarter, a tenth … of the index in GPU memory (bench/RESULTS.md, issue 13 section).
+#
+# Parts (arguments, in order; default: all of them):
+#   tests  the engine's GPU tests (the cache tests on random indexes and on the passages included) and
+#          the kernel tests;
+#   synth  generates the synthetic collection (`warpsearch synth --like` the passages; kept in
+#          /root/synth for the parts after it in the same or the next call);
+#   and|or closed-loop top-10 throughput with the whole index resident, then at budgets of 100%, 50%,
+#          25% and 10% of the index under vfb, qtf, qtfdf and dynamic, trained on TREC 2005 queries
+#          1-25,000 and measured on 25,001-30,000 (QUERIES_TEST to change);
+#   drift  trained on the log's queries whose first word sorts before "m", run on the others (25%);
+#   sweep  at a 25% budget, the split between cache S_c and staging S_b (for the throughput model).
+# Output under $OUT: cache.log, cache-table.txt (one row per run), reports/*.json.
+# usage: scripts/device-cache.sh [tests] [synth] [and] [or] [drift] [sweep]
+set -uo pipefail
+source scripts/device-common.sh
+log=$out/cache.log
+table=$out/cache-table.txt
+synth=/root/synth
+mkdir -p "$out/reports"
+touch "$log"
+parts=${*:-tests synth and or drift sweep}
+work=/tmp/cache-work
+mkdir -p $work
+sed -n '1,25000p' $dev/trec05-efficiency.txt >$work/train.txt
+sed -n "${QUERIES_TEST:-25001,30000}p" $dev/trec05-efficiency.txt >$work/test.txt
+awk '$1 < "m"' $dev/trec05-efficiency.txt | head -n 25000 >$work/drift-train.txt
+awk '$1 >= "m"' $dev/trec05-efficiency.txt | head -n 5000 >$work/drift-test.txt
+[ -f "$table" ] || printf "%-5s %-8s %-7s %-8s %10s %8s %8s %6s %9s %7s %7s %8s\n" mode policy budget buffer \
+  "queries/s" p50_ms p99_ms hit "KiB/q" partial cpu_only "compl_s" >"$table"
+
+# The index's bytes on the device (postings words and 20 bytes of skip data per block).
+index_bytes() { python3 -c "import os,sys; d=sys.argv[1]; print(os.path.getsize(d+'/postings.bin') + os.path.getsize(d+'/blocks.bin'))" "$1"; }
+
+# run <mode> <policy|none> <budget share> <buffer share of budget> <train> <test> <tag>
+run() {
+  local mode=$1 policy=$2 share=$3 buf=$4 train=$5 test=$6 tag=$7
+  local name=$tag-$mode-$policy-$share-$buf json
+  json=$out/reports/$name.json
+  local args=(--index $synth --queries $test --mode $mode --k 10 --backend gpu --warmup 1 --json $json)
+  if [ "$policy" != none ]; then
+    local total=$(( $(index_bytes $synth) ))
+    local budget
+    budget=$(python3 -c "print(int($total * $share))")
+    local buffer
+    buffer=$(python3 -c "print(max(64 << 20, int($budget * $buf)))")
+    budget=$(python3 -c "print(int($total * $share) + ($buffer if $share >= 1 else 0))")
+    args+=(--gpu-memory $budget --gpu-cache $policy --gpu-cache-buffer $buffer --gpu-cache-train $train)
+  fi
+  say "== $name: ${args[*]}"
+  $bin bench "${args[@]}" >>"$log" 2>&1 || { say "$name failed"; return; }
+  grep -E "^(closed|GPU cache|GPU:)" "$log" | tail -n 3
+  python3 - "$json" "$mode" "$policy" "$share" "$buf" "$table" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["closed_loop"]
+c = r.get("cache") or {}
+n = json.load(open(sys.argv[1]))["num_queries"]
+l = r["latency_ms"]
+row = "%-5s %-8s %-7s %-8s %10.0f %8.3f %8.3f %6s %9s %7s %7s %8s\n" % (
+    sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], r["qps"], l["p50"], l["p99"],
+    "%.3f" % c["hit_rate"] if c.get("hit_rate") is not None else "-",
+    "%.1f" % (c["staged_bytes_per_query"] / 1024) if c.get("staged_bytes_per_query") is not None else "-",
+    c.get("partial", "-"), c.get("cpu_only", "-"),
+    "%.2f" % c["completion_seconds"] if "completion_seconds" in c else "-")
+open(sys.argv[6], "a").write(row)
+PY
+}
+
+for part in $parts; do
+  case $part in
+  tests)
+    say "== GPU tests (engine: GPU engine, hybrid, list cache; gpu: kernels)"
+    WARPSEARCH_WIKI_INDEX=$wiki WARPSEARCH_QUERIES=$dev/trec05-efficiency.txt \
+      $dev/engine-tests --test-threads=4 --nocapture >"$out/tests.log" 2>&1
+    echo "engine tests rc $?" | tee -a "$log"
+    $dev/gpu-tests --test-threads=4 >>"$out/tests.log" 2>&1
+    echo "kernel tests rc $?" | tee -a "$log"
+    grep -E "^test |test result|skipped|^wiki|^cache seed" "$out/tests.log" | tee -a "$log"
+    ;;
+  synth)
+    if [ ! -f $synth/meta.json ]; then
+      $bin synth --like "$wiki" --output $synth --docs ${SYNTH_DOCS:-25000000} 2>&1 | tee -a "$log"
+    fi
+    say "synthetic index: $(index_bytes $synth) bytes of postings and skip data"
+    ;;
+  and | or)
+    run $part none 1 0 $work/train.txt $work/test.txt base
+    for share in 1 0.5 0.25 0.1; do
+      for policy in vfb qtf qtfdf dynamic; do
+        [ "$share" = 1 ] && [ $policy != vfb ] && continue
+        run $part $policy $share 0.125 $work/train.txt $work/test.txt cache
+      done
+    done
+    ;;
+  drift)
+    for mode in and or; do
+      for policy in vfb dynamic; do
+        run $mode $policy 0.25 0.125 $work/drift-train.txt $work/drift-test.txt drift
+      done
+    done
+    ;;
+  sweep)
+    for buf in 0.03125 0.0625 0.25 0.5; do
+      run and vfb 0.25 $buf $work/train.txt $work/test.txt sweep
+    done
+    ;;
+  esac
+done
+say "== table"
+cat "$table"
