@@ -193,7 +193,14 @@ impl Engine {
         };
         let (gpu, ctl) = gpu;
         if let Some(ctl) = &ctl {
-            return crate::cache::run::search_batch(gpu, &self.cpu, ctl, requests);
+            let (answers, failed) = crate::cache::run::search_batch(gpu, &self.cpu, ctl, requests);
+            if failed > 0 {
+                self.fallback_queries += failed;
+                self.notes.push(format!(
+                    "the GPU failed {failed} queries: they were answered on the CPU"
+                ));
+            }
+            return answers;
         }
         let answers = gpu.search_batch(requests);
         let mut out = Vec::with_capacity(requests.len());

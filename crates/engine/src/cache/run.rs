@@ -14,13 +14,14 @@ use warpsearch_query::{Answer, DocRange, Request};
 use super::{complete, gpu_request, CacheCtl, Partial, Split};
 
 /// Answers every request, in order, exactly once: the GPU's parts, completed on the CPU; what the GPU
-/// fails or cannot take, on the CPU.
+/// fails or cannot take, on the CPU. Also returns how many the GPU failed.
 pub fn search_batch(
     gpu: &mut GpuSearcher,
     cpu: &CpuSearcher,
     ctl: &CacheCtl,
     requests: &[Request],
-) -> Vec<Result<Answer>> {
+) -> (Vec<Result<Answer>>, u64) {
+    let mut failed = 0u64;
     let mut out: Vec<Option<Result<Answer>>> = (0..requests.len()).map(|_| None).collect();
     let (tx, rx) = channel::<(usize, Result<Answer>)>();
     let all = DocRange {
@@ -63,7 +64,10 @@ pub fn search_batch(
                         ctl.observe(&reqs[i], Some(&a.hits));
                         out[base + i] = Some(Ok(a));
                     }
-                    (Err(_), _) => work.push((base + i, None)),
+                    (Err(_), _) => {
+                        failed += 1;
+                        work.push((base + i, None))
+                    }
                 }
             }
             let tx = tx.clone();
@@ -94,7 +98,9 @@ pub fn search_batch(
     for (i, r) in rx {
         out[i] = Some(r);
     }
-    out.into_iter()
+    let answers = out
+        .into_iter()
         .map(|a| a.unwrap_or_else(|| Err(IndexError::Invalid("a query was left unanswered (a bug)".into()))))
-        .collect()
+        .collect();
+    (answers, failed)
 }
