@@ -39,6 +39,7 @@ run() {
   local mode=$1 policy=$2 share=$3 buf=$4 train=$5 test=$6 tag=$7
   local name=$tag-$mode-$policy-$share-$buf json
   json=$out/reports/$name.json
+  mkdir -p "$out/reports"
   local args=(--index $synth --queries $test --mode $mode --k 10 --backend gpu --warmup 1 --json $json)
   if [ "$policy" != none ]; then
     local total=$(( $(index_bytes $synth) ))
@@ -108,5 +109,7 @@ for part in $parts; do
     ;;
   esac
 done
+# At most 8 files come back from a call: the reports travel as one archive.
+tar -C "$out" -czf "$out/reports.tgz" reports && rm -rf "$out/reports"
 say "== table"
 cat "$table"

@@ -79,6 +79,7 @@ pub fn cache_options(
         CacheBudget {
             cache_bytes: (budget - buffer) as u64,
             stage_bytes: buffer as u64,
+            shape: None,
         },
         CacheOptions {
             policy,

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use warpsearch_cpu::CpuSearcher;
-use warpsearch_gpu::{Gpu, GpuError, GpuOptions, GpuSearcher, GpuStats};
+use warpsearch_gpu::{CacheBudget, Gpu, GpuError, GpuOptions, GpuSearcher, GpuStats};
 use warpsearch_index::Result;
 use warpsearch_query::{Answer, Request, Scorer};
 
@@ -72,10 +72,27 @@ impl Engine {
             return Ok(engine);
         }
         let gpu = Gpu::open(0).and_then(|g| {
-            let mut g = GpuSearcher::new(Arc::new(g), scorer, options.gpu)?;
-            let ctl = match (g.caches(), options.cache.clone()) {
-                (true, c) => Some(Arc::new(CacheCtl::start(&cpu, &mut g, c.unwrap_or_default())?)),
-                (false, _) => None,
+            // A static cache plan comes first: it fixes the cache's shape on the device.
+            let mut gopts = options.gpu;
+            let cache = match gopts.cache {
+                Some(budget) => {
+                    let copts = options.cache.clone().unwrap_or_default();
+                    let (ctl, plan) = CacheCtl::prepare(&cpu, copts, budget.cache_bytes)?;
+                    gopts.cache = Some(CacheBudget {
+                        shape: ctl.shape(scorer.index(), &plan),
+                        ..budget
+                    });
+                    Some((ctl, plan))
+                }
+                None => None,
+            };
+            let mut g = GpuSearcher::new(Arc::new(g), scorer, gopts)?;
+            let ctl = match cache {
+                Some((ctl, plan)) => {
+                    ctl.install(&mut g, &plan)?;
+                    Some(Arc::new(ctl))
+                }
+                None => None,
             };
             Ok((g, ctl))
         });

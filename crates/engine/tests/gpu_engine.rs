@@ -535,6 +535,7 @@ fn cached_engine(
         cache: Some(CacheBudget {
             cache_bytes: cache,
             stage_bytes: stage,
+            shape: None,
         }),
         ..GpuOptions::default()
     };

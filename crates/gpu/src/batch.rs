@@ -2,6 +2,7 @@
 //! and their preparation from analysed queries.
 
 use std::borrow::Borrow;
+use std::collections::HashSet;
 
 use bytemuck::{Pod, Zeroable};
 use warpsearch_index::Index;
@@ -10,7 +11,7 @@ use warpsearch_query::{DocRange, Query, Request, Scorer};
 
 use crate::cache::Capacity;
 use crate::residency::DeviceIndex;
-use crate::stage::Stage;
+use crate::stage::{SpanKey, Stage};
 use crate::GpuError;
 
 /// One query term as the kernel reads it (40 bytes; mirrors `struct TermDesc`).
@@ -129,7 +130,7 @@ impl Split {
 }
 
 /// Cuts `which` into batches of at most `batch` descriptors (a query cut into P parts takes P) whose
-/// staging needs (`need(i)`) fit `stage` together.
+/// staged spans (`spans(i)`; a span several queries share is staged once) fit `stage` together.
 pub fn batches<R: Borrow<Request>>(
     index: &Index,
     queries: &[R],
@@ -137,22 +138,32 @@ pub fn batches<R: Borrow<Request>>(
     split: Split,
     batch: usize,
     stage: Capacity,
-    need: impl Fn(usize) -> Capacity,
+    spans: impl Fn(usize) -> Vec<(SpanKey, Capacity)>,
 ) -> Vec<Vec<usize>> {
     let mut out: Vec<Vec<usize>> = Vec::new();
     let mut used = 0usize;
     let mut staged = Capacity::default();
+    let mut seen: HashSet<SpanKey> = HashSet::new();
     for &i in which {
         let parts = split.parts(index, &queries[i].borrow().query) as usize;
-        let n = need(i);
-        if out.is_empty() || used + parts > batch.max(parts) || !stage.holds(staged.plus(n)) {
+        let mine = spans(i);
+        let new = |seen: &HashSet<SpanKey>| {
+            let mut keys: Vec<&(SpanKey, Capacity)> =
+                mine.iter().filter(|(k, _)| !seen.contains(k)).collect();
+            keys.sort_by_key(|(k, _)| *k);
+            keys.dedup_by_key(|(k, _)| *k);
+            keys.iter().fold(Capacity::default(), |acc, (_, c)| acc.plus(*c))
+        };
+        if out.is_empty() || used + parts > batch.max(parts) || !stage.holds(staged.plus(new(&seen))) {
             out.push(Vec::new());
             used = 0;
             staged = Capacity::default();
+            seen.clear();
         }
         out.last_mut().expect("a batch").push(i);
         used += parts;
-        staged = staged.plus(n);
+        staged = staged.plus(new(&seen));
+        seen.extend(mine.iter().map(|(k, _)| *k));
     }
     out
 }

@@ -23,6 +23,7 @@ use crate::launch::{self, BatchArgs, Pinned};
 use crate::residency::{mib, ptr, Applied, DeviceIndex, IndexArgs, Residency};
 use crate::stage::{self, Stage};
 use crate::{Gpu, GpuError};
+use rayon::prelude::*;
 
 /// `out_count` of a query the kernel could not answer (a malformed block): the CPU answers it.
 const COUNT_FAILED: u32 = u32::MAX;
@@ -89,6 +90,9 @@ pub struct CacheBudget {
     pub cache_bytes: u64,
     /// Bytes for the blocks batches carry (S_b), split between the two pipeline slots.
     pub stage_bytes: u64,
+    /// The cache's exact shape when the plan is known in advance (at most `cache_bytes`); else words
+    /// and blocks in the index's proportion.
+    pub shape: Option<Capacity>,
 }
 
 /// Counters of a searcher's work since it was made (or since [`GpuSearcher::take_stats`]).
@@ -313,7 +317,9 @@ impl GpuSearcher {
                     )));
                 }
                 let stage = Capacity::of_bytes(&index, c.stage_bytes / 2);
-                let cache = Capacity::of_bytes(&index, c.cache_bytes);
+                let cache = c
+                    .shape
+                    .unwrap_or_else(|| Capacity::of_bytes(&index, c.cache_bytes));
                 DeviceIndex::with_cache(&gpu, &init, &index, cache, stage, 2, &CachePlan::empty(&index))?
             }
         };
@@ -590,7 +596,7 @@ impl GpuSearcher {
     }
 
     /// Whether the blocks `r` needs outside the cache over `range` fit one batch's staging space.
-    fn fits_staging(&self, r: &Request, range: Option<DocRange>) -> bool {
+    pub fn fits_staging(&self, r: &Request, range: Option<DocRange>) -> bool {
         let index = self.scorer.index();
         let last = index.num_docs().saturating_sub(1);
         let (lo, hi) = range.map_or((0, last), |d| (d.first, d.last.min(last)));
@@ -626,7 +632,7 @@ impl GpuSearcher {
         let cap = self.dev.stage_capacity();
         let need = |i: usize| {
             let (lo, hi) = range(i);
-            stage::need(
+            stage::spans(
                 &index,
                 self.dev.residency(),
                 &requests[i].borrow().query.terms,
@@ -749,7 +755,8 @@ impl GpuSearcher {
         slot.events[0].record(st)?;
         if !stage.metas.is_empty() {
             let (w, b) = self.dev.stage_base(s);
-            let bytes = copy_stage(st, &mut slot.h_stage, stage, &ix, w, b)?;
+            let words = self.scorer.index().words();
+            let bytes = copy_stage(st, &mut slot.h_stage, stage, words, &ix, w, b)?;
             self.stats.staged_bytes += bytes;
             self.stats.h2d_bytes += bytes;
         }
@@ -887,13 +894,23 @@ fn copy_stage(
     stream: &CudaStream,
     h: &mut Pinned<u32>,
     stage: &Stage,
+    words: &[u32],
     ix: &IndexArgs,
     w: u64,
     b: u64,
 ) -> Result<u64, GpuError> {
-    let (nw, nb) = (stage.words.len(), stage.metas.len());
+    let (nw, nb) = (stage.used().words as usize, stage.metas.len());
     let buf = h.as_mut_slice();
-    buf[..nw].copy_from_slice(&stage.words);
+    // The spans' words, gathered from the index by all cores (the batch's largest host cost).
+    let mut rest = &mut buf[..nw];
+    let mut jobs = Vec::with_capacity(stage.spans.len());
+    for &(src, len) in &stage.spans {
+        let (dst, tail) = rest.split_at_mut(len as usize);
+        jobs.push((dst, &words[src as usize..src as usize + len as usize]));
+        rest = tail;
+    }
+    jobs.into_par_iter()
+        .for_each(|(dst, src)| dst.copy_from_slice(src));
     let cols = &mut buf[nw..nw + 5 * nb];
     for (j, m) in stage.metas.iter().enumerate() {
         cols[j] = m.first_doc;

@@ -235,6 +235,14 @@ pub(crate) fn copy_to_device<T: Copy>(stream: &CudaStream, dst: u64, src: &[T]) 
     Ok(())
 }
 
+/// Copies `bytes` bytes from device address `src` to device address `dst`, asynchronously on `stream`.
+pub(crate) fn copy_on_device(stream: &CudaStream, dst: u64, src: u64, bytes: usize) -> Result<(), GpuError> {
+    // SAFETY: callers pass addresses inside live device allocations with `bytes` bytes after each, in
+    // regions that do not overlap (a list's old and new places in the cache).
+    unsafe { cu::memcpy_dtod_async(dst, src, bytes, stream.cu_stream())? };
+    Ok(())
+}
+
 /// Copies `dst.len()` elements from device address `src` into `dst` (pinned), asynchronously.
 pub(crate) fn copy_to_host<T: Copy>(stream: &CudaStream, dst: &mut [T], src: u64) -> Result<(), GpuError> {
     // SAFETY: `dst` lies in a `Pinned` buffer that the host reads only after the stream's next recorded

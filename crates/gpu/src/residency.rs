@@ -356,14 +356,26 @@ impl DeviceIndex {
         for &id in &grow {
             let have = self.residency.lists[id as usize];
             let had = prefix_need(index, id, have.blocks);
-            let r = &mut self.residency;
-            r.words.release(have.loc.word_base, had.words);
-            r.blocks.release(have.loc.block_base as u64, had.blocks);
-            r.lists[id as usize] = Cached::default();
             let want = prefix_need(index, id, plan.blocks[id as usize]);
-            let w = r.words.alloc(want.words);
-            let b = r.blocks.alloc(want.blocks);
-            let (Some(w), Some(b)) = (w, b) else {
+            let r = &mut self.residency;
+            // The new place first, so that the cached part moves on the device; where it does not
+            // fit beside the old place, free that first.
+            let mut place = (r.words.alloc(want.words), r.blocks.alloc(want.blocks));
+            let mut moved = true;
+            if place.0.is_none() || place.1.is_none() {
+                if let Some(w) = place.0 {
+                    r.words.release(w, want.words);
+                }
+                if let Some(b) = place.1 {
+                    r.blocks.release(b, want.blocks);
+                }
+                r.words.release(have.loc.word_base, had.words);
+                r.blocks.release(have.loc.block_base as u64, had.blocks);
+                r.lists[id as usize] = Cached::default();
+                place = (r.words.alloc(want.words), r.blocks.alloc(want.blocks));
+                moved = false;
+            }
+            let (Some(w), Some(b)) = place else {
                 // Fragmented: lay everything out again.
                 self.rebuild(stream, index, plan)?;
                 return Ok(Applied {
@@ -372,8 +384,17 @@ impl DeviceIndex {
                     compacted: true,
                 });
             };
-            self.put(stream, index, id, plan.blocks[id as usize], w, b)?;
-            applied.bytes += want.bytes();
+            if moved && had.blocks > 0 {
+                self.move_prefix(stream, have, had, w, b)?;
+                let r = &mut self.residency;
+                r.words.release(have.loc.word_base, had.words);
+                r.blocks.release(have.loc.block_base as u64, had.blocks);
+                self.put_from(stream, index, id, plan.blocks[id as usize], w, b, had)?;
+                applied.bytes += want.bytes() - had.bytes();
+            } else {
+                self.put(stream, index, id, plan.blocks[id as usize], w, b)?;
+                applied.bytes += want.bytes();
+            }
         }
         stream.synchronize()?;
         Ok(applied)
@@ -428,15 +449,32 @@ impl DeviceIndex {
         w: u64,
         b: u64,
     ) -> Result<(), GpuError> {
+        self.put_from(stream, index, id, blocks, w, b, Capacity::default())
+    }
+
+    /// [`DeviceIndex::put`] of the blocks after the first `done` ones (already in place).
+    #[allow(clippy::too_many_arguments)]
+    fn put_from(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        index: &Index,
+        id: u32,
+        blocks: u32,
+        w: u64,
+        b: u64,
+        done: Capacity,
+    ) -> Result<(), GpuError> {
         let rec = &index.term_records()[id as usize];
         let p = prefix_need(index, id, blocks);
         let w0 = rec.offset_words as usize;
         let b0 = rec.first_block as usize;
-        let mut cols = Columns::with_capacity(p.blocks as usize);
-        index.block_metas()[b0..b0 + p.blocks as usize]
+        let (dw, db) = (done.words as usize, done.blocks as usize);
+        let mut cols = Columns::with_capacity(p.blocks as usize - db);
+        index.block_metas()[b0 + db..b0 + p.blocks as usize]
             .iter()
             .for_each(|m| cols.push(m));
-        self.write(stream, w, &index.words()[w0..w0 + p.words as usize], b, &cols)?;
+        let words = &index.words()[w0 + dw..w0 + p.words as usize];
+        self.write(stream, w + dw as u64, words, b + db as u64, &cols)?;
         self.residency.lists[id as usize] = Cached {
             loc: ListLocation {
                 word_base: w,
@@ -444,6 +482,33 @@ impl DeviceIndex {
             },
             blocks: p.blocks as u32,
         };
+        Ok(())
+    }
+
+    /// Copies a cached prefix (`had` of space at `have`) to word `w` and block `b`, on the device.
+    fn move_prefix(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        have: Cached,
+        had: Capacity,
+        w: u64,
+        b: u64,
+    ) -> Result<(), GpuError> {
+        let base = |s: &CudaSlice<u32>| ptr(s, stream);
+        let words = base(&self.words);
+        crate::launch::copy_on_device(
+            stream,
+            words + w * 4,
+            words + have.loc.word_base * 4,
+            had.words as usize * 4,
+        )?;
+        let (from, n) = (have.loc.block_base as u64 * 4, had.blocks as usize * 4);
+        for col in [&self.blk_first, &self.blk_last, &self.blk_off, &self.blk_foff] {
+            let c = base(col);
+            crate::launch::copy_on_device(stream, c + b * 4, c + from, n)?;
+        }
+        let m = ptr(&self.blk_max, stream);
+        crate::launch::copy_on_device(stream, m + b * 4, m + from, n)?;
         Ok(())
     }
 

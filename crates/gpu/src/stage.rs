@@ -61,17 +61,33 @@ fn from_cache(index: &Index, residency: &Residency, id: u32, hi: u32) -> bool {
     cached_through(index, residency, id).is_some_and(|m| hi <= m)
 }
 
-/// The staging space a query's terms need over `[lo, hi]` (counting a list once per term: an upper
-/// bound of what the batch copies).
-pub fn need(index: &Index, residency: &Residency, terms: &[(u32, u32)], lo: u32, hi: u32) -> Capacity {
+/// A span of blocks staged once per batch: (term, first block, last block).
+pub type SpanKey = (u32, u32, u32);
+
+/// The spans a query's terms stage over `[lo, hi]`, with their space.
+pub fn spans(
+    index: &Index,
+    residency: &Residency,
+    terms: &[(u32, u32)],
+    lo: u32,
+    hi: u32,
+) -> Vec<(SpanKey, Capacity)> {
     terms
         .iter()
         .filter(|&&(id, _)| !from_cache(index, residency, id, hi))
-        .fold(Capacity::default(), |acc, &(id, _)| {
+        .map(|&(id, _)| {
             let rec = &index.term_records()[id as usize];
             let (f, l) = blocks_for(index, rec, lo, hi);
-            acc.plus(span_need(index, rec, f, l))
+            ((id, f, l), span_need(index, rec, f, l))
         })
+        .collect()
+}
+
+/// The staging space a query's terms need over `[lo, hi]` (each term's span once).
+pub fn need(index: &Index, residency: &Residency, terms: &[(u32, u32)], lo: u32, hi: u32) -> Capacity {
+    spans(index, residency, terms, lo, hi)
+        .into_iter()
+        .fold(Capacity::default(), |acc, (_, c)| acc.plus(c))
 }
 
 /// A batch's staging region, filled on the host while the batch is prepared.
@@ -79,11 +95,12 @@ pub struct Stage {
     /// Device word and block where the region starts.
     base: (u64, u64),
     cap: Capacity,
-    /// Postings words to copy.
-    pub words: Vec<u32>,
+    /// Postings words to copy, as (first word in the index's postings, words), in staging order.
+    pub spans: Vec<(u64, u32)>,
+    words: u64,
     /// Skip data to copy (offsets relative to each staged span's first word).
     pub metas: Vec<BlockMeta>,
-    staged: HashMap<(u32, u32, u32), ListLocation>,
+    staged: HashMap<SpanKey, ListLocation>,
     /// Blocks of the batch's ranges read from the cache.
     pub cached_blocks: u64,
     /// Blocks of the batch's ranges staged (counted per term of each query).
@@ -96,7 +113,8 @@ impl Stage {
         Stage {
             base,
             cap,
-            words: Vec::new(),
+            spans: Vec::new(),
+            words: 0,
             metas: Vec::new(),
             staged: HashMap::new(),
             cached_blocks: 0,
@@ -107,7 +125,7 @@ impl Stage {
     /// The space filled.
     pub fn used(&self) -> Capacity {
         Capacity {
-            words: self.words.len() as u64,
+            words: self.words,
             blocks: self.metas.len() as u64,
         }
     }
@@ -149,13 +167,12 @@ impl Stage {
                     return None;
                 }
                 let loc = ListLocation {
-                    word_base: self.base.0 + self.words.len() as u64,
+                    word_base: self.base.0 + self.words,
                     block_base: (self.base.1 + self.metas.len() as u64) as u32,
                 };
                 let (w0, w1) = span_words(index, rec, first, last);
-                let start = rec.offset_words as usize;
-                self.words
-                    .extend_from_slice(&index.words()[start + w0 as usize..start + w1 as usize]);
+                self.spans.push((rec.offset_words + w0 as u64, w1 - w0));
+                self.words += (w1 - w0) as u64;
                 self.metas
                     .extend(metas[first as usize..=last as usize].iter().map(|m| BlockMeta {
                         offset: m.offset - w0,

@@ -39,14 +39,18 @@ pub fn complete(cpu: &CpuSearcher, request: &Request, partial: &Partial, floor: 
     } else {
         f32::NEG_INFINITY
     };
-    let rest = cpu.search_part(
-        request,
-        mode,
-        Part {
-            range: partial.rest,
-            floor: floor.max(kth),
-        },
-    )?;
+    let rest = if partial.rest.is_empty() {
+        Vec::new()
+    } else {
+        cpu.search_part(
+            request,
+            mode,
+            Part {
+                range: partial.rest,
+                floor: floor.max(kth),
+            },
+        )?
+    };
     let merged = merge_top_k(&[partial.hits.clone(), rest], k);
     if request.mode == Mode::AndOr && merged.len() < k {
         // Fewer than k documents hold every term: and-or answers with OR over the same documents.

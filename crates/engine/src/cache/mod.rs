@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use rayon::prelude::*;
 use warpsearch_cpu::CpuSearcher;
 use warpsearch_gpu::residency::Applied;
-use warpsearch_gpu::{GpuError, GpuSearcher};
+use warpsearch_gpu::{CachePlan, GpuError, GpuSearcher};
 use warpsearch_index::{Index, Result};
 use warpsearch_query::{DocRange, Request, Scored, Scorer};
 
@@ -85,6 +85,10 @@ pub enum Split {
     Gpu,
     /// The GPU answers the first range, the CPU completes the second.
     Partial(DocRange, DocRange),
+    /// Both ranges on the GPU, as two parts of one batch: the first where the cached prefixes
+    /// reach, the second with the blocks after them staged (so a partly cached list is staged only
+    /// from where its cached prefix ends).
+    Two(DocRange, DocRange),
     /// All on the CPU (the GPU could not even stage the first document's blocks).
     Cpu,
 }
@@ -135,13 +139,13 @@ pub struct CacheCtl {
 }
 
 impl CacheCtl {
-    /// Builds the first plan (from the training log; empty for the dynamic policy without one) and
-    /// fills `gpu`'s cache with it.
-    pub fn start(
+    /// The policy and its first plan within `cache_bytes` (from the training log; empty for the dynamic
+    /// policy without one), before the GPU searcher exists: a static plan fixes the cache's shape.
+    pub fn prepare(
         cpu: &CpuSearcher,
-        gpu: &mut GpuSearcher,
         options: CacheOptions,
-    ) -> Result<CacheCtl, GpuError> {
+        cache_bytes: u64,
+    ) -> Result<(CacheCtl, CachePlan)> {
         let scorer = cpu.scorer().clone();
         let index = scorer.index().clone();
         let stops: Vec<Option<u32>> = options
@@ -173,16 +177,26 @@ impl CacheCtl {
             }),
             counters: Counters::default(),
         };
-        let plan = policy::plan(
-            &index,
-            &usage,
-            ctl.policy,
-            gpu.cache_capacity(),
-            ctl.ratio,
-            ctl.group,
-        );
-        ctl.applied(gpu.set_plan(&plan)?);
-        Ok(ctl)
+        let plan = match ctl.policy {
+            // The dynamic policy's later plans must fit the cache the GPU allocates for its budget.
+            Policy::Dynamic => {
+                let cap = warpsearch_gpu::Capacity::of_bytes(&index, cache_bytes);
+                policy::plan(&index, &usage, ctl.policy, cap, ctl.ratio, ctl.group)
+            }
+            p => policy::plan_in_bytes(&index, &usage, p, cache_bytes, ctl.ratio, ctl.group),
+        };
+        Ok((ctl, plan))
+    }
+
+    /// The cache's shape for `plan`: exactly its need for a static policy, else none (the budget's).
+    pub fn shape(&self, index: &Index, plan: &CachePlan) -> Option<warpsearch_gpu::Capacity> {
+        (self.policy != Policy::Dynamic).then(|| plan.need(index))
+    }
+
+    /// Fills `gpu`'s cache with `plan`.
+    pub fn install(&self, gpu: &mut GpuSearcher, plan: &CachePlan) -> std::result::Result<(), GpuError> {
+        self.applied(gpu.set_plan(plan)?);
+        Ok(())
     }
 
     fn applied(&self, a: Applied) {
@@ -203,6 +217,27 @@ impl CacheCtl {
     /// Where `request`'s documents in `range` run, given what `gpu` caches; counts the choice.
     pub fn split(&self, gpu: &GpuSearcher, request: &Request, range: DocRange) -> Split {
         let c = &self.counters;
+        if !self.prune {
+            // Staging all: cut where the cached prefixes end, when the rest fits a batch's staging.
+            if let Some(m) = gpu.cover(&request.query, true) {
+                if m >= range.first && m < range.last {
+                    let (a, b) = (
+                        DocRange {
+                            first: range.first,
+                            last: m,
+                        },
+                        DocRange {
+                            first: m + 1,
+                            last: range.last,
+                        },
+                    );
+                    if gpu.fits_staging(request, Some(b)) {
+                        c.gpu_whole.fetch_add(1, Ordering::Relaxed);
+                        return Split::Two(a, b);
+                    }
+                }
+            }
+        }
         let split = match gpu.cover(&request.query, self.prune) {
             Some(m) if m >= range.last => Split::Gpu,
             Some(m) if m >= range.first => Split::Partial(
@@ -218,7 +253,7 @@ impl CacheCtl {
             _ => Split::Cpu,
         };
         match split {
-            Split::Gpu => &c.gpu_whole,
+            Split::Gpu | Split::Two(..) => &c.gpu_whole,
             Split::Partial(..) => &c.partial,
             Split::Cpu => &c.cpu_only,
         }
@@ -299,7 +334,7 @@ impl CacheCtl {
 /// The request the GPU runs for a query it answers in part (and-or's AND pass).
 pub fn gpu_request(request: &Request, split: Split) -> Request {
     match split {
-        Split::Partial(..) => Request {
+        Split::Partial(..) | Split::Two(..) => Request {
             mode: gpu_mode(request.mode),
             ..request.clone()
         },

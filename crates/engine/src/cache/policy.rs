@@ -44,16 +44,18 @@ impl Policy {
 struct Filler<'a> {
     index: &'a Index,
     cap: Capacity,
+    bytes: u64,
     used: Capacity,
     plan: CachePlan,
     ratio: f64,
 }
 
 impl<'a> Filler<'a> {
-    fn new(index: &'a Index, cap: Capacity, ratio: f64) -> Filler<'a> {
+    fn new(index: &'a Index, cap: Capacity, bytes: u64, ratio: f64) -> Filler<'a> {
         Filler {
             index,
             cap,
+            bytes,
             used: Capacity::default(),
             plan: CachePlan::empty(index),
             ratio: ratio.clamp(0.0, 1.0),
@@ -82,7 +84,10 @@ impl<'a> Filler<'a> {
                 blocks: n.blocks - before.blocks,
             }
         };
-        let fits = |b: u32| self.cap.holds(self.used.plus(extra(b)));
+        let fits = |b: u32| {
+            let total = self.used.plus(extra(b));
+            self.cap.holds(total) && total.bytes() <= self.bytes
+        };
         let reach = if fits(want) {
             want
         } else if whole {
@@ -106,8 +111,8 @@ impl<'a> Filler<'a> {
     }
 }
 
-/// The plan `policy` admits into `cap` from the use `usage` records; `group` is VFB's block size in
-/// index blocks, `ratio` the maximum admission ratio λ.
+/// The plan `policy` admits into `cap` (and at most its bytes) from the use `usage` records; `group` is
+/// VFB's block size in index blocks, `ratio` the maximum admission ratio λ.
 pub fn plan(
     index: &Index,
     usage: &Usage,
@@ -116,7 +121,35 @@ pub fn plan(
     ratio: f64,
     group: u32,
 ) -> CachePlan {
-    let mut fill = Filler::new(index, cap, ratio);
+    plan_bytes(index, usage, policy, cap, cap.bytes(), ratio, group)
+}
+
+/// [`plan`] within `bytes` of device memory however they divide between words and blocks.
+pub fn plan_in_bytes(
+    index: &Index,
+    usage: &Usage,
+    policy: Policy,
+    bytes: u64,
+    ratio: f64,
+    group: u32,
+) -> CachePlan {
+    let any = Capacity {
+        words: bytes / 4,
+        blocks: bytes / warpsearch_gpu::cache::META_BYTES,
+    };
+    plan_bytes(index, usage, policy, any, bytes, ratio, group)
+}
+
+fn plan_bytes(
+    index: &Index,
+    usage: &Usage,
+    policy: Policy,
+    cap: Capacity,
+    bytes: u64,
+    ratio: f64,
+    group: u32,
+) -> CachePlan {
+    let mut fill = Filler::new(index, cap, bytes, ratio);
     let records = index.term_records();
     let qtf = |t: u32| usage.qtf.get(&t).copied().unwrap_or(0.0);
     let desc = |a: f64, b: f64| b.partial_cmp(&a).unwrap_or(Ordering::Equal);

@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use warpsearch_cpu::CpuSearcher;
 use warpsearch_gpu::GpuSearcher;
 use warpsearch_index::{IndexError, Result};
-use warpsearch_query::{Answer, DocRange, Request};
+use warpsearch_query::{merge_top_k, Answer, DocRange, Mode, Request};
 
 use super::{complete, gpu_request, CacheCtl, Partial, Split};
 
@@ -35,24 +35,52 @@ pub fn search_batch(
             let _ = ctl.maybe_replan(gpu);
             let base = c * chunk;
             let splits: Vec<Split> = reqs.iter().map(|r| ctl.split(gpu, r, all)).collect();
-            let on_gpu: Vec<usize> = (0..reqs.len()).filter(|&i| splits[i] != Split::Cpu).collect();
-            let gpu_reqs: Vec<Request> = on_gpu.iter().map(|&i| gpu_request(&reqs[i], splits[i])).collect();
-            let ranges: Vec<DocRange> = on_gpu
+            // One GPU request per range: `Two` gives two, adjacent.
+            let mut on_gpu: Vec<(usize, DocRange)> = Vec::new();
+            for (i, split) in splits.iter().enumerate() {
+                match *split {
+                    Split::Cpu => {}
+                    Split::Gpu => on_gpu.push((i, all)),
+                    Split::Partial(g, _) => on_gpu.push((i, g)),
+                    Split::Two(x, y) => {
+                        on_gpu.push((i, x));
+                        on_gpu.push((i, y));
+                    }
+                }
+            }
+            let gpu_reqs: Vec<Request> = on_gpu
                 .iter()
-                .map(|&i| match splits[i] {
-                    Split::Partial(g, _) => g,
-                    _ => all,
-                })
+                .map(|&(i, _)| gpu_request(&reqs[i], splits[i]))
                 .collect();
-            let answers = gpu.search_batch_in(&gpu_reqs, Some(&ranges));
+            let ranges: Vec<DocRange> = on_gpu.iter().map(|&(_, r)| r).collect();
+            let mut answers = gpu.search_batch_in(&gpu_reqs, Some(&ranges)).into_iter();
             // What the CPU does for this batch: completions, failures, queries the GPU cannot take.
             let mut work: Vec<(usize, Option<(Partial, Answer)>)> = Vec::new();
-            for i in (0..reqs.len()).filter(|&i| splits[i] == Split::Cpu) {
-                work.push((base + i, None));
-            }
-            for (&i, answer) in on_gpu.iter().zip(answers) {
-                match (answer, splits[i]) {
-                    (Ok(a), Split::Partial(_, rest)) => {
+            let mut j = 0;
+            while j < on_gpu.len() {
+                let i = on_gpu[j].0;
+                let answer = answers.next().expect("one answer per GPU request");
+                let (answer, rest) = match splits[i] {
+                    Split::Two(..) => {
+                        j += 1;
+                        let second = answers.next().expect("one answer per GPU request");
+                        let both = answer.and_then(|x| {
+                            second.map(|y| Answer {
+                                hits: merge_top_k(&[x.hits, y.hits], reqs[i].k),
+                                latency: x.latency.max(y.latency),
+                            })
+                        });
+                        // and-or with fewer than k AND documents still needs its OR pass.
+                        let done = reqs[i].mode != Mode::AndOr
+                            || both.as_ref().is_ok_and(|a| a.hits.len() >= reqs[i].k);
+                        (both, (!done).then_some(DocRange::EMPTY))
+                    }
+                    Split::Partial(_, rest) => (answer, Some(rest)),
+                    _ => (answer, None),
+                };
+                j += 1;
+                match (answer, rest) {
+                    (Ok(a), Some(rest)) => {
                         let partial = Partial {
                             hits: a.hits.clone(),
                             rest,
@@ -60,7 +88,7 @@ pub fn search_batch(
                         };
                         work.push((base + i, Some((partial, a))));
                     }
-                    (Ok(a), _) => {
+                    (Ok(a), None) => {
                         ctl.observe(&reqs[i], Some(&a.hits));
                         out[base + i] = Some(Ok(a));
                     }
@@ -69,6 +97,9 @@ pub fn search_batch(
                         work.push((base + i, None))
                     }
                 }
+            }
+            for i in (0..reqs.len()).filter(|&i| splits[i] == Split::Cpu) {
+                work.push((base + i, None));
             }
             let tx = tx.clone();
             scope.spawn(move |_| {

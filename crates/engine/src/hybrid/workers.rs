@@ -306,7 +306,12 @@ fn split_by_cache(
             first: range.first,
             last: range.last.min(last),
         };
-        match c.split(gpu, &t.job.request, whole) {
+        let split = match c.split(gpu, &t.job.request, whole) {
+            // One GPU task per scheduler task: its whole range, staged where the cache lacks it.
+            Split::Two(..) => Split::Gpu,
+            s => s,
+        };
+        match split {
             Split::Cpu => to_cpu.push(t),
             split => {
                 requests.push(gpu_request(&t.job.request, split));
