@@ -91,19 +91,19 @@ for part in $parts; do
     for share in 1 0.5 0.25 0.1; do
       for policy in vfb qtf qtfdf dynamic; do
         [ "$share" = 1 ] && [ $policy != vfb ] && continue
-        run $part $policy $share 0.125 $work/train.txt $work/test.txt cache
+        run $part $policy $share 0.25 $work/train.txt $work/test.txt cache
       done
     done
     ;;
   drift)
     for mode in and or; do
       for policy in vfb dynamic; do
-        run $mode $policy 0.25 0.125 $work/drift-train.txt $work/drift-test.txt drift
+        run $mode $policy 0.25 0.25 $work/drift-train.txt $work/drift-test.txt drift
       done
     done
     ;;
   sweep)
-    for buf in 0.03125 0.0625 0.25 0.5; do
+    for buf in 0.0625 0.125 0.375 0.5; do
       run and vfb 0.25 $buf $work/train.txt $work/test.txt sweep
     done
     ;;

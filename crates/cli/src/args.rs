@@ -481,8 +481,8 @@ pub struct GpuArgs {
     /// VFB's block, in postings (a multiple of the index's 128-posting blocks).
     #[arg(long, default_value_t = 256)]
     pub gpu_cache_block: u32,
-    /// The batches' staging buffers S_b, e.g. 256M (default: an eighth of --gpu-memory, 64 MiB to
-    /// 2 GiB); the cache S_c takes the rest of --gpu-memory.
+    /// The batches' staging buffers S_b, e.g. 256M (default: a quarter of --gpu-memory, 64 MiB to
+    /// 4 GiB); the cache S_c takes the rest of --gpu-memory.
     #[arg(long, value_parser = parse_bytes)]
     pub gpu_cache_buffer: Option<usize>,
     /// How far the GPU answers a query whose blocks the cache lacks: cpu (where the cached prefixes

@@ -8,9 +8,10 @@ use warpsearch_query::{Mode, Query, Request};
 
 use crate::args::GpuArgs;
 
-/// Staging buffers S_b when not given: an eighth of the budget, from 64 MiB to 2 GiB.
+/// Staging buffers S_b when not given: a quarter of the budget (the best split measured on the 25M
+/// collection at a quarter of the index, `bench/RESULTS.md`), from 64 MiB to 4 GiB.
 fn default_buffer(budget: usize) -> usize {
-    (budget / 8).clamp(64 << 20, 2 << 30).min(budget / 2)
+    (budget / 4).clamp(64 << 20, 4 << 30).min(budget / 2)
 }
 
 /// The cache's memory split and policy that `g` asks for (None: the whole index on the GPU), with the

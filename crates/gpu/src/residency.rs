@@ -19,7 +19,9 @@ use warpsearch_index::{BlockMeta, Index};
 
 use crate::cache::extents::Extents;
 use crate::cache::{prefix_need, CachePlan, Capacity};
+use crate::launch::Pinned;
 use crate::{Gpu, GpuError};
+use rayon::prelude::*;
 
 /// Where one list's data is on the device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -97,10 +99,15 @@ pub struct DeviceIndex {
     cache: Capacity,
     stage: Capacity,
     stages: usize,
+    /// Pinned memory that plan changes go through (none when the whole index is uploaded once).
+    bounce: Option<Pinned<u32>>,
     /// The kernel's codec number ([`crate::kernels::codec_id`]).
     pub(crate) codec: u32,
     pub(crate) num_docs: u32,
 }
+
+/// Words of pinned memory for plan changes (64 MiB).
+const BOUNCE_WORDS: usize = 16 << 20;
 
 /// Bytes the whole index takes on the device: its postings words and 20 bytes of skip data per block.
 pub fn device_bytes(index: &Index) -> usize {
@@ -201,6 +208,7 @@ impl DeviceIndex {
             cache,
             stage,
             stages,
+            bounce: Some(Pinned::new(gpu, BOUNCE_WORDS)?),
             codec: crate::kernels::codec_id(index.codec()),
             num_docs: index.num_docs(),
         };
@@ -269,6 +277,7 @@ impl DeviceIndex {
             cache,
             stage: Capacity::default(),
             stages: 0,
+            bounce: None,
             codec: 0,
             num_docs: 0,
         };
@@ -417,25 +426,41 @@ impl DeviceIndex {
         r.blocks = Extents::new(self.cache.blocks);
         r.words.alloc(need.words);
         r.blocks.alloc(need.blocks);
-        let mut words: Vec<u32> = Vec::with_capacity(need.words as usize);
+        // Zeroed pages come from the OS lazily: the gather below writes each word once, on all cores.
+        let mut words: Vec<u32> = vec![0; need.words as usize];
         let mut cols = Columns::with_capacity(need.blocks as usize);
+        let mut spans = Vec::new();
+        let mut at = 0usize;
         for (id, &b) in plan.blocks.iter().enumerate() {
+            if b == 0 {
+                r.lists[id] = Cached::default();
+                continue;
+            }
             let rec = &index.term_records()[id];
             let p = prefix_need(index, id as u32, b);
             r.lists[id] = Cached {
                 loc: ListLocation {
-                    word_base: words.len() as u64,
+                    word_base: at as u64,
                     block_base: cols.first.len() as u32,
                 },
                 blocks: p.blocks as u32,
             };
             let w0 = rec.offset_words as usize;
-            words.extend_from_slice(&index.words()[w0..w0 + p.words as usize]);
+            spans.push(&index.words()[w0..w0 + p.words as usize]);
+            at += p.words as usize;
             let b0 = rec.first_block as usize;
             index.block_metas()[b0..b0 + p.blocks as usize]
                 .iter()
                 .for_each(|m| cols.push(m));
         }
+        let mut rest = &mut words[..];
+        let mut jobs = Vec::with_capacity(spans.len());
+        for src in spans {
+            let (dst, tail) = rest.split_at_mut(src.len());
+            jobs.push((dst, src));
+            rest = tail;
+        }
+        jobs.into_par_iter().for_each(|(d, s)| d.copy_from_slice(s));
         self.write(stream, 0, &words, 0, &cols)
     }
 
@@ -512,6 +537,32 @@ impl DeviceIndex {
         Ok(())
     }
 
+    /// Copies `src` to device address `dst` (inside the device arrays) through the pinned bounce buffer,
+    /// a chunk at a time, gathered by all cores (pageable copies from the memory-mapped index reach a
+    /// fraction of the pinned bandwidth).
+    fn copy_in(&mut self, stream: &Arc<CudaStream>, dst: u64, src: &[u32]) -> Result<(), GpuError> {
+        let Some(bounce) = self.bounce.as_mut() else {
+            return Err(GpuError::Unsupported(
+                "no bounce buffer: the whole index was uploaded".into(),
+            ));
+        };
+        let cap = bounce.as_slice().len();
+        for (i, chunk) in src.chunks(cap).enumerate() {
+            let buf = &mut bounce.as_mut_slice()[..chunk.len()];
+            buf.par_chunks_mut(1 << 18)
+                .zip(chunk.par_chunks(1 << 18))
+                .for_each(|(d, s)| d.copy_from_slice(s));
+            crate::launch::copy_to_device(
+                stream,
+                dst + (i * cap * 4) as u64,
+                &bounce.as_slice()[..chunk.len()],
+            )?;
+            // The buffer is refilled next: the copy must be done with it.
+            stream.synchronize()?;
+        }
+        Ok(())
+    }
+
     /// Copies `words` to word `w` and the skip data `cols` to block `b` of the device arrays.
     fn write(
         &mut self,
@@ -521,17 +572,18 @@ impl DeviceIndex {
         b: u64,
         cols: &Columns,
     ) -> Result<(), GpuError> {
-        let (w, b) = (w as usize, b as usize);
-        let n = cols.first.len();
-        if !words.is_empty() {
-            stream.memcpy_htod(words, &mut self.words.slice_mut(w..w + words.len()))?;
-        }
-        if n > 0 {
-            stream.memcpy_htod(&cols.first, &mut self.blk_first.slice_mut(b..b + n))?;
-            stream.memcpy_htod(&cols.last, &mut self.blk_last.slice_mut(b..b + n))?;
-            stream.memcpy_htod(&cols.off, &mut self.blk_off.slice_mut(b..b + n))?;
-            stream.memcpy_htod(&cols.foff, &mut self.blk_foff.slice_mut(b..b + n))?;
-            stream.memcpy_htod(&cols.max, &mut self.blk_max.slice_mut(b..b + n))?;
+        let (w, b) = (w as u64, b as u64);
+        let max: &[u32] = bytemuck::cast_slice(&cols.max);
+        let targets = [
+            (ptr(&self.words, stream) + w * 4, words),
+            (ptr(&self.blk_first, stream) + b * 4, &cols.first[..]),
+            (ptr(&self.blk_last, stream) + b * 4, &cols.last[..]),
+            (ptr(&self.blk_off, stream) + b * 4, &cols.off[..]),
+            (ptr(&self.blk_foff, stream) + b * 4, &cols.foff[..]),
+            (ptr(&self.blk_max, stream) + b * 4, max),
+        ];
+        for (dst, src) in targets {
+            self.copy_in(stream, dst, src)?;
         }
         Ok(())
     }

@@ -27,13 +27,18 @@ pub fn cached_through(index: &Index, residency: &Residency, id: u32) -> Option<u
 }
 
 /// The blocks `[first, last]` of `rec`'s list that hold its documents in `[lo, hi]` (at least one
-/// block: the last, when none does).
+/// block: the last, when none does). A span of at least half the list is widened to the whole list,
+/// so that the queries of a batch that use the list share one staged copy.
 pub fn blocks_for(index: &Index, rec: &TermRecord, lo: u32, hi: u32) -> (u32, u32) {
     let metas = &index.block_metas()[rec.first_block as usize..][..rec.num_blocks()];
     let n = metas.len() as u32;
     let first = (metas.partition_point(|m| m.last_doc < lo) as u32).min(n - 1);
     let last = (metas.partition_point(|m| m.last_doc < hi) as u32).clamp(first, n - 1);
-    (first, last)
+    if 2 * (last - first + 1) >= n {
+        (0, n - 1)
+    } else {
+        (first, last)
+    }
 }
 
 /// The device space that staging blocks `[first, last]` of `rec`'s list takes.

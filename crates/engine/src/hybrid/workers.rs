@@ -307,8 +307,10 @@ fn split_by_cache(
             last: range.last.min(last),
         };
         let split = match c.split(gpu, &t.job.request, whole) {
-            // One GPU task per scheduler task: its whole range, staged where the cache lacks it.
-            Split::Two(..) => Split::Gpu,
+            // One GPU task per scheduler task: its whole range, staged where the cache lacks it, when
+            // that fits a batch's staging space; else the CPU completes the second range.
+            Split::Two(..) if gpu.fits_staging(&t.job.request, Some(whole)) => Split::Gpu,
+            Split::Two(a, b) => Split::Partial(a, b),
             s => s,
         };
         match split {
