@@ -572,7 +572,6 @@ impl DeviceIndex {
         b: u64,
         cols: &Columns,
     ) -> Result<(), GpuError> {
-        let (w, b) = (w as u64, b as u64);
         let max: &[u32] = bytemuck::cast_slice(&cols.max);
         let targets = [
             (ptr(&self.words, stream) + w * 4, words),
