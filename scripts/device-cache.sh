@@ -11,6 +11,7 @@
 #          25% and 10% of the index under vfb, qtf, qtfdf and dynamic, trained on TREC 2005 queries
 #          1-25,000 and measured on 25,001-30,000 (QUERIES_TEST to change);
 #   drift  trained on the log's queries whose first word sorts before "m", run on the others (25%);
+#   dyn    vfb and dynamic alone at 25% and 10% (after a change to the dynamic policy);
 #   sweep  at a 25% budget, the split between cache S_c and staging S_b (for the throughput model).
 # Output under $OUT: cache.log, cache-table.txt (one row per run), reports/*.json.
 # usage: scripts/device-cache.sh [tests] [synth] [and] [or] [drift] [sweep]
@@ -99,6 +100,15 @@ for part in $parts; do
     for mode in and or; do
       for policy in vfb dynamic; do
         run $mode $policy 0.25 0.25 $work/drift-train.txt $work/drift-test.txt drift
+      done
+    done
+    ;;
+  dyn)
+    for mode in and or; do
+      for share in 0.25 0.1; do
+        for policy in vfb dynamic; do
+          run $mode $policy $share 0.25 $work/train.txt $work/test.txt dyn
+        done
       done
     done
     ;;

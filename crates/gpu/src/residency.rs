@@ -80,10 +80,10 @@ impl Residency {
 pub struct Applied {
     /// Lists whose cached prefix changed.
     pub lists: u64,
-    /// Bytes copied to the device.
+    /// Bytes copied to the device from the host.
     pub bytes: u64,
-    /// Whether the cache was laid out anew (fragmented free space).
-    pub compacted: bool,
+    /// Lists that could not grow for want of contiguous space (they keep their old prefix).
+    pub skipped: u64,
 }
 
 /// The index's posting data and skip data in device memory (structure of arrays for the skip data, so
@@ -337,7 +337,7 @@ impl DeviceIndex {
             return Ok(Applied {
                 lists,
                 bytes: need.bytes(),
-                compacted: false,
+                skipped: 0,
             });
         }
         let mut applied = Applied::default();
@@ -367,33 +367,22 @@ impl DeviceIndex {
             let had = prefix_need(index, id, have.blocks);
             let want = prefix_need(index, id, plan.blocks[id as usize]);
             let r = &mut self.residency;
-            // The new place first, so that the cached part moves on the device; where it does not
-            // fit beside the old place, free that first.
-            let mut place = (r.words.alloc(want.words), r.blocks.alloc(want.blocks));
-            let mut moved = true;
-            if place.0.is_none() || place.1.is_none() {
+            // The new place beside the old one, so that the cached part moves on the device. Where the
+            // free space is too fragmented for it, the list keeps its old prefix (still exact; the
+            // next plan may place it).
+            let place = (r.words.alloc(want.words), r.blocks.alloc(want.blocks));
+            let (Some(w), Some(b)) = place else {
+                // Undo whichever half succeeded (a zero-length release is nothing).
                 if let Some(w) = place.0 {
                     r.words.release(w, want.words);
                 }
                 if let Some(b) = place.1 {
                     r.blocks.release(b, want.blocks);
                 }
-                r.words.release(have.loc.word_base, had.words);
-                r.blocks.release(have.loc.block_base as u64, had.blocks);
-                r.lists[id as usize] = Cached::default();
-                place = (r.words.alloc(want.words), r.blocks.alloc(want.blocks));
-                moved = false;
-            }
-            let (Some(w), Some(b)) = place else {
-                // Fragmented: lay everything out again.
-                self.rebuild(stream, index, plan)?;
-                return Ok(Applied {
-                    lists: applied.lists,
-                    bytes: need.bytes(),
-                    compacted: true,
-                });
+                applied.skipped += 1;
+                continue;
             };
-            if moved && had.blocks > 0 {
+            if had.blocks > 0 {
                 self.move_prefix(stream, have, had, w, b)?;
                 let r = &mut self.residency;
                 r.words.release(have.loc.word_base, had.words);

@@ -154,8 +154,16 @@ impl CacheCtl {
             .map(|r| cpu.stop_doc(r))
             .collect::<Result<_>>()?;
         let mut usage = Usage::default();
+        // The dynamic policy starts from the training log weighed as one epoch of the live stream, so
+        // that the stream's own queries soon outweigh it.
+        let w = match options.policy {
+            Policy::Dynamic if !options.train.is_empty() => {
+                (options.epoch.max(1) as f64 / options.train.len() as f64).min(1.0)
+            }
+            _ => 1.0,
+        };
         for (r, stop) in options.train.iter().zip(stops) {
-            usage.add(&index, &r.query, r.mode, stop, 1.0);
+            usage.add(&index, &r.query, r.mode, stop, w);
         }
         let prune = match options.completion {
             Completion::Auto => scorer.early_termination(),
@@ -180,7 +188,7 @@ impl CacheCtl {
         let plan = match ctl.policy {
             // The dynamic policy's later plans must fit the cache the GPU allocates for its budget.
             Policy::Dynamic => {
-                let cap = warpsearch_gpu::Capacity::of_bytes(&index, cache_bytes);
+                let cap = headroom(warpsearch_gpu::Capacity::of_bytes(&index, cache_bytes));
                 policy::plan(&index, &usage, ctl.policy, cap, ctl.ratio, ctl.group)
             }
             p => policy::plan_in_bytes(&index, &usage, p, cache_bytes, ctl.ratio, ctl.group),
@@ -305,7 +313,7 @@ impl CacheCtl {
                 index,
                 &d.usage,
                 Policy::Dynamic,
-                gpu.cache_capacity(),
+                headroom(gpu.cache_capacity()),
                 self.ratio,
                 self.group,
             );
@@ -328,6 +336,15 @@ impl CacheCtl {
             replans: take(&c.replans),
             lists_changed: take(&c.lists_changed),
         }
+    }
+}
+
+/// The share of the cache the dynamic policy plans for: the rest is room for lists to grow into while
+/// their old prefixes are still in place (they move on the device).
+fn headroom(c: warpsearch_gpu::Capacity) -> warpsearch_gpu::Capacity {
+    warpsearch_gpu::Capacity {
+        words: c.words / 10 * 9,
+        blocks: c.blocks / 10 * 9,
     }
 }
 
