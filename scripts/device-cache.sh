@@ -12,6 +12,9 @@
 #          1-25,000 and measured on 25,001-30,000 (QUERIES_TEST to change);
 #   drift  trained on the log's queries whose first word sorts before "m", run on the others (25%);
 #   dyn    vfb and dynamic alone at 25% and 10% (after a change to the dynamic policy);
+#   gs     the passages in global-score order with bm25-static (early termination; the CPU completes):
+#          cache S_c of 25% and 10% of the index plus 64 MiB of staging (carried as .device/gs-part1 and
+#          .device/wiki-gs-rest.tar.xz);
 #   sweep  at a 25% budget, the split between cache S_c and staging S_b (for the throughput model).
 # Output under $OUT: cache.log, cache-table.txt (one row per run), reports/*.json.
 # usage: scripts/device-cache.sh [tests] [synth] [and] [or] [drift] [sweep]
@@ -20,6 +23,8 @@ source scripts/device-common.sh
 log=$out/cache.log
 table=$out/cache-table.txt
 synth=/root/synth
+idx=$synth
+extra=""
 mkdir -p "$out/reports"
 touch "$log"
 parts=${*:-tests synth and or drift sweep}
@@ -41,14 +46,16 @@ run() {
   local name=$tag-$mode-$policy-$share-$buf json
   json=$out/reports/$name.json
   mkdir -p "$out/reports"
-  local args=(--index $synth --queries $test --mode $mode --k 10 --backend gpu --warmup 1 --json $json)
+  local args=(--index $idx --queries $test --mode $mode --k 10 --backend gpu --warmup 1 --json $json $extra)
   if [ "$policy" != none ]; then
-    local total=$(( $(index_bytes $synth) ))
+    local total=$(( $(index_bytes $idx) ))
     local budget
     budget=$(python3 -c "print(int($total * $share))")
     local buffer
     buffer=$(python3 -c "print(max(64 << 20, int($budget * $buf)))")
-    budget=$(python3 -c "print(int($total * $share) + ($buffer if $share >= 1 else 0))")
+    # buf = fixed: S_c is the share of the index, S_b 64 MiB on top (an index too small to split).
+    [ "$buf" = fixed ] && buffer=$((64 << 20))
+    budget=$(python3 -c "print(int($total * $share) + ($buffer if $share >= 1 or '$buf' == 'fixed' else 0))")
     args+=(--gpu-memory $budget --gpu-cache $policy --gpu-cache-buffer $buffer --gpu-cache-train $train)
   fi
   say "== $name: ${args[*]}"
@@ -111,6 +118,29 @@ for part in $parts; do
         done
       done
     done
+    ;;
+  gs)
+    # The passages in global-score order (static score 1/(1 + passage number), α 0.5), bm25-static with
+    # early termination: the paper's setting, where VFB prunes list tails and the CPU completes.
+    gs=/root/wiki-gs
+    if [ ! -f $gs/meta.json ]; then
+      mkdir -p $gs && unxz $dev/gs-part1/wiki-gs-postings.bin.xz >$gs/postings.bin && unxz $dev/wiki-gs-rest.tar.xz | tar -x -C $gs
+    fi
+    idx=$gs
+    extra="--ranking bm25-static"
+    for mode in and or; do
+      run $mode none 1 0 $work/train.txt $work/test.txt gs
+      for share in 0.25 0.1; do
+        for policy in vfb qtf qtfdf dynamic; do
+          run $mode $policy $share fixed $work/train.txt $work/test.txt gs
+        done
+      done
+      extra="--ranking bm25-static --gpu-cache-ratio 0.5"
+      run $mode vfb 0.1 fixed $work/train.txt $work/test.txt gs-lambda0.5
+      extra="--ranking bm25-static"
+    done
+    idx=$synth
+    extra=""
     ;;
   sweep)
     for buf in 0.0625 0.125 0.375 0.5; do

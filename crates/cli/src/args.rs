@@ -141,6 +141,12 @@ impl IndexArgs {
         if !(0.0..=1.0).contains(&self.alpha) {
             bail!("--alpha must lie in [0, 1] (got {})", self.alpha);
         }
+        if self.ciff.is_some() && (self.static_scores.is_some() || self.doc_order != "input" || self.title) {
+            bail!(
+                "--static-scores, --doc-order and --title apply to --input only: a CIFF file's postings are \
+                 imported as they are; build from the JSONL collection for static scores or a global-score order"
+            );
+        }
         Ok(WriterOptions {
             codec: self.codec,
             analyzer: self.analyzer()?,

@@ -317,3 +317,25 @@ fn crc32fast_hash(bytes: &[u8]) -> u32 {
     }
     !crc
 }
+
+/// A CIFF import cannot reorder or attach static scores: asking for it is an error, not silently ignored.
+#[test]
+fn ciff_import_refuses_build_only_options() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("o");
+    for extra in [
+        &["--doc-order", "global-score"][..],
+        &["--static-scores", "s.tsv"][..],
+        &["--title"][..],
+    ] {
+        let mut args = vec!["index", "--ciff", "a.ciff", "--output", s(&out)];
+        args.extend_from_slice(extra);
+        let o = warpsearch(&args, &[]);
+        assert!(!o.status.success(), "{extra:?} accepted");
+        assert!(
+            text(&o.stderr).contains("apply to --input only"),
+            "{extra:?}: {}",
+            text(&o.stderr)
+        );
+    }
+}
