@@ -15,6 +15,7 @@
 #   gs     the passages in global-score order with bm25-static (early termination; the CPU completes):
 #          cache S_c of 25% and 10% of the index plus 64 MiB of staging (carried as .device/gs-part1 and
 #          .device/wiki-gs-rest.tar.xz);
+#   identical  `search` with a cache vs the CPU's run, byte for byte (after gs);
 #   sweep  at a 25% budget, the split between cache S_c and staging S_b (for the throughput model).
 # Output under $OUT: cache.log, cache-table.txt (one row per run), reports/*.json.
 # usage: scripts/device-cache.sh [tests] [synth] [and] [or] [drift] [sweep]
@@ -144,6 +145,27 @@ for part in $parts; do
     done
     idx=$synth
     extra=""
+    ;;
+  identical)
+    # `search` with a cache, byte for byte against the CPU's run: the global-score passages (after `gs`
+    # unpacked them), bm25-static, the first 5,000 test queries, AND / OR / and-or at k 10 and 1000.
+    gs=/root/wiki-gs
+    [ -f $gs/meta.json ] || { say "identical: run gs first (the global-score passages)"; continue; }
+    total=$(index_bytes $gs)
+    for mode in and or and-or; do
+      for k in 10 1000; do
+        common=(--index $gs --queries $work/test.txt --mode $mode --k $k --ranking bm25-static --force)
+        $bin search "${common[@]}" --backend cpu --output $work/cpu.run 2>>"$log"
+        for cfg in "gpu vfb 0.1" "gpu qtf 0.25" "gpu dynamic 0.25" "hybrid vfb 0.25" "gpu vfb 0.25 transfer"; do
+          set -- $cfg
+          budget=$(python3 -c "print(int($total * $3) + (64 << 20))")
+          $bin search "${common[@]}" --backend $1 --gpu-memory $budget --gpu-cache $2 --gpu-cache-buffer $((64 << 20)) \
+            --gpu-cache-train $work/train.txt --gpu-cache-complete ${4:-auto} --stats --output $work/gpu.run 2>>"$log"
+          if cmp -s $work/cpu.run $work/gpu.run; then r=identical; else r=DIFFERENT; fi
+          say "search $mode k $k --backend $1 --gpu-cache $2 at $3 (${4:-auto}): $r to the CPU's run"
+        done
+      done
+    done
     ;;
   sweep)
     for buf in 0.0625 0.125 0.375 0.5; do
