@@ -305,22 +305,26 @@ fn gpu_refuses_what_it_cannot_do() {
     assert!(searcher.search_batch(&reqs).iter().all(|a| a.is_err()));
 }
 
+/// The passage index (`WARPSEARCH_WIKI_INDEX`) and the TREC 2005 queries, or None (saying why).
+fn wiki() -> Option<(Arc<Index>, PathBuf)> {
+    let Some(dir) = std::env::var_os("WARPSEARCH_WIKI_INDEX") else {
+        say("skipped: WARPSEARCH_WIKI_INDEX is not set (a passage index built with --title)");
+        return None;
+    };
+    let queries = std::env::var_os("WARPSEARCH_QUERIES")
+        .map(PathBuf::from)
+        .or_else(|| warpsearch_index::testdata::shared_data("queries/trec05-efficiency.txt"))?;
+    Some((Arc::new(Index::open(&dir).unwrap()), queries))
+}
+
 /// The real check: the first 5,000 TREC 2005 queries over the Wikipedia passage index
 /// (`WARPSEARCH_WIKI_INDEX`, built with `warpsearch index --title`), AND / OR / and-or at k 10 and 1000.
 #[test]
 fn engine_equals_the_oracle_on_wikipedia_passages() {
     let Some(gpu) = gpu() else { return };
-    let Some(dir) = std::env::var_os("WARPSEARCH_WIKI_INDEX") else {
-        say("skipped: WARPSEARCH_WIKI_INDEX is not set (a passage index built with --title)");
+    let Some((index, queries_path)) = wiki() else {
         return;
     };
-    let Some(queries_path) = std::env::var_os("WARPSEARCH_QUERIES")
-        .map(PathBuf::from)
-        .or_else(|| warpsearch_index::testdata::shared_data("queries/trec05-efficiency.txt"))
-    else {
-        return;
-    };
-    let index = Arc::new(Index::open(&dir).unwrap());
     assert_eq!(index.num_docs(), 776_864, "not the passage collection");
     let text = std::fs::read_to_string(&queries_path).unwrap();
     let queries: Vec<Query> = text.lines().take(5000).map(|q| Query::parse(&index, q)).collect();
@@ -628,17 +632,9 @@ fn cached_engine_equals_the_oracle_on_random_indexes() {
 #[test]
 fn cached_engine_equals_the_oracle_on_wikipedia_passages() {
     let Some(_gpu) = gpu() else { return };
-    let Some(dir) = std::env::var_os("WARPSEARCH_WIKI_INDEX") else {
-        say("skipped: WARPSEARCH_WIKI_INDEX is not set (a passage index built with --title)");
+    let Some((index, queries_path)) = wiki() else {
         return;
     };
-    let Some(queries_path) = std::env::var_os("WARPSEARCH_QUERIES")
-        .map(PathBuf::from)
-        .or_else(|| warpsearch_index::testdata::shared_data("queries/trec05-efficiency.txt"))
-    else {
-        return;
-    };
-    let index = Arc::new(Index::open(&dir).unwrap());
     let text = std::fs::read_to_string(&queries_path).unwrap();
     let queries: Vec<Query> = text.lines().take(5000).map(|q| Query::parse(&index, q)).collect();
     let whole = warpsearch_gpu::residency::device_bytes(&index) as u64;

@@ -390,7 +390,15 @@ impl DeviceIndex {
                 self.put_from(stream, index, id, plan.blocks[id as usize], w, b, had)?;
                 applied.bytes += want.bytes() - had.bytes();
             } else {
-                self.put(stream, index, id, plan.blocks[id as usize], w, b)?;
+                self.put_from(
+                    stream,
+                    index,
+                    id,
+                    plan.blocks[id as usize],
+                    w,
+                    b,
+                    Capacity::default(),
+                )?;
                 applied.bytes += want.bytes();
             }
         }
@@ -453,20 +461,8 @@ impl DeviceIndex {
         self.write(stream, 0, &words, 0, &cols)
     }
 
-    /// Copies term `id`'s first `blocks` blocks to word `w` and block `b` of the cache.
-    fn put(
-        &mut self,
-        stream: &Arc<CudaStream>,
-        index: &Index,
-        id: u32,
-        blocks: u32,
-        w: u64,
-        b: u64,
-    ) -> Result<(), GpuError> {
-        self.put_from(stream, index, id, blocks, w, b, Capacity::default())
-    }
-
-    /// [`DeviceIndex::put`] of the blocks after the first `done` ones (already in place).
+    /// Copies term `id`'s first `blocks` blocks, but for the first `done` ones (already in place), to
+    /// word `w` and block `b` of the cache.
     #[allow(clippy::too_many_arguments)]
     fn put_from(
         &mut self,

@@ -229,16 +229,7 @@ impl CacheCtl {
             // Staging all: cut where the cached prefixes end, when the rest fits a batch's staging.
             if let Some(m) = gpu.cover(&request.query, true) {
                 if m >= range.first && m < range.last {
-                    let (a, b) = (
-                        DocRange {
-                            first: range.first,
-                            last: m,
-                        },
-                        DocRange {
-                            first: m + 1,
-                            last: range.last,
-                        },
-                    );
+                    let (a, b) = cut(range, m);
                     if gpu.fits_staging(request, Some(b)) {
                         c.gpu_whole.fetch_add(1, Ordering::Relaxed);
                         return Split::Two(a, b);
@@ -248,16 +239,10 @@ impl CacheCtl {
         }
         let split = match gpu.cover(&request.query, self.prune) {
             Some(m) if m >= range.last => Split::Gpu,
-            Some(m) if m >= range.first => Split::Partial(
-                DocRange {
-                    first: range.first,
-                    last: m,
-                },
-                DocRange {
-                    first: m + 1,
-                    last: range.last,
-                },
-            ),
+            Some(m) if m >= range.first => {
+                let (a, b) = cut(range, m);
+                Split::Partial(a, b)
+            }
             _ => Split::Cpu,
         };
         match split {
@@ -337,6 +322,20 @@ impl CacheCtl {
             lists_changed: take(&c.lists_changed),
         }
     }
+}
+
+/// `range` cut after docID `m` (inside it).
+fn cut(range: DocRange, m: u32) -> (DocRange, DocRange) {
+    (
+        DocRange {
+            first: range.first,
+            last: m,
+        },
+        DocRange {
+            first: m + 1,
+            last: range.last,
+        },
+    )
 }
 
 /// The share of the cache the dynamic policy plans for: the rest is room for lists to grow into while
