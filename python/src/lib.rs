@@ -4,6 +4,7 @@
 //! - [`index`]: `Index.build` (`warpsearch index`: `build_from_jsonl` or `ciff::import`) and `Index.open`.
 //! - [`searcher`]: `Index.searcher` (an [`warpsearch_engine::Engine`] as `search` makes one) and its
 //!   `search` / `search_batch`, which release the GIL while the engine runs.
+//! - [`frame`]: answers as a pandas DataFrame (`search_batch(..., as_frame=True)`).
 //! - [`errors`]: the library's typed errors as Python exceptions, with the library's messages.
 //! - `read_queries`: a query file as `warpsearch search --queries` reads it.
 //!
@@ -19,6 +20,7 @@ use pyo3::prelude::*;
 use warpsearch_index::IndexError;
 
 mod errors;
+mod frame;
 mod index;
 mod searcher;
 

@@ -4,15 +4,19 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use pyo3::exceptions::{PyImportError, PyRuntimeError, PyRuntimeWarning, PyUserWarning};
+use pyo3::exceptions::{PyRuntimeError, PyRuntimeWarning, PyUserWarning};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use pyo3::types::{PyList, PyString};
 use rayon::prelude::*;
 use warpsearch_engine::{Backend, BackendChoice, Engine, EngineOptions, GpuOptions, HybridOptions};
 use warpsearch_index::{Bm25Params, DocOrder, Index};
 use warpsearch_query::{Algorithm, Answer, Mode, Query, Ranking, Request, Scorer, SearchOptions, MAX_K};
 
 use crate::errors::{engine_error, index_error, value_error, warn};
+use crate::frame::Frame;
+
+/// A chunk's answers, one per query, and the engine's notes.
+type Answered = (Vec<warpsearch_index::Result<Answer>>, Vec<String>);
 
 /// How a searcher is made: the engine options of `warpsearch search`, by name.
 pub struct SearcherOptions<'a> {
@@ -37,6 +41,8 @@ pub struct PySearcher {
     index: Arc<Index>,
     /// The CPU threads asked for (None: rayon's global pool, every core).
     pool: Option<rayon::ThreadPool>,
+    /// Queries per engine call ([`Engine::batch_hint`]).
+    batch_hint: usize,
     describe: String,
     choice: Option<String>,
 }
@@ -88,6 +94,7 @@ impl PySearcher {
         Ok(PySearcher {
             scorer: engine.scorer().clone(),
             backend: engine.backend(),
+            batch_hint: engine.batch_hint(),
             describe: engine.describe(),
             choice: engine.choice().map(str::to_owned),
             engine: Mutex::new(engine),
@@ -120,85 +127,84 @@ impl PySearcher {
         Ok((mode, k_checked))
     }
 
-    /// Analyses `texts` and answers them on the engine, all without the GIL; then says on Python's
-    /// warnings what the engine noted (a GPU failure answered on the CPU).
-    fn answer(&self, py: Python<'_>, texts: &[String], mode: Mode, k: usize) -> PyResult<Vec<Answer>> {
-        let (answers, notes) = py.detach(|| {
-            let run = || -> PyResult<_> {
-                let mut engine = self.engine()?;
-                let requests: Vec<Request> = texts
-                    .par_iter()
-                    .map(|t| Request::new(Query::parse(&self.index, t), mode, k))
-                    .collect();
-                let answers = engine.search_batch(&requests);
-                Ok((answers, engine.take_notes()))
-            };
-            match &self.pool {
-                Some(pool) => pool.install(run),
-                None => run(),
-            }
-        })?;
-        for note in notes {
-            warn::<PyRuntimeWarning>(py, &format!("warpsearch: {note}"))?;
-        }
-        answers
-            .into_iter()
-            .enumerate()
-            .map(|(i, a)| a.map_err(|e| value_error(format!("query {} ('{}'): {e}", i + 1, texts[i]))))
-            .collect()
-    }
-
-    /// `hits` as a list of `(docid, score)` tuples.
-    fn hit_list<'py>(&self, py: Python<'py>, answer: &Answer) -> PyResult<Bound<'py, PyList>> {
-        PyList::new(
-            py,
-            answer
-                .hits
-                .iter()
-                .map(|h| (PyString::new(py, self.index.doc_id(h.doc)), f64::from(h.score))),
-        )
-    }
-
-    /// `answers` as a pandas DataFrame with columns qid, docid, rank (from 1) and score (float32).
-    fn frame<'py>(
+    /// Analyses and answers `texts` on the engine without the GIL, in chunks of the engine's batch size,
+    /// and hands each chunk's answers to `take` (with the GIL, in order). Chunks run on a thread of their
+    /// own while `take` turns the previous chunk into Python objects (which only the thread holding the
+    /// GIL can make), so that this work overlaps the engine's instead of following it. What the engine
+    /// noted (a GPU failure answered on the CPU) becomes a Python warning.
+    fn answer_chunks(
         &self,
-        py: Python<'py>,
-        answers: &[Answer],
-        qids: &[Bound<'py, PyString>],
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let import = |name: &str| {
-            py.import(name).map_err(|e| {
-                PyImportError::new_err(format!(
-                    "as_frame=True needs pandas and numpy (pip install pandas numpy): {e}"
-                ))
-            })
-        };
-        let pandas = import("pandas")?;
-        let numpy = import("numpy")?;
-        let n: usize = answers.iter().map(|a| a.hits.len()).sum();
-        let qid = PyList::empty(py);
-        let docid = PyList::empty(py);
-        let mut ranks = Vec::with_capacity(n * 4);
-        let mut scores = Vec::with_capacity(n * 4);
-        for (answer, q) in answers.iter().zip(qids) {
-            for (i, h) in answer.hits.iter().enumerate() {
-                qid.append(q)?;
-                docid.append(PyString::new(py, self.index.doc_id(h.doc)))?;
-                ranks.extend_from_slice(&(i as u32 + 1).to_le_bytes());
-                scores.extend_from_slice(&h.score.to_le_bytes());
+        py: Python<'_>,
+        texts: &[String],
+        mode: Mode,
+        k: usize,
+        mut take: impl FnMut(Vec<Answer>) -> PyResult<()>,
+    ) -> PyResult<()> {
+        let chunk = self.batch_hint.max(1);
+        let mut done = 0;
+        let mut hand_over = |(answers, notes): Answered| -> PyResult<()> {
+            for note in notes {
+                warn::<PyRuntimeWarning>(py, &format!("warpsearch: {note}"))?;
             }
-        }
-        let array = |bytes: &[u8], dtype: &str| -> PyResult<Bound<'py, PyAny>> {
-            numpy
-                .call_method1("frombuffer", (PyBytes::new(py, bytes), dtype))?
-                .call_method0("copy")
+            let answers = answers
+                .into_iter()
+                .enumerate()
+                .map(|(i, a)| {
+                    let i = done + i;
+                    a.map_err(|e| value_error(format!("query {} ('{}'): {e}", i + 1, texts[i])))
+                })
+                .collect::<PyResult<Vec<Answer>>>()?;
+            done += answers.len();
+            take(answers)
         };
-        let columns = PyDict::new(py);
-        columns.set_item("qid", qid)?;
-        columns.set_item("docid", docid)?;
-        columns.set_item("rank", array(&ranks, "<u4")?.call_method1("astype", ("int64",))?)?;
-        columns.set_item("score", array(&scores, "<f4")?)?;
-        pandas.call_method1("DataFrame", (columns,))
+        if texts.len() <= chunk {
+            let answered = py.detach(|| self.answer(texts, mode, k))?;
+            return hand_over(answered);
+        }
+        let (tx, rx) = std::sync::mpsc::sync_channel::<PyResult<Answered>>(1);
+        std::thread::scope(|scope| {
+            let engine = scope.spawn(move || {
+                for texts in texts.chunks(chunk) {
+                    let answered = self.answer(texts, mode, k);
+                    let failed = answered.is_err();
+                    // The receiver is gone when `take` failed: stop.
+                    if tx.send(answered).is_err() || failed {
+                        break;
+                    }
+                }
+            });
+            // A Mutex only to make the receiver shareable with the GIL-free closure below.
+            let rx = Mutex::new(rx);
+            let mut result = Ok(());
+            while let Ok(answered) = py.detach(|| rx.lock().expect("one user").recv()) {
+                result = answered.and_then(&mut hand_over);
+                if result.is_err() {
+                    break;
+                }
+            }
+            drop(rx);
+            py.detach(|| engine.join())
+                .map_err(|_| PyRuntimeError::new_err("the engine's thread panicked"))?;
+            result
+        })
+    }
+
+    /// Analyses `texts` and answers them on the engine (on the searcher's threads), with what the engine
+    /// noted meanwhile.
+    fn answer(&self, texts: &[String], mode: Mode, k: usize) -> PyResult<Answered> {
+        let run = || -> PyResult<Answered> {
+            let requests: Vec<Request> = texts
+                .par_iter()
+                .map(|t| Request::new(Query::parse(&self.index, t), mode, k))
+                .collect();
+            let mut engine = self.engine()?;
+            let answers = engine.search_batch(&requests);
+            Ok((answers, engine.take_notes()))
+        };
+        match &self.pool {
+            Some(pool) => pool.install(run),
+            None => run(),
+        }
     }
 }
 
@@ -209,8 +215,12 @@ impl PySearcher {
     #[pyo3(signature = (text, k=10, mode="or"))]
     fn search<'py>(&self, py: Python<'py>, text: String, k: i64, mode: &str) -> PyResult<Bound<'py, PyList>> {
         let (mode, k) = self.shape(mode, k)?;
-        let answers = self.answer(py, std::slice::from_ref(&text), mode, k)?;
-        self.hit_list(py, &answers[0])
+        let mut hits = PyList::empty(py);
+        self.answer_chunks(py, std::slice::from_ref(&text), mode, k, |answers| {
+            hits = hit_list(py, &self.index, &answers[0])?;
+            Ok(())
+        })?;
+        Ok(hits)
     }
 
     /// The top `k` of every query of `texts` at once, in order: a list of lists of `(docid, score)`.
@@ -237,20 +247,30 @@ impl PySearcher {
                 )));
             }
         }
-        let answers = self.answer(py, &texts, mode, k)?;
         if as_frame {
+            let mut frame = Frame::new(py)?;
             let qids = match qids {
                 Some(q) => q,
                 None => (1..=texts.len())
                     .map(|i| PyString::new(py, &i.to_string()))
                     .collect(),
             };
-            return self.frame(py, &answers, &qids);
+            let mut qids = qids.iter();
+            self.answer_chunks(py, &texts, mode, k, |answers| {
+                for (answer, qid) in answers.iter().zip(&mut qids) {
+                    frame.push(&self.index, qid, answer)?;
+                }
+                Ok(())
+            })?;
+            return frame.finish();
         }
         let out = PyList::empty(py);
-        for answer in &answers {
-            out.append(self.hit_list(py, answer)?)?;
-        }
+        self.answer_chunks(py, &texts, mode, k, |answers| {
+            for answer in &answers {
+                out.append(hit_list(py, &self.index, answer)?)?;
+            }
+            Ok(())
+        })?;
         Ok(out.into_any())
     }
 
@@ -273,6 +293,17 @@ impl PySearcher {
     fn __repr__(&self) -> String {
         format!("Searcher({})", self.describe)
     }
+}
+
+/// The hits of `answer` as a list of `(docid, score)` tuples, best first.
+fn hit_list<'py>(py: Python<'py>, index: &Index, answer: &Answer) -> PyResult<Bound<'py, PyList>> {
+    PyList::new(
+        py,
+        answer
+            .hits
+            .iter()
+            .map(|h| (PyString::new(py, index.doc_id(h.doc)), f64::from(h.score))),
+    )
 }
 
 /// The search options `o` asks for on `index`: the index's k1, b and global-score α unless given (the

@@ -17,10 +17,13 @@ def query_files(cacm, tmp_path_factory):
     """CACM's 64 topics (`qid<TAB>text`) and the first 2,000 TREC 2005 efficiency queries (one per line,
     qid = line number; many with terms CACM lacks, and a few with none)."""
     trec = shared_data("queries/trec05-efficiency.txt")
-    head = tmp_path_factory.mktemp("queries") / "trec05-2000.txt"
-    with open(trec, "rb") as f:
-        head.write_bytes(b"".join(f.readline() for _ in range(2000)))
-    return {"topics": cacm / "topics.tsv", "trec05": head}
+    dir = tmp_path_factory.mktemp("queries")
+    files = {"topics": cacm / "topics.tsv"}
+    for name, n in [("trec05", 2000), ("trec05-10k", 10000)]:
+        files[name] = dir / f"{name}.txt"
+        with open(trec, "rb") as f:
+            files[name].write_bytes(b"".join(f.readline() for _ in range(n)))
+    return files
 
 
 def trec_run(queries, results, tag="warpsearch"):
@@ -70,6 +73,24 @@ def test_json_scores_are_the_cli_f32_bits(cli, cacm_cli_index, query_files, back
         # The CLI prints the f32 in its shortest form; Python holds it exactly as a float.
         assert [f32(h["score"]) for h in e["hits"]] == [s for _, s in hits]
         assert all(f32(s) == s for _, s in hits)
+
+
+@pytest.mark.parametrize("mode", ["and", "or"])
+def test_batches_answered_in_chunks_equal_cli(cli, cacm_cli_index, query_files, mode):
+    """10,000 queries: the CPU engine answers them 4,096 at a time while Python makes the objects of
+    the chunk before; the run is still the CLI's, and the DataFrame holds the same rows."""
+    path = query_files["trec05-10k"]
+    expected = cli("search", "--index", cacm_cli_index, "--queries", path, "--mode", mode, "--k", 100).stdout
+    qs = warpsearch.read_queries(path)
+    texts = [t for _, t in qs]
+    searcher = warpsearch.Index.open(cacm_cli_index).searcher("cpu")
+    results = searcher.search_batch(texts, k=100, mode=mode)
+    assert trec_run(qs, results) == expected
+    pandas = pytest.importorskip("pandas")
+    frame = searcher.search_batch(texts, k=100, mode=mode, qids=[q for q, _ in qs], as_frame=True)
+    rows = [(q, d, r, s) for (q, _), hits in zip(qs, results) for r, (d, s) in enumerate(hits, 1)]
+    assert isinstance(frame, pandas.DataFrame)
+    assert [tuple(r) for r in frame.itertuples(index=False)] == rows
 
 
 def test_search_equals_search_batch_and_cli_query(cli, cacm_cli_index, query_files):
