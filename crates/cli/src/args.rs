@@ -110,18 +110,12 @@ pub struct IndexArgs {
 impl IndexArgs {
     /// The analyzer these options describe.
     pub fn analyzer(&self) -> Result<AnalyzerConfig> {
-        let mut a = AnalyzerConfig::by_name(self.analyzer.as_deref().unwrap_or("english"))
-            .map_err(anyhow::Error::msg)?;
-        if a.tokenizer == warpsearch_index::analyzer::Tokenizer::Standard {
-            a.stemmer = match self.stemmer.as_str() {
-                "porter" => warpsearch_index::analyzer::Stemmer::Porter,
-                "porter2" => warpsearch_index::analyzer::Stemmer::Porter2,
-                "none" => warpsearch_index::analyzer::Stemmer::None,
-                s => bail!("unknown stemmer '{s}': expected porter, porter2 or none"),
-            };
-            a.stopwords = !self.keep_stopwords;
-        }
-        Ok(a)
+        AnalyzerConfig::with_options(
+            self.analyzer.as_deref().unwrap_or("english"),
+            &self.stemmer,
+            self.keep_stopwords,
+        )
+        .map_err(anyhow::Error::msg)
     }
 
     /// The α of a global-score order, if chosen.
@@ -131,13 +125,7 @@ impl IndexArgs {
 
     /// Writer options from these flags.
     pub fn writer_options(&self) -> Result<WriterOptions> {
-        if !(self.k1 > 0.0 && self.k1.is_finite() && (0.0..=1.0).contains(&self.b)) {
-            bail!(
-                "BM25 needs k1 > 0 and 0 <= b <= 1 (got k1 {}, b {})",
-                self.k1,
-                self.b
-            );
-        }
+        let bm25 = Bm25Params::checked(self.k1, self.b).map_err(anyhow::Error::msg)?;
         if !(0.0..=1.0).contains(&self.alpha) {
             bail!("--alpha must lie in [0, 1] (got {})", self.alpha);
         }
@@ -150,10 +138,7 @@ impl IndexArgs {
         Ok(WriterOptions {
             codec: self.codec,
             analyzer: self.analyzer()?,
-            bm25: Bm25Params {
-                k1: self.k1,
-                b: self.b,
-            },
+            bm25,
             doc_order: DocOrder::Input,
             force: self.force,
         })

@@ -14,7 +14,7 @@ fn architecture_paths_exist() {
             if i % 2 == 0 || !looks_like_path || piece.contains(' ') {
                 continue;
             }
-            let from_root = ["crates/", "docs/", "bench/", "scripts/", "fuzz/"]
+            let from_root = ["crates/", "docs/", "bench/", "scripts/", "fuzz/", "python/"]
                 .iter()
                 .any(|p| piece.starts_with(p))
                 || (piece.ends_with(".md") && !piece.contains('/'));
@@ -23,7 +23,10 @@ fn architecture_paths_exist() {
             } else {
                 section.join(piece)
             };
-            if line.starts_with("## ") && (piece.starts_with("crates/") || piece.starts_with("fuzz/")) {
+            let part = ["crates/", "fuzz/", "python/"]
+                .iter()
+                .any(|p| piece.starts_with(p));
+            if line.starts_with("## ") && part {
                 section = root.join(piece);
             }
             assert!(

@@ -59,6 +59,20 @@ pub enum Stemmer {
     None,
 }
 
+impl Stemmer {
+    /// Parses a command-line name: `porter`, `porter2` or `none`.
+    pub fn by_name(name: &str) -> Result<Self, String> {
+        match name {
+            "porter" => Ok(Stemmer::Porter),
+            "porter2" => Ok(Stemmer::Porter2),
+            "none" => Ok(Stemmer::None),
+            _ => Err(format!(
+                "unknown stemmer '{name}': expected porter, porter2 or none"
+            )),
+        }
+    }
+}
+
 impl AnalyzerConfig {
     /// Anserini's default English analysis.
     pub fn english() -> Self {
@@ -76,6 +90,18 @@ impl AnalyzerConfig {
             stopwords: false,
             stemmer: Stemmer::None,
         }
+    }
+
+    /// The analyzer `name` (`english` or `whitespace`) with the index options of `warpsearch index` and
+    /// the Python package's `Index.build`: `stemmer` (`porter`, `porter2` or `none`) and whether Lucene's
+    /// stopwords are kept. The whitespace analyzer changes no token, so it ignores both.
+    pub fn with_options(name: &str, stemmer: &str, keep_stopwords: bool) -> Result<Self, String> {
+        let mut a = Self::by_name(name)?;
+        if a.tokenizer == Tokenizer::Standard {
+            a.stemmer = Stemmer::by_name(stemmer)?;
+            a.stopwords = !keep_stopwords;
+        }
+        Ok(a)
     }
 
     /// Parses a command-line name: `english` or `whitespace`.
@@ -237,5 +263,18 @@ mod tests {
             ..AnalyzerConfig::english()
         };
         assert_eq!(a.terms("generously"), ["generous"]);
+    }
+
+    #[test]
+    fn options_by_name() {
+        let a = AnalyzerConfig::with_options("english", "none", true).unwrap();
+        assert_eq!((a.stemmer, a.stopwords), (Stemmer::None, false));
+        assert_eq!(
+            AnalyzerConfig::with_options("whitespace", "porter2", false),
+            Ok(AnalyzerConfig::whitespace())
+        );
+        let e = AnalyzerConfig::with_options("english", "lovins", false).unwrap_err();
+        assert_eq!(e, "unknown stemmer 'lovins': expected porter, porter2 or none");
+        assert!(AnalyzerConfig::with_options("french", "porter", false).is_err());
     }
 }

@@ -15,6 +15,16 @@ pub struct Bm25Params {
     pub b: f32,
 }
 
+impl Bm25Params {
+    /// `k1` and `b` as an index stores them: k1 > 0 and finite, b in [0, 1].
+    pub fn checked(k1: f32, b: f32) -> Result<Self, String> {
+        if !(k1 > 0.0 && k1.is_finite() && (0.0..=1.0).contains(&b)) {
+            return Err(format!("BM25 needs k1 > 0 and 0 <= b <= 1 (got k1 {k1}, b {b})"));
+        }
+        Ok(Bm25Params { k1, b })
+    }
+}
+
 impl Default for Bm25Params {
     /// Anserini's defaults, k1 = 0.9, b = 0.4.
     fn default() -> Self {

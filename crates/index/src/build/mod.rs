@@ -127,6 +127,11 @@ fn analyze(
 
 /// Builds an index at `output` from the JsonCollection at `input` (a file or a directory).
 pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Result<BuildReport> {
+    if let Some(alpha) = opts.reorder_alpha.filter(|a| !(0.0..=1.0).contains(a)) {
+        return Err(IndexError::Invalid(format!(
+            "alpha, the static score's weight in the global-score order, must lie in [0, 1] (got {alpha})"
+        )));
+    }
     check_output(output, opts.writer.force)?;
     let input::Inputs {
         files,

@@ -1,0 +1,259 @@
+//! `warpsearch.Index`: build an index as `warpsearch index` does (the same library calls and options),
+//! open one, and make searchers over it. Builds and opens run with the GIL released.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use pyo3::exceptions::PyUserWarning;
+use pyo3::prelude::*;
+use warpsearch_index::build::{build_from_jsonl, BuildOptions, BuildReport};
+use warpsearch_index::{ciff, AnalyzerConfig, Bm25Params, Codec, DocOrder, Index, WriterOptions};
+
+use crate::errors::{index_error, open_error, value_error, warn};
+use crate::searcher::{PySearcher, SearcherOptions};
+
+/// An open index: its statistics, its analyzer, and searchers over it.
+#[pyclass(name = "Index", module = "warpsearch", frozen)]
+pub struct PyIndex {
+    index: Arc<Index>,
+    path: PathBuf,
+}
+
+impl PyIndex {
+    fn open_at(py: Python<'_>, path: PathBuf) -> PyResult<PyIndex> {
+        let index = py
+            .detach(|| Index::open(&path))
+            .map_err(|e| open_error(e, &path))?;
+        Ok(PyIndex {
+            index: Arc::new(index),
+            path,
+        })
+    }
+}
+
+#[pymethods]
+impl PyIndex {
+    /// Opens the index directory `path` (checksums and format checked; the files are memory-mapped).
+    #[staticmethod]
+    fn open(py: Python<'_>, path: PathBuf) -> PyResult<PyIndex> {
+        PyIndex::open_at(py, path)
+    }
+
+    /// Builds an index at `output` from a JsonCollection (`input`: a .jsonl, .jsonl.zst or .jsonl.gz
+    /// file, or a directory of them) or from a CIFF file (`ciff`), with the options of `warpsearch
+    /// index`, and opens it. What the command prints as notes (skipped lines, documents without terms)
+    /// comes as `UserWarning`s.
+    // One keyword argument per option of `warpsearch index`.
+    #[allow(clippy::too_many_arguments)]
+    #[staticmethod]
+    #[pyo3(signature = (
+        input=None, *, output, ciff=None, force=false, codec="pfor", analyzer=None, stemmer="porter",
+        keep_stopwords=false, title=false, k1=0.9, b=0.4, static_scores=None, doc_order="input",
+        alpha=0.5, memory_mb=2048, skip_bad=false, progress=false
+    ))]
+    fn build(
+        py: Python<'_>,
+        input: Option<PathBuf>,
+        output: PathBuf,
+        ciff: Option<PathBuf>,
+        force: bool,
+        codec: &str,
+        analyzer: Option<&str>,
+        stemmer: &str,
+        keep_stopwords: bool,
+        title: bool,
+        k1: f32,
+        b: f32,
+        static_scores: Option<PathBuf>,
+        doc_order: &str,
+        alpha: f32,
+        memory_mb: usize,
+        skip_bad: bool,
+        progress: bool,
+    ) -> PyResult<PyIndex> {
+        let writer = WriterOptions {
+            codec: codec.parse::<Codec>().map_err(value_error)?,
+            analyzer: AnalyzerConfig::with_options(analyzer.unwrap_or("english"), stemmer, keep_stopwords)
+                .map_err(value_error)?,
+            bm25: Bm25Params::checked(k1, b).map_err(value_error)?,
+            doc_order: DocOrder::Input,
+            force,
+        };
+        let reorder_alpha = match doc_order {
+            "input" => None,
+            "global-score" => Some(alpha),
+            other => {
+                return Err(value_error(format!(
+                    "unknown doc_order '{other}': expected input or global-score"
+                )))
+            }
+        };
+        match (input, ciff) {
+            (Some(input), None) => {
+                let mut opts = BuildOptions::new(writer);
+                opts.include_title = title;
+                opts.memory_budget = memory_mb.saturating_mul(1 << 20);
+                opts.skip_bad = skip_bad;
+                opts.static_scores = static_scores;
+                opts.reorder_alpha = reorder_alpha;
+                opts.progress = progress;
+                let report = py
+                    .detach(|| build_from_jsonl(&input, &output, &opts))
+                    .map_err(index_error)?;
+                for note in build_notes(&report, &input, opts.static_scores.is_some()) {
+                    warn::<PyUserWarning>(py, &note)?;
+                }
+            }
+            (None, Some(path)) => {
+                let opts = ciff::ImportOptions {
+                    writer,
+                    analyzer_override: analyzer.is_some(),
+                };
+                py.detach(|| ciff::import(&path, &output, opts))
+                    .map_err(index_error)?;
+            }
+            _ => {
+                return Err(value_error(
+                    "give exactly one of input=<jsonl file or directory> or ciff=<file>",
+                ))
+            }
+        }
+        PyIndex::open_at(py, output)
+    }
+
+    /// A searcher over this index: `backend` auto, cpu, gpu or hybrid (as `warpsearch search
+    /// --backend`); `ranking` bm25 or bm25-static (with `alpha`); `k1` and `b` (default: the index's);
+    /// `algorithm` (the CPU engine's: auto, exhaustive, daat, maxscore, bmw, early); `max_k`, the
+    /// largest k the GPU is prepared for (larger k are answered by the CPU); `threads`, CPU threads
+    /// (default: every core).
+    // One keyword argument per engine option of `warpsearch search`.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (
+        backend="auto", *, ranking="bm25", alpha=None, k1=None, b=None, algorithm="auto", max_k=1000,
+        threads=None
+    ))]
+    fn searcher(
+        &self,
+        py: Python<'_>,
+        backend: &str,
+        ranking: &str,
+        alpha: Option<f32>,
+        k1: Option<f32>,
+        b: Option<f32>,
+        algorithm: &str,
+        max_k: usize,
+        threads: Option<usize>,
+    ) -> PyResult<PySearcher> {
+        let options = SearcherOptions {
+            backend,
+            ranking,
+            alpha,
+            k1,
+            b,
+            algorithm,
+            max_k,
+            threads,
+        };
+        PySearcher::new(py, self.index.clone(), &options)
+    }
+
+    /// The terms the index's analyzer makes of `text` (as `warpsearch analyze`).
+    fn analyze(&self, text: &str) -> Vec<String> {
+        self.index.meta().analyzer.terms(text)
+    }
+
+    /// The index directory.
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.path.clone()
+    }
+
+    /// Number of documents.
+    #[getter]
+    fn num_docs(&self) -> u64 {
+        self.index.meta().num_docs
+    }
+
+    /// Number of distinct terms.
+    #[getter]
+    fn num_terms(&self) -> u64 {
+        self.index.meta().num_terms
+    }
+
+    /// Number of postings.
+    #[getter]
+    fn num_postings(&self) -> u64 {
+        self.index.meta().num_postings
+    }
+
+    /// Mean document length, in tokens.
+    #[getter]
+    fn avg_doc_len(&self) -> f64 {
+        self.index.meta().avg_doc_len
+    }
+
+    /// The posting-list codec: pfor, ef or rice.
+    #[getter]
+    fn codec(&self) -> &'static str {
+        self.index.codec().name()
+    }
+
+    /// The analyzer documents went through (queries go through it too).
+    #[getter]
+    fn analyzer(&self) -> String {
+        self.index.meta().analyzer.to_string()
+    }
+
+    /// BM25 k1 and b of the stored block bounds (searchers use them unless told otherwise).
+    #[getter]
+    fn bm25(&self) -> (f32, f32) {
+        let p = self.index.meta().bm25;
+        (p.k1, p.b)
+    }
+
+    fn __repr__(&self) -> String {
+        let m = self.index.meta();
+        format!(
+            "Index('{}': {} documents, {} terms, {} postings, {}, {})",
+            self.path.display(),
+            m.num_docs,
+            m.num_terms,
+            m.num_postings,
+            m.codec.name(),
+            m.analyzer
+        )
+    }
+}
+
+/// What `warpsearch index` says after a build, in the Python package's option names.
+fn build_notes(report: &BuildReport, input: &std::path::Path, static_scores: bool) -> Vec<String> {
+    let mut notes = Vec::new();
+    if report.skipped > 0 {
+        notes.push(format!(
+            "skipped {} bad lines (skip_bad=True); the first ones: {}",
+            report.skipped,
+            report.skip_reasons.join("; ")
+        ));
+    }
+    if let Some(first) = report.skipped_files.first() {
+        notes.push(format!(
+            "{} files of {} were not read (not .jsonl/.json, plain, .zst or .gz), e.g. {}",
+            report.skipped_files.len(),
+            input.display(),
+            first.display()
+        ));
+    }
+    if report.empty_docs > 0 {
+        notes.push(format!(
+            "{} documents have no indexable terms; they are kept and never match",
+            report.empty_docs
+        ));
+    }
+    if static_scores && (report.static_missing > 0 || report.static_unknown > 0) {
+        notes.push(format!(
+            "{} documents had no static score (0 used); {} static-score lines named unknown documents",
+            report.static_missing, report.static_unknown
+        ));
+    }
+    notes
+}

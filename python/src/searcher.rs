@@ -1,0 +1,335 @@
+//! `warpsearch.Searcher`: one [`Engine`] made as `warpsearch search` makes it, and its answers as Python
+//! objects. The engine runs with the GIL released (query analysis too, on the engine's threads); only
+//! turning answers into Python objects holds it.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use pyo3::exceptions::{PyRuntimeError, PyRuntimeWarning, PyUserWarning};
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyString};
+use rayon::prelude::*;
+use warpsearch_engine::{Backend, BackendChoice, Engine, EngineOptions, GpuOptions, HybridOptions};
+use warpsearch_index::{Bm25Params, DocOrder, Index};
+use warpsearch_query::{Algorithm, Answer, Mode, Query, Ranking, Request, Scorer, SearchOptions, MAX_K};
+
+use crate::errors::{engine_error, index_error, value_error, warn};
+use crate::frame::Frame;
+
+/// A chunk's answers, one per query, and the engine's notes.
+type Answered = (Vec<warpsearch_index::Result<Answer>>, Vec<String>);
+
+/// How a searcher is made: the engine options of `warpsearch search`, by name.
+pub struct SearcherOptions<'a> {
+    pub backend: &'a str,
+    pub ranking: &'a str,
+    pub alpha: Option<f32>,
+    pub k1: Option<f32>,
+    pub b: Option<f32>,
+    pub algorithm: &'a str,
+    pub max_k: usize,
+    pub threads: Option<usize>,
+}
+
+/// Answers queries on one index with fixed options; `search` and `search_batch` take a query's mode
+/// and k. Safe to share between Python threads (their calls take turns on the engine).
+#[pyclass(name = "Searcher", module = "warpsearch", frozen)]
+pub struct PySearcher {
+    engine: Mutex<Engine>,
+    /// The engine's scorer and backend, read without waiting for the engine.
+    scorer: Arc<Scorer>,
+    backend: Backend,
+    index: Arc<Index>,
+    /// The CPU threads asked for (None: rayon's global pool, every core).
+    pool: Option<rayon::ThreadPool>,
+    /// Queries per engine call ([`Engine::batch_hint`]).
+    batch_hint: usize,
+    describe: String,
+    choice: Option<String>,
+}
+
+impl PySearcher {
+    /// The engine `o` asks for on `index`, its options checked before any query runs (as the binary's
+    /// `open_scorer_engine`), with the binary's note when k1 and b make it slow.
+    pub fn new(py: Python<'_>, index: Arc<Index>, o: &SearcherOptions) -> PyResult<PySearcher> {
+        let options = search_options(o, &index)?;
+        let backend = BackendChoice::by_name(o.backend).map_err(value_error)?;
+        let pool = match o.threads {
+            None => None,
+            Some(n) => Some(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(n)
+                    .build()
+                    .map_err(|e| PyRuntimeError::new_err(format!("starting {n} threads: {e}")))?,
+            ),
+        };
+        let engine_options = EngineOptions {
+            backend,
+            gpu: GpuOptions {
+                max_k: o.max_k,
+                ..GpuOptions::default()
+            },
+            hybrid: Some(HybridOptions {
+                cpu_workers: o.threads.unwrap_or(0),
+                ..HybridOptions::default()
+            }),
+        };
+        let engine = py.detach(|| -> PyResult<Engine> {
+            let scorer = Scorer::new(index.clone(), options).map_err(index_error)?;
+            scorer
+                .check(&Request::new(Query::default(), Mode::AndOr, o.max_k))
+                .map_err(index_error)?;
+            Engine::new(Arc::new(scorer), engine_options).map_err(engine_error)
+        })?;
+        let meta = index.meta();
+        if options.bm25 != meta.bm25 {
+            warn::<PyUserWarning>(
+                py,
+                &format!(
+                    "k1 {} b {} differ from the index's ({} {}): block bounds are recomputed for every \
+                     query, which is slower; rebuild the index with these values for full speed",
+                    options.bm25.k1, options.bm25.b, meta.bm25.k1, meta.bm25.b
+                ),
+            )?;
+        }
+        Ok(PySearcher {
+            scorer: engine.scorer().clone(),
+            backend: engine.backend(),
+            batch_hint: engine.batch_hint(),
+            describe: engine.describe(),
+            choice: engine.choice().map(str::to_owned),
+            engine: Mutex::new(engine),
+            index,
+            pool,
+        })
+    }
+
+    /// The engine, unless a panic inside it left it in an unknown state.
+    fn engine(&self) -> PyResult<MutexGuard<'_, Engine>> {
+        self.engine.lock().map_err(|_| {
+            PyRuntimeError::new_err("this searcher failed earlier (a panic in the engine): make a new one")
+        })
+    }
+
+    /// The request shape `mode` and `k` name, checked against the searcher's options.
+    fn shape(&self, mode: &str, k: i64) -> PyResult<(Mode, usize)> {
+        let mode = [Mode::And, Mode::Or, Mode::AndOr]
+            .into_iter()
+            .find(|m| m.name() == mode)
+            .ok_or_else(|| value_error(format!("unknown mode '{mode}': expected and, or or and-or")))?;
+        // A negative k is out of range as 0 is; the message names the k given.
+        let k_checked = usize::try_from(k).unwrap_or(0);
+        self.scorer
+            .check(&Request::new(Query::default(), mode, k_checked))
+            .map_err(|e| match k_checked {
+                0 => value_error(format!("k = {k} is out of range: use 1 to {MAX_K}")),
+                _ => index_error(e),
+            })?;
+        Ok((mode, k_checked))
+    }
+
+    /// Analyses and answers `texts` on the engine without the GIL, in chunks of the engine's batch size,
+    /// and hands each chunk's answers to `take` (with the GIL, in order). Chunks run on a thread of their
+    /// own while `take` turns the previous chunk into Python objects (which only the thread holding the
+    /// GIL can make), so that this work overlaps the engine's instead of following it. What the engine
+    /// noted (a GPU failure answered on the CPU) becomes a Python warning.
+    fn answer_chunks(
+        &self,
+        py: Python<'_>,
+        texts: &[String],
+        mode: Mode,
+        k: usize,
+        mut take: impl FnMut(Vec<Answer>) -> PyResult<()>,
+    ) -> PyResult<()> {
+        let chunk = self.batch_hint.max(1);
+        let mut done = 0;
+        let mut hand_over = |(answers, notes): Answered| -> PyResult<()> {
+            for note in notes {
+                warn::<PyRuntimeWarning>(py, &format!("warpsearch: {note}"))?;
+            }
+            let answers = answers
+                .into_iter()
+                .enumerate()
+                .map(|(i, a)| {
+                    let i = done + i;
+                    a.map_err(|e| value_error(format!("query {} ('{}'): {e}", i + 1, texts[i])))
+                })
+                .collect::<PyResult<Vec<Answer>>>()?;
+            done += answers.len();
+            take(answers)
+        };
+        if texts.len() <= chunk {
+            let answered = py.detach(|| self.answer(texts, mode, k))?;
+            return hand_over(answered);
+        }
+        let (tx, rx) = std::sync::mpsc::sync_channel::<PyResult<Answered>>(1);
+        std::thread::scope(|scope| {
+            let engine = scope.spawn(move || {
+                for texts in texts.chunks(chunk) {
+                    let answered = self.answer(texts, mode, k);
+                    let failed = answered.is_err();
+                    // The receiver is gone when `take` failed: stop.
+                    if tx.send(answered).is_err() || failed {
+                        break;
+                    }
+                }
+            });
+            // A Mutex only to make the receiver shareable with the GIL-free closure below.
+            let rx = Mutex::new(rx);
+            let mut result = Ok(());
+            while let Ok(answered) = py.detach(|| rx.lock().expect("one user").recv()) {
+                result = answered.and_then(&mut hand_over);
+                if result.is_err() {
+                    break;
+                }
+            }
+            drop(rx);
+            py.detach(|| engine.join())
+                .map_err(|_| PyRuntimeError::new_err("the engine's thread panicked"))?;
+            result
+        })
+    }
+
+    /// Analyses `texts` and answers them on the engine (on the searcher's threads), with what the engine
+    /// noted meanwhile.
+    fn answer(&self, texts: &[String], mode: Mode, k: usize) -> PyResult<Answered> {
+        let run = || -> PyResult<Answered> {
+            let requests: Vec<Request> = texts
+                .par_iter()
+                .map(|t| Request::new(Query::parse(&self.index, t), mode, k))
+                .collect();
+            let mut engine = self.engine()?;
+            let answers = engine.search_batch(&requests);
+            Ok((answers, engine.take_notes()))
+        };
+        match &self.pool {
+            Some(pool) => pool.install(run),
+            None => run(),
+        }
+    }
+}
+
+#[pymethods]
+impl PySearcher {
+    /// The top `k` documents for `text` under `mode` (and, or, and-or), best first: a list of
+    /// `(docid, score)`. Scores are the engine's `f32`, exactly.
+    #[pyo3(signature = (text, k=10, mode="or"))]
+    fn search<'py>(&self, py: Python<'py>, text: String, k: i64, mode: &str) -> PyResult<Bound<'py, PyList>> {
+        let (mode, k) = self.shape(mode, k)?;
+        let mut hits = PyList::empty(py);
+        self.answer_chunks(py, std::slice::from_ref(&text), mode, k, |answers| {
+            hits = hit_list(py, &self.index, &answers[0])?;
+            Ok(())
+        })?;
+        Ok(hits)
+    }
+
+    /// The top `k` of every query of `texts` at once, in order: a list of lists of `(docid, score)`.
+    /// The GIL is released while the queries are analysed and answered (on every core, or `threads`).
+    /// With `as_frame=True`: one pandas DataFrame with columns qid, docid, rank (from 1) and score
+    /// (float32), qids from `qids` or "1", "2", … (a query file's line numbers).
+    #[pyo3(signature = (texts, k=10, mode="or", *, qids=None, as_frame=false))]
+    fn search_batch<'py>(
+        &self,
+        py: Python<'py>,
+        texts: Vec<String>,
+        k: i64,
+        mode: &str,
+        qids: Option<Vec<Bound<'py, PyString>>>,
+        as_frame: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (mode, k) = self.shape(mode, k)?;
+        if let Some(q) = &qids {
+            if q.len() != texts.len() {
+                return Err(value_error(format!(
+                    "qids has {} entries for {} queries: give one per query",
+                    q.len(),
+                    texts.len()
+                )));
+            }
+        }
+        if as_frame {
+            let mut frame = Frame::new(py)?;
+            let qids = match qids {
+                Some(q) => q,
+                None => (1..=texts.len())
+                    .map(|i| PyString::new(py, &i.to_string()))
+                    .collect(),
+            };
+            let mut qids = qids.iter();
+            self.answer_chunks(py, &texts, mode, k, |answers| {
+                for (answer, qid) in answers.iter().zip(&mut qids) {
+                    frame.push(&self.index, qid, answer)?;
+                }
+                Ok(())
+            })?;
+            return frame.finish();
+        }
+        let out = PyList::empty(py);
+        self.answer_chunks(py, &texts, mode, k, |answers| {
+            for answer in &answers {
+                out.append(hit_list(py, &self.index, answer)?)?;
+            }
+            Ok(())
+        })?;
+        Ok(out.into_any())
+    }
+
+    /// The backend that runs queries: cpu, gpu or hybrid.
+    #[getter]
+    fn backend(&self) -> &'static str {
+        match self.backend {
+            Backend::Cpu => "cpu",
+            Backend::Gpu => "gpu",
+            Backend::Hybrid => "hybrid",
+        }
+    }
+
+    /// What backend="auto" (or a hybrid without a GPU) chose and why, in one line; None otherwise.
+    #[getter]
+    fn choice(&self) -> Option<String> {
+        self.choice.clone()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Searcher({})", self.describe)
+    }
+}
+
+/// The hits of `answer` as a list of `(docid, score)` tuples, best first.
+fn hit_list<'py>(py: Python<'py>, index: &Index, answer: &Answer) -> PyResult<Bound<'py, PyList>> {
+    PyList::new(
+        py,
+        answer
+            .hits
+            .iter()
+            .map(|h| (PyString::new(py, index.doc_id(h.doc)), f64::from(h.score))),
+    )
+}
+
+/// The search options `o` asks for on `index`: the index's k1, b and global-score α unless given (the
+/// binary's `search_options`).
+fn search_options(o: &SearcherOptions, index: &Index) -> PyResult<SearchOptions> {
+    let meta = index.meta();
+    let ranking = match o.ranking {
+        "bm25" => Ranking::Bm25,
+        "bm25-static" => Ranking::Bm25Static {
+            alpha: o.alpha.unwrap_or(match meta.doc_order {
+                DocOrder::GlobalScore { alpha } => alpha,
+                DocOrder::Input => 0.5,
+            }),
+        },
+        other => {
+            return Err(value_error(format!(
+                "unknown ranking '{other}': expected bm25 or bm25-static"
+            )))
+        }
+    };
+    Ok(SearchOptions {
+        ranking,
+        bm25: Bm25Params {
+            k1: o.k1.unwrap_or(meta.bm25.k1),
+            b: o.b.unwrap_or(meta.bm25.b),
+        },
+        algorithm: Algorithm::by_name(o.algorithm).map_err(value_error)?,
+    })
+}

@@ -1,0 +1,113 @@
+"""The package's surface: properties, DataFrame output, threads, and the GIL released while the engine
+runs (other Python threads go on meanwhile, and concurrent calls on one searcher give the same
+answers)."""
+
+import threading
+import time
+
+import pytest
+import warpsearch
+from conftest import shared_data
+
+
+@pytest.fixture(scope="module")
+def index(cacm_cli_index):
+    return warpsearch.Index.open(cacm_cli_index)
+
+
+@pytest.fixture(scope="module")
+def trec05():
+    """The 50,000 TREC 2005 efficiency queries."""
+    return [t for _, t in warpsearch.read_queries(shared_data("queries/trec05-efficiency.txt"))]
+
+
+def test_properties(index, cacm_cli_index):
+    assert index.path == cacm_cli_index
+    assert index.num_docs == 3204
+    assert index.num_terms > 5000 and index.num_postings > index.num_terms
+    assert index.codec == "pfor" and index.analyzer == "english"
+    assert index.bm25 == pytest.approx((0.9, 0.4))
+    assert "3204 documents" in repr(index)
+    assert index.analyze("The Computers' algorithms") == ["comput", "algorithm"]
+    s = index.searcher("cpu")
+    assert s.backend == "cpu" and s.choice is None
+    assert repr(s).startswith("Searcher(cpu")
+    auto = index.searcher()
+    assert auto.backend in ("cpu", "hybrid")
+    assert auto.choice.startswith("backend auto: ")
+
+
+def test_frame(index):
+    texts = ["parallel algorithms", "compilers", "zzzzunknown"]
+    s = index.searcher("cpu")
+    try:
+        import numpy  # noqa: F401
+        import pandas  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match=r"as_frame=True needs pandas and numpy \(pip install"):
+            s.search_batch(texts, k=5, as_frame=True)
+        return
+    frame = s.search_batch(texts, k=5, as_frame=True)
+    assert list(frame.columns) == ["qid", "docid", "rank", "score"]
+    assert str(frame["score"].dtype) == "float32" and str(frame["rank"].dtype) == "int64"
+    rows = [
+        (str(q), d, r, s)
+        for q, hits in enumerate(s.search_batch(texts, k=5), 1)
+        for r, (d, s) in enumerate(hits, 1)
+    ]
+    assert len(frame) == len(rows) == 10
+    assert [tuple(r) for r in frame.itertuples(index=False)] == rows
+    named = s.search_batch(texts, k=5, qids=["q1", "q2", "q3"], as_frame=True)
+    assert list(named["qid"].unique()) == ["q1", "q2"]
+    empty = s.search_batch([], as_frame=True)
+    assert len(empty) == 0 and list(empty.columns) == ["qid", "docid", "rank", "score"]
+
+
+def test_threads_give_the_same_answers(index, trec05):
+    texts = trec05[:3000]
+    expected = index.searcher("cpu").search_batch(texts, k=50)
+    assert index.searcher("cpu", threads=1).search_batch(texts, k=50) == expected
+    assert index.searcher("hybrid", threads=2).search_batch(texts, k=50) == expected
+
+
+def test_concurrent_calls_share_one_searcher(index, trec05):
+    texts = trec05[:2000]
+    s = index.searcher("cpu")
+    expected = s.search_batch(texts, k=20, mode="and-or")
+    results = [None] * 4
+
+    def run(i):
+        results[i] = s.search_batch(texts, k=20, mode="and-or")
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r == expected for r in results)
+
+
+def test_search_batch_releases_the_gil(index, trec05):
+    """While one thread's batch is in the engine, another Python thread keeps running: the longest
+    pause between its steps stays well below the batch's own time. (Holding the GIL, the pause would
+    be the whole engine time.)"""
+    s = index.searcher("cpu", algorithm="exhaustive")
+    texts = trec05 * 2
+    started = time.perf_counter()
+    s.search_batch(texts, k=1)
+    alone = time.perf_counter() - started
+    assert alone > 0.05, "the batch is too quick to tell"
+    done = threading.Event()
+
+    def run():
+        s.search_batch(texts, k=1)
+        done.set()
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    longest, last = 0.0, time.perf_counter()
+    while not done.is_set():
+        now = time.perf_counter()
+        longest, last = max(longest, now - last), now
+    worker.join()
+    assert longest < alone / 2, f"a pause of {longest:.3f} s in a batch of {alone:.3f} s"

@@ -1,0 +1,114 @@
+"""warpsearch: exact top-k BM25 search over a compressed inverted index, on CPUs and GPUs."""
+
+import os
+import pathlib
+from typing import List, Literal, Optional, Sequence, Tuple, Union, overload
+
+__version__: str
+MAX_K: int
+"""Largest k a query may ask for."""
+
+_Path = Union[str, "os.PathLike[str]"]
+_Mode = Literal["and", "or", "and-or"]
+
+class Index:
+    """An open index: its statistics, its analyzer, and searchers over it."""
+
+    @staticmethod
+    def open(path: _Path) -> "Index":
+        """Opens the index directory `path` (FileNotFoundError if it holds nothing)."""
+
+    @staticmethod
+    def build(
+        input: Optional[_Path] = None,
+        *,
+        output: _Path,
+        ciff: Optional[_Path] = None,
+        force: bool = False,
+        codec: Literal["pfor", "ef", "rice"] = "pfor",
+        analyzer: Optional[Literal["english", "whitespace"]] = None,
+        stemmer: Literal["porter", "porter2", "none"] = "porter",
+        keep_stopwords: bool = False,
+        title: bool = False,
+        k1: float = 0.9,
+        b: float = 0.4,
+        static_scores: Optional[_Path] = None,
+        doc_order: Literal["input", "global-score"] = "input",
+        alpha: float = 0.5,
+        memory_mb: int = 2048,
+        skip_bad: bool = False,
+        progress: bool = False,
+    ) -> "Index":
+        """Builds an index at `output` (as `warpsearch index`) from a JsonCollection or a CIFF file,
+        and opens it."""
+
+    def searcher(
+        self,
+        backend: Literal["auto", "cpu", "gpu", "hybrid"] = "auto",
+        *,
+        ranking: Literal["bm25", "bm25-static"] = "bm25",
+        alpha: Optional[float] = None,
+        k1: Optional[float] = None,
+        b: Optional[float] = None,
+        algorithm: Literal["auto", "exhaustive", "daat", "maxscore", "bmw", "early"] = "auto",
+        max_k: int = 1000,
+        threads: Optional[int] = None,
+    ) -> "Searcher":
+        """A searcher over this index, with the engine options of `warpsearch search`."""
+
+    def analyze(self, text: str) -> List[str]:
+        """The terms the index's analyzer makes of `text`."""
+
+    @property
+    def path(self) -> "pathlib.Path": ...
+    @property
+    def num_docs(self) -> int: ...
+    @property
+    def num_terms(self) -> int: ...
+    @property
+    def num_postings(self) -> int: ...
+    @property
+    def avg_doc_len(self) -> float: ...
+    @property
+    def codec(self) -> str: ...
+    @property
+    def analyzer(self) -> str: ...
+    @property
+    def bm25(self) -> Tuple[float, float]: ...
+
+class Searcher:
+    """Answers queries on one index with fixed options."""
+
+    def search(self, text: str, k: int = 10, mode: _Mode = "or") -> List[Tuple[str, float]]:
+        """The top `k` documents for `text`, best first, as (docid, score)."""
+
+    @overload
+    def search_batch(
+        self,
+        texts: Sequence[str],
+        k: int = 10,
+        mode: _Mode = "or",
+        *,
+        qids: Optional[Sequence[str]] = None,
+        as_frame: Literal[False] = False,
+    ) -> List[List[Tuple[str, float]]]: ...
+    @overload
+    def search_batch(
+        self,
+        texts: Sequence[str],
+        k: int = 10,
+        mode: _Mode = "or",
+        *,
+        qids: Optional[Sequence[str]] = None,
+        as_frame: Literal[True],
+    ) -> "pandas.DataFrame":  # type: ignore[name-defined]  # noqa: F821
+        """The top `k` of every query, with the GIL released while the engine runs; with
+        `as_frame=True` a DataFrame with columns qid, docid, rank and score."""
+
+    @property
+    def backend(self) -> Literal["cpu", "gpu", "hybrid"]: ...
+    @property
+    def choice(self) -> Optional[str]: ...
+
+def read_queries(path: _Path) -> List[Tuple[str, str]]:
+    """A query file as `warpsearch search --queries` reads it: (qid, text) pairs."""
