@@ -5,6 +5,7 @@ mod bench;
 mod demo;
 mod evaluate;
 mod gpu;
+mod load;
 mod search;
 mod serve;
 mod synth;
@@ -44,6 +45,7 @@ fn main() -> ExitCode {
         Command::SynthCheck(a) => synth::check(a),
         Command::GpuCheck(a) => gpu::gpu_check(a),
         Command::Serve(a) => serve::run(a),
+        Command::Load(a) => load::run(a),
         Command::Bench(a) => bench::run(a),
         Command::BenchPlot(a) => bench::plot_reports(a),
     };
