@@ -146,11 +146,22 @@ pub fn run(a: LoadArgs) -> Result<()> {
         );
         bar.finish_and_clear();
         for (p, phase) in phases.iter().enumerate() {
-            let s = Summary::of(outcomes.iter().filter(|o| o.0 == p).map(|o| &o.1), deadline);
+            let run: Vec<_> = outcomes.iter().filter(|o| o.0 == p).map(|o| &o.1).collect();
+            let s = Summary::of(run.iter().copied(), deadline);
+            let settled = report::settled_after(&run, deadline);
             let cores = marks[p].cores_until(&marks[p + 1]);
             let label = format!("{:.0}/s", phase.rate);
             println!("{}", report::row(&label, &s));
             println!("{}", details(&s, cores));
+            match settled {
+                Some(0) => {}
+                Some(t) => {
+                    println!("  settled {t} s into this rate: no 429 and p99 within the deadline since")
+                }
+                None => {
+                    println!("  not settled at this rate: its last second had 429s, failures or a late p99")
+                }
+            }
             if s.lag_p99 > 1.0 {
                 println!(
                     "  note: requests left up to {:.1} ms late (p99; the generator is short of CPU), which the \
@@ -161,6 +172,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
             let mut v = s.json(a.deadline_ms);
             v["rate"] = json!(phase.rate);
             v["achieved_qps"] = json!(s.qps());
+            v["settled_after_s"] = json!(settled);
             v["cpu_cores"] = cores_json(cores);
             open.push(v);
         }

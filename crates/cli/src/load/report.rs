@@ -85,6 +85,11 @@ impl Summary {
         s
     }
 
+    /// Whether the p99 latency of answered requests is within `deadline` (true without any).
+    fn p99_within(&self, deadline: Duration) -> bool {
+        self.answered == 0 || self.latency.p99 <= deadline.as_secs_f64() * 1e3
+    }
+
     /// Failed queries, all kinds.
     pub fn failed(&self) -> usize {
         self.errors.values().map(|e| e.0).sum()
@@ -194,6 +199,26 @@ pub fn timeline(outcomes: &[&Outcome]) -> Vec<Value> {
         .collect()
 }
 
+/// How many whole seconds after the first of `outcomes` (one run) every later second had no 429, no
+/// failure and its answered requests' p99 within `deadline`: how long the server took to settle at this
+/// rate (0: at once), e.g. after an overload stopped. None if the run's last second was still not so.
+pub fn settled_after(outcomes: &[&Outcome], deadline: Duration) -> Option<u64> {
+    let start = outcomes.iter().map(|o| o.due).min()?;
+    let mut seconds: BTreeMap<u64, Vec<&Outcome>> = BTreeMap::new();
+    for &o in outcomes {
+        seconds.entry((o.due - start).as_secs()).or_default().push(o);
+    }
+    let mut settled = None;
+    for (t, os) in seconds.into_iter().rev() {
+        let s = Summary::of(os, deadline);
+        if s.refused > 0 || s.failed() > 0 || !s.p99_within(deadline) {
+            break;
+        }
+        settled = Some(t);
+    }
+    settled
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,5 +267,22 @@ mod tests {
             (t[1]["answered"].as_u64(), t[1]["errors"].as_u64()),
             (Some(0), Some(5))
         );
+    }
+
+    #[test]
+    fn settled_after_the_last_second_with_429s_or_a_late_p99() {
+        let deadline = Duration::from_millis(100);
+        let run = |os: &[Outcome]| settled_after(&os.iter().collect::<Vec<_>>(), deadline);
+        let calm = |due| outcome(due, 5, 1, Status::Answered);
+        assert_eq!(run(&[calm(1000), calm(1500), calm(2100)]), Some(0));
+        let late = outcome(1200, 500, 1, Status::Answered);
+        let refused = outcome(2300, 1, 1, Status::Refused);
+        assert_eq!(run(&[calm(1000), late.clone(), calm(2100), calm(3100)]), Some(1));
+        assert_eq!(
+            run(&[calm(1000), late, refused.clone(), calm(3100), calm(4000)]),
+            Some(2)
+        );
+        assert_eq!(run(&[calm(1000), refused]), None);
+        assert_eq!(run(&[]), None);
     }
 }
