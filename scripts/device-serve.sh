@@ -8,13 +8,15 @@
 #      per request x clients; default "1x64 32x32 256x16"), one warm-up pass each; the best throughput is
 #      the server's capacity, and its ratio to the in-process throughput the issue's first target (>= 0.9);
 #   3. overload: open loop at twice that capacity for OVERLOAD_S seconds (default 10), then at half of it
-#      for as long (the load drops at once), Poisson arrivals of requests of the best closed-loop batch
-#      (OVERLOAD_BATCH to choose), deadline 100 ms: the share shed with 429, the p99 of accepted queries
-#      against the deadline, and recovery; once with the server's default --max-in-flight (4096) and once
-#      with it sized to half a deadline of capacity (capacity x 0.05 s).
-# With `rss` as argument instead: one server (RSS_BACKEND, default hybrid; OR) for RSS_S seconds
-# (default 300) of open loop alternating 2x and 0.5x its capacity every RSS_S/5 seconds, its resident
-# memory read each second (`load --server-pid`): is it flat?
+#      for as long (the load drops at once), Poisson arrivals, deadline 100 ms: the share shed with 429,
+#      the p99 of accepted queries against the deadline, and how many seconds the server took to settle
+#      after the drop; once with the server's default --max-in-flight (4096) and once with it sized to
+#      half a deadline of capacity (capacity x 0.05 s, at least 8 requests). Requests carry the best
+#      closed-loop batch, at most an eighth of that sized queue (OVERLOAD_BATCH to choose).
+# With `rss` as argument instead: one server (RSS_BACKEND, default hybrid; OR; --max-in-flight sized as
+# above from a closed loop of 32 queries per request and 32 clients) for RSS_S seconds (default 300) of
+# open loop alternating 2x and 0.5x its capacity every RSS_S/5 seconds, its resident memory read each
+# second (`load --server-pid`): is it flat?
 #
 # What travels: what scripts/device-bench.sh needs (scripts/device-prepare.sh packs .device/: the binary,
 # the passage index in two parts, the queries). Full output under $OUT: serve.log, serve-table.txt, the
@@ -90,6 +92,15 @@ c = json.load(open(sys.argv[1]))["closed_loop"]
 l = c["latency_ms"]
 print(round(c["qps"]), "%.3f" % l["p50"], "%.3f" % l["p99"], "%.3f" % l["p99.9"])' "$1"; }
 
+# The queue sized to half a deadline of capacity <cap>, and the batch that fits it 8 times (at most <best>):
+# "max_in_flight batch".
+sizes() { python3 -c "
+cap, best = $1, $2
+batch = min(best, max(1, round(cap * 0.05 / 8)))
+print(max(8 * batch, round(cap * 0.05)), batch)"; }
+# Open-loop connections enough for <batch> x connections to pass the default --max-in-flight (4096).
+connections() { python3 -c "print(max(512, 2 * 4096 // $1 + 1))"; }
+
 # overload <backend> <mode> <capacity> <batch> <label> <serve options…>: 2x then 0.5x capacity.
 overload() {
   local backend=$1 mode=$2 cap=$3 batch=$4 label=$5
@@ -97,7 +108,7 @@ overload() {
   start_server "$backend" "$@" || return 0
   local name=$work/$backend-$mode-overload-$label.json
   say "[${SECONDS}s] $backend $mode: overload ($label), $((2 * cap)) then $((cap / 2)) queries/s"
-  load "$name" --mode "$mode" --batch "$batch" --clients 16 --closed-queries 0 \
+  load "$name" --mode "$mode" --batch "$batch" --clients 16 --closed-queries 0 --connections "$(connections "$batch")" \
     --rates $((2 * cap)),$((cap / 2)) --duration "$overload_s" --deadline-ms 100
   stop_server
   local i
@@ -136,9 +147,9 @@ for backend in $backends; do
     done
     stop_server
     [ "$cap" -gt 0 ] || continue
-    batch=${OVERLOAD_BATCH:-$best}
+    read -r sized batch < <(sizes "$cap" "$best")
+    batch=${OVERLOAD_BATCH:-$batch}
     overload "$backend" "$mode" "$cap" "$batch" "max-in-flight 4096"
-    sized=$(python3 -c "print(max($batch, round($cap * 0.05)))")
     overload "$backend" "$mode" "$cap" "$batch" "max-in-flight $sized" --max-in-flight "$sized"
   done
 done
@@ -146,14 +157,17 @@ fi
 
 if [ "$part" = rss ]; then
   backend=${RSS_BACKEND:-hybrid} rss_s=${RSS_S:-300}
-  b=${OVERLOAD_BATCH:-32}
   start_server "$backend" || exit 1
-  say "[${SECONDS}s] == $backend or: capacity (closed loop, $b queries per request, 32 clients)"
-  load "$work/rss-capacity.json" --mode or --batch "$b" --clients 32
+  say "[${SECONDS}s] == $backend or: capacity (closed loop, 32 queries per request, 32 clients)"
+  load "$work/rss-capacity.json" --mode or --batch 32 --clients 32
   read -r cap _ < <(summary "$work/rss-capacity.json" closed)
+  stop_server
+  read -r sized b < <(sizes "$cap" 32)
+  b=${OVERLOAD_BATCH:-$b}
+  start_server "$backend" --max-in-flight "$sized" || exit 1
   phase=$((rss_s / 5))
-  say "[${SECONDS}s] $backend or: $rss_s s of open loop, 2x and 0.5x of $cap queries/s every $phase s"
-  load "$work/rss.json" --mode or --batch "$b" --clients 32 --warmup 0 --closed-queries 0 \
+  say "[${SECONDS}s] $backend or: $rss_s s of open loop, 2x and 0.5x of $cap queries/s every $phase s, $b queries per request, --max-in-flight $sized"
+  load "$work/rss.json" --mode or --batch "$b" --clients 32 --closed-queries 0 --connections "$(connections "$b")" \
     --rates $((2 * cap)),$((cap / 2)),$((2 * cap)),$((cap / 2)),$((2 * cap)) --duration "$phase"
   stop_server
   for i in 0 1 2 3 4; do

@@ -132,18 +132,14 @@ pub fn run(a: LoadArgs) -> Result<()> {
     if !phases.is_empty() {
         let total = phases.iter().map(|p| p.queries).sum();
         let bar = progress(total, "open loop");
-        let poisson = a.arrivals == "poisson";
-        let (outcomes, marks) = drive::open_loop(
-            &runtime,
-            &target,
-            &phases,
-            a.batch,
-            poisson,
-            a.seed,
-            origin,
-            a.server_pid,
-            &bar,
-        );
+        let how = drive::Open {
+            batch: a.batch,
+            connections: a.connections,
+            poisson: a.arrivals == "poisson",
+            seed: a.seed,
+        };
+        let (outcomes, marks) =
+            drive::open_loop(&runtime, &target, &phases, &how, origin, a.server_pid, &bar);
         bar.finish_and_clear();
         for (p, phase) in phases.iter().enumerate() {
             let run: Vec<_> = outcomes.iter().filter(|o| o.0 == p).map(|o| &o.1).collect();
@@ -162,7 +158,13 @@ pub fn run(a: LoadArgs) -> Result<()> {
                     println!("  not settled at this rate: its last second had 429s, failures or a late p99")
                 }
             }
-            if s.lag_p99 > 1.0 {
+            if s.waited > 0 {
+                println!(
+                    "  note: {} requests waited for one of the {} --connections (p99 {:.1} ms late), which \
+                     the latencies include",
+                    s.waited, a.connections, s.lag_p99
+                );
+            } else if s.lag_p99 > 1.0 {
                 println!(
                     "  note: requests left up to {:.1} ms late (p99; the generator is short of CPU), which the \
                      latencies include",
@@ -171,6 +173,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
             }
             let mut v = s.json(a.deadline_ms);
             v["rate"] = json!(phase.rate);
+            v["connections"] = json!(a.connections);
             v["achieved_qps"] = json!(s.qps());
             v["settled_after_s"] = json!(settled);
             v["cpu_cores"] = cores_json(cores);
@@ -235,8 +238,8 @@ fn check(a: &LoadArgs) -> Result<()> {
     if a.closed_duration.is_some_and(|t| !positive(t)) {
         bail!("--closed-duration must be a positive number of seconds");
     }
-    if a.batch == 0 || a.clients == 0 || a.k == 0 {
-        bail!("--batch, --clients and --k must be at least 1");
+    if a.batch == 0 || a.clients == 0 || a.connections == 0 || a.k == 0 {
+        bail!("--batch, --clients, --connections and --k must be at least 1");
     }
     Ok(())
 }

@@ -68,9 +68,14 @@ fn every_query_is_answered_once_in_closed_and_open_loop_on_cacm() {
     let topics = dir.path().join("topics.tsv");
     std::fs::copy(data.join("topics.tsv"), &topics).unwrap();
     let num_queries = std::fs::read_to_string(&topics).unwrap().lines().count() as u64;
-    for (backend, closed, arrivals) in [
-        ("cpu", ["--closed-queries", "100"], "poisson"),
-        ("hybrid", ["--closed-duration", "0.3"], "fixed"),
+    for (backend, options, arrivals) in [
+        ("cpu", &["--closed-queries", "100"][..], "poisson"),
+        // Two connections: most open-loop requests wait for one.
+        (
+            "hybrid",
+            &["--closed-duration", "0.3", "--connections", "2"],
+            "fixed",
+        ),
     ] {
         let server = Server::start(
             &index,
@@ -78,7 +83,7 @@ fn every_query_is_answered_once_in_closed_and_open_loop_on_cacm() {
         );
         let mut args = vec!["--batch", "3", "--clients", "4", "--rates", "3000,6000"];
         args.extend(["--duration", "0.2", "--arrivals", arrivals, "--mode", "and-or"]);
-        args.extend(closed);
+        args.extend_from_slice(options);
         let r = load(&server, &topics, &args);
         assert_eq!((n(&r, "num_queries"), n(&r, "batch")), (num_queries, 3));
         assert_eq!(r["mode"], "and-or");

@@ -43,6 +43,11 @@ pub struct LoadArgs {
     /// (the load rises or drops at once, and each row counts the queries that arrived at its rate).
     #[arg(long, value_delimiter = ',')]
     pub rates: Vec<f64>,
+    /// Open loop: most requests in flight (one HTTP/1.1 connection each); a request due while all are
+    /// busy waits for one, and the wait counts in its latency. To make a server shed with 429, batch x
+    /// connections must exceed its --max-in-flight.
+    #[arg(long, default_value_t = 512)]
+    pub connections: usize,
     /// poisson (exponential gaps) or fixed (even gaps) arrivals of requests.
     #[arg(long, default_value = "poisson", value_parser = ["poisson", "fixed"])]
     pub arrivals: String,

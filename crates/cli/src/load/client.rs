@@ -35,8 +35,10 @@ pub struct Outcome {
     pub due: Duration,
     /// From `due` to the whole reply.
     pub latency: Duration,
-    /// How long after `due` it was sent (the generator's own delay; zero in closed loop).
+    /// How long after `due` it was sent (waiting for a free connection, or the generator's own delay).
     pub lag: Duration,
+    /// Open loop: it found every connection busy and waited for one.
+    pub waited: bool,
     /// Queries it carried.
     pub queries: usize,
     pub status: Status,
@@ -159,6 +161,7 @@ impl Target {
             due: due.saturating_duration_since(origin),
             latency: done.saturating_duration_since(due),
             lag: sent.saturating_duration_since(due),
+            waited: false,
             queries: count,
             status,
             server_ms,

@@ -1,8 +1,11 @@
 //! When requests leave. Closed loop: C clients, each sending its next request as soon as the last one is
 //! answered (the server's throughput at that concurrency). Open loop: requests due at Poisson or evenly
-//! spaced arrival times, each sent when due whatever is still in flight, so that a slow server meets the
-//! load a production one would (no coordinated omission): latency runs from the arrival, and the
-//! generator's own delay in sending counts too (it is reported as the send lag).
+//! spaced arrival times, each sent when due whatever is still in flight, on one of at most N connections
+//! (HTTP/1.1 carries one request at a time on each), so that a slow server meets the load a production
+//! one would (no coordinated omission): latency runs from the arrival, and a wait for a free connection
+//! or the generator's own delay in sending counts too (both reported as the send lag). The bound keeps
+//! the generator from opening a connection per request when the server falls behind, which would run it
+//! out of file descriptors and CPU before the server.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -10,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
 use tokio::runtime::Runtime;
+use tokio::sync::Semaphore;
 
 use super::client::{Outcome, Target};
 use super::proc::CpuMark;
@@ -110,22 +114,29 @@ fn schedule(phases: &[Phase], batch: usize, poisson: bool, seed: u64) -> Vec<Arr
     out
 }
 
+/// How an open loop sends: `batch` queries per request, at most `connections` requests in flight,
+/// Poisson arrivals (else even ones) seeded by `seed`.
+pub struct Open {
+    pub batch: usize,
+    pub connections: usize,
+    pub poisson: bool,
+    pub seed: u64,
+}
+
 /// Sends the schedule of `phases` from this thread (sleeping until each arrival; the runtime's threads
 /// do the rest) and waits for every reply. Returns each request's phase and outcome, and the CPU times at
 /// each phase's start and after the last reply.
-#[allow(clippy::too_many_arguments)]
 pub fn open_loop(
     rt: &Runtime,
     target: &Arc<Target>,
     phases: &[Phase],
-    batch: usize,
-    poisson: bool,
-    seed: u64,
+    how: &Open,
     origin: Instant,
     server_pid: Option<u32>,
     bar: &ProgressBar,
 ) -> (Vec<(usize, Outcome)>, Vec<CpuMark>) {
-    let arrivals = schedule(phases, batch, poisson, seed);
+    let arrivals = schedule(phases, how.batch, how.poisson, how.seed);
+    let connections = Arc::new(Semaphore::new(how.connections));
     let (tx, rx) = std::sync::mpsc::channel();
     let mut marks = Vec::new();
     let start = Instant::now();
@@ -138,9 +149,14 @@ pub fn open_loop(
         if a.phase == marks.len() {
             marks.push(CpuMark::now(server_pid));
         }
-        let (target, tx) = (target.clone(), tx.clone());
+        let (target, tx, connections) = (target.clone(), tx.clone(), connections.clone());
         rt.spawn(async move {
-            let outcome = target.send(a.first, a.count, due, origin).await;
+            let (_connection, waited) = match connections.clone().try_acquire_owned() {
+                Ok(permit) => (permit, false),
+                Err(_) => (connections.acquire_owned().await.expect("never closed"), true),
+            };
+            let mut outcome = target.send(a.first, a.count, due, origin).await;
+            outcome.waited = waited;
             let _ = tx.send((a.phase, outcome));
         });
         bar.inc(a.count as u64);

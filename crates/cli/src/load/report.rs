@@ -29,6 +29,8 @@ pub struct Summary {
     /// Open loop: how late requests left (p99 and max, ms).
     pub lag_p99: f64,
     pub lag_max: f64,
+    /// Open loop: requests that waited for a free connection.
+    pub waited: usize,
     /// Answered queries later than the deadline.
     pub missed: usize,
     /// From the first request's due time to the last reply.
@@ -48,6 +50,7 @@ impl Summary {
             server: Latency::of(Vec::new()),
             lag_p99: 0.0,
             lag_max: 0.0,
+            waited: 0,
             missed: 0,
             span: Duration::ZERO,
         };
@@ -59,6 +62,7 @@ impl Summary {
             first = first.min(o.due);
             last = last.max(o.due + o.latency);
             lags.push(o.lag);
+            s.waited += usize::from(o.waited);
             match &o.status {
                 Status::Answered => {
                     s.answered += o.queries;
@@ -127,6 +131,7 @@ impl Summary {
             "server_took_ms": answered.then(|| self.server.json()),
             "deadline_ms": deadline_ms, "missed": self.missed,
             "send_lag_ms": {"p99": self.lag_p99, "max": self.lag_max},
+            "waited_for_connection": self.waited,
         })
     }
 }
@@ -228,6 +233,7 @@ mod tests {
             due: Duration::from_millis(due_ms),
             latency: Duration::from_millis(latency_ms),
             lag: Duration::ZERO,
+            waited: false,
             queries,
             status,
             server_ms: latency_ms as f64 / 2.0,
