@@ -39,6 +39,8 @@ pub enum Command {
     Demo(DemoArgs),
     /// Answer queries over HTTP (JSON): POST/GET /search, /health, /metrics (docs/openapi.yaml).
     Serve(ServeArgs),
+    /// Load-test a running `warpsearch serve`: closed and open loop over HTTP, 429s, errors, its memory.
+    Load(crate::load::LoadArgs),
     /// Measure an engine: closed-loop throughput and open-loop latency under Poisson arrivals (JSON report).
     Bench(BenchArgs),
     /// Draw the closed-loop throughput of several `bench --json` reports side by side (SVG).

@@ -206,7 +206,7 @@ fn hybrid_json(h: &HybridStats) -> Value {
 }
 
 /// Arrival times of `n` queries at `rate` per second (exponential gaps), deterministic by `seed`.
-fn poisson_arrivals(n: usize, rate: f64, seed: u64) -> Vec<Duration> {
+pub(crate) fn poisson_arrivals(n: usize, rate: f64, seed: u64) -> Vec<Duration> {
     let mut rng = Rng::new(seed);
     let mut t = 0.0f64;
     (0..n)

@@ -6,6 +6,7 @@ mod cache;
 mod demo;
 mod evaluate;
 mod gpu;
+mod load;
 mod search;
 mod serve;
 mod synth;
@@ -45,6 +46,7 @@ fn main() -> ExitCode {
         Command::SynthCheck(a) => synth::check(a),
         Command::GpuCheck(a) => gpu::gpu_check(a),
         Command::Serve(a) => serve::run(a),
+        Command::Load(a) => load::run(a),
         Command::Bench(a) => bench::run(a),
         Command::BenchPlot(a) => bench::plot_reports(a),
     };

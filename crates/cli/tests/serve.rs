@@ -5,88 +5,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::warpsearch;
+use common::{warpsearch, Server};
 use serde_json::{json, Value};
-
-/// A running `warpsearch serve`, killed when dropped.
-struct Server {
-    child: Child,
-    addr: String,
-    log: PathBuf,
-}
-
-impl Server {
-    /// Starts `serve` on 127.0.0.1, any free port, and reads the address it prints.
-    fn start(index: &Path, extra: &[&str]) -> Server {
-        let log = index.with_extension(format!("serve-{}.log", extra.join("_").replace('/', "")));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_warpsearch"))
-            .args([
-                "serve",
-                "--index",
-                index.to_str().unwrap(),
-                "--addr",
-                "127.0.0.1:0",
-            ])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let Some(addr) = line.trim().strip_prefix("listening on http://") else {
-            let _ = child.wait();
-            panic!("serve did not start: {}", std::fs::read_to_string(&log).unwrap());
-        };
-        Server {
-            addr: addr.to_owned(),
-            child,
-            log,
-        }
-    }
-
-    /// One HTTP/1.1 request (Connection: close): status, headers, body.
-    fn request(&self, method: &str, path: &str, body: &str) -> (u16, String, String) {
-        let mut s = TcpStream::connect(&self.addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
-        write!(
-            s,
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\n\
-             Content-Length: {}\r\n\r\n{body}",
-            self.addr,
-            body.len()
-        )
-        .unwrap();
-        let mut response = String::new();
-        s.read_to_string(&mut response).unwrap();
-        let (head, body) = response.split_once("\r\n\r\n").unwrap();
-        let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-        (status, head.to_ascii_lowercase(), body.to_owned())
-    }
-
-    fn json(&self, method: &str, path: &str, body: &str) -> (u16, Value) {
-        let (status, _, body) = self.request(method, path, body);
-        (
-            status,
-            serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}")),
-        )
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// `text` as a URL query value.
 fn encode(text: &str) -> String {

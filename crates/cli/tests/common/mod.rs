@@ -1,8 +1,14 @@
-//! What the CLI's end-to-end tests share: running the binary and building a small index with it.
+//! What the CLI's end-to-end tests share: running the binary, building a small index with it, and a
+//! running `warpsearch serve`.
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
 
 /// Runs the `warpsearch` binary with `args`.
 pub fn warpsearch(args: &[&str]) -> Output {
@@ -48,4 +54,86 @@ pub fn cacm_index(dir: &Path) -> Option<(PathBuf, PathBuf)> {
     let data = warpsearch_index::testdata::shared_data("cacm")?;
     let index = index_jsonl(&data.join("docs.jsonl"), &dir.join("idx"));
     Some((data, index))
+}
+
+/// A running `warpsearch serve`, killed when dropped.
+pub struct Server {
+    pub child: Child,
+    pub addr: String,
+    pub log: PathBuf,
+}
+
+impl Server {
+    /// Starts `serve` on 127.0.0.1, any free port, and reads the address it prints.
+    pub fn start(index: &Path, extra: &[&str]) -> Server {
+        let log = index.with_extension(format!("serve-{}.log", extra.join("_").replace('/', "")));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_warpsearch"))
+            .args([
+                "serve",
+                "--index",
+                index.to_str().unwrap(),
+                "--addr",
+                "127.0.0.1:0",
+            ])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let Some(addr) = line.trim().strip_prefix("listening on http://") else {
+            let _ = child.wait();
+            panic!("serve did not start: {}", std::fs::read_to_string(&log).unwrap());
+        };
+        Server {
+            addr: addr.to_owned(),
+            child,
+            log,
+        }
+    }
+
+    /// One HTTP/1.1 request (Connection: close): status, headers, body.
+    pub fn request(&self, method: &str, path: &str, body: &str) -> (u16, String, String) {
+        let mut s = TcpStream::connect(&self.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            self.addr,
+            body.len()
+        )
+        .unwrap();
+        let mut response = String::new();
+        s.read_to_string(&mut response).unwrap();
+        let (head, body) = response.split_once("\r\n\r\n").unwrap();
+        let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+        (status, head.to_ascii_lowercase(), body.to_owned())
+    }
+
+    pub fn json(&self, method: &str, path: &str, body: &str) -> (u16, Value) {
+        let (status, _, body) = self.request(method, path, body);
+        (
+            status,
+            serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}")),
+        )
+    }
+
+    /// The value of a counter or gauge of `/metrics` (a line `NAME VALUE`).
+    pub fn metric(&self, name: &str) -> u64 {
+        let (_, _, text) = self.request("GET", "/metrics", "");
+        let line = text.lines().find(|l| l.split(' ').next() == Some(name));
+        let value = line.and_then(|l| l.rsplit(' ').next()?.parse().ok());
+        value.unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
