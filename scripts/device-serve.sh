@@ -129,8 +129,11 @@ if [ "$part" = all ]; then
 for backend in $backends; do
   for mode in $modes; do
     say "[${SECONDS}s] == $backend $mode: in-process bench"
-    $bin bench --index "$wiki" --queries "$queries" --mode "$mode" --k 10 --backend "$backend" \
-      --json "$work/$backend-$mode-inprocess.json" 2>&1 | grep -v "^warning" >>"$log"
+    if ! $bin bench --index "$wiki" --queries "$queries" --mode "$mode" --k 10 --backend "$backend" \
+      --json "$work/$backend-$mode-inprocess.json" >>"$log" 2>"$work/bench.err"; then
+      say "bench --backend $backend failed: $(tail -n 1 "$work/bench.err")"
+      continue
+    fi
     read -r qps p50 p99 p999 < <(inprocess "$work/$backend-$mode-inprocess.json")
     inproc=$qps
     row "$backend" "$mode" "in-process bench" "$qps" "$p50" "$p99" "$p999" - - "every query at once"
