@@ -72,6 +72,8 @@ impl PySearcher {
                 cpu_workers: o.threads.unwrap_or(0),
                 ..HybridOptions::default()
             }),
+            // The whole index on the GPU (the CLI's --gpu-cache is not offered from Python yet).
+            cache: None,
         };
         let engine = py.detach(|| -> PyResult<Engine> {
             let scorer = Scorer::new(index.clone(), options).map_err(index_error)?;

@@ -366,6 +366,20 @@ pub struct ServeArgs {
     pub deadline_ms: f64,
 }
 
+/// The open loop's arrivals, shared by `bench` and `load`.
+#[derive(Args)]
+pub struct OpenLoopArgs {
+    /// Seconds of arrivals per rate (at least 1,000 queries; the query log repeats if it is shorter).
+    #[arg(long, default_value_t = 5.0)]
+    pub duration: f64,
+    /// A query answered later than this after its arrival missed its deadline (ms).
+    #[arg(long, default_value_t = 100.0)]
+    pub deadline_ms: f64,
+    /// Seed of the arrival times.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
 /// `warpsearch bench`.
 #[derive(Args)]
 pub struct BenchArgs {
@@ -377,15 +391,8 @@ pub struct BenchArgs {
     /// Open-loop arrival rates in queries/s (Poisson arrivals), comma-separated; none: closed loop only.
     #[arg(long, value_delimiter = ',')]
     pub rates: Vec<f64>,
-    /// Seconds of arrivals per rate (at least 1,000 arrivals; the query log repeats if it is shorter).
-    #[arg(long, default_value_t = 5.0)]
-    pub duration: f64,
-    /// A query answered later than this after its arrival missed its deadline (ms).
-    #[arg(long, default_value_t = 100.0)]
-    pub deadline_ms: f64,
-    /// Seed of the arrival times.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
+    #[command(flatten)]
+    pub open: OpenLoopArgs,
     /// Write the report as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,

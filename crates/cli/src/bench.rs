@@ -30,7 +30,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if a.rates.iter().any(|&r| !(r.is_finite() && r > 0.0)) {
         bail!("--rates must be positive numbers of queries per second, e.g. --rates 1000,10000");
     }
-    if !(a.duration.is_finite() && a.duration > 0.0 && a.deadline_ms.is_finite() && a.deadline_ms > 0.0) {
+    if !(a.open.duration.is_finite()
+        && a.open.duration > 0.0
+        && a.open.deadline_ms.is_finite()
+        && a.open.deadline_ms > 0.0)
+    {
         bail!("--duration and --deadline-ms must be positive");
     }
     let index = Arc::new(crate::open(&a.engine.scorer.index)?);
@@ -87,16 +91,16 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let mut by_rate = Vec::new();
     for &rate in &a.rates {
         // At least 1,000 arrivals; the query log repeats if it is shorter than the run.
-        let n = ((rate * a.duration) as usize).max(1000);
+        let n = ((rate * a.open.duration) as usize).max(1000);
         let log: Vec<Request> = queries.iter().cycle().take(n).cloned().collect();
-        let arrivals = poisson_arrivals(n, rate, a.seed);
+        let arrivals = poisson_arrivals(n, rate, a.open.seed);
         // Drawn on stderr only when it is a terminal (indicatif hides it otherwise).
         let bar = ProgressBar::new(n as u64).with_style(
             ProgressStyle::with_template("{msg} {bar:40} {pos}/{len} queries, {elapsed}")
                 .expect("a valid template"),
         );
         bar.set_message(format!("{rate:.0}/s"));
-        let deadline = Duration::from_secs_f64(a.deadline_ms / 1e3);
+        let deadline = Duration::from_secs_f64(a.open.deadline_ms / 1e3);
         engine.take_hybrid_stats();
         let (lat, span) = open_loop(&mut engine, &log, &arrivals, deadline, &bar)?;
         bar.finish_and_clear();
@@ -112,7 +116,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         }
         open.push(
             json!({"rate": rate, "queries": n, "achieved_qps": achieved, "latency_ms": l.json(),
-                         "deadline_ms": a.deadline_ms, "missed": missed,
+                         "deadline_ms": a.open.deadline_ms, "missed": missed,
                          "hybrid": hybrid.as_ref().map(hybrid_json)}),
         );
     }

@@ -59,7 +59,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
         }
     }
     let sampler = a.server_pid.map(|pid| RssSampler::start(pid, origin));
-    let deadline = Duration::from_secs_f64(a.deadline_ms / 1e3);
+    let deadline = Duration::from_secs_f64(a.open.deadline_ms / 1e3);
     println!(
         "load: {n} queries, mode {}, k {}, {backend} at {}, {} per request; closed loop: {} clients; \
          open loop: {} arrivals",
@@ -112,7 +112,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
         let s = Summary::of(&outcomes, deadline);
         println!("{}", report::row("closed", &s));
         println!("{}", details(&s, cores));
-        let mut v = s.json(a.deadline_ms);
+        let mut v = s.json(a.open.deadline_ms);
         v["clients"] = json!(a.clients);
         v["cpu_cores"] = cores_json(cores);
         v
@@ -124,7 +124,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
         .map(|&rate| Phase {
             rate,
             // At least 1,000 arrivals, as `bench`; the query log repeats if it is shorter.
-            queries: ((rate * a.duration) as usize).max(1000),
+            queries: ((rate * a.open.duration) as usize).max(1000),
         })
         .collect();
     let mut open = Vec::new();
@@ -136,7 +136,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
             batch: a.batch,
             connections: a.connections,
             poisson: a.arrivals == "poisson",
-            seed: a.seed,
+            seed: a.open.seed,
         };
         let (outcomes, marks) =
             drive::open_loop(&runtime, &target, &phases, &how, origin, a.server_pid, &bar);
@@ -171,7 +171,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
                     s.lag_p99
                 );
             }
-            let mut v = s.json(a.deadline_ms);
+            let mut v = s.json(a.open.deadline_ms);
             v["rate"] = json!(phase.rate);
             v["connections"] = json!(a.connections);
             v["achieved_qps"] = json!(s.qps());
@@ -232,7 +232,7 @@ fn check(a: &LoadArgs) -> Result<()> {
         bail!("--rates must be positive numbers of queries per second, e.g. --rates 1000,10000");
     }
     let positive = |x: f64| x.is_finite() && x > 0.0;
-    if !(positive(a.duration) && positive(a.deadline_ms) && positive(a.timeout)) {
+    if !(positive(a.open.duration) && positive(a.open.deadline_ms) && positive(a.timeout)) {
         bail!("--duration, --deadline-ms and --timeout must be positive");
     }
     if a.closed_duration.is_some_and(|t| !positive(t)) {

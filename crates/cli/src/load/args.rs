@@ -51,15 +51,8 @@ pub struct LoadArgs {
     /// poisson (exponential gaps) or fixed (even gaps) arrivals of requests.
     #[arg(long, default_value = "poisson", value_parser = ["poisson", "fixed"])]
     pub arrivals: String,
-    /// Seconds of arrivals per rate (at least 1,000 queries; the query log repeats if it is shorter).
-    #[arg(long, default_value_t = 5.0)]
-    pub duration: f64,
-    /// A query answered later than this after its arrival missed its deadline (ms).
-    #[arg(long, default_value_t = 100.0)]
-    pub deadline_ms: f64,
-    /// Seed of the arrival times.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
+    #[command(flatten)]
+    pub open: crate::args::OpenLoopArgs,
     /// A request still unanswered after this many seconds counts as an error.
     #[arg(long, default_value_t = 60.0)]
     pub timeout: f64,
