@@ -23,7 +23,6 @@ use crate::launch::{self, BatchArgs, Pinned};
 use crate::residency::{mib, ptr, Applied, DeviceIndex, IndexArgs, Residency};
 use crate::stage::{self, Stage};
 use crate::{Gpu, GpuError};
-use rayon::prelude::*;
 
 /// `out_count` of a query the kernel could not answer (a malformed block): the CPU answers it.
 const COUNT_FAILED: u32 = u32::MAX;
@@ -902,15 +901,11 @@ fn copy_stage(
     let (nw, nb) = (stage.used().words as usize, stage.metas.len());
     let buf = h.as_mut_slice();
     // The spans' words, gathered from the index by all cores (the batch's largest host cost).
-    let mut rest = &mut buf[..nw];
-    let mut jobs = Vec::with_capacity(stage.spans.len());
-    for &(src, len) in &stage.spans {
-        let (dst, tail) = rest.split_at_mut(len as usize);
-        jobs.push((dst, &words[src as usize..src as usize + len as usize]));
-        rest = tail;
-    }
-    jobs.into_par_iter()
-        .for_each(|(dst, src)| dst.copy_from_slice(src));
+    let spans = stage
+        .spans
+        .iter()
+        .map(|&(src, len)| &words[src as usize..][..len as usize]);
+    crate::cache::gather(&mut buf[..nw], spans);
     let cols = &mut buf[nw..nw + 5 * nb];
     for (j, m) in stage.metas.iter().enumerate() {
         cols[j] = m.first_doc;

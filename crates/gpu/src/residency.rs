@@ -59,13 +59,6 @@ impl Residency {
         self.lists[id as usize]
     }
 
-    /// The cached blocks of every term, as a plan.
-    pub fn plan(&self) -> CachePlan {
-        CachePlan {
-            blocks: self.lists.iter().map(|c| c.blocks).collect(),
-        }
-    }
-
     /// Space the cache holds now.
     pub fn used(&self) -> Capacity {
         Capacity {
@@ -450,14 +443,7 @@ impl DeviceIndex {
                 .iter()
                 .for_each(|m| cols.push(m));
         }
-        let mut rest = &mut words[..];
-        let mut jobs = Vec::with_capacity(spans.len());
-        for src in spans {
-            let (dst, tail) = rest.split_at_mut(src.len());
-            jobs.push((dst, src));
-            rest = tail;
-        }
-        jobs.into_par_iter().for_each(|(d, s)| d.copy_from_slice(s));
+        crate::cache::gather(&mut words, spans);
         self.write(stream, 0, &words, 0, &cols)
     }
 

@@ -212,11 +212,6 @@ impl CacheCtl {
         self.counters.lists_changed.fetch_add(a.lists, Ordering::Relaxed);
     }
 
-    /// Whether the GPU's part stops where the cached prefixes do (the paper's rule).
-    pub fn prunes(&self) -> bool {
-        self.prune
-    }
-
     /// The policy.
     pub fn policy(&self) -> Policy {
         self.policy

@@ -25,11 +25,6 @@ impl Extents {
         }
     }
 
-    /// Units in the region.
-    pub fn capacity(&self) -> u64 {
-        self.capacity
-    }
-
     /// Units allocated.
     pub fn used(&self) -> u64 {
         self.used

@@ -59,6 +59,20 @@ impl Capacity {
     }
 }
 
+/// Copies the slices of `srcs`, one after another, to the start of `dst`, on all cores (the gathers of
+/// staged spans and of a cache layout from the memory-mapped index).
+pub(crate) fn gather<'a>(dst: &mut [u32], srcs: impl IntoIterator<Item = &'a [u32]>) {
+    use rayon::prelude::*;
+    let mut rest = dst;
+    let mut jobs = Vec::new();
+    for src in srcs {
+        let (d, tail) = rest.split_at_mut(src.len());
+        jobs.push((d, src));
+        rest = tail;
+    }
+    jobs.into_par_iter().for_each(|(d, s)| d.copy_from_slice(s));
+}
+
 /// Words of the first `blocks` blocks of term `id`'s list (the whole list's words when it has no more).
 pub fn prefix_words(index: &Index, id: u32, blocks: u32) -> u64 {
     let rec = &index.term_records()[id as usize];
@@ -94,17 +108,6 @@ impl CachePlan {
         }
     }
 
-    /// Every list whole.
-    pub fn everything(index: &Index) -> CachePlan {
-        CachePlan {
-            blocks: index
-                .term_records()
-                .iter()
-                .map(|r| r.num_blocks() as u32)
-                .collect(),
-        }
-    }
-
     /// What the plan takes on the device.
     pub fn need(&self, index: &Index) -> Capacity {
         self.blocks
@@ -114,19 +117,5 @@ impl CachePlan {
             .fold(Capacity::default(), |acc, (id, &b)| {
                 acc.plus(prefix_need(index, id as u32, b))
             })
-    }
-
-    /// Whether every list is cached whole.
-    pub fn is_everything(&self, index: &Index) -> bool {
-        index
-            .term_records()
-            .iter()
-            .zip(&self.blocks)
-            .all(|(r, &b)| b as usize >= r.num_blocks())
-    }
-
-    /// Blocks cached in all.
-    pub fn total_blocks(&self) -> u64 {
-        self.blocks.iter().map(|&b| b as u64).sum()
     }
 }
