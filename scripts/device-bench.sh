@@ -178,6 +178,11 @@ for line in filter(lambda l: l.startswith("{"), open(sys.argv[1])):
     done
 }
 
+# `synth` reuses what `synth-prep` made on this machine (header). Set before any export: export_for_peers
+# reads it, and `set -u` ends the script on an unset variable (a second run on a warm machine).
+prepared=""
+[ "$part" = synth ] && [ -f $synth/meta.json ] && [ -f /root/pisa-synth/inv.docs ] && prepared=1
+
 if [ "$part" = all ] || [ "$part" = wiki ]; then
 say "[${SECONDS}s] == Wikipedia passages ($(wc -l <$queries) TREC 2005 queries)"
 ours_run wiki "$wiki" $queries
@@ -194,9 +199,6 @@ torch_peer wiki "$wiki" $queries --passes 2
 (cd "$work" && tar -czf "$out/wiki-reports.tgz" wiki-*.json wiki-*.svg wiki-pisa.jsonl wiki-torch.jsonl 2>/dev/null)
 fi
 
-# `synth` reuses what `synth-prep` made on this machine (header).
-prepared=""
-[ "$part" = synth ] && [ -f $synth/meta.json ] && [ -f /root/pisa-synth/inv.docs ] && prepared=1
 head -n 20000 $queries >"$work/q20000.txt"  # the CPU's OR runs would not fit a call with all 50,000
 
 if [ "$part" = all ] || [ "$part" = synth ] || [ "$part" = synth-prep ]; then
