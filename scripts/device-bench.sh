@@ -10,8 +10,10 @@
 # library, bench/peers/pisa_bench.py) indexes exactly our postings of the terms the queries use
 # (`warpsearch export --pisa --terms-from`) and answers our analyzed queries, so its answers differ from
 # ours only by its BM25 idf. tantivy indexes the passages' text, and the synthetic collection from the
-# same export (`tantivy-peer index-pisa`). Top-10 agreement of each peer with our CPU run is reported
-# (bench/peers/overlap.py).
+# same export (`tantivy-peer index-pisa`). The GPU brute-force floor (bench/peers/torch_bruteforce.py,
+# the method of bm25-pt, SPARe and GPUSparse) scatter-adds the BM25 impacts of the same export's postings
+# into a dense array per query with PyTorch, then takes torch.topk. Top-10 agreement of each peer with our
+# CPU run is reported (bench/peers/overlap.py).
 #
 # What travels (scripts/device-prepare.sh packs it): .device/part1 (call 1: the passages' postings),
 # .device/tantivy-wiki.tar.xz (call 2), then .device/{warpsearch,tantivy-peer,wiki-rest.tar.xz,
@@ -56,6 +58,13 @@ if compgen -G "$dev/whl/*.whl" >/dev/null; then
   pisa_ready=1
 else
   say "no .device/whl: PISA is skipped (scripts/device-prepare.sh downloads its wheels)"
+fi
+# The machine's own PyTorch, for the brute-force peer; it needs a GPU.
+torch_ready=""
+if python3 -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+  torch_ready=1
+else
+  say "no PyTorch with CUDA: the torch brute-force peer is skipped"
 fi
 
 # Closed-loop q/s and latency of a bench JSON report.
@@ -144,6 +153,36 @@ for line in filter(lambda l: l.startswith("{"), open(sys.argv[1])):
     done
 }
 
+# torch_peer <collection> <index> <queries> <torch_bruteforce.py options…>: PyTorch's brute force on the
+# export PISA used (made here if PISA did not run), with the index's k1 and b; a table row per mode. It
+# has no per-query latency (a query's answer comes with its batch's), so the note gives the batch time.
+torch_peer() {
+  [ -n "$torch_ready" ] || return 0
+  local name=$1 index=$2 q=$3 dir=/root/pisa-$1
+  shift 3
+  say "[${SECONDS}s] torch brute force on $name"
+  if [ ! -f $dir/inv.docs ] || [ ! -f "$work/$name-analyzed.tsv" ]; then
+    export_for_peers $name "$index" "$q" || return 0
+  fi
+  PYTHONUNBUFFERED=1 python3 bench/peers/torch_bruteforce.py $dir "$work/$name-analyzed.tsv" "$work/torch-$name" \
+    --meta "$index/meta.json" "$@" 2>"$work/torch-$name.err" | tee "$work/$name-torch.jsonl" | tee -a "$log"
+  tail -n 5 "$work/torch-$name.err" | tee -a "$log"
+  python3 -c '
+import json, sys
+for line in filter(lambda l: l.startswith("{"), open(sys.argv[1])):
+    r = json.loads(line)
+    if "qps" in r:
+        print(r["mode"], r["qps"], r["batch"], r["batch_ms_p50"])' "$work/$name-torch.jsonl" |
+    while read -r mode qps batch p50; do
+      row $name $mode torch $qps - - - "brute force; batches of $batch queries, p50 $p50 ms; top-10 agreement $(agreement $name $mode "$work/torch-$name.$mode.run")"
+    done
+}
+
+# `synth` reuses what `synth-prep` made on this machine (header). Set before any export: export_for_peers
+# reads it, and `set -u` ends the script on an unset variable (a second run on a warm machine).
+prepared=""
+[ "$part" = synth ] && [ -f $synth/meta.json ] && [ -f /root/pisa-synth/inv.docs ] && prepared=1
+
 if [ "$part" = all ] || [ "$part" = wiki ]; then
 say "[${SECONDS}s] == Wikipedia passages ($(wc -l <$queries) TREC 2005 queries)"
 ours_run wiki "$wiki" $queries
@@ -156,12 +195,10 @@ for mode in and or; do
   fi
 done
 pisa_peer wiki "$wiki" $queries --passes 2
-(cd "$work" && tar -czf "$out/wiki-reports.tgz" wiki-*.json wiki-*.svg wiki-pisa.jsonl 2>/dev/null)
+torch_peer wiki "$wiki" $queries --passes 2
+(cd "$work" && tar -czf "$out/wiki-reports.tgz" wiki-*.json wiki-*.svg wiki-pisa.jsonl wiki-torch.jsonl 2>/dev/null)
 fi
 
-# `synth` reuses what `synth-prep` made on this machine (header).
-prepared=""
-[ "$part" = synth ] && [ -f $synth/meta.json ] && [ -f /root/pisa-synth/inv.docs ] && prepared=1
 head -n 20000 $queries >"$work/q20000.txt"  # the CPU's OR runs would not fit a call with all 50,000
 
 if [ "$part" = all ] || [ "$part" = synth ] || [ "$part" = synth-prep ]; then
@@ -199,6 +236,7 @@ ours_run synth $synth "$work/q20000.txt"
 df -h /root | tail -n 1 | sed 's/^/disk: /' | tee -a "$log"
 # One timed pass and 1,000 latency queries per algorithm, and a deadline, to fit the call.
 pisa_peer synth $synth "$work/q20000.txt" --passes 1 --latency-queries 1000 --deadline-s 330
+torch_peer synth $synth "$work/q20000.txt" --passes 1  # reads inv.docs and inv.freqs: before the rm
 rm -f /root/pisa-synth/inv.docs /root/pisa-synth/inv.freqs  # PISA's index is built; free the disk
 if [ -d /root/tantivy-synth ] && [ -x $dev/tantivy-peer ]; then
   for mode in and or; do
@@ -208,7 +246,7 @@ if [ -d /root/tantivy-synth ] && [ -x $dev/tantivy-peer ]; then
   done
 fi
 cp "$work/synth-report.json" "$work/synth-generation.json"
-(cd "$work" && tar -czf "$out/synth-reports.tgz" synth-*.json synth-*.svg synth-pisa.jsonl 2>/dev/null)
+(cd "$work" && tar -czf "$out/synth-reports.tgz" synth-*.json synth-*.svg synth-pisa.jsonl synth-torch.jsonl 2>/dev/null)
 fi
 # split-sweep: the hybrid in open loop at half the CPU engine's rate (AND 1,062/s and OR 728/s, measured
 # at 70d82b2) with long queries split at several thresholds and GPU shares: where splitting pays.
