@@ -64,6 +64,8 @@ struct QueryDesc {
     float slack;      // relative rounding slack of bounds for this query (Plan::slack)
     u32 doc_lo;       // only documents in [doc_lo, doc_hi] count: a long query is cut into docID ranges,
     u32 doc_hi;       // one CTA each, whose top-k lists the host merges
+    u32 group;        // the query's index in the batch (its parts share it): its entry of shared_thr
+    u32 pad;
 };
 
 struct IndexArgs {
@@ -101,6 +103,11 @@ struct BatchArgs {
     u32* scratch_tf;      // per CTA: CHUNK * BLOCK_LEN decoded frequencies
     u64* topbuf;          // per CTA: TOPK_CAP keys
     u64* phase_cycles;    // per CTA: 8 counters, or null (no instrumentation)
+    u32* wscratch;        // per CTA: 2 * wcap words for OR window bounds (or_ranked); null: docID order only
+    u32* shared_thr;      // per query (QueryDesc.group): the best k-th score any of its parts has reached,
+                          // as an ordered key (score_order), 0: none yet; zeroed before launch
+    u32 wcap;             // windows per CTA in wscratch
+    u32 pad;
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -160,6 +167,8 @@ __device__ __forceinline__ float key_score(u64 key) {
     return __uint_as_float(u);
 }
 __device__ __forceinline__ u32 key_doc(u64 key) { return ~(u32)key; }
+// A score as an unsigned integer of the same order (the high word of hit_key); never 0.
+__device__ __forceinline__ u32 score_order(float score) { return (u32)(hit_key(score, 0u) >> 32); }
 
 // Postings in block b (0-based within the list) of list t: BLOCK_LEN but for the list's last block.
 __device__ __forceinline__ u32 block_postings(const TermDesc& t, u32 b) {
@@ -657,6 +666,9 @@ struct QueryShared {
     u32 range_lo;       // AND step: the first block of the list that can hold a candidate
     u32 range_n;        // and the number of blocks up to the one that can hold the last candidate
     u32 q;
+    u32 group;          // the query's QueryDesc.group
+    u64 best;           // OR by bounds: the best remaining window's key
+    float thr;          // OR by bounds: the score a window's bound must reach to be scored
     float bound;
     u32 wnext;
     float slack;        // this query's bound slack
@@ -671,6 +683,11 @@ struct QueryShared {
 #define PH_INTERSECT 2
 #define PH_SCORE 3
 #define PH_TOPK 4
+// Block counters after the phases (instrumented runs): OR blocks decoded to score windows, decoded for
+// exact window bounds, and all blocks of the lists in the queries' ranges (what exhaustive OR decodes).
+#define CNT_SCORED 5
+#define CNT_BOUNDS 6
+#define CNT_ALL 7
 
 struct PhaseClock {
     u64* out;
@@ -679,6 +696,8 @@ struct PhaseClock {
     __device__ void lap(int phase) {
         if (out && threadIdx.x == 0) { u64 now = clock64(); out[phase] += now - t; t = now; }
     }
+    // Adds v to counter c (one thread's value; CNT_*).
+    __device__ void count(int c, u64 v) { if (out) atomicAdd(&out[c], v); }
 };
 
 // Looks up every candidate in list t (SvS step). Thread i holds candidates CPT*i .. CPT*i+CPT-1 (in docID
@@ -968,7 +987,10 @@ __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32
     u32 total;
     u32 off = block_exclusive_scan(cnt, s->top.scan, &total);
     if (tid < n) s->t_off[tid] = off;
-    if (tid == 0) s->t_off[n] = total;
+    if (tid == 0) {
+        s->t_off[n] = total;
+        clk.count(CNT_SCORED, total);
+    }
     __syncthreads();
     clk.lap(PH_SELECT);
     for (u32 q0 = 0; q0 < total; q0 += THREADS) {
@@ -1084,12 +1106,174 @@ __device__ void or_small(const IndexArgs& ix, const BatchArgs& ba, const TermDes
     clk.lap(PH_TOPK);
 }
 
+// Scores OR window [w0, w0 + W) within [r0, r1]: accumulators reset, every list's postings added in plan
+// slot order, then every touched document offered to the top k. Sets s->top.failed on a malformed block.
+__device__ void or_score_window(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n, u32 w0,
+                                u32 r0, u32 r1, QueryShared* s, float* acc, u32* wdoc, u32* wtf, u32* dec_doc,
+                                u32* dec_tf, u64* buf, PhaseClock& clk) {
+    u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    u32 W = ba.window;
+    for (u32 i = tid; i < W; i += THREADS) acc[i] = SENTINEL;
+    __syncthreads();
+    if (n <= THREADS) {
+        or_window(ix, terms, n, w0, r0, r1, s, acc, dec_doc, dec_tf, clk);
+        __syncthreads();
+    }
+    for (u32 slot = 0; n > THREADS && slot < n; slot++) {
+        const TermDesc& t = terms[terms[slot].slot_term];
+        u32 b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, r0);
+        for (u32 bi = b + warp; bi < t.num_blocks; bi += WARPS) {
+            if (ix.blk_first[t.block_base + bi] > r1) break;
+            u32* dd = wdoc + warp * BLOCK_LEN;
+            u32* tt = wtf + warp * BLOCK_LEN;
+            if (!decode_block_warp(ix, t, t.block_base + bi, dd, tt, s->xs[warp])) {
+                if (lane == 0) s->top.failed = 1;
+                break;
+            }
+            if (lane == 0) clk.count(CNT_SCORED, 1);
+            u32 nb = block_postings(t, bi);
+            for (u32 i = lane; i < nb; i += 32) {
+                u32 d = dd[i];
+                if (d >= r0 && d <= r1) {
+                    float a = acc[d - w0];
+                    acc[d - w0] = (a == SENTINEL ? 0.0f : a) + contribution(ix, t, d, tt[i]);
+                }
+            }
+            __syncwarp();
+        }
+        __syncthreads();
+    }
+    clk.lap(PH_SCORE);
+    if (s->top.failed) return;
+    topk_make_room(buf, ba.k, &s->top, W);
+    for (u32 i = tid; i < W; i += THREADS) {
+        float a = acc[i];
+        bool valid = a != SENTINEL && (u64)w0 + i < (u64)ix.num_docs;
+        u32 d = w0 + i;
+        topk_push(buf, &s->top, valid, valid ? finish(ix, d, a) : 0.0f, d);
+    }
+    __syncthreads();
+    clk.lap(PH_TOPK);
+}
+
+// OR by window bounds, best first (BMP, Mallia et al., SIGIR 2024, at the granularity of the accumulator
+// window). Each window's bound is the sum over the query's lists of their largest contribution in it:
+// for a list with fewer blocks than the query has windows the exact maxima, from its decoded postings (a
+// block of such a list spans several windows, so its block maximum would bound all of them alike); for a
+// longer list the block maxima of the blocks overlapping the window. Windows holding no posting are never
+// scored. Then the window of the highest bound is scored, the top k shrunk so that its threshold rises, and
+// so on until the k-th score beats every remaining bound; the parts of a query cut into docID ranges share
+// their best k-th score (shared_thr), so each part prunes with the whole query's threshold. A skipped
+// window's documents all score below a k-th score, so the answer is exactly the exhaustive one (the same
+// bound, slack and strict comparison as the docID-order scan). Returns false, having done nothing, when the
+// query has more windows than the scratch holds: the caller scans in docID order.
+__device__ bool or_ranked(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n, QueryShared* s,
+                          float* acc, u32* wdoc, u32* wtf, u32* dec_doc, u32* dec_tf, u64* buf, PhaseClock& clk) {
+    u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    u32 W = ba.window;
+    u32 lo = s->doc_lo, hi = min(s->doc_hi, ix.num_docs - 1u);
+    if (ba.wscratch == 0 || lo > hi) return false;
+    u32 wfirst = lo / W, nwin = hi / W - wfirst + 1u;
+    if (nwin > ba.wcap) return false;
+    float* wsum = (float*)(ba.wscratch + (u64)blockIdx.x * 2u * ba.wcap);  // -1: no posting (or scored)
+    u32* wterm = ba.wscratch + (u64)blockIdx.x * 2u * ba.wcap + ba.wcap;   // one list's maxima, bits + 1
+    for (u32 j = tid; j < nwin; j += THREADS) wsum[j] = -1.0f;
+    for (u32 ti = 0; ti < n; ti++) {
+        const TermDesc& t = terms[ti];
+        for (u32 j = tid; j < nwin; j += THREADS) wterm[j] = 0u;
+        __syncthreads();
+        u32 b0 = lower_bound(ix.blk_last + t.block_base, t.num_blocks, lo);
+        if (tid == 0 && clk.out) {
+            u32 b1 = b0 + lower_bound(ix.blk_first + t.block_base + b0, t.num_blocks - b0, hi + 1u);
+            clk.count(CNT_ALL, b1 - b0);
+            if (t.num_blocks <= nwin) clk.count(CNT_BOUNDS, b1 - b0);
+        }
+        if (t.num_blocks <= nwin) {
+            for (u32 bi = b0 + warp; bi < t.num_blocks; bi += WARPS) {
+                if (ix.blk_first[t.block_base + bi] > hi) break;
+                u32* dd = wdoc + warp * BLOCK_LEN;
+                u32* tt = wtf + warp * BLOCK_LEN;
+                if (!decode_block_warp(ix, t, t.block_base + bi, dd, tt, s->xs[warp])) {
+                    if (lane == 0) s->top.failed = 1;
+                    break;
+                }
+                u32 nb = block_postings(t, bi);
+                for (u32 i = lane; i < nb; i += 32) {
+                    u32 d = dd[i];
+                    if (d >= lo && d <= hi)
+                        atomicMax(&wterm[d / W - wfirst], __float_as_uint(contribution(ix, t, d, tt[i])) + 1u);
+                }
+                __syncwarp();
+            }
+        } else {
+            for (u32 bi = b0 + tid; bi < t.num_blocks; bi += THREADS) {
+                u32 f = ix.blk_first[t.block_base + bi];
+                if (f > hi) break;
+                float m = t.bound_scale < 0.0f ? __int_as_float(0x7f800000)
+                                               : ix.blk_max[t.block_base + bi] * t.bound_scale;
+                u32 j1 = min(ix.blk_last[t.block_base + bi], hi) / W - wfirst;
+                for (u32 j = max(f, lo) / W - wfirst; j <= j1; j++) atomicMax(&wterm[j], __float_as_uint(m) + 1u);
+            }
+        }
+        __syncthreads();
+        if (s->top.failed) return true;
+        for (u32 j = tid; j < nwin; j += THREADS) {
+            u32 v = wterm[j];
+            if (v != 0u) wsum[j] = fmaxf(wsum[j], 0.0f) + __uint_as_float(v - 1u);
+        }
+    }
+    if (tid == 0) s->best = 0;
+    __syncthreads();
+    clk.lap(PH_SELECT);
+    for (;;) {
+        // The best remaining window: the highest bound, then the lowest docIDs.
+        u64 best = 0;
+        for (u32 j = tid; j < nwin; j += THREADS) {
+            float b = wsum[j];
+            if (b >= 0.0f) best = max(best, ((u64)(__float_as_uint(b) + 1u) << 32) | (u64)(~j));
+        }
+        for (int o = 16; o > 0; o >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
+        if (lane == 0 && best != 0) atomicMax(&s->best, best);
+        __syncthreads();
+        if (tid == 0) {
+            u64 b = s->best;
+            s->best = 0;
+            s->wnext = 0xffffffffu;
+            if (b != 0) {
+                u32 j = ~(u32)b;
+                float thr = topk_full(&s->top) ? topk_threshold(&s->top) : -__int_as_float(0x7f800000);
+                u32 shared = ba.shared_thr ? ba.shared_thr[s->group] : 0u;
+                if (shared != 0u) thr = fmaxf(thr, key_score((u64)shared << 32));
+                float bound = (wsum[j] + ix.prior_max * s->slack) * s->slack;
+                if (!(bound < thr)) {
+                    s->wnext = j;
+                    wsum[j] = -1.0f;
+                }
+            }
+        }
+        __syncthreads();
+        u32 j = s->wnext;
+        clk.lap(PH_SELECT);
+        if (j == 0xffffffffu) return true;
+        u32 w0 = (wfirst + j) * W;
+        or_score_window(ix, ba, terms, n, w0, max(w0, lo), min(w0 + (W - 1u), hi), s, acc, wdoc, wtf, dec_doc,
+                        dec_tf, buf, clk);
+        if (s->top.failed) return true;
+        topk_shrink(buf, ba.k, &s->top);
+        if (tid == 0 && ba.shared_thr && topk_full(&s->top))
+            atomicMax(&ba.shared_thr[s->group], score_order(topk_threshold(&s->top)));
+        clk.lap(PH_TOPK);
+    }
+}
+
 // OR of one query: document windows of ba.window docIDs with dense accumulators in shared memory; lists
-// are added in plan slot order (one list at a time), so sums round as the CPU's. A window whose block-max
-// bound cannot beat the k-th score is skipped; with early termination the scan stops on the global score.
+// are added in plan slot order (one list at a time), so sums round as the CPU's. Windows are scored best
+// bound first (or_ranked); with early termination on a global-score order, or when the query has more
+// windows than or_ranked's scratch, in docID order instead: a window whose block-max bound cannot beat the
+// k-th score is skipped, and early termination stops the scan on the global score.
 __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n, QueryShared* s,
                          float* acc, u32* wdoc, u32* wtf, u32* dec_doc, u32* dec_tf, u64* buf, PhaseClock& clk) {
-    u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    u32 tid = threadIdx.x;
     u32 W = ba.window;
     // Small whole queries are sorted instead (postings and blocks summed by one thread; n is small then).
     if (ba.small_or != 0u && s->doc_lo == 0u && s->doc_hi == 0xffffffffu && n <= THREADS) {
@@ -1110,6 +1294,7 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
             return;
         }
     }
+    if (!ba.early && or_ranked(ix, ba, terms, n, s, acc, wdoc, wtf, dec_doc, dec_tf, buf, clk)) return;
     // First docID of any list.
     if (tid == 0) s->wnext = 0xffffffffu;
     __syncthreads();
@@ -1118,6 +1303,10 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         const TermDesc& t = terms[i];
         u32 b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, lo);
         if (b < t.num_blocks) atomicMin(&s->wnext, max(ix.blk_first[t.block_base + b], lo));
+        if (clk.out) {
+            u32 top = min(hi, ix.num_docs - 1u) + 1u;
+            clk.count(CNT_ALL, lower_bound(ix.blk_first + t.block_base + b, t.num_blocks - b, top));
+        }
     }
     __syncthreads();
     while (s->wnext != 0xffffffffu && s->wnext <= hi) {
@@ -1147,46 +1336,8 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         }
         clk.lap(PH_SELECT);
         if (skip) continue;
-        for (u32 i = tid; i < W; i += THREADS) acc[i] = SENTINEL;
-        __syncthreads();
-        if (n <= THREADS) {
-            or_window(ix, terms, n, w0, r0, r1, s, acc, dec_doc, dec_tf, clk);
-            __syncthreads();
-        }
-        for (u32 slot = 0; n > THREADS && slot < n; slot++) {
-            const TermDesc& t = terms[terms[slot].slot_term];
-            u32 b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, r0);
-            for (u32 bi = b + warp; bi < t.num_blocks; bi += WARPS) {
-                if (ix.blk_first[t.block_base + bi] > r1) break;
-                u32* dd = wdoc + warp * BLOCK_LEN;
-                u32* tt = wtf + warp * BLOCK_LEN;
-                if (!decode_block_warp(ix, t, t.block_base + bi, dd, tt, s->xs[warp])) {
-                    if (lane == 0) s->top.failed = 1;
-                    break;
-                }
-                u32 nb = block_postings(t, bi);
-                for (u32 i = lane; i < nb; i += 32) {
-                    u32 d = dd[i];
-                    if (d >= r0 && d <= r1) {
-                        float a = acc[d - w0];
-                        acc[d - w0] = (a == SENTINEL ? 0.0f : a) + contribution(ix, t, d, tt[i]);
-                    }
-                }
-                __syncwarp();
-            }
-            __syncthreads();
-        }
-        clk.lap(PH_SCORE);
+        or_score_window(ix, ba, terms, n, w0, r0, r1, s, acc, wdoc, wtf, dec_doc, dec_tf, buf, clk);
         if (s->top.failed) return;
-        topk_make_room(buf, ba.k, &s->top, W);
-        for (u32 i = tid; i < W; i += THREADS) {
-            float a = acc[i];
-            bool valid = a != SENTINEL && (u64)w0 + i < (u64)ix.num_docs;
-            u32 d = w0 + i;
-            topk_push(buf, &s->top, valid, valid ? finish(ix, d, a) : 0.0f, d);
-        }
-        __syncthreads();
-        clk.lap(PH_TOPK);
     }
 }
 
@@ -1220,6 +1371,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) search_batch(con
             s.slack = qd.slack;
             s.doc_lo = qd.doc_lo;
             s.doc_hi = qd.doc_hi;
+            s.group = qd.group;
         }
         topk_reset(&s.top);
         if (ba.mode == MODE_AND)
