@@ -9,7 +9,10 @@
 #   identical  OR and and-or at k 10 and 1000 over the first 5,000 queries: the GPU's run in both orders
 #              and the CPU's, compared byte for byte;
 #   bench      closed-loop top-10 throughput (bench, one warm-up pass) of the first 20,000 TREC 2005
-#              queries, OR and AND, both orders (AND has no windows: a control);
+#              queries, OR and AND, both orders (AND has no windows: a control), and the binary before
+#              this work if carried as .device/warpsearch-old;
+#   sweep      OR at windows of 8,192 and 32,768, and OR and AND with at most 128 registers a thread
+#              (WARPSEARCH_GPU_MIN_CTAS=2);
 #   profile    kernel phases and OR blocks decoded against all blocks of the queries' lists (--gpu-profile).
 # Output under $OUT: speed.log, speed-table.txt, reports/*.json.
 set -uo pipefail
@@ -57,23 +60,42 @@ for part in $parts; do
     done
     ;;
   bench)
+    # "before": the binary of the commit before this work (.device/warpsearch-old, carried when present).
     for mode in or and; do
-      for order in docid bounds; do
+      for order in before docid bounds; do
+        flags=(--gpu-or-order $order) exe=$bin
+        if [ $order = before ]; then
+          [ -x $dev/warpsearch-old ] || continue
+          flags=() exe=$dev/warpsearch-old
+        fi
         json=$out/reports/synth-$mode-$order.json
-        $bin bench --index $synth --queries $work/q20000.txt --mode $mode --k 10 --backend gpu \
-          --gpu-or-order $order --warmup 1 --json $json 2>"$work/bench.err" >"$work/bench.out"
+        $exe bench --index $synth --queries $work/q20000.txt --mode $mode --k 10 --backend gpu "${flags[@]}" \
+          --warmup 1 --json $json 2>"$work/bench.err" >"$work/bench.out"
         line=$(grep -hE "^closed" "$work/bench.out" "$work/bench.err" | tail -n 1)
         say "$mode $order: $line"
         read -r qps p50 p99 < <(python3 -c '
 import json, sys
 r = json.load(open(sys.argv[1]))
 c = r.get("closed_loop") or r
-print(round(c["qps"]), c["latency_ms"]["p50"], c["latency_ms"]["p99"])' "$json" 2>/dev/null || echo "- - -")
+print(round(c["qps"]), round(c["latency_ms"]["p50"], 1), round(c["latency_ms"]["p99"], 1))' "$json" 2>/dev/null || echo "- - -")
         printf "%-5s %-7s %10s %8s %8s\n" $mode $order "$qps" "$p50" "$p99" >>"$table"
       done
     done
     ;;
+  sweep)
+    # OR best bound first at other windows (cells of window / 32 documents) and with the register cap
+    # of two CTAs per SM; AND with the cap.
+    for run in "or 8192 1" "or 32768 1" "or 16384 2" "and 16384 2"; do
+      set -- $run
+      json=$out/reports/synth-$1-w$2-c$3.json
+      WARPSEARCH_GPU_MIN_CTAS=$3 $bin bench --index $synth --queries $work/q20000.txt --mode $1 --k 10 \
+        --backend gpu --gpu-window $2 --warmup 1 --json $json 2>"$work/bench.err" >"$work/bench.out"
+      say "$1 window $2, min CTAs $3: $(grep -hE "^closed" "$work/bench.out" "$work/bench.err" | tail -n 1)"
+      WARPSEARCH_GPU_MIN_CTAS=$3 $bin gpu-check | grep -E "search_batch" | tee -a "$log"
+    done
+    ;;
   profile)
+    $bin gpu-check | grep -E "search_batch" | tee -a "$log"
     for run in "or docid" "or bounds" "and bounds"; do
       set -- $run
       say "profile $1 $2:"

@@ -191,7 +191,8 @@ struct Slot {
     desc: CudaSlice<u8>,
     /// The work counter, then one shared threshold per query of the batch (`QueryDesc::group`).
     counter: CudaSlice<u32>,
-    /// Per CTA, two arrays of `wcap` words: the OR window bounds (empty when OR goes in docID order).
+    /// Per CTA, `WSCRATCH_PER_WINDOW` words per window: OR's cell and window bounds (empty when OR goes
+    /// in docID order).
     wscratch: CudaSlice<u32>,
     wcap: u32,
     out_doc: CudaSlice<u32>,
@@ -229,7 +230,7 @@ impl Slot {
         Ok(Slot {
             desc: stream.alloc_zeros(desc_bytes)?,
             counter: stream.alloc_zeros(1 + batch)?,
-            wscratch: stream.alloc_zeros((ctas * 2 * wcap as usize).max(1))?,
+            wscratch: stream.alloc_zeros((ctas * WSCRATCH_PER_WINDOW * wcap as usize).max(1))?,
             wcap,
             out_doc: stream.alloc_zeros(batch * k)?,
             out_score: stream.alloc_zeros(batch * k)?,
@@ -975,10 +976,14 @@ fn copy_stage(
 
 /// The sort path's posting limit: a power of two at most `wanted` and `MAX_SMALL_OR`, whose keys and
 /// contributions (12 bytes each) fit the OR launch's `smem` bytes of dynamic shared memory.
-/// Windows of OR bounds per CTA: every window of an index of `num_docs` documents, up to 2^16 (a query
-/// part spanning more goes in docID order; 2^16 windows of two words are 512 KiB per CTA).
+/// Words of OR bound scratch per window (`WSCRATCH_PER_WINDOW` in the kernel): 32 cell bounds, 32 of one
+/// list's cell maxima, the window's bound.
+const WSCRATCH_PER_WINDOW: usize = 65;
+
+/// Windows of OR bounds per CTA: every window of an index of `num_docs` documents, up to 8,192 (a query
+/// part spanning more goes in docID order; 8,192 windows take 2 MiB per CTA).
 fn window_capacity(num_docs: u32, window: u32) -> u32 {
-    (num_docs.div_ceil(window) + 1).min(1 << 16)
+    (num_docs.div_ceil(window) + 1).min(8192)
 }
 
 fn small_or_limit(wanted: u32, smem: u32) -> u32 {

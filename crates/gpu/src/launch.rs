@@ -54,7 +54,7 @@ const _: () = assert!(std::mem::size_of::<BatchArgs>() == 136);
 /// in `ba.terms`, copied earlier on the same stream; the outputs hold `num_queries · k` entries and the
 /// counts `num_queries`; the scratch buffers hold `grid · CHUNK · BLOCK_LEN` entries and `topbuf`
 /// `grid · TOPK_CAP`; `next_query` is a zeroed u32; `shared_thr` holds a zeroed u32 per query (the
-/// `group`s of `ba.queries`); `wscratch` is 0 or holds `grid · 2 · wcap` u32; `phase_cycles` is 0 or
+/// `group`s of `ba.queries`); `wscratch` is 0 or holds `grid · 65 · wcap` u32; `phase_cycles` is 0 or
 /// holds `grid · 8` u64; `smem`
 /// is what `and_shared_bytes` / `or_shared_bytes` give for the batch's mode and window.
 pub(crate) fn search_batch(
