@@ -11,8 +11,8 @@
 #   bench      closed-loop top-10 throughput (bench, one warm-up pass) of the first 20,000 TREC 2005
 #              queries, OR and AND, both orders (AND has no windows: a control), and the binary before
 #              this work if carried as .device/warpsearch-old;
-#   sweep      OR at windows of 8,192 and 32,768, and OR and AND with at most 128 registers a thread
-#              (WARPSEARCH_GPU_MIN_CTAS=2);
+#   sweep      OR best bound first at windows of 8,192 and 32,768, and OR in docID order without the
+#              register cap (WARPSEARCH_GPU_MIN_CTAS=1);
 #   profile    kernel phases and OR blocks decoded against all blocks of the queries' lists (--gpu-profile).
 # Output under $OUT: speed.log, speed-table.txt, reports/*.json.
 set -uo pipefail
@@ -83,15 +83,14 @@ print(round(c["qps"]), round(c["latency_ms"]["p50"], 1), round(c["latency_ms"]["
     done
     ;;
   sweep)
-    # OR best bound first at other windows (cells of window / 32 documents) and with the register cap
-    # of two CTAs per SM; AND with the cap.
-    for run in "or 8192 1" "or 32768 1" "or 16384 2" "and 16384 2"; do
+    # OR best cell bound first at other windows (cells of window / 32 documents), and OR in docID order
+    # uncapped (WARPSEARCH_GPU_MIN_CTAS=1: as many registers as the compiler wants, one CTA per SM).
+    for run in "or 8192 bounds 2" "or 32768 bounds 2" "or 16384 docid 1"; do
       set -- $run
-      json=$out/reports/synth-$1-w$2-c$3.json
-      WARPSEARCH_GPU_MIN_CTAS=$3 $bin bench --index $synth --queries $work/q20000.txt --mode $1 --k 10 \
-        --backend gpu --gpu-window $2 --warmup 1 --json $json 2>"$work/bench.err" >"$work/bench.out"
-      say "$1 window $2, min CTAs $3: $(grep -hE "^closed" "$work/bench.out" "$work/bench.err" | tail -n 1)"
-      WARPSEARCH_GPU_MIN_CTAS=$3 $bin gpu-check | grep -E "search_batch" | tee -a "$log"
+      json=$out/reports/synth-$1-w$2-$3-c$4.json
+      WARPSEARCH_GPU_MIN_CTAS=$4 $bin bench --index $synth --queries $work/q20000.txt --mode $1 --k 10 \
+        --backend gpu --gpu-window $2 --gpu-or-order $3 --warmup 1 --json $json 2>"$work/bench.err" >"$work/bench.out"
+      say "$1 window $2 $3, min CTAs $4: $(grep -hE "^closed" "$work/bench.out" "$work/bench.err" | tail -n 1)"
     done
     ;;
   profile)

@@ -84,12 +84,14 @@ fn check_engine(
     );
 }
 
-/// The smallest OR window (many windows per query, blocks straddling windows), and queries cut into
-/// docID ranges of about 100 postings of cost.
+/// The smallest OR window (many windows per query, blocks straddling windows and cells of 8 documents,
+/// windows best cell bound first), and queries cut into docID ranges of about 100 postings of cost
+/// (parts sharing their k-th score).
 fn small_window() -> GpuOptions {
     GpuOptions {
         window: 256,
         split_cost: 100,
+        ranked_or: true,
         ..GpuOptions::default()
     }
 }
@@ -121,8 +123,8 @@ fn engine_equals_the_oracle_on_random_indexes() {
             small_or: [4096, 0, 64][seed as usize % 3],
             // AND steps: the default, binary search only, merging always, merging only at 1:1.
             merge_ratio: [2, 0, u32::MAX, 1][(seed as usize / 2) % 4],
-            // OR windows best bound first, and for seeds 4 and 9 in docID order.
-            ranked_or: seed % 5 != 4,
+            // OR windows in docID order, or best cell bound first (seeds 0-2 and 6-8).
+            ranked_or: (seed / 3) % 2 == 0,
             ..GpuOptions::default()
         };
         for mode in [Mode::And, Mode::Or, Mode::AndOr] {

@@ -1121,9 +1121,7 @@ __device__ void or_small(const IndexArgs& ix, const BatchArgs& ba, const TermDes
 // Scores the live cells of OR window [w0, w0 + W) within [r0, r1] (cells of W / 32 documents, bit c of
 // `live` for cell c): accumulators reset, every list's postings added in plan slot order, then every
 // touched document of a live cell offered to the top k. Sets s->top.failed on a malformed block.
-// Not inlined (nor or_ranked): inlined, they took the query kernel past 128 registers a thread, hence
-// to one resident CTA per SM instead of two.
-__device__ __noinline__ void or_score_window(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n, u32 w0,
+__device__ void or_score_window(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n, u32 w0,
                                 u32 r0, u32 r1, u32 live, QueryShared* s, float* acc, u32* wdoc, u32* wtf,
                                 u32* dec_doc, u32* dec_tf, u64* buf, PhaseClock& clk) {
     u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
@@ -1187,7 +1185,7 @@ __device__ __noinline__ void or_score_window(const IndexArgs& ix, const BatchArg
 // skipped scores below a k-th score, so the answer is exactly the exhaustive one (the bounds, slack and
 // strict comparison of the docID-order scan). Returns false, having done nothing, when the query part has
 // more windows than the scratch holds: the caller scans in docID order.
-__device__ __noinline__ bool or_ranked(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n, QueryShared* s,
+__device__ bool or_ranked(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n, QueryShared* s,
                           float* acc, u32* wdoc, u32* wtf, u32* dec_doc, u32* dec_tf, u64* buf, PhaseClock& clk) {
     u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     u32 W = ba.window, cell = W / 32u;

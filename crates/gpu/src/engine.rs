@@ -55,8 +55,9 @@ pub struct GpuOptions {
     pub merge_ratio: u32,
     /// Largest k a request may ask for (result buffers are sized for it), at most 1,000.
     pub max_k: usize,
-    /// OR scores its windows best bound first (`true`, the default) rather than in docID order; early
-    /// termination on a global-score order always goes in docID order.
+    /// OR scores its windows best cell bound first (`true`) rather than in docID order (`false`, the
+    /// default: it measured faster on the 25M collection, bench/RESULTS.md issue 14); early termination
+    /// on a global-score order always goes in docID order.
     pub ranked_or: bool,
     /// Cache part of the index ([`CacheBudget`]) instead of uploading all of it; the cache starts
     /// empty and holds what [`GpuSearcher::set_plan`] gives it.
@@ -78,7 +79,7 @@ impl Default for GpuOptions {
             small_or: 4096,
             merge_ratio: 2,
             max_k: MAX_K,
-            ranked_or: true,
+            ranked_or: false,
             cache: None,
             fail_batches: false,
         }
