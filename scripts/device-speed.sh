@@ -11,8 +11,7 @@
 #   bench      closed-loop top-10 throughput (bench, one warm-up pass) of the first 20,000 TREC 2005
 #              queries, OR and AND, both orders (AND has no windows: a control), and the binary before
 #              this work if carried as .device/warpsearch-old;
-#   sweep      OR best bound first at windows of 8,192 and 32,768, and OR in docID order without the
-#              register cap (WARPSEARCH_GPU_MIN_CTAS=1);
+#   sweep      OR best bound first at windows of 8,192 and 32,768;
 #   profile    kernel phases and OR blocks decoded against all blocks of the queries' lists (--gpu-profile).
 # Output under $OUT: speed.log, speed-table.txt, reports/*.json.
 set -uo pipefail
@@ -83,9 +82,9 @@ print(round(c["qps"]), round(c["latency_ms"]["p50"], 1), round(c["latency_ms"]["
     done
     ;;
   sweep)
-    # OR best cell bound first at other windows (cells of window / 32 documents), and OR in docID order
-    # uncapped (WARPSEARCH_GPU_MIN_CTAS=1: as many registers as the compiler wants, one CTA per SM).
-    for run in "or 8192 bounds 2" "or 32768 bounds 2" "or 16384 docid 1"; do
+    # OR best cell bound first at other windows (cells of window / 32 documents); the last field is
+    # WARPSEARCH_GPU_MIN_CTAS (1: as many registers as the compiler wants).
+    for run in "or 8192 bounds 2" "or 32768 bounds 2"; do
       set -- $run
       json=$out/reports/synth-$1-w$2-$3-c$4.json
       WARPSEARCH_GPU_MIN_CTAS=$4 $bin bench --index $synth --queries $work/q20000.txt --mode $1 --k 10 \
