@@ -435,12 +435,6 @@ pub struct GpuArgs {
     /// OR accumulator window of the GPU kernel, in documents (power of two, 256 to 32768).
     #[arg(long, default_value_t = 16384)]
     pub gpu_window: u32,
-    /// Order in which the GPU scores an OR query's windows: `docid` (in docID order, skipping windows
-    /// whose bound cannot beat the k-th score) or `bounds` (best cell bound first, only cells whose
-    /// bound reaches the k-th score, until it beats every remaining bound; slower on the 25M
-    /// collection). Both are exact; early termination always goes in docID order.
-    #[arg(long, value_enum, default_value_t = OrOrder::Docid)]
-    pub gpu_or_order: OrOrder,
     /// Cut a query whose cost (postings of its shortest list for AND, of all lists for OR) exceeds this
     /// into docID ranges, one GPU thread block each (0: never).
     #[arg(long, default_value_t = 200_000)]
@@ -577,13 +571,4 @@ pub struct AnalyzeArgs {
     /// Queries, as for `search`; `-` reads stdin.
     #[arg(long)]
     pub queries: PathBuf,
-}
-
-/// `--gpu-or-order`.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OrOrder {
-    /// Best upper bound first.
-    Bounds,
-    /// DocID order.
-    Docid,
 }

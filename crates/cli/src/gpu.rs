@@ -9,7 +9,7 @@ use warpsearch_engine::{EngineOptions, HybridOptions};
 use warpsearch_gpu::kernels::KernelBench;
 use warpsearch_gpu::{Gpu, GpuOptions, GpuStats};
 
-use crate::args::{GpuCheckArgs, OrOrder, ScorerArgs};
+use crate::args::{GpuCheckArgs, ScorerArgs};
 
 /// The engine options `a` asks for (the GPU's result buffers sized for `max_k`).
 pub fn engine_options(a: &ScorerArgs, max_k: usize) -> EngineOptions {
@@ -27,7 +27,6 @@ pub fn engine_options(a: &ScorerArgs, max_k: usize) -> EngineOptions {
             },
             small_or: a.gpu.gpu_small_or,
             merge_ratio: a.gpu.gpu_merge_ratio,
-            ranked_or: a.gpu.gpu_or_order == OrOrder::Bounds,
             max_k,
             ..GpuOptions::default()
         },
@@ -73,14 +72,6 @@ pub fn gpu_stats_line(s: &GpuStats) -> String {
         line.push_str(&format!(
             "; kernel phases (share of CTA cycles): {}",
             parts.join(", ")
-        ));
-    }
-    let [scored, bounds, all] = s.or_blocks;
-    if all > 0 {
-        line.push_str(&format!(
-            "; OR blocks decoded: {scored} to score windows + {bounds} for window bounds, of {all} in the \
-             queries' lists ({:.1}%)",
-            100.0 * (scored + bounds) as f64 / all as f64
         ));
     }
     line

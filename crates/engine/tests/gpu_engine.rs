@@ -84,14 +84,12 @@ fn check_engine(
     );
 }
 
-/// The smallest OR window (many windows per query, blocks straddling windows and cells of 8 documents,
-/// windows best cell bound first), and queries cut into docID ranges of about 100 postings of cost
-/// (parts sharing their k-th score).
+/// The smallest OR window (many windows per query, blocks straddling windows), and queries cut into
+/// docID ranges of about 100 postings of cost.
 fn small_window() -> GpuOptions {
     GpuOptions {
         window: 256,
         split_cost: 100,
-        ranked_or: true,
         ..GpuOptions::default()
     }
 }
@@ -114,8 +112,7 @@ fn engine_equals_the_oracle_on_random_indexes() {
         let queries = random_queries(&index, v, seed);
         // Batches of 7 and 4,096; small and large OR windows; long queries cut into docID ranges of
         // about 60 and 700 postings of cost, or never; OR queries sorted up to 4,096 or 64 postings, or
-        // never; AND steps merged by the default ratio, never, always, or at lengths 1:1; OR windows best
-        // bound first or in docID order.
+        // never; AND steps merged by the default ratio, never, always, or at lengths 1:1.
         let gopts = GpuOptions {
             batch_size: [7, 4096][seed as usize % 2],
             window: [256, 4096, 32768][seed as usize % 3],
@@ -123,8 +120,6 @@ fn engine_equals_the_oracle_on_random_indexes() {
             small_or: [4096, 0, 64][seed as usize % 3],
             // AND steps: the default, binary search only, merging always, merging only at 1:1.
             merge_ratio: [2, 0, u32::MAX, 1][(seed as usize / 2) % 4],
-            // OR windows in docID order, or best cell bound first (seeds 0-2 and 6-8).
-            ranked_or: (seed / 3) % 2 == 0,
             ..GpuOptions::default()
         };
         for mode in [Mode::And, Mode::Or, Mode::AndOr] {

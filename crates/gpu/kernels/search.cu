@@ -20,7 +20,6 @@
 #define TOPK_CAP 36864u     // entries of the per-CTA running top-k buffer (k <= MAX_K_GPU, + a window)
 #define MAX_K_GPU 1024u     // the final sort runs in shared memory over this many keys
 #define MAX_WINDOW 32768u   // OR accumulator window (shared floats)
-#define WSCRATCH_PER_WINDOW 65u  // or_ranked's scratch words per window: 32 cell bounds, 32 list maxima, 1
 #define MAX_SMALL_OR 4096u  // postings of the largest OR query the sort path takes
 #define SMALL_OR_BLOCKS 256u  // blocks of the largest OR query the sort path takes
 #define SENTINEL (-__int_as_float(0x7f800000))  // -inf marks an untouched accumulator
@@ -65,8 +64,6 @@ struct QueryDesc {
     float slack;      // relative rounding slack of bounds for this query (Plan::slack)
     u32 doc_lo;       // only documents in [doc_lo, doc_hi] count: a long query is cut into docID ranges,
     u32 doc_hi;       // one CTA each, whose top-k lists the host merges
-    u32 group;        // the query's index in the batch (its parts share it): its entry of shared_thr
-    u32 pad;
 };
 
 struct IndexArgs {
@@ -104,11 +101,6 @@ struct BatchArgs {
     u32* scratch_tf;      // per CTA: CHUNK * BLOCK_LEN decoded frequencies
     u64* topbuf;          // per CTA: TOPK_CAP keys
     u64* phase_cycles;    // per CTA: 8 counters, or null (no instrumentation)
-    u32* wscratch;        // per CTA: 2 * wcap words for OR window bounds (or_ranked); null: docID order only
-    u32* shared_thr;      // per query (QueryDesc.group): the best k-th score any of its parts has reached,
-                          // as an ordered key (score_order), 0: none yet; zeroed before launch
-    u32 wcap;             // windows per CTA in wscratch
-    u32 pad;
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -168,8 +160,6 @@ __device__ __forceinline__ float key_score(u64 key) {
     return __uint_as_float(u);
 }
 __device__ __forceinline__ u32 key_doc(u64 key) { return ~(u32)key; }
-// A score as an unsigned integer of the same order (the high word of hit_key); never 0.
-__device__ __forceinline__ u32 score_order(float score) { return (u32)(hit_key(score, 0u) >> 32); }
 
 // Postings in block b (0-based within the list) of list t: BLOCK_LEN but for the list's last block.
 __device__ __forceinline__ u32 block_postings(const TermDesc& t, u32 b) {
@@ -667,9 +657,6 @@ struct QueryShared {
     u32 range_lo;       // AND step: the first block of the list that can hold a candidate
     u32 range_n;        // and the number of blocks up to the one that can hold the last candidate
     u32 q;
-    u32 group;          // the query's QueryDesc.group
-    u64 best;           // OR by bounds: the best remaining window's key
-    float thr;          // OR by bounds: the score a window's bound must reach to be scored
     float bound;
     u32 wnext;
     float slack;        // this query's bound slack
@@ -684,11 +671,6 @@ struct QueryShared {
 #define PH_INTERSECT 2
 #define PH_SCORE 3
 #define PH_TOPK 4
-// Block counters after the phases (instrumented runs): OR blocks decoded to score windows, decoded for
-// exact window bounds, and all blocks of the lists in the queries' ranges (what exhaustive OR decodes).
-#define CNT_SCORED 5
-#define CNT_BOUNDS 6
-#define CNT_ALL 7
 
 struct PhaseClock {
     u64* out;
@@ -697,8 +679,6 @@ struct PhaseClock {
     __device__ void lap(int phase) {
         if (out && threadIdx.x == 0) { u64 now = clock64(); out[phase] += now - t; t = now; }
     }
-    // Adds v to counter c (one thread's value; CNT_*).
-    __device__ void count(int c, u64 v) { if (out) atomicAdd(&out[c], v); }
 };
 
 // Looks up every candidate in list t (SvS step). Thread i holds candidates CPT*i .. CPT*i+CPT-1 (in docID
@@ -969,24 +949,12 @@ __device__ __forceinline__ u32 slot_of_pair(const QueryShared* s, u32 n, u32 p) 
     return lo;
 }
 
-// Whether block bi (global) of a list holds a posting in a live cell of window w0 (cells of W / 32
-// documents, bit c of `live` for cell c), within [r0, r1].
-__device__ __forceinline__ bool block_live(const IndexArgs& ix, u32 bi, u32 w0, u32 r0, u32 r1, u32 cell, u32 live) {
-    if (live == 0xffffffffu) return true;
-    u32 c0 = (max(ix.blk_first[bi], r0) - w0) / cell, c1 = (min(ix.blk_last[bi], r1) - w0) / cell;
-    u32 span = c1 - c0 + 1u;
-    u32 bits = span >= 32u ? 0xffffffffu : ((1u << span) - 1u) << c0;
-    return (live & bits) != 0u;
-}
-
 // Adds one OR window's postings to the accumulators (at most THREADS terms): every (list, block) pair that
-// overlaps the window's live cells is decoded first, one warp per pair and all warps at once, into the
-// CTA's scratch; then the lists are added in plan slot order, all threads on one list's postings at a time
-// (a barrier between lists keeps each document's sum in slot order). More than THREADS pairs go in rounds,
-// in order. A document of a live cell gets every posting it has in the window (every block overlapping
-// its cell is decoded); documents of other cells may get some, and the caller ignores them.
-__device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 w0, u32 r0, u32 r1, u32 cell,
-                          u32 live, QueryShared* s, float* acc, u32* dec_doc, u32* dec_tf, PhaseClock& clk) {
+// overlaps the window is decoded first, one warp per pair and all warps at once, into the CTA's scratch;
+// then the lists are added in plan slot order, all threads on one list's postings at a time (a barrier
+// between lists keeps each document's sum in slot order). More than THREADS pairs go in rounds, in order.
+__device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 w0, u32 r0, u32 r1,
+                          QueryShared* s, float* acc, u32* dec_doc, u32* dec_tf, PhaseClock& clk) {
     u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     u32 cnt = 0;
     if (tid < n) {
@@ -1009,8 +977,6 @@ __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32
             u32 lo = slot_of_pair(s, n, p);
             const TermDesc& t = terms[terms[lo].slot_term];
             u32 bi = t.block_base + s->t_start[lo] + (p - s->t_off[lo]);
-            if (!block_live(ix, bi, w0, r0, r1, cell, live)) continue;
-            if (lane == 0) clk.count(CNT_SCORED, 1);
             bool good = decode_block_warp(ix, t, bi, dec_doc + (p - q0) * BLOCK_LEN, dec_tf + (p - q0) * BLOCK_LEN,
                                           s->xs[warp]);
             if (!good && lane == 0) s->top.failed = 1;
@@ -1026,7 +992,7 @@ __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32
                 u32 p = a + x / BLOCK_LEN, i = x % BLOCK_LEN;
                 u32 local = s->t_start[sl] + (p - s->t_off[sl]);
                 u32 nb = block_postings(t, local);
-                if (i < nb && block_live(ix, t.block_base + local, w0, r0, r1, cell, live)) {
+                if (i < nb) {
                     u32 d = dec_doc[(p - q0) * BLOCK_LEN + i];
                     if (d >= r0 && d <= r1) {
                         float c = contribution(ix, t, d, dec_tf[(p - q0) * BLOCK_LEN + i]);
@@ -1118,202 +1084,12 @@ __device__ void or_small(const IndexArgs& ix, const BatchArgs& ba, const TermDes
     clk.lap(PH_TOPK);
 }
 
-// Scores the live cells of OR window [w0, w0 + W) within [r0, r1] (cells of W / 32 documents, bit c of
-// `live` for cell c): accumulators reset, every list's postings added in plan slot order, then every
-// touched document of a live cell offered to the top k. Sets s->top.failed on a malformed block.
-__device__ void or_score_window(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n, u32 w0,
-                                u32 r0, u32 r1, u32 live, QueryShared* s, float* acc, u32* wdoc, u32* wtf,
-                                u32* dec_doc, u32* dec_tf, u64* buf, PhaseClock& clk) {
-    u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
-    u32 W = ba.window, cell = W / 32u;
-    // Live cells only (cell >= 8 documents; a warp's 32 threads span 32 documents of one or more cells).
-    for (u32 i = tid; i < W; i += THREADS)
-        if ((live >> (i / cell)) & 1u) acc[i] = SENTINEL;
-    __syncthreads();
-    if (n <= THREADS) {
-        or_window(ix, terms, n, w0, r0, r1, cell, live, s, acc, dec_doc, dec_tf, clk);
-        __syncthreads();
-    }
-    for (u32 slot = 0; n > THREADS && slot < n; slot++) {
-        const TermDesc& t = terms[terms[slot].slot_term];
-        u32 b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, r0);
-        for (u32 bi = b + warp; bi < t.num_blocks; bi += WARPS) {
-            if (ix.blk_first[t.block_base + bi] > r1) break;
-            if (!block_live(ix, t.block_base + bi, w0, r0, r1, cell, live)) continue;
-            u32* dd = wdoc + warp * BLOCK_LEN;
-            u32* tt = wtf + warp * BLOCK_LEN;
-            if (!decode_block_warp(ix, t, t.block_base + bi, dd, tt, s->xs[warp])) {
-                if (lane == 0) s->top.failed = 1;
-                break;
-            }
-            if (lane == 0) clk.count(CNT_SCORED, 1);
-            u32 nb = block_postings(t, bi);
-            for (u32 i = lane; i < nb; i += 32) {
-                u32 d = dd[i];
-                if (d >= r0 && d <= r1) {
-                    float a = acc[d - w0];
-                    acc[d - w0] = (a == SENTINEL ? 0.0f : a) + contribution(ix, t, d, tt[i]);
-                }
-            }
-            __syncwarp();
-        }
-        __syncthreads();
-    }
-    clk.lap(PH_SCORE);
-    if (s->top.failed) return;
-    topk_make_room(buf, ba.k, &s->top, W);
-    for (u32 i = tid; i < W; i += THREADS) {
-        if (!((live >> (i / cell)) & 1u)) continue;  // uniform over a warp's 32 documents when cell >= 32
-        float a = acc[i];
-        bool valid = a != SENTINEL && (u64)w0 + i < (u64)ix.num_docs;
-        u32 d = w0 + i;
-        topk_push(buf, &s->top, valid, valid ? finish(ix, d, a) : 0.0f, d);
-    }
-    __syncthreads();
-    clk.lap(PH_TOPK);
-}
-
-// OR by cell bounds, best window first (BMP, Mallia et al., SIGIR 2024, on cells of W / 32 documents
-// inside the accumulator windows). A cell's bound is the sum over the query's lists of their largest
-// contribution in it: for a list whose blocks span several cells on average, the exact maxima from its
-// decoded postings (its block maxima would bound all those cells alike); for a denser list, the maxima of
-// the blocks overlapping the cell. A window's bound is its best cell's. Windows are scored best bound
-// first; in each, only the cells whose bound reaches the current threshold are scored, and only the blocks
-// overlapping them decoded. After each window the top k shrinks so that the threshold rises; the scan
-// stops once it beats every remaining window's bound. The parts of a query cut into docID ranges share
-// their best k-th score (shared_thr), so each part prunes with the whole query's threshold. Every document
-// skipped scores below a k-th score, so the answer is exactly the exhaustive one (the bounds, slack and
-// strict comparison of the docID-order scan). Returns false, having done nothing, when the query part has
-// more windows than the scratch holds: the caller scans in docID order.
-__device__ bool or_ranked(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n, QueryShared* s,
-                          float* acc, u32* wdoc, u32* wtf, u32* dec_doc, u32* dec_tf, u64* buf, PhaseClock& clk) {
-    u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
-    u32 W = ba.window, cell = W / 32u;
-    u32 lo = s->doc_lo, hi = min(s->doc_hi, ix.num_docs - 1u);
-    if (ba.wscratch == 0 || lo > hi) return false;
-    u32 wfirst = lo / W, nwin = hi / W - wfirst + 1u, ncell = 32u * nwin, cfirst = 32u * wfirst;
-    if (nwin > ba.wcap) return false;
-    u32* base = ba.wscratch + (u64)blockIdx.x * WSCRATCH_PER_WINDOW * ba.wcap;
-    float* csum = (float*)base;                   // per cell: bound so far; -1: no posting
-    u32* cterm = base + 32u * ba.wcap;            // per cell: one list's maximum, float bits + 1; 0: none
-    float* wbest = (float*)(base + 64u * ba.wcap);  // per window: its best cell's bound; -1: none left
-    for (u32 c = tid; c < ncell; c += THREADS) csum[c] = -1.0f;
-    for (u32 ti = 0; ti < n; ti++) {
-        const TermDesc& t = terms[ti];
-        for (u32 c = tid; c < ncell; c += THREADS) cterm[c] = 0u;
-        __syncthreads();
-        u32 b0 = lower_bound(ix.blk_last + t.block_base, t.num_blocks, lo);
-        u32 b1 = b0 + lower_bound(ix.blk_first + t.block_base + b0, t.num_blocks - b0, hi + 1u);
-        // Exact maxima when the list's blocks in the range span 8 cells or more on average.
-        bool exact = (u64)(b1 - b0) * 8u * cell <= (u64)(hi - lo) + 1u;
-        if (tid == 0) {
-            clk.count(CNT_ALL, b1 - b0);
-            if (exact) clk.count(CNT_BOUNDS, b1 - b0);
-        }
-        if (exact) {
-            for (u32 bi = b0 + warp; bi < b1; bi += WARPS) {
-                u32* dd = wdoc + warp * BLOCK_LEN;
-                u32* tt = wtf + warp * BLOCK_LEN;
-                if (!decode_block_warp(ix, t, t.block_base + bi, dd, tt, s->xs[warp])) {
-                    if (lane == 0) s->top.failed = 1;
-                    break;
-                }
-                u32 nb = block_postings(t, bi);
-                for (u32 i = lane; i < nb; i += 32) {
-                    u32 d = dd[i];
-                    if (d >= lo && d <= hi)
-                        atomicMax(&cterm[d / cell - cfirst], __float_as_uint(contribution(ix, t, d, tt[i])) + 1u);
-                }
-                __syncwarp();
-            }
-        } else {
-            for (u32 bi = b0 + tid; bi < b1; bi += THREADS) {
-                float m = t.bound_scale < 0.0f ? __int_as_float(0x7f800000)
-                                               : ix.blk_max[t.block_base + bi] * t.bound_scale;
-                u32 c1 = min(ix.blk_last[t.block_base + bi], hi) / cell - cfirst;
-                for (u32 c = max(ix.blk_first[t.block_base + bi], lo) / cell - cfirst; c <= c1; c++)
-                    atomicMax(&cterm[c], __float_as_uint(m) + 1u);
-            }
-        }
-        __syncthreads();
-        if (s->top.failed) return true;
-        for (u32 c = tid; c < ncell; c += THREADS) {
-            u32 v = cterm[c];
-            if (v != 0u) csum[c] = fmaxf(csum[c], 0.0f) + __uint_as_float(v - 1u);
-        }
-    }
-    __syncthreads();
-    for (u32 j = tid; j < nwin; j += THREADS) {
-        float b = -1.0f;
-        for (u32 c = 0; c < 32u; c++) b = fmaxf(b, csum[32u * j + c]);
-        wbest[j] = b;
-    }
-    if (tid == 0) s->best = 0;
-    __syncthreads();
-    clk.lap(PH_SELECT);
-    float pslack = ix.prior_max * s->slack;
-    for (;;) {
-        // The best remaining window: the highest bound, then the lowest docIDs.
-        u64 best = 0;
-        for (u32 j = tid; j < nwin; j += THREADS) {
-            float b = wbest[j];
-            if (b >= 0.0f) best = max(best, ((u64)(__float_as_uint(b) + 1u) << 32) | (u64)(~j));
-        }
-        for (int o = 16; o > 0; o >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
-        if (lane == 0 && best != 0) atomicMax(&s->best, best);
-        __syncthreads();
-        if (tid == 0) {
-            u64 b = s->best;
-            s->best = 0;
-            s->wnext = 0xffffffffu;
-            float thr = topk_full(&s->top) ? topk_threshold(&s->top) : -__int_as_float(0x7f800000);
-            u32 shared = ba.shared_thr ? ba.shared_thr[s->group] : 0u;
-            if (shared != 0u) thr = fmaxf(thr, key_score((u64)shared << 32));
-            s->thr = thr;
-            if (b != 0) {
-                u32 j = ~(u32)b;
-                if (!((wbest[j] + pslack) * s->slack < thr)) s->wnext = j;
-                wbest[j] = -1.0f;
-            }
-        }
-        __syncthreads();
-        u32 j = s->wnext;
-        if (j == 0xffffffffu) {
-            clk.lap(PH_SELECT);
-            return true;
-        }
-        // The window's live cells: those holding a posting whose bound reaches the threshold.
-        float thr = s->thr;
-        u32 live = 0;
-        if (warp == 0) {
-            float b = csum[32u * j + lane];
-            live = __ballot_sync(0xffffffffu, b >= 0.0f && !((b + pslack) * s->slack < thr));
-        }
-        if (tid == 0) s->wnext = live;
-        __syncthreads();
-        live = s->wnext;
-        clk.lap(PH_SELECT);
-        u32 w0 = (wfirst + j) * W;
-        or_score_window(ix, ba, terms, n, w0, max(w0, lo), min(w0 + (W - 1u), hi), live, s, acc, wdoc, wtf,
-                        dec_doc, dec_tf, buf, clk);
-        if (s->top.failed) return true;
-        // Raise the threshold once the window's keys are more than twice k (a shrink per window costs a
-        // radix select even when a few keys came in).
-        if (s->top.count > 2u * ba.k) topk_shrink(buf, ba.k, &s->top);
-        if (tid == 0 && ba.shared_thr && topk_full(&s->top))
-            atomicMax(&ba.shared_thr[s->group], score_order(topk_threshold(&s->top)));
-        clk.lap(PH_TOPK);
-    }
-}
-
 // OR of one query: document windows of ba.window docIDs with dense accumulators in shared memory; lists
-// are added in plan slot order (one list at a time), so sums round as the CPU's. Windows are scored best
-// bound first (or_ranked); with early termination on a global-score order, or when the query has more
-// windows than or_ranked's scratch, in docID order instead: a window whose block-max bound cannot beat the
-// k-th score is skipped, and early termination stops the scan on the global score.
+// are added in plan slot order (one list at a time), so sums round as the CPU's. A window whose block-max
+// bound cannot beat the k-th score is skipped; with early termination the scan stops on the global score.
 __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n, QueryShared* s,
                          float* acc, u32* wdoc, u32* wtf, u32* dec_doc, u32* dec_tf, u64* buf, PhaseClock& clk) {
-    u32 tid = threadIdx.x;
+    u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     u32 W = ba.window;
     // Small whole queries are sorted instead (postings and blocks summed by one thread; n is small then).
     if (ba.small_or != 0u && s->doc_lo == 0u && s->doc_hi == 0xffffffffu && n <= THREADS) {
@@ -1334,7 +1110,6 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
             return;
         }
     }
-    if (!ba.early && or_ranked(ix, ba, terms, n, s, acc, wdoc, wtf, dec_doc, dec_tf, buf, clk)) return;
     // First docID of any list.
     if (tid == 0) s->wnext = 0xffffffffu;
     __syncthreads();
@@ -1343,10 +1118,6 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         const TermDesc& t = terms[i];
         u32 b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, lo);
         if (b < t.num_blocks) atomicMin(&s->wnext, max(ix.blk_first[t.block_base + b], lo));
-        if (clk.out) {
-            u32 top = min(hi, ix.num_docs - 1u) + 1u;
-            clk.count(CNT_ALL, lower_bound(ix.blk_first + t.block_base + b, t.num_blocks - b, top));
-        }
     }
     __syncthreads();
     while (s->wnext != 0xffffffffu && s->wnext <= hi) {
@@ -1376,8 +1147,46 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         }
         clk.lap(PH_SELECT);
         if (skip) continue;
-        or_score_window(ix, ba, terms, n, w0, r0, r1, 0xffffffffu, s, acc, wdoc, wtf, dec_doc, dec_tf, buf, clk);
+        for (u32 i = tid; i < W; i += THREADS) acc[i] = SENTINEL;
+        __syncthreads();
+        if (n <= THREADS) {
+            or_window(ix, terms, n, w0, r0, r1, s, acc, dec_doc, dec_tf, clk);
+            __syncthreads();
+        }
+        for (u32 slot = 0; n > THREADS && slot < n; slot++) {
+            const TermDesc& t = terms[terms[slot].slot_term];
+            u32 b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, r0);
+            for (u32 bi = b + warp; bi < t.num_blocks; bi += WARPS) {
+                if (ix.blk_first[t.block_base + bi] > r1) break;
+                u32* dd = wdoc + warp * BLOCK_LEN;
+                u32* tt = wtf + warp * BLOCK_LEN;
+                if (!decode_block_warp(ix, t, t.block_base + bi, dd, tt, s->xs[warp])) {
+                    if (lane == 0) s->top.failed = 1;
+                    break;
+                }
+                u32 nb = block_postings(t, bi);
+                for (u32 i = lane; i < nb; i += 32) {
+                    u32 d = dd[i];
+                    if (d >= r0 && d <= r1) {
+                        float a = acc[d - w0];
+                        acc[d - w0] = (a == SENTINEL ? 0.0f : a) + contribution(ix, t, d, tt[i]);
+                    }
+                }
+                __syncwarp();
+            }
+            __syncthreads();
+        }
+        clk.lap(PH_SCORE);
         if (s->top.failed) return;
+        topk_make_room(buf, ba.k, &s->top, W);
+        for (u32 i = tid; i < W; i += THREADS) {
+            float a = acc[i];
+            bool valid = a != SENTINEL && (u64)w0 + i < (u64)ix.num_docs;
+            u32 d = w0 + i;
+            topk_push(buf, &s->top, valid, valid ? finish(ix, d, a) : 0.0f, d);
+        }
+        __syncthreads();
+        clk.lap(PH_TOPK);
     }
 }
 
@@ -1411,7 +1220,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) search_batch(con
             s.slack = qd.slack;
             s.doc_lo = qd.doc_lo;
             s.doc_hi = qd.doc_hi;
-            s.group = qd.group;
         }
         topk_reset(&s.top);
         if (ba.mode == MODE_AND)

@@ -55,10 +55,6 @@ pub struct QueryDesc {
     pub doc_lo: u32,
     /// Last docID of this part of the query (u32::MAX when not cut).
     pub doc_hi: u32,
-    /// The query's index in the batch, shared by its parts: their entry of the shared thresholds.
-    pub group: u32,
-    /// Keeps the size a multiple of 8 (the terms follow the queries in one buffer).
-    pub pad: u32,
 }
 
 unsafe impl cudarc::driver::DeviceRepr for TermDesc {}
@@ -206,7 +202,7 @@ pub fn prepare<R: Borrow<Request>>(
     order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let num_docs = index.num_docs() as u64;
     let mut out = Prepared::default();
-    for (group, &(_, i, parts)) in order.iter().enumerate() {
+    for &(_, i, parts) in &order {
         let q = &queries[i].borrow().query;
         let weights = term_weights(index, q, ranking, params)?;
         let n = q.terms.len();
@@ -259,8 +255,6 @@ pub fn prepare<R: Borrow<Request>>(
                 slack,
                 doc_lo,
                 doc_hi,
-                group: group as u32,
-                pad: 0,
             });
             out.slots.push(i);
         }

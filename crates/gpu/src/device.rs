@@ -217,10 +217,8 @@ pub fn min_ctas() -> u32 {
         .unwrap_or(DEFAULT_MIN_CTAS)
 }
 
-/// The default of [`min_ctas`]: two CTAs per SM, at most 128 registers a thread. Uncapped, the kernel
-/// with OR's cell bounds took 159 registers (one CTA per SM) and half the OR throughput of two; marking
-/// the OR functions `__noinline__` instead took 182 (bench/RESULTS.md, issue 14).
-pub const DEFAULT_MIN_CTAS: u32 = 2;
+/// The default of [`min_ctas`].
+pub const DEFAULT_MIN_CTAS: u32 = 1;
 
 /// Compiles the kernel source to PTX without a device (NVRTC alone), for a compile check.
 pub fn compile_check() -> Result<String, GpuError> {

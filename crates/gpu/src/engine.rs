@@ -55,10 +55,6 @@ pub struct GpuOptions {
     pub merge_ratio: u32,
     /// Largest k a request may ask for (result buffers are sized for it), at most 1,000.
     pub max_k: usize,
-    /// OR scores its windows best cell bound first (`true`) rather than in docID order (`false`, the
-    /// default: it measured faster on the 25M collection, bench/RESULTS.md issue 14); early termination
-    /// on a global-score order always goes in docID order.
-    pub ranked_or: bool,
     /// Cache part of the index ([`CacheBudget`]) instead of uploading all of it; the cache starts
     /// empty and holds what [`GpuSearcher::set_plan`] gives it.
     pub cache: Option<CacheBudget>,
@@ -79,7 +75,6 @@ impl Default for GpuOptions {
             small_or: 4096,
             merge_ratio: 2,
             max_k: MAX_K,
-            ranked_or: false,
             cache: None,
             fail_batches: false,
         }
@@ -120,10 +115,6 @@ pub struct GpuStats {
     pub prepare_ms: f64,
     /// Clock cycles per kernel phase, summed over CTAs ([`PHASES`]); zero unless instrumented.
     pub phase_cycles: [u64; 5],
-    /// OR queries' blocks (zero unless instrumented; queries scored by sorting are not counted):
-    /// decoded to score windows, decoded for exact window bounds, and all blocks of their lists in their
-    /// docID ranges (what an exhaustive OR decodes).
-    pub or_blocks: [u64; 3],
     /// Queries the GPU failed (returned as errors, for the caller to answer elsewhere).
     pub failed_queries: u64,
     /// Blocks of the queries' docID ranges read from the list cache.
@@ -148,9 +139,6 @@ impl GpuStats {
         self.d2h_ms += other.d2h_ms;
         self.prepare_ms += other.prepare_ms;
         for (t, x) in self.phase_cycles.iter_mut().zip(other.phase_cycles) {
-            *t += x;
-        }
-        for (t, x) in self.or_blocks.iter_mut().zip(other.or_blocks) {
             *t += x;
         }
         self.failed_queries += other.failed_queries;
@@ -190,12 +178,7 @@ struct InFlight {
 struct Slot {
     stream: Arc<CudaStream>,
     desc: CudaSlice<u8>,
-    /// The work counter, then one shared threshold per query of the batch (`QueryDesc::group`).
     counter: CudaSlice<u32>,
-    /// Per CTA, `WSCRATCH_PER_WINDOW` words per window: OR's cell and window bounds (empty when OR goes
-    /// in docID order).
-    wscratch: CudaSlice<u32>,
-    wcap: u32,
     out_doc: CudaSlice<u32>,
     out_score: CudaSlice<f32>,
     out_count: CudaSlice<u32>,
@@ -216,23 +199,14 @@ struct Slot {
 }
 
 impl Slot {
-    fn new(
-        gpu: &Gpu,
-        batch: usize,
-        k: usize,
-        grid: u32,
-        stage: Capacity,
-        wcap: u32,
-    ) -> Result<Self, GpuError> {
+    fn new(gpu: &Gpu, batch: usize, k: usize, grid: u32, stage: Capacity) -> Result<Self, GpuError> {
         let stream = gpu.ctx.new_stream()?;
         let ctas = grid as usize;
         let desc_bytes = batch * (std::mem::size_of::<QueryDesc>() + 8 * std::mem::size_of::<TermDesc>());
         let event = || gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT));
         Ok(Slot {
             desc: stream.alloc_zeros(desc_bytes)?,
-            counter: stream.alloc_zeros(1 + batch)?,
-            wscratch: stream.alloc_zeros((ctas * WSCRATCH_PER_WINDOW * wcap as usize).max(1))?,
-            wcap,
+            counter: stream.alloc_zeros(1)?,
             out_doc: stream.alloc_zeros(batch * k)?,
             out_score: stream.alloc_zeros(batch * k)?,
             out_count: stream.alloc_zeros(batch)?,
@@ -245,7 +219,11 @@ impl Slot {
             h_score: Pinned::new(gpu, batch * k)?,
             h_count: Pinned::new(gpu, batch)?,
             h_phases: Pinned::new(gpu, ctas * 8)?,
-            h_zero: zeros(gpu, 1 + batch)?,
+            h_zero: {
+                let mut z = Pinned::new(gpu, 1)?;
+                z.as_mut_slice()[0] = 0;
+                z
+            },
             h_stage: Pinned::new(gpu, (stage.words + 5 * stage.blocks) as usize)?,
             events: [event()?, event()?, event()?, event()?],
             stream,
@@ -253,27 +231,15 @@ impl Slot {
         })
     }
 
-    /// Grows the descriptor buffers and the shared thresholds (the slot is idle).
-    fn reserve_desc(&mut self, gpu: &Gpu, bytes: usize, queries: usize) -> Result<(), GpuError> {
+    /// Grows the descriptor buffers (the slot is idle).
+    fn reserve_desc(&mut self, gpu: &Gpu, bytes: usize) -> Result<(), GpuError> {
         if bytes > self.desc.len() {
             let bytes = bytes.next_power_of_two();
             self.desc = self.stream.alloc_zeros(bytes)?;
             self.h_desc = Pinned::new(gpu, bytes)?;
         }
-        if 1 + queries > self.counter.len() {
-            let words = (1 + queries).next_power_of_two();
-            self.counter = self.stream.alloc_zeros(words)?;
-            self.h_zero = zeros(gpu, words)?;
-        }
         Ok(())
     }
-}
-
-/// `words` zeroed words of pinned memory.
-fn zeros(gpu: &Gpu, words: usize) -> Result<Pinned<u32>, GpuError> {
-    let mut z = Pinned::new(gpu, words)?;
-    z.as_mut_slice().fill(0);
-    Ok(z)
 }
 
 /// A request's place in a batch: failed, or not answered yet.
@@ -381,13 +347,8 @@ impl GpuSearcher {
         let grid_and = occupancy(and_shared_bytes())?;
         let grid_or = occupancy(smem_or)?;
         let grid = grid_and.max(grid_or);
-        let wcap = if gopts.ranked_or {
-            window_capacity(index.num_docs(), gopts.window)
-        } else {
-            0
-        };
         let slots = (0..2)
-            .map(|_| Slot::new(&gpu, batch_size, gopts.max_k, grid, dev.stage_capacity(), wcap))
+            .map(|_| Slot::new(&gpu, batch_size, gopts.max_k, grid, dev.stage_capacity()))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(GpuSearcher {
             gpu,
@@ -752,7 +713,7 @@ impl GpuSearcher {
         let tbytes: &[u8] = bytemuck::cast_slice(&p.terms);
         let total = qbytes.len() + tbytes.len();
         let gpu = self.gpu.clone();
-        self.slots[s].reserve_desc(&gpu, total, p.queries.len())?;
+        self.slots[s].reserve_desc(&gpu, total)?;
         let ix = self.index_args(&self.slots[s].stream);
         let (grid, smem) = match mode {
             Mode::And => (self.grid_and, and_shared_bytes()),
@@ -787,14 +748,6 @@ impl GpuSearcher {
             } else {
                 0
             },
-            wscratch: if slot.wcap > 0 {
-                ptr(&slot.wscratch, &slot.stream)
-            } else {
-                0
-            },
-            shared_thr: ptr(&slot.counter, &slot.stream) + 4,
-            wcap: slot.wcap,
-            pad: 0,
         };
         debug_assert_eq!(qbytes.len() % 8, 0, "TermDesc needs 8-byte alignment");
         let st = &slot.stream;
@@ -807,9 +760,8 @@ impl GpuSearcher {
             self.stats.h2d_bytes += bytes;
         }
         launch::copy_to_device(st, desc, &slot.h_desc.as_slice()[..total])?;
-        // The work counter and shared thresholds are reset by the copy engine (a memset would wait for
-        // free SMs).
-        launch::copy_to_device(st, ba.next_query, &slot.h_zero.as_slice()[..1 + p.queries.len()])?;
+        // The work counter is reset by the copy engine (a memset would wait for free SMs).
+        launch::copy_to_device(st, ba.next_query, slot.h_zero.as_slice())?;
         if self.gopts.instrument {
             launch::memset_async(st, ba.phase_cycles, 0, slot.phases.len() * 8)?;
         }
@@ -861,9 +813,6 @@ impl GpuSearcher {
             let ph = slot.h_phases.as_slice();
             for cta in ph.chunks(8) {
                 for (acc, &c) in self.stats.phase_cycles.iter_mut().zip(cta) {
-                    *acc += c;
-                }
-                for (acc, &c) in self.stats.or_blocks.iter_mut().zip(&cta[5..]) {
                     *acc += c;
                 }
             }
@@ -977,16 +926,6 @@ fn copy_stage(
 
 /// The sort path's posting limit: a power of two at most `wanted` and `MAX_SMALL_OR`, whose keys and
 /// contributions (12 bytes each) fit the OR launch's `smem` bytes of dynamic shared memory.
-/// Words of OR bound scratch per window (`WSCRATCH_PER_WINDOW` in the kernel): 32 cell bounds, 32 of one
-/// list's cell maxima, the window's bound.
-const WSCRATCH_PER_WINDOW: usize = 65;
-
-/// Windows of OR bounds per CTA: every window of an index of `num_docs` documents, up to 8,192 (a query
-/// part spanning more goes in docID order; 8,192 windows take 2 MiB per CTA).
-fn window_capacity(num_docs: u32, window: u32) -> u32 {
-    (num_docs.div_ceil(window) + 1).min(8192)
-}
-
 fn small_or_limit(wanted: u32, smem: u32) -> u32 {
     let cap = wanted.min(MAX_SMALL_OR).min(smem / 12);
     if cap == 0 {

@@ -37,14 +37,10 @@ pub(crate) struct BatchArgs {
     pub scratch_tf: u64,
     pub topbuf: u64,
     pub phase_cycles: u64,
-    pub wscratch: u64,
-    pub shared_thr: u64,
-    pub wcap: u32,
-    pub pad: u32,
 }
 // SAFETY: plain old data of u64/u32 fields in the kernel's field order; the kernel reads it by value.
 unsafe impl DeviceRepr for BatchArgs {}
-const _: () = assert!(std::mem::size_of::<BatchArgs>() == 136);
+const _: () = assert!(std::mem::size_of::<BatchArgs>() == 112);
 
 /// Launches `search_batch` on `stream`: `grid` persistent CTAs of `threads()` threads with `smem`
 /// bytes of dynamic shared memory.
@@ -53,9 +49,7 @@ const _: () = assert!(std::mem::size_of::<BatchArgs>() == 136);
 /// that lives as long as the searcher; `ba.queries` holds `ba.num_queries` `QueryDesc`s whose terms lie
 /// in `ba.terms`, copied earlier on the same stream; the outputs hold `num_queries · k` entries and the
 /// counts `num_queries`; the scratch buffers hold `grid · CHUNK · BLOCK_LEN` entries and `topbuf`
-/// `grid · TOPK_CAP`; `next_query` is a zeroed u32; `shared_thr` holds a zeroed u32 per query (the
-/// `group`s of `ba.queries`); `wscratch` is 0 or holds `grid · 65 · wcap` u32; `phase_cycles` is 0 or
-/// holds `grid · 8` u64; `smem`
+/// `grid · TOPK_CAP`; `next_query` is a zeroed u32; `phase_cycles` is 0 or holds `grid · 8` u64; `smem`
 /// is what `and_shared_bytes` / `or_shared_bytes` give for the batch's mode and window.
 pub(crate) fn search_batch(
     gpu: &Gpu,
