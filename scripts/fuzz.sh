@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs one fuzz target for a given time: scripts/fuzz.sh TARGET SECONDS [extra libFuzzer options]
-# Targets: decode_pfor decode_ef decode_rice ciff_import jsonl_line query_file index_open_search
+# Targets: decode_pfor decode_ef decode_rice decode_simdbp ciff_import jsonl_line query_file index_open_search
 # (fuzz/Cargo.toml). Needs `cargo install cargo-fuzz`; on a stable toolchain RUSTC_BOOTSTRAP=1 lets
 # cargo-fuzz pass its nightly flags. FUZZ_SANITIZER=address turns on ASan (default none: the code under
 # test is safe Rust, and without ASan a 2-core machine runs several times more executions).

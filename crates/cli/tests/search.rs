@@ -351,3 +351,61 @@ fn hybrid_runs_equal_cpu_runs() {
         text(&out.stderr)
     );
 }
+
+/// An index in the CPU-only SIMD-BP128 codec answers exactly as a PForDelta one (CACM topics, AND / OR /
+/// and-or at k 100), `--backend auto` runs it on the CPU and says why, and `--backend gpu` refuses it
+/// with what to do, before looking for a GPU.
+#[test]
+fn simdbp_index_answers_as_pfor_and_stays_on_the_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((data, pfor)) = common::cacm_index(dir.path()) else {
+        return;
+    };
+    let simdbp = dir.path().join("simdbp");
+    let docs = data.join("docs.jsonl");
+    let out = warpsearch(&[
+        "index",
+        "--input",
+        docs.to_str().unwrap(),
+        "-o",
+        simdbp.to_str().unwrap(),
+        "--codec",
+        "simdbp",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let topics = data.join("topics.tsv");
+    let search = |index: &Path, mode: &str, backend: &str| {
+        warpsearch(&[
+            "search",
+            "--index",
+            index.to_str().unwrap(),
+            "--queries",
+            topics.to_str().unwrap(),
+            "--mode",
+            mode,
+            "--k",
+            "100",
+            "--backend",
+            backend,
+        ])
+    };
+    for mode in ["and", "or", "and-or"] {
+        let (a, b) = (search(&pfor, mode, "cpu"), search(&simdbp, mode, "auto"));
+        assert!(a.status.success() && b.status.success(), "{}", text(&b.stderr));
+        assert!(!a.stdout.is_empty());
+        assert_eq!(a.stdout, b.stdout, "{mode}");
+    }
+    let auto = search(&simdbp, "or", "auto");
+    assert!(
+        text(&auto.stderr).contains("this index is simdbp"),
+        "{}",
+        text(&auto.stderr)
+    );
+    let gpu = search(&simdbp, "or", "gpu");
+    assert!(!gpu.status.success());
+    let err = text(&gpu.stderr);
+    assert!(
+        err.contains("--backend cpu") && err.contains("--codec pfor"),
+        "{err}"
+    );
+}

@@ -5,14 +5,15 @@
 //! block's first and last docID live uncompressed in the index's skip data, and every codec encodes
 //! docIDs relative to the block's first docID. Encoded data is a sequence of little-endian `u32` words.
 //!
-//! Three codecs, chosen once for a whole index:
+//! Four codecs, chosen once for a whole index:
 //! - [`Codec::PForDelta`]: papers/001 section 6.2. One bit width `b` for the whole list; the low `b`
 //!   bits of every gap sit in fixed slots; the exceptions' high bits and positions are two separate
 //!   arrays, each compressed again with PForDelta (recursively, see [`pfor`]).
 //! - [`Codec::EliasFano`]: papers/004 section 3.1.1, partitioned into fixed 128-element blocks.
 //! - [`Codec::Rice`]: papers/001 sections 2 and 6.1, unary and binary parts in separate bit fields.
+//! - [`Codec::SimdBp`]: SIMD-BP128, as PISA's `block_simdbp` (see [`simdbp`]); CPU only.
 //!
-//! Each decoder is the scalar reference that GPU kernels are checked against. Decoders never trust their
+//! The first three decoders are the scalar references that GPU kernels are checked against. Decoders never trust their
 //! input: malformed words give a [`CodecError`], never a panic or an out-of-bounds read.
 
 #![warn(missing_docs)]
@@ -23,6 +24,7 @@ pub mod bits;
 pub mod eliasfano;
 pub mod pfor;
 pub mod rice;
+pub mod simdbp;
 
 use std::fmt;
 use std::str::FromStr;
@@ -50,11 +52,21 @@ pub enum Codec {
     EliasFano,
     /// Rice coding with separate unary and binary parts.
     Rice,
+    /// SIMD-BP128: docIDs and frequencies bit-packed with one width per block, decoded with SIMD.
+    SimdBp,
 }
 
 impl Codec {
-    /// All codecs, in a fixed order.
-    pub const ALL: [Codec; 3] = [Codec::PForDelta, Codec::EliasFano, Codec::Rice];
+    /// All codecs, in a fixed order (the GPU's first, [`Codec::GPU`]).
+    pub const ALL: [Codec; 4] = [Codec::PForDelta, Codec::EliasFano, Codec::Rice, Codec::SimdBp];
+
+    /// The codecs the GPU kernels decode.
+    pub const GPU: [Codec; 3] = [Codec::PForDelta, Codec::EliasFano, Codec::Rice];
+
+    /// Whether the GPU kernels decode this codec.
+    pub fn on_gpu(self) -> bool {
+        self != Codec::SimdBp
+    }
 
     /// The name used on the command line and in the index metadata.
     pub fn name(self) -> &'static str {
@@ -62,6 +74,7 @@ impl Codec {
             Codec::PForDelta => "pfor",
             Codec::EliasFano => "ef",
             Codec::Rice => "rice",
+            Codec::SimdBp => "simdbp",
         }
     }
 
@@ -77,7 +90,7 @@ impl Codec {
                 doc: pfor::choose_list_width(gaps()),
                 freq: pfor::choose_list_width(tfs()),
             },
-            Codec::EliasFano => ListParams::default(),
+            Codec::EliasFano | Codec::SimdBp => ListParams::default(),
             Codec::Rice => ListParams {
                 doc: rice::choose_param(gaps()),
                 freq: rice::choose_param(tfs()),
@@ -95,6 +108,7 @@ impl Codec {
             Codec::PForDelta => pfor::encode_block(p, docs, freqs, out),
             Codec::EliasFano => eliasfano::encode_block(docs, freqs, out),
             Codec::Rice => rice::encode_block(p, docs, freqs, out),
+            Codec::SimdBp => simdbp::encode_block(docs, freqs, out),
         }
         .checked_sub(start as u32)
         .expect("frequency section starts inside the block")
@@ -116,6 +130,7 @@ impl Codec {
             Codec::PForDelta => pfor::decode_docs(p, block, freq_off, first, out)?,
             Codec::EliasFano => eliasfano::decode_docs(&block[..freq_off], first, last, out)?,
             Codec::Rice => rice::decode_docs(p, &block[..freq_off], first, out)?,
+            Codec::SimdBp => simdbp::decode_docs(block, freq_off, first, out)?,
         }
         if out.first() != Some(&first) || out.last() != Some(&last) {
             return Err(CodecError::Corrupt("decoded docIDs disagree with the skip data"));
@@ -136,6 +151,7 @@ impl Codec {
             Codec::PForDelta => pfor::decode_freqs(p, block, freq_off, out),
             Codec::EliasFano => eliasfano::decode_freqs(&block[freq_off..], out),
             Codec::Rice => rice::decode_freqs(p, &block[freq_off..], out),
+            Codec::SimdBp => simdbp::decode_freqs(block, freq_off, out),
         }
     }
 }
@@ -163,7 +179,8 @@ impl FromStr for Codec {
             "pfor" | "pfordelta" => Ok(Codec::PForDelta),
             "ef" | "elias-fano" | "eliasfano" => Ok(Codec::EliasFano),
             "rice" => Ok(Codec::Rice),
-            _ => Err(format!("unknown codec '{s}': expected pfor, ef or rice")),
+            "simdbp" | "simd-bp128" => Ok(Codec::SimdBp),
+            _ => Err(format!("unknown codec '{s}': expected pfor, ef, rice or simdbp")),
         }
     }
 }

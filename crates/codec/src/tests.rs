@@ -173,7 +173,10 @@ fn codec_names_parse_back() {
     for codec in Codec::ALL {
         assert_eq!(codec.name().parse::<Codec>().unwrap(), codec);
     }
-    assert!("lz4".parse::<Codec>().unwrap_err().contains("pfor, ef or rice"));
+    assert!("lz4"
+        .parse::<Codec>()
+        .unwrap_err()
+        .contains("pfor, ef, rice or simdbp"));
 }
 
 #[test]
@@ -188,4 +191,40 @@ fn docids_past_u32_max_are_refused() {
     let mut out = [0, 4, u32::MAX - 16];
     assert!(crate::prefix_docs(10, &mut out).is_ok());
     assert_eq!(out, [10, 15, u32::MAX]);
+}
+
+/// SIMD-BP128 (full blocks) and its short blocks keep docIDs delta-coded: damage to the header is
+/// refused, and a flipped bit of the docID section either fails or still gives strictly increasing docIDs
+/// between the skip data's first and last (what the cursors rely on); it never panics.
+#[test]
+fn simdbp_damage_is_refused_or_keeps_docids_in_order() {
+    let codec = Codec::SimdBp;
+    for n in [1usize, 100, 128] {
+        let docs: Vec<u32> = (0..n as u32).map(|i| 7 + i * i).collect();
+        let freqs: Vec<u32> = (0..n as u32).map(|i| 1 + i % 9).collect();
+        let p = codec.list_params(&docs, &freqs);
+        let mut words = Vec::new();
+        let freq_off = codec.encode_block(p, &docs, &freqs, &mut words) as usize;
+        let (first, last) = (docs[0], docs[n - 1]);
+        let mut out = vec![0u32; n];
+        for header in [words[0] | 0xff, words[0] | 1 << 16] {
+            let mut damaged = words.clone();
+            damaged[0] = header;
+            assert!(codec
+                .decode_docs(p, &damaged, freq_off, first, last, &mut out)
+                .is_err());
+        }
+        let mut refused = 0;
+        for bit in 32..freq_off * 32 {
+            let mut damaged = words.clone();
+            damaged[bit / 32] ^= 1 << (bit % 32);
+            match codec.decode_docs(p, &damaged, freq_off, first, last, &mut out) {
+                Err(_) => refused += 1,
+                Ok(()) => {
+                    assert!(out.windows(2).all(|w| w[0] < w[1]) && out[0] == first && out[n - 1] == last)
+                }
+            }
+        }
+        assert!(n == 1 || refused > 0, "n {n}: no flipped bit was refused");
+    }
 }
