@@ -306,26 +306,10 @@ fn hybrid_runs_equal_cpu_runs() {
     let Some((data, _)) = common::cacm_index(dir.path()) else {
         return;
     };
-    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
-    let d = |name: &str| data.join(name).to_str().unwrap().to_owned();
-    let (idx, topics) = (p("idx"), d("topics.tsv"));
+    let (idx, topics) = (dir.path().join("idx"), data.join("topics.tsv"));
     for mode in ["and", "or", "and-or"] {
         let run = |backend: &str, extra: &[&str]| {
-            let mut args = vec![
-                "search",
-                "--index",
-                &idx,
-                "--queries",
-                &topics,
-                "--mode",
-                mode,
-                "--k",
-                "100",
-                "--backend",
-                backend,
-            ];
-            args.extend_from_slice(extra);
-            let out = warpsearch(&args);
+            let out = common::search(&idx, &topics, mode, 100, backend, extra);
             assert!(out.status.success(), "{}", text(&out.stderr));
             out.stdout
         };
@@ -335,15 +319,14 @@ fn hybrid_runs_equal_cpu_runs() {
         assert_eq!(cpu, run("hybrid", &split), "{mode}");
         assert_eq!(cpu, run("hybrid", &["--hybrid-split-ms", "0"]), "{mode}");
     }
-    let out = warpsearch(&[
-        "search",
-        "--index",
-        &p("idx"),
-        "--queries",
-        &d("topics.tsv"),
-        "--hybrid-split-gpu-share",
-        "1.5",
-    ]);
+    let out = common::search(
+        &idx,
+        &topics,
+        "or",
+        10,
+        "hybrid",
+        &["--hybrid-split-gpu-share", "1.5"],
+    );
     assert!(!out.status.success());
     assert!(
         text(&out.stderr).contains("give a share from 0 to 1"),
@@ -374,21 +357,8 @@ fn simdbp_index_answers_as_pfor_and_stays_on_the_cpu() {
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let topics = data.join("topics.tsv");
-    let search = |index: &Path, mode: &str, backend: &str| {
-        warpsearch(&[
-            "search",
-            "--index",
-            index.to_str().unwrap(),
-            "--queries",
-            topics.to_str().unwrap(),
-            "--mode",
-            mode,
-            "--k",
-            "100",
-            "--backend",
-            backend,
-        ])
-    };
+    let search =
+        |index: &Path, mode: &str, backend: &str| common::search(index, &topics, mode, 100, backend, &[]);
     for mode in ["and", "or", "and-or"] {
         let (a, b) = (search(&pfor, mode, "cpu"), search(&simdbp, mode, "auto"));
         assert!(a.status.success() && b.status.success(), "{}", text(&b.stderr));

@@ -18,6 +18,26 @@ pub fn warpsearch(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `warpsearch search` of `queries` over `index` in `mode` at depth `k` on `backend`, then `extra`.
+pub fn search(index: &Path, queries: &Path, mode: &str, k: usize, backend: &str, extra: &[&str]) -> Output {
+    let k = k.to_string();
+    let mut args = vec![
+        "search",
+        "--index",
+        index.to_str().unwrap(),
+        "--queries",
+        queries.to_str().unwrap(),
+        "--mode",
+        mode,
+        "--k",
+        &k,
+        "--backend",
+        backend,
+    ];
+    args.extend_from_slice(extra);
+    warpsearch(&args)
+}
+
 /// Bytes as text, invalid UTF-8 replaced.
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
