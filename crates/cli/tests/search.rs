@@ -35,19 +35,7 @@ fn odd_queries_are_answered_with_warnings_never_a_panic() {
     std::fs::write(&qfile, queries).unwrap();
     for mode in ["and", "or", "and-or"] {
         let run = dir.path().join(format!("{mode}.run"));
-        let out = warpsearch(&[
-            "search",
-            "--index",
-            index.to_str().unwrap(),
-            "--queries",
-            qfile.to_str().unwrap(),
-            "--mode",
-            mode,
-            "--k",
-            "3",
-            "-o",
-            run.to_str().unwrap(),
-        ]);
+        let out = common::search(&index, &qfile, mode, 3, "auto", &["-o", run.to_str().unwrap()]);
         let err = text(&out.stderr);
         assert!(out.status.success(), "{err}");
         assert!(!err.contains("panicked"), "{err}");
@@ -345,17 +333,7 @@ fn simdbp_index_answers_as_pfor_and_stays_on_the_cpu() {
         return;
     };
     let simdbp = dir.path().join("simdbp");
-    let docs = data.join("docs.jsonl");
-    let out = warpsearch(&[
-        "index",
-        "--input",
-        docs.to_str().unwrap(),
-        "-o",
-        simdbp.to_str().unwrap(),
-        "--codec",
-        "simdbp",
-    ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    common::index_with(&data.join("docs.jsonl"), &simdbp, &["--codec", "simdbp"]);
     let topics = data.join("topics.tsv");
     let search =
         |index: &Path, mode: &str, backend: &str| common::search(index, &topics, mode, 100, backend, &[]);

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{warpsearch, Server};
+use common::Server;
 use serde_json::{json, Value};
 
 /// `text` as a URL query value.
@@ -64,21 +64,7 @@ fn served_hits_equal_search_json_on_cacm() {
             &["--backend", backend, "--hybrid-workers", "2", "--threads", "2"],
         );
         for (mode, k) in [("or", 10), ("and", 5), ("and-or", 100)] {
-            let out = warpsearch(&[
-                "search",
-                "--index",
-                index.to_str().unwrap(),
-                "--queries",
-                topics.to_str().unwrap(),
-                "--format",
-                "json",
-                "--backend",
-                "cpu",
-                "--mode",
-                mode,
-                "--k",
-                &k.to_string(),
-            ]);
+            let out = common::search(&index, &topics, mode, k, "cpu", &["--format", "json"]);
             assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
             let expected: Vec<Value> = String::from_utf8(out.stdout)
                 .unwrap()

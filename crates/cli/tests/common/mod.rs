@@ -57,13 +57,20 @@ pub fn index_of(dir: &Path, docs: &[&str]) -> PathBuf {
 
 /// The JSONL collection `input` indexed with the default analyzer into `index`.
 pub fn index_jsonl(input: &Path, index: &Path) -> PathBuf {
-    let out = warpsearch(&[
+    index_with(input, index, &[])
+}
+
+/// The JSONL collection `input` indexed into `index` with the further options `extra`.
+pub fn index_with(input: &Path, index: &Path, extra: &[&str]) -> PathBuf {
+    let mut args = vec![
         "index",
         "--input",
         input.to_str().unwrap(),
         "-o",
         index.to_str().unwrap(),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let out = warpsearch(&args);
     assert!(out.status.success(), "{}", text(&out.stderr));
     index.to_owned()
 }
