@@ -9,7 +9,8 @@ and it logs, for every run, the cores other processes kept busy meanwhile (the m
   open  the same Poisson rates (30, 50, 70, 90% of the in-process closed loop), in-process and over HTTP
         one query per request, twice per mode;
   b     2x the server's capacity (its closed loop at 128x2), then 0.5x, 10 s each, with --max-in-flight
-        4096 and sized to half a deadline of capacity (as scripts/device-serve.sh sizes it).
+        4096 without shedding by time (--shed-ms 0), 4096 with it (the default), and sized to half a
+        deadline of capacity (as scripts/device-serve.sh sizes it).
 Every command, its table and the interference go to OUT_DIR/measure.log, every JSON report beside it.
 WARPSEARCH (default target/release/warpsearch), INDEX (/root/wiki-pfor), QUERIES (the first 10,000 TREC
 2005 queries) and MODES ("and or") to change.
@@ -150,7 +151,8 @@ if 'b' in PARTS:
         batch = min(128, max(1, round(cap * 0.05 / 8)))
         sized = max(8 * batch, round(cap * 0.05))
         connections = max(512, 2 * 4096 // batch + 1)
-        for label, extra in [('4096', []), (str(sized), ['--max-in-flight', str(sized)])]:
+        for label, extra in [('4096-noshed', ['--shed-ms', '0']), ('4096', []),
+                             (str(sized), ['--max-in-flight', str(sized)])]:
             server, url = serve(*extra)
             wait_quiet()
             load(server, url, f'b-{mode}-overload-{label}', '--mode', mode, '--batch', str(batch), '--clients', '16',

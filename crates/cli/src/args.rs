@@ -366,6 +366,12 @@ pub struct ServeArgs {
     /// Hybrid: each query's deadline from its arrival, in ms (late queries are counted in /metrics).
     #[arg(long, default_value_t = 100.0)]
     pub deadline_ms: f64,
+    /// Refuse a request with 429 when the queries in flight, at the rate the engine answers them while
+    /// busy, would take longer than this many ms to answer (its own would then be late); 0: never.
+    /// Default: --deadline-ms (half of it keeps the p99 of accepted queries within the deadline under
+    /// overload, but also refuses large batches at capacity).
+    #[arg(long)]
+    pub shed_ms: Option<f64>,
 }
 
 /// The open loop's arrivals, shared by `bench` and `load`.

@@ -1,10 +1,11 @@
 //! `warpsearch serve`: the engine over HTTP (axum on tokio). `POST /search` and `GET /search` answer
 //! queries through one shared engine ([`searcher`]), `GET /health` says it is ready, `GET /metrics`
 //! exposes the counters ([`metrics`]); `docs/openapi.yaml` describes every endpoint. Requests are checked
-//! field by field ([`request`]); beyond `--max-in-flight` queries a request is refused with 429 and
-//! `Retry-After: 1`. SIGTERM or Ctrl-C stops accepting connections and answers what is in flight.
+//! field by field ([`request`]); beyond `--max-in-flight` queries, or when the queries in flight would
+//! take longer than `--shed-ms` to answer ([`pace`]), a request is refused with 429 and `Retry-After: 1`. SIGTERM or Ctrl-C stops accepting connections and answers what is in flight.
 
 mod metrics;
+mod pace;
 mod request;
 mod searcher;
 
@@ -31,6 +32,7 @@ use warpsearch_query::{Mode, Query, Request, Scored, MAX_K};
 use crate::args::ServeArgs;
 use crate::search::{json_hits, Hit};
 use metrics::Metrics;
+use pace::Pace;
 use request::{ApiError, Limits, Search};
 use searcher::Searcher;
 
@@ -42,6 +44,8 @@ struct Server {
     /// One permit per query that may be in flight.
     slots: Arc<Semaphore>,
     max_in_flight: usize,
+    /// Refuses requests that would wait past the deadline behind the queries in flight ([`pace`]).
+    pace: Pace,
 }
 
 #[derive(Serialize)]
@@ -77,6 +81,9 @@ pub fn run(a: ServeArgs) -> Result<()> {
     if !(a.deadline_ms.is_finite() && a.deadline_ms > 0.0) {
         bail!("--deadline-ms must be a positive number of milliseconds");
     }
+    if a.shed_ms.is_some_and(|ms| !(ms.is_finite() && ms >= 0.0)) {
+        bail!("--shed-ms must be 0 (never shed by time) or a positive number of milliseconds");
+    }
     let index = Arc::new(crate::open(&a.scorer.index)?);
     // The GPU alone answers batches of a query file; a server's stream of single queries goes through
     // the hybrid scheduler instead, which batches them for the GPU (and must have the GPU).
@@ -104,6 +111,12 @@ pub fn run(a: ServeArgs) -> Result<()> {
         metrics: Metrics::default(),
         slots: Arc::new(Semaphore::new(a.max_in_flight)),
         max_in_flight: a.max_in_flight,
+        pace: Pace::new(
+            // The deadline by default: half of it keeps p99 within the deadline at 2x overload, but
+            // refuses two clients' 128-query batches at capacity (bench/RESULTS.md, issue 15).
+            Some(Duration::from_secs_f64(a.shed_ms.unwrap_or(a.deadline_ms) / 1e3)),
+            Instant::now(),
+        ),
     });
     let app = Router::new()
         .route("/search", get(get_search).post(post_search))
@@ -170,6 +183,11 @@ async fn shutdown_signal() {
 }
 
 impl Server {
+    /// Queries accepted and not yet answered (permits taken).
+    fn in_flight(&self) -> usize {
+        self.max_in_flight - self.slots.available_permits().min(self.max_in_flight)
+    }
+
     /// Answers every query of `search`, in order, or refuses the whole request.
     async fn answer(&self, search: Search) -> Result<Vec<(String, Vec<Scored>)>, ApiError> {
         let scorer = self.searcher.scorer().clone();
@@ -178,6 +196,12 @@ impl Server {
             .map_err(|e| ApiError::field("mode", e.to_string()))?;
         // The permits are held until every answer is in (or until the client goes away: its queries
         // then still finish in the engine, uncounted, a slack bounded by the requests dropped).
+        if !self.pace.admits(self.in_flight(), search.queries.len()) {
+            return Err(ApiError::late(
+                self.in_flight(),
+                self.pace.window().unwrap_or_default(),
+            ));
+        }
         let n = u32::try_from(search.queries.len()).unwrap_or(u32::MAX);
         let _permits = self
             .slots
@@ -200,6 +224,7 @@ impl Server {
                 Ok(answer) => {
                     let m = &self.metrics;
                     m.answered(answered.latency, answered.served_by, answered.missed_deadline);
+                    self.pace.answered(self.in_flight(), Instant::now());
                     out.push((id, answer.hits));
                 }
                 Err(e) => {
@@ -286,7 +311,7 @@ async fn health(State(s): State<Arc<Server>>) -> Response {
 }
 
 async fn metrics(State(s): State<Arc<Server>>) -> Response {
-    let in_flight = s.max_in_flight - s.slots.available_permits().min(s.max_in_flight);
+    let in_flight = s.in_flight();
     let hybrid = s.searcher.take_hybrid_stats();
     let text = s.metrics.render(in_flight, s.max_in_flight, hybrid);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()

@@ -95,7 +95,7 @@ impl Metrics {
         metric(
             "warpsearch_rejected_requests_total",
             "counter",
-            "Requests refused with 429 because too many queries were in flight.",
+            "Requests refused with 429: too many queries in flight, or more than the engine answers within --shed-ms.",
             get(&self.rejected),
         );
         metric(

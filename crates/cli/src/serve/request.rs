@@ -40,6 +40,18 @@ impl ApiError {
         }
     }
 
+    /// 429: the `in_flight` queries would take longer than `deadline` to answer.
+    pub fn late(in_flight: usize, deadline: std::time::Duration) -> ApiError {
+        ApiError {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            message: format!(
+                "the {in_flight} queries in flight would take longer than {:.0} ms to answer: retry later",
+                deadline.as_secs_f64() * 1e3
+            ),
+            field: None,
+        }
+    }
+
     /// 500: the engine failed a query.
     pub fn internal(message: impl Into<String>) -> ApiError {
         ApiError {

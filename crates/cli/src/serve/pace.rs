@@ -1,0 +1,132 @@
+//! Shedding by time: a request is refused (429) when the queries already in flight, at the rate the
+//! engine has been answering them while busy, would take longer than the deadline to drain, since its
+//! own queries would then wait past it. `--max-in-flight` bounds memory; this bounds the backlog to
+//! about one deadline of work, whatever the engine's speed, as a `--max-in-flight` sized to the deadline
+//! would, without measuring the capacity first.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The interval over which answers are counted.
+const INTERVAL: Duration = Duration::from_millis(100);
+/// Queries always admitted (a light load never waits on an estimate).
+const FLOOR: usize = 64;
+/// An interval is a busy one if at least this many queries were in flight at each of its answers.
+const BUSY: usize = 32;
+
+/// The engine's recent answering rate while busy.
+pub struct Pace {
+    /// The backlog limit in time; `None`: no shedding by time.
+    deadline: Option<Duration>,
+    state: Mutex<State>,
+}
+
+struct State {
+    start: Instant,
+    answered: u64,
+    /// The fewest queries in flight at an answer of this interval.
+    least_in_flight: usize,
+    /// Queries answered per second in busy intervals (exponentially weighted); 0: not known yet.
+    rate: f64,
+}
+
+impl Pace {
+    /// Sheds so that the backlog drains within `deadline` (`None` or zero: never).
+    pub fn new(deadline: Option<Duration>, now: Instant) -> Pace {
+        Pace {
+            deadline: deadline.filter(|d| !d.is_zero()),
+            state: Mutex::new(State {
+                start: now,
+                answered: 0,
+                least_in_flight: usize::MAX,
+                rate: 0.0,
+            }),
+        }
+    }
+
+    /// The time the backlog must drain in, if any.
+    pub fn window(&self) -> Option<Duration> {
+        self.deadline
+    }
+
+    /// The queries that may be in flight now (`None`: no limit by time, or the rate is not known yet).
+    pub fn backlog_limit(&self) -> Option<usize> {
+        let deadline = self.deadline?;
+        let rate = self.state.lock().expect("no thread panics under this lock").rate;
+        (rate > 0.0).then(|| ((rate * deadline.as_secs_f64()) as usize).max(FLOOR))
+    }
+
+    /// A query was answered, with `in_flight` queries under way. An interval counts towards the rate
+    /// only if the engine was busy all along (at least `BUSY` queries in flight at each answer), so
+    /// that a light load does not pass for a slow engine.
+    pub fn answered(&self, in_flight: usize, now: Instant) {
+        if self.deadline.is_none() {
+            return;
+        }
+        let mut s = self.state.lock().expect("no thread panics under this lock");
+        s.answered += 1;
+        s.least_in_flight = s.least_in_flight.min(in_flight);
+        let elapsed = now.duration_since(s.start);
+        if elapsed >= INTERVAL {
+            // An interval stretched by a pause in answers is not a busy one.
+            if elapsed < 2 * INTERVAL && s.least_in_flight >= BUSY {
+                let rate = s.answered as f64 / elapsed.as_secs_f64();
+                s.rate = if s.rate == 0.0 {
+                    rate
+                } else {
+                    0.7 * s.rate + 0.3 * rate
+                };
+            }
+            s.start = now;
+            s.answered = 0;
+            s.least_in_flight = usize::MAX;
+        }
+    }
+
+    /// Whether `n` more queries may start with `in_flight` under way.
+    pub fn admits(&self, in_flight: usize, n: usize) -> bool {
+        self.backlog_limit().is_none_or(|limit| in_flight + n <= limit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn the_backlog_is_bounded_to_a_deadline_at_the_busy_rate() {
+        let t0 = Instant::now();
+        let pace = Pace::new(Some(100 * MS), t0);
+        assert!(pace.admits(100_000, 1), "the rate is not known yet");
+        // A light load (few queries waiting): no rate, everything admitted.
+        for i in 0..300u32 {
+            pace.answered(1, t0 + i * MS);
+        }
+        assert_eq!(pace.backlog_limit(), None);
+        // Busy: 1,000 answers in 100 ms with 5,000 waiting: 10,000/s, so 1,000 queries a deadline.
+        let t1 = t0 + 1000 * MS;
+        pace.answered(5000, t1);
+        for i in 1..=1000u32 {
+            pace.answered(5000, t1 + i * 100 * MS / 1000);
+        }
+        let limit = pace.backlog_limit().expect("a busy interval gives the rate");
+        assert!((990..=1010).contains(&limit), "{limit}");
+        assert!(pace.admits(limit - 10, 10));
+        assert!(!pace.admits(limit, 1));
+        // At least FLOOR queries are always admitted.
+        assert!(pace.admits(0, FLOOR));
+    }
+
+    #[test]
+    fn no_deadline_never_sheds() {
+        let t0 = Instant::now();
+        let pace = Pace::new(Some(Duration::ZERO), t0);
+        for i in 0..1000u32 {
+            pace.answered(5000, t0 + i * MS);
+        }
+        assert!(pace.admits(1 << 30, 1));
+        assert_eq!(pace.backlog_limit(), None);
+    }
+}
