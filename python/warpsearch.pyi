@@ -25,7 +25,7 @@ class Index:
         output: _Path,
         ciff: Optional[_Path] = None,
         force: bool = False,
-        codec: Literal["pfor", "ef", "rice"] = "pfor",
+        codec: Literal["pfor", "ef", "rice", "simdbp"] = "pfor",
         analyzer: Optional[Literal["english", "whitespace"]] = None,
         stemmer: Literal["porter", "porter2", "none"] = "porter",
         keep_stopwords: bool = False,
