@@ -2,7 +2,8 @@
 //! queries through one shared engine ([`searcher`]), `GET /health` says it is ready, `GET /metrics`
 //! exposes the counters ([`metrics`]); `docs/openapi.yaml` describes every endpoint. Requests are checked
 //! field by field ([`request`]); beyond `--max-in-flight` queries, or when the queries in flight would
-//! take longer than `--shed-ms` to answer ([`pace`]), a request is refused with 429 and `Retry-After: 1`. SIGTERM or Ctrl-C stops accepting connections and answers what is in flight.
+//! take longer than `--shed-ms` to answer ([`pace`]), a request is refused with 429 and
+//! `Retry-After: 1`. SIGTERM or Ctrl-C stops accepting connections and answers what is in flight.
 
 mod metrics;
 mod pace;
@@ -114,7 +115,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         pace: Pace::new(
             // The deadline by default: half of it keeps p99 within the deadline at 2x overload, but
             // refuses two clients' 128-query batches at capacity (bench/RESULTS.md, issue 15).
-            Some(Duration::from_secs_f64(a.shed_ms.unwrap_or(a.deadline_ms) / 1e3)),
+            Duration::from_secs_f64(a.shed_ms.unwrap_or(a.deadline_ms) / 1e3),
             Instant::now(),
         ),
     });
@@ -194,14 +195,12 @@ impl Server {
         scorer
             .check(&Request::new(Query::default(), search.mode, search.k))
             .map_err(|e| ApiError::field("mode", e.to_string()))?;
+        let in_flight = self.in_flight();
+        if !self.pace.admits(in_flight, search.queries.len()) {
+            return Err(ApiError::late(in_flight, self.pace.window()));
+        }
         // The permits are held until every answer is in (or until the client goes away: its queries
         // then still finish in the engine, uncounted, a slack bounded by the requests dropped).
-        if !self.pace.admits(self.in_flight(), search.queries.len()) {
-            return Err(ApiError::late(
-                self.in_flight(),
-                self.pace.window().unwrap_or_default(),
-            ));
-        }
         let n = u32::try_from(search.queries.len()).unwrap_or(u32::MAX);
         let _permits = self
             .slots

@@ -13,8 +13,9 @@
 //! - [`Codec::Rice`]: papers/001 sections 2 and 6.1, unary and binary parts in separate bit fields.
 //! - [`Codec::SimdBp`]: SIMD-BP128, as PISA's `block_simdbp` (see [`simdbp`]); CPU only.
 //!
-//! The first three decoders are the scalar references that GPU kernels are checked against. Decoders never trust their
-//! input: malformed words give a [`CodecError`], never a panic or an out-of-bounds read.
+//! The first three decoders are the scalar references that GPU kernels are checked against. Decoders
+//! never trust their input: malformed words give a [`CodecError`], never a panic or an out-of-bounds
+//! read.
 
 #![warn(missing_docs)]
 #[cfg(target_endian = "big")]
@@ -63,9 +64,9 @@ impl Codec {
     /// The codecs the GPU kernels decode.
     pub const GPU: [Codec; 3] = [Codec::PForDelta, Codec::EliasFano, Codec::Rice];
 
-    /// Whether the GPU kernels decode this codec.
+    /// Whether the GPU kernels decode this codec (it is one of [`Codec::GPU`]).
     pub fn on_gpu(self) -> bool {
-        self != Codec::SimdBp
+        Codec::GPU.contains(&self)
     }
 
     /// The name used on the command line and in the index metadata.

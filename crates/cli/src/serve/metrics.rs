@@ -95,7 +95,8 @@ impl Metrics {
         metric(
             "warpsearch_rejected_requests_total",
             "counter",
-            "Requests refused with 429: too many queries in flight, or more than the engine answers within --shed-ms.",
+            "Requests refused with 429: too many queries in flight, or more than the engine answers \
+             within --shed-ms.",
             get(&self.rejected),
         );
         metric(

@@ -16,8 +16,8 @@ const BUSY: usize = 32;
 
 /// The engine's recent answering rate while busy.
 pub struct Pace {
-    /// The backlog limit in time; `None`: no shedding by time.
-    deadline: Option<Duration>,
+    /// The time the backlog must drain in; zero: no shedding by time.
+    window: Duration,
     state: Mutex<State>,
 }
 
@@ -31,10 +31,10 @@ struct State {
 }
 
 impl Pace {
-    /// Sheds so that the backlog drains within `deadline` (`None` or zero: never).
-    pub fn new(deadline: Option<Duration>, now: Instant) -> Pace {
+    /// Sheds so that the backlog drains within `window` (zero: never).
+    pub fn new(window: Duration, now: Instant) -> Pace {
         Pace {
-            deadline: deadline.filter(|d| !d.is_zero()),
+            window,
             state: Mutex::new(State {
                 start: now,
                 answered: 0,
@@ -44,23 +44,25 @@ impl Pace {
         }
     }
 
-    /// The time the backlog must drain in, if any.
-    pub fn window(&self) -> Option<Duration> {
-        self.deadline
+    /// The time the backlog must drain in (zero: no shedding by time).
+    pub fn window(&self) -> Duration {
+        self.window
     }
 
     /// The queries that may be in flight now (`None`: no limit by time, or the rate is not known yet).
     pub fn backlog_limit(&self) -> Option<usize> {
-        let deadline = self.deadline?;
+        if self.window.is_zero() {
+            return None;
+        }
         let rate = self.state.lock().expect("no thread panics under this lock").rate;
-        (rate > 0.0).then(|| ((rate * deadline.as_secs_f64()) as usize).max(FLOOR))
+        (rate > 0.0).then(|| ((rate * self.window.as_secs_f64()) as usize).max(FLOOR))
     }
 
     /// A query was answered, with `in_flight` queries under way. An interval counts towards the rate
     /// only if the engine was busy all along (at least `BUSY` queries in flight at each answer), so
     /// that a light load does not pass for a slow engine.
     pub fn answered(&self, in_flight: usize, now: Instant) {
-        if self.deadline.is_none() {
+        if self.window.is_zero() {
             return;
         }
         let mut s = self.state.lock().expect("no thread panics under this lock");
@@ -98,7 +100,7 @@ mod tests {
     #[test]
     fn the_backlog_is_bounded_to_a_deadline_at_the_busy_rate() {
         let t0 = Instant::now();
-        let pace = Pace::new(Some(100 * MS), t0);
+        let pace = Pace::new(100 * MS, t0);
         assert!(pace.admits(100_000, 1), "the rate is not known yet");
         // A light load (few queries waiting): no rate, everything admitted.
         for i in 0..300u32 {
@@ -122,7 +124,7 @@ mod tests {
     #[test]
     fn no_deadline_never_sheds() {
         let t0 = Instant::now();
-        let pace = Pace::new(Some(Duration::ZERO), t0);
+        let pace = Pace::new(Duration::ZERO, t0);
         for i in 0..1000u32 {
             pace.answered(5000, t0 + i * MS);
         }
