@@ -7,7 +7,6 @@
 //! counts. On the GPU: the dispatcher sends every query that has arrived (up to the batch size) as one
 //! batch as soon as the previous batch is back, which is how a GPU server batches.
 
-use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -144,11 +143,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
                             "hybrid": closed_hybrid.as_ref().map(hybrid_json)},
             "open_loop": open,
         });
-        // Written under a temporary name and renamed when complete; a report replaces an older one.
-        let mut out = Output::create(Some(path), true)?;
-        out.writer
-            .write_all((serde_json::to_string_pretty(&report)? + "\n").as_bytes())?;
-        out.finish()?;
+        Output::json_report(path, &report)?;
     }
     Ok(())
 }

@@ -14,7 +14,6 @@ mod drive;
 mod proc;
 mod report;
 
-use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -218,11 +217,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
             "timeline": timeline,
             "server_rss": rss,
         });
-        // Written under a temporary name and renamed when complete; a report replaces an older one.
-        let mut out = Output::create(Some(path), true)?;
-        out.writer
-            .write_all((serde_json::to_string_pretty(&report)? + "\n").as_bytes())?;
-        out.finish()?;
+        Output::json_report(path, &report)?;
     }
     Ok(())
 }

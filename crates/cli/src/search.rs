@@ -392,6 +392,15 @@ impl Output {
         Ok(())
     }
 
+    /// Writes `report` as pretty JSON to `path`, under a temporary name renamed when complete (it
+    /// replaces an older report): `bench --json` and `load --json`.
+    pub(crate) fn json_report(path: &Path, report: &serde_json::Value) -> Result<()> {
+        let mut out = Output::create(Some(path), true)?;
+        out.writer
+            .write_all((serde_json::to_string_pretty(report)? + "\n").as_bytes())?;
+        out.finish()
+    }
+
     pub(crate) fn finish(mut self) -> Result<()> {
         self.writer.flush()?;
         // Close the file before the rename.

@@ -1,13 +1,8 @@
 //! `warpsearch bench` end to end through the binary: the table, the JSON report, and bad options.
 
-use std::process::{Command, Output};
+mod common;
 
-fn warpsearch(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_warpsearch"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+use common::warpsearch;
 
 #[test]
 fn bench_reports_closed_and_open_loop_in_json() {
@@ -22,16 +17,7 @@ fn bench_reports_closed_and_open_loop_in_json() {
         })
         .collect();
     std::fs::write(dir.path().join("in.jsonl"), docs).unwrap();
-    let index = dir.path().join("idx");
-    let input = dir.path().join("in.jsonl");
-    let out = warpsearch(&[
-        "index",
-        "--input",
-        input.to_str().unwrap(),
-        "-o",
-        index.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let index = common::index_jsonl(&dir.path().join("in.jsonl"), &dir.path().join("idx"));
     let queries = dir.path().join("q.txt");
     std::fs::write(&queries, "alpha beta3\ngamma5 beta1\nzzz\n").unwrap();
     let json = dir.path().join("report.json");
