@@ -5,25 +5,31 @@
 # calibrates against them.
 #
 # Parts (arguments, in order; default: all):
-#   synth      generates the collection into /root/synth (kept for later parts and calls);
-#   identical  OR and and-or at k 10 and 1000 over the first 5,000 queries: the GPU's run and the CPU's,
+#   synth      generates the collection into $SYNTH (default /root/synth; kept for later parts and calls)
+#              in the codec $CODEC (default pfor);
+#   identical  OR, AND and and-or at k 10 and 1000 over the first 5,000 queries: the GPU's run and the CPU's,
 #              compared byte for byte;
 #   bench      closed-loop top-10 throughput (bench, one warm-up pass) of the first 20,000 TREC 2005
-#              queries, OR and AND, this binary and the earlier one;
+#              queries, OR and AND, this binary and the earlier one, on each backend of $BACKENDS
+#              (default gpu; "gpu cpu" adds the CPU engine on all cores);
+#   decode     gpu-check's decode throughput on the collection's own blocks;
 #   profile    kernel phases (--gpu-profile) and the kernel's registers and CTAs per SM.
-# Output under $OUT: speed.log, speed-table.txt, reports/*.json.
+# Output under $OUT: speed.log, speed-table.txt, reports.tgz (the JSON reports).
 set -uo pipefail
 source scripts/device-common.sh
 log=$out/speed.log
 table=$out/speed-table.txt
-synth=/root/synth
+synth=${SYNTH:-/root/synth}
+codec=${CODEC:-pfor}
+backends=${BACKENDS:-gpu}
+name=$(basename "$synth")
 work=/tmp/speed-work
 mkdir -p "$out/reports" $work
 touch "$log"
 parts=${*:-synth identical bench profile}
 head -n 20000 $dev/trec05-efficiency.txt >$work/q20000.txt
 head -n 5000 $dev/trec05-efficiency.txt >$work/q5000.txt
-[ -f "$table" ] || printf "%-5s %-7s %10s %8s %8s\n" mode build "queries/s" p50_ms p99_ms >"$table"
+[ -f "$table" ] || printf "%-14s %-5s %-7s %-7s %10s %8s %8s\n" index mode backend build "queries/s" p50_ms p99_ms >"$table"
 rc=0
 
 for part in $parts; do
@@ -31,22 +37,22 @@ for part in $parts; do
   synth)
     if [ ! -f $synth/meta.json ]; then
       say "[${SECONDS}s] synth: 25M documents like $wiki"
-      $bin synth --like "$wiki" --output $synth --docs 25000000 --force 2>"$work/synth.err" ||
+      $bin synth --like "$wiki" --output $synth --docs 25000000 --codec $codec --force 2>"$work/synth.err" ||
         { tail -n 5 "$work/synth.err" | tee -a "$log"; exit 1; }
     fi
     $bin inspect $synth | head -n 6 | tee -a "$log"
     ;;
   identical)
-    for mode in or and-or; do
+    for mode in or and and-or; do
       for k in 10 1000; do
         for backend in cpu gpu; do
           $bin search --index $synth --queries $work/q5000.txt --mode $mode --k $k --backend $backend --force \
             --output $work/run-$backend.txt 2>"$work/search.err" || { tail -n 3 "$work/search.err" | tee -a "$log"; rc=1; }
         done
         if cmp -s $work/run-cpu.txt $work/run-gpu.txt; then
-          say "$mode k $k: GPU run identical to the CPU run"
+          say "$name $mode k $k: GPU run identical to the CPU run"
         else
-          say "$mode k $k: GPU run DIFFERS from the CPU run"
+          say "$name $mode k $k: GPU run DIFFERS from the CPU run"
           rc=1
         fi
       done
@@ -54,34 +60,41 @@ for part in $parts; do
     ;;
   bench)
     for mode in or and; do
-      for build in before now; do
-        exe=$bin
-        if [ $build = before ]; then
-          [ -x $dev/warpsearch-old ] || continue
-          exe=$dev/warpsearch-old
-        fi
-        json=$out/reports/synth-$mode-$build.json
-        $exe bench --index $synth --queries $work/q20000.txt --mode $mode --k 10 --backend gpu --warmup 1 \
-          --json $json 2>"$work/bench.err" >"$work/bench.out"
-        say "$mode $build: $(grep -hE "^closed" "$work/bench.out" "$work/bench.err" | tail -n 1)"
-        read -r qps p50 p99 < <(python3 -c '
+      for backend in $backends; do
+        for build in before now; do
+          exe=$bin
+          if [ $build = before ]; then
+            [ -x $dev/warpsearch-old ] || continue
+            exe=$dev/warpsearch-old
+          fi
+          json=$out/reports/$name-$mode-$backend-$build.json
+          $exe bench --index $synth --queries $work/q20000.txt --mode $mode --k 10 --backend $backend --warmup 1 \
+            --json $json 2>"$work/bench.err" >"$work/bench.out"
+          say "$name $mode $backend $build: $(grep -hE "^closed" "$work/bench.out" "$work/bench.err" | tail -n 1)"
+          read -r qps p50 p99 < <(python3 -c '
 import json, sys
 c = json.load(open(sys.argv[1]))["closed_loop"]
 print(round(c["qps"]), round(c["latency_ms"]["p50"], 1), round(c["latency_ms"]["p99"], 1))' "$json" 2>/dev/null || echo "- - -")
-        printf "%-5s %-7s %10s %8s %8s\n" $mode $build "$qps" "$p50" "$p99" >>"$table"
+          printf "%-14s %-5s %-7s %-7s %10s %8s %8s\n" $name $mode $backend $build "$qps" "$p50" "$p99" >>"$table"
+        done
       done
     done
+    ;;
+  decode)
+    say "$name decode:"
+    $bin gpu-check --index $synth 2>&1 | grep -viE "^warning" | tail -n 12 | tee -a "$log"
     ;;
   profile)
     $bin gpu-check | grep -E "search_batch" | tee -a "$log"
     for mode in or and; do
-      say "profile $mode:"
+      say "$name profile $mode:"
       $bin search --index $synth --queries $work/q20000.txt --mode $mode --k 10 --backend gpu --gpu-profile \
         --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s|^GPU" | tee -a "$log"
     done
     ;;
   esac
 done
+(cd "$out" && tar -czf reports.tgz reports && rm -rf reports)
 echo
 cat "$table"
 exit $rc

@@ -192,7 +192,7 @@ impl PyIndex {
         self.index.meta().avg_doc_len
     }
 
-    /// The posting-list codec: pfor, ef, rice or simdbp (CPU only).
+    /// The posting-list codec: pfor, ef, rice or simdbp.
     #[getter]
     fn codec(&self) -> &'static str {
         self.index.codec().name()

@@ -71,8 +71,7 @@ pub struct IndexArgs {
     /// Replace the output directory if it holds an index.
     #[arg(long)]
     pub force: bool,
-    /// Posting-list codec: pfor, ef, rice, or simdbp (SIMD-BP128: faster on the CPU, but the GPU cannot
-    /// read it).
+    /// Posting-list codec: pfor, ef, rice, or simdbp (SIMD-BP128, the fastest to decode on the CPU).
     #[arg(long, default_value = "pfor")]
     pub codec: Codec,
     /// Analyzer: english (Anserini's default) or whitespace (pre-tokenized text).
@@ -172,8 +171,7 @@ pub struct SynthArgs {
     /// Seed of every random choice: the same seed gives the same index.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Posting-list codec: pfor, ef, rice, or simdbp (SIMD-BP128: faster on the CPU, but the GPU cannot
-    /// read it).
+    /// Posting-list codec: pfor, ef, rice, or simdbp (SIMD-BP128, the fastest to decode on the CPU).
     #[arg(long, default_value = "pfor")]
     pub codec: Codec,
     /// BM25 k1 for the stored block-max bounds.

@@ -11,7 +11,7 @@
 //!   arrays, each compressed again with PForDelta (recursively, see [`pfor`]).
 //! - [`Codec::EliasFano`]: papers/004 section 3.1.1, partitioned into fixed 128-element blocks.
 //! - [`Codec::Rice`]: papers/001 sections 2 and 6.1, unary and binary parts in separate bit fields.
-//! - [`Codec::SimdBp`]: SIMD-BP128, as PISA's `block_simdbp` (see [`simdbp`]); CPU only.
+//! - [`Codec::SimdBp`]: SIMD-BP128, as PISA's `block_simdbp` (see [`simdbp`]).
 //!
 //! The first three decoders are the scalar references that GPU kernels are checked against. Decoders
 //! never trust their input: malformed words give a [`CodecError`], never a panic or an out-of-bounds
@@ -58,16 +58,8 @@ pub enum Codec {
 }
 
 impl Codec {
-    /// All codecs, in a fixed order (the GPU's first, [`Codec::GPU`]).
+    /// All codecs, in a fixed order. The GPU kernels decode every one.
     pub const ALL: [Codec; 4] = [Codec::PForDelta, Codec::EliasFano, Codec::Rice, Codec::SimdBp];
-
-    /// The codecs the GPU kernels decode.
-    pub const GPU: [Codec; 3] = [Codec::PForDelta, Codec::EliasFano, Codec::Rice];
-
-    /// Whether the GPU kernels decode this codec (it is one of [`Codec::GPU`]).
-    pub fn on_gpu(self) -> bool {
-        Codec::GPU.contains(&self)
-    }
 
     /// The name used on the command line and in the index metadata.
     pub fn name(self) -> &'static str {

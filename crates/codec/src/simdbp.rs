@@ -7,8 +7,9 @@
 //! `4 · width` words of docIDs, then `4 · width` words of frequencies minus one (the frequency section).
 //! DocIDs are stored as `e[i] = d[i] − i`, a non-decreasing sequence that `BitPacker4x`'s sorted mode
 //! delta-encodes from `e[0] = first` (so its first delta is 0) and decodes with a SIMD prefix sum; adding
-//! `i` back gives strictly increasing docIDs. CPU only: the GPU kernels decode PForDelta, Elias-Fano and
-//! Rice.
+//! `i` back gives strictly increasing docIDs. The GPU kernel (`simdbp_decode_warp` in
+//! `crates/gpu/kernels/search.cu`) reads value `i` of a section directly (the layout test in `tests.rs` pins it): the packed values
+//! are the docID gaps minus one (the first 0), as PForDelta's.
 //!
 //! A block of fewer than 128 postings (a list's last, and every block of the many short lists) would
 //! cost a whole 128-value section if padded: its docID gaps minus one and its frequencies minus one are

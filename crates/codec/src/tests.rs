@@ -228,3 +228,54 @@ fn simdbp_damage_is_refused_or_keeps_docids_in_order() {
         assert!(n == 1 || refused > 0, "n {n}: no flipped bit was refused");
     }
 }
+
+/// The layout the GPU kernel reads (`bp4_one` in `crates/gpu/kernels/search.cu`): in a full block's
+/// section of width b, value i sits in lane i % 4 at position i / 4, each lane packed LSB-first in every
+/// fourth word; the docID values are the gaps minus one (the first 0), the frequency values tf − 1.
+#[test]
+fn simdbp_full_block_layout_is_four_interleaved_lsb_first_lanes() {
+    fn value_at(section: &[u32], b: u32, i: usize) -> u32 {
+        if b == 0 {
+            return 0;
+        }
+        let (lane, bit) = (i % 4, (i / 4) * b as usize);
+        let (w, s) = (bit / 32, (bit % 32) as u32);
+        let mut v = (section[w * 4 + lane] >> s) as u64;
+        if s + b > 32 {
+            v |= (section[(w + 1) * 4 + lane] as u64) << (32 - s);
+        }
+        (v & ((1u64 << b) - 1)) as u32
+    }
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    for gap_bits in [0u32, 1, 3, 7, 13, 20, 25] {
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut d = next() as u32 % 1000;
+        let mut docs = Vec::new();
+        for _ in 0..BLOCK_LEN {
+            docs.push(d);
+            d += 1 + (next() as u32 & ((1u32 << gap_bits) - 1));
+        }
+        let freqs: Vec<u32> = (0..BLOCK_LEN)
+            .map(|_| 1 + (next() as u32 % (1 << (gap_bits % 17))))
+            .collect();
+        let mut words = Vec::new();
+        let freq_off = Codec::SimdBp.encode_block(ListParams::default(), &docs, &freqs, &mut words) as usize;
+        let (db, fb) = (words[0] & 0xff, words[0] >> 8 & 0xff);
+        assert_eq!(freq_off, 1 + 4 * db as usize, "gap bits {gap_bits}");
+        assert_eq!(words.len(), freq_off + 4 * fb as usize, "gap bits {gap_bits}");
+        for i in 0..BLOCK_LEN {
+            let gap = if i == 0 { 0 } else { docs[i] - docs[i - 1] - 1 };
+            assert_eq!(value_at(&words[1..freq_off], db, i), gap, "docID value {i}");
+            assert_eq!(
+                value_at(&words[freq_off..], fb, i),
+                freqs[i] - 1,
+                "frequency value {i}"
+            );
+        }
+    }
+}

@@ -71,15 +71,7 @@ impl Engine {
         if options.backend == BackendChoice::Cpu {
             return Ok(engine);
         }
-        let codec = scorer.index().codec();
-        let gpu = if codec.on_gpu() {
-            Gpu::open(0)
-        } else {
-            Err(GpuError::Unsupported(warpsearch_gpu::engine::gpu_codec_message(
-                codec,
-            )))
-        };
-        let gpu = gpu.and_then(|g| {
+        let gpu = Gpu::open(0).and_then(|g| {
             // A static cache plan comes first: it fixes the cache's shape on the device.
             let mut gopts = options.gpu;
             let cache = match gopts.cache {

@@ -106,7 +106,7 @@ fn engine_equals_the_oracle_on_random_indexes() {
         })
         .unwrap_or((0u64, 12u64));
     for seed in seeds.0..seeds.1 {
-        let codec = Codec::ALL[seed as usize % 3];
+        let codec = Codec::ALL[seed as usize % Codec::ALL.len()];
         let tmp = tempfile::tempdir().unwrap();
         let (index, v) = random_index(tmp.path(), 0xABCD + seed * 7919, codec, None);
         let queries = random_queries(&index, v, seed);
@@ -389,7 +389,12 @@ fn gpu_ranges_equal_the_cpu_parts() {
     let Some(gpu) = gpu() else { return };
     for seed in 0..4u64 {
         let tmp = tempfile::tempdir().unwrap();
-        let (index, v) = random_index(tmp.path(), 0xCAFE + seed, Codec::ALL[seed as usize % 3], None);
+        let (index, v) = random_index(
+            tmp.path(),
+            0xCAFE + seed,
+            Codec::ALL[seed as usize % Codec::ALL.len()],
+            None,
+        );
         let queries = random_queries(&index, v, seed);
         let options = SearchOptions::new(&index);
         let oracle = oracle(&index, options);
@@ -441,7 +446,12 @@ fn hybrid_with_the_gpu_equals_the_oracle() {
     let Some(gpu) = gpu() else { return };
     for seed in 0..4u64 {
         let tmp = tempfile::tempdir().unwrap();
-        let (index, v) = random_index(tmp.path(), 0xF00D + seed, Codec::ALL[seed as usize % 3], None);
+        let (index, v) = random_index(
+            tmp.path(),
+            0xF00D + seed,
+            Codec::ALL[seed as usize % Codec::ALL.len()],
+            None,
+        );
         let queries = random_queries(&index, v, seed);
         let options = SearchOptions::new(&index);
         let oracle = oracle(&index, options);
@@ -568,7 +578,7 @@ fn cached_engine_equals_the_oracle_on_random_indexes() {
     let policies = [Policy::Vfb, Policy::Qtf, Policy::QtfDf, Policy::Dynamic];
     for seed in 0..8u64 {
         let tmp = tempfile::tempdir().unwrap();
-        let codec = Codec::ALL[seed as usize % 3];
+        let codec = Codec::ALL[seed as usize % Codec::ALL.len()];
         let global = seed % 2 == 1;
         let (index, v) = random_index(tmp.path(), 0xCAC4E + seed * 7907, codec, global.then_some(0.4));
         let options = SearchOptions {

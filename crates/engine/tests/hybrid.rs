@@ -28,7 +28,7 @@ fn options(split: bool) -> HybridOptions {
 fn hybrid_on_the_cpu_equals_the_oracle_whole_and_split() {
     for seed in 0..6u64 {
         let tmp = tempfile::tempdir().unwrap();
-        let codec = Codec::ALL[seed as usize % 3];
+        let codec = Codec::ALL[seed as usize % Codec::ALL.len()];
         let (index, v) = random_index(tmp.path(), 0xB0B + seed * 31, codec, None);
         let queries = random_queries(&index, v, seed);
         for ranking in [Ranking::Bm25, Ranking::Bm25Static { alpha: 0.3 }] {

@@ -7,7 +7,7 @@
 // Layout conventions (all little-endian u32 words, as in the on-disk index, docs/format.md):
 // - a posting list is cut into blocks of 128 postings; block b of a list has skip data first/last docID,
 //   its word offset from the list's start and the offset of its frequency section;
-// - PForDelta, Elias-Fano and Rice blocks are decoded by one warp each (decode_block_warp).
+// - PForDelta, Elias-Fano, Rice and SIMD-BP128 blocks are decoded by one warp each (decode_block_warp).
 
 #define BLOCK_LEN 128
 #ifndef THREADS
@@ -27,6 +27,7 @@
 #define CODEC_PFOR 0u
 #define CODEC_EF 1u
 #define CODEC_RICE 2u
+#define CODEC_SIMDBP 3u
 
 #define MODE_AND 0u
 #define MODE_OR 1u
@@ -421,6 +422,47 @@ __device__ bool rice_decode_warp(const u32* w, u32 end, u32 b, u32* out, u32 n, 
     return __all_sync(FULL_MASK, ok);
 }
 
+// SIMD-BP128 (crates/codec/src/simdbp.rs): one header word (docID width | frequency width << 8), then the
+// docID section, then the frequency section. A full block's sections are BitPacker4x's: 128 values in four
+// interleaved 32-bit lanes, value i in lane i % 4 at position i / 4, each lane packed LSB-first and its
+// words at every fourth word; docIDs as gaps minus one (the first 0), frequencies minus one. A shorter
+// block packs each section plainly (unpack_one). Every lane decodes its values independently: no
+// exceptions, no scan besides the docIDs' prefix sum.
+__device__ __forceinline__ u32 bp4_one(const u32* w, u32 b, u32 i) {
+    if (b == 0u) return 0u;
+    u32 lane = i & 3u, bit = (i >> 2) * b, wi = bit >> 5, s = bit & 31u;
+    u32 v = w[wi * 4u + lane] >> s;
+    if (s + b > 32u) v |= w[(wi + 1u) * 4u + lane] << (32u - s);
+    return v & low_mask(b);
+}
+
+__device__ bool simdbp_section_warp(const u32* blk, u32 from, u32 to, u32 b, u32* out, u32 n) {
+    u32 lane = threadIdx.x & 31u;
+    bool full = n == BLOCK_LEN;
+    u32 words = full ? 4u * b : packed_words(n, b);
+    if (b > 32u || from + words > to) return false;
+    const u32* w = blk + from;
+    for (u32 i = lane; i < n; i += 32) out[i] = full ? bp4_one(w, b, i) : unpack_one(w, b, i);
+    return true;
+}
+
+__device__ bool simdbp_decode_warp(const u32* blk, u32 len, u32 foff, u32 first, u32 last, u32 n, u32* out_doc,
+                                   u32* out_tf) {
+    u32 header = blk[0];
+    u32 db = header & 0xffu, fb = (header >> 8) & 0xffu;
+    if ((header >> 16) != 0u || db > 32u || fb > 32u) return false;
+    u32 dwords = n == BLOCK_LEN ? 4u * db : packed_words(n, db);
+    if (foff != 1u + dwords) return false;
+    bool ok = true;
+    if (out_doc) {
+        ok = simdbp_section_warp(blk, 1u, foff, db, out_doc, n);
+        __syncwarp();
+        if (ok) ok = prefix_docs_warp(out_doc, n, first, last);
+    }
+    if (ok && out_tf) ok = simdbp_section_warp(blk, foff, len, fb, out_tf, n);
+    return ok;
+}
+
 // Decodes block `bi` (global block index) of list `t`. `xs` is per-warp shared scratch of 4 * BLOCK_LEN.
 __device__ bool decode_block_warp(const IndexArgs& ix, const TermDesc& t, u32 bi, u32* out_doc, u32* out_tf,
                                   u32* xs) {
@@ -478,6 +520,8 @@ __device__ bool decode_block_warp(const IndexArgs& ix, const TermDesc& t, u32 bi
                 ok = __shfl_sync(FULL_MASK, good ? 1u : 0u, 0) != 0u;
             }
         }
+    } else if (ix.codec == CODEC_SIMDBP) {
+        ok = simdbp_decode_warp(blk, len, foff, first, last, n, out_doc, out_tf);
     } else {
         if (out_doc) {
             ok = rice_decode_warp(blk, foff, dp, out_doc, n, xs);

@@ -288,9 +288,6 @@ impl GpuSearcher {
                 gopts.window
             )));
         }
-        if !index.codec().on_gpu() {
-            return Err(GpuError::Unsupported(gpu_codec_message(index.codec())));
-        }
         if index.block_metas().len() > u32::MAX as usize {
             return Err(GpuError::Unsupported(
                 "the index has more than 2^32 blocks".into(),
@@ -929,14 +926,6 @@ fn copy_stage(
 
 /// The sort path's posting limit: a power of two at most `wanted` and `MAX_SMALL_OR`, whose keys and
 /// contributions (12 bytes each) fit the OR launch's `smem` bytes of dynamic shared memory.
-/// Why an index of `codec` cannot go to the GPU, and what to do.
-pub fn gpu_codec_message(codec: warpsearch_codec::Codec) -> String {
-    format!(
-        "the GPU kernels decode pfor, ef and rice, and this index is {codec}: use --backend cpu, or \
-         rebuild it with --codec pfor"
-    )
-}
-
 fn small_or_limit(wanted: u32, smem: u32) -> u32 {
     let cap = wanted.min(MAX_SMALL_OR).min(smem / 12);
     if cap == 0 {

@@ -242,8 +242,7 @@ pub(crate) fn codec_id(codec: warpsearch_codec::Codec) -> u32 {
         warpsearch_codec::Codec::PForDelta => 0,
         warpsearch_codec::Codec::EliasFano => 1,
         warpsearch_codec::Codec::Rice => 2,
-        // CPU only: GpuSearcher::new refuses such an index before anything reaches the device.
-        warpsearch_codec::Codec::SimdBp => u32::MAX,
+        warpsearch_codec::Codec::SimdBp => 3,
     }
 }
 

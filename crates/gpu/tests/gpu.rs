@@ -96,7 +96,7 @@ fn raw_list(
 fn decode_kernel_equals_the_cpu_decoders() {
     let Some(gpu) = gpu() else { return };
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    for codec in Codec::GPU {
+    for codec in Codec::ALL {
         let mut lists = Vec::new();
         let mut expected = Vec::new();
         for &n in &[1usize, 2, 31, 127, 128, 129, 255, 256, 1000, 4097] {
