@@ -25,7 +25,7 @@ class Index:
         output: _Path,
         ciff: Optional[_Path] = None,
         force: bool = False,
-        codec: Literal["pfor", "ef", "rice", "simdbp"] = "pfor",
+        codec: Literal["pfor", "ef", "rice", "simdbp"] = "simdbp",
         analyzer: Optional[Literal["english", "whitespace"]] = None,
         stemmer: Literal["porter", "porter2", "none"] = "porter",
         keep_stopwords: bool = False,

@@ -6,7 +6,7 @@
 #
 # Parts (arguments, in order; default: all):
 #   synth      generates the collection into $SYNTH (default /root/synth; kept for later parts and calls)
-#              in the codec $CODEC (default pfor);
+#              in the codec $CODEC (default simdbp, the index's default);
 #   identical  OR, AND and and-or at k 10 and 1000 over the first 5,000 queries: the GPU's run and the CPU's,
 #              compared byte for byte;
 #   bench      closed-loop top-10 throughput (bench, one warm-up pass) of the first 20,000 TREC 2005
@@ -20,7 +20,7 @@ source scripts/device-common.sh
 log=$out/speed.log
 table=$out/speed-table.txt
 synth=${SYNTH:-/root/synth}
-codec=${CODEC:-pfor}
+codec=${CODEC:-simdbp}
 backends=${BACKENDS:-gpu}
 name=$(basename "$synth")
 work=/tmp/speed-work

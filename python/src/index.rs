@@ -47,7 +47,7 @@ impl PyIndex {
     #[allow(clippy::too_many_arguments)]
     #[staticmethod]
     #[pyo3(signature = (
-        input=None, *, output, ciff=None, force=false, codec="pfor", analyzer=None, stemmer="porter",
+        input=None, *, output, ciff=None, force=false, codec="simdbp", analyzer=None, stemmer="porter",
         keep_stopwords=false, title=false, k1=0.9, b=0.4, static_scores=None, doc_order="input",
         alpha=0.5, memory_mb=2048, skip_bad=false, progress=false
     ))]

@@ -25,7 +25,7 @@ def test_properties(index, cacm_cli_index):
     assert index.path == cacm_cli_index
     assert index.num_docs == 3204
     assert index.num_terms > 5000 and index.num_postings > index.num_terms
-    assert index.codec == "pfor" and index.analyzer == "english"
+    assert index.codec == "simdbp" and index.analyzer == "english"
     assert index.bm25 == pytest.approx((0.9, 0.4))
     assert "3204 documents" in repr(index)
     assert index.analyze("The Computers' algorithms") == ["comput", "algorithm"]

@@ -71,8 +71,9 @@ pub struct IndexArgs {
     /// Replace the output directory if it holds an index.
     #[arg(long)]
     pub force: bool,
-    /// Posting-list codec: pfor, ef, rice, or simdbp (SIMD-BP128, the fastest to decode on the CPU).
-    #[arg(long, default_value = "pfor")]
+    /// Posting-list codec: simdbp (SIMD-BP128, the fastest to decode on the CPU and the GPU), pfor, ef or
+    /// rice.
+    #[arg(long, default_value = "simdbp")]
     pub codec: Codec,
     /// Analyzer: english (Anserini's default) or whitespace (pre-tokenized text).
     #[arg(long)]
@@ -171,8 +172,9 @@ pub struct SynthArgs {
     /// Seed of every random choice: the same seed gives the same index.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Posting-list codec: pfor, ef, rice, or simdbp (SIMD-BP128, the fastest to decode on the CPU).
-    #[arg(long, default_value = "pfor")]
+    /// Posting-list codec: simdbp (SIMD-BP128, the fastest to decode on the CPU and the GPU), pfor, ef or
+    /// rice.
+    #[arg(long, default_value = "simdbp")]
     pub codec: Codec,
     /// BM25 k1 for the stored block-max bounds.
     #[arg(long, default_value_t = 0.9)]
@@ -262,7 +264,7 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
     /// Codec of the demo index.
-    #[arg(long, default_value = "pfor")]
+    #[arg(long, default_value = "simdbp")]
     pub codec: Codec,
 }
 
