@@ -699,7 +699,7 @@ struct QueryShared {
     u32 xs[WARPS][4 * BLOCK_LEN];
     u32 ncand;
     u32 range_lo;       // AND step: the first block of the list that can hold a candidate
-    u32 range_n;        // and the number of blocks up to the one that can hold the last candidate
+    u32 range_hi;       // and the one that can hold the last candidate (num_blocks if none)
     u32 q;
     float bound;
     u32 wnext;
@@ -708,6 +708,9 @@ struct QueryShared {
     u32 doc_hi;
     u32 t_start[THREADS];      // OR window: per plan slot, the first block overlapping the window
     u32 t_off[THREADS + 1];    // OR window: per plan slot, the offset of its blocks in the window's list
+    u32 t_first[THREADS];      // OR window: per term, the first block whose last docID reaches the window
+    u32 t_cnt[THREADS];        // OR window: per term, the blocks overlapping the window
+    u32 bound_bits;            // query_bound: one term's largest block bound (a non-negative float's bits)
 };
 
 #define PH_SELECT 0
@@ -743,14 +746,11 @@ __device__ bool lookup_step(const IndexArgs& ix, const BatchArgs& ba, const Term
     u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     u32 ncand = s->ncand;
     const u32* last = ix.blk_last + t.block_base;
-    if (tid == 0) {
-        u32 lo = lower_bound(last, t.num_blocks, s->cand_doc[0]);
-        u32 hi = lo + lower_bound(last + lo, t.num_blocks - lo, s->cand_doc[ncand - 1u]);
-        s->range_lo = lo;
-        s->range_n = min(hi + 1u, t.num_blocks) - lo;
-    }
+    // Two threads of different warps search at once.
+    if (tid == 0) s->range_lo = lower_bound(last, t.num_blocks, s->cand_doc[0]);
+    if (tid == 32) s->range_hi = lower_bound(last, t.num_blocks, s->cand_doc[ncand - 1u]);
     __syncthreads();
-    u32 rlo = s->range_lo, rn = s->range_n;
+    u32 rlo = s->range_lo, rn = min(s->range_hi + 1u, t.num_blocks) - rlo;
     u64 budget = (u64)ba.merge_ratio * ncand;
     bool merge_select = (u64)rn * BLOCK_LEN <= budget;
     if (merge_select) {
@@ -880,22 +880,86 @@ __device__ __forceinline__ float finish(const IndexArgs& ix, u32 doc, float sum)
     return ix.prior ? sum + ix.prior[doc] : sum;
 }
 
-// Upper bound of term t's contribution over docIDs [lo, hi] from its block maxima; +inf if unknown.
-__device__ float range_bound(const IndexArgs& ix, const TermDesc& t, u32 lo, u32 hi) {
-    if (t.bound_scale < 0.0f) return __int_as_float(0x7f800000);
-    u32 b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, lo);
-    float m = 0.0f;
-    for (; b < t.num_blocks && ix.blk_first[t.block_base + b] <= hi; b++)
-        m = fmaxf(m, ix.blk_max[t.block_base + b] * t.bound_scale);
-    return m;
+__device__ __forceinline__ float warp_max(float v) {
+    for (u32 d = 16; d > 0; d >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, d));
+    return v;
 }
 
-// Sum of the terms' range bounds (terms handled by one thread each), plus the prior's bound, in s->bound.
+// Sum of the terms' upper bounds over docIDs [lo, hi] from their block maxima (+inf for a term without
+// block bounds), plus the prior's bound, in s->bound. One term at a time, its blocks in the range read by
+// all threads at once: a long list's range can span thousands of blocks (an AND chunk's range is that of
+// 1,024 postings of the shortest list). Each block bound is non-negative, so the largest one's float bits
+// are the largest integer (atomicMax).
 __device__ void query_bound(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 lo, u32 hi, QueryShared* s) {
-    if (threadIdx.x == 0) s->bound = ix.prior_max * s->slack;
+    u32 tid = threadIdx.x;
+    if (tid == 0) {
+        s->bound = ix.prior_max * s->slack;
+        s->bound_bits = 0u;
+    }
     __syncthreads();
-    for (u32 i = threadIdx.x; i < n; i += THREADS) atomicAdd(&s->bound, range_bound(ix, terms[i], lo, hi));
-    __syncthreads();
+    for (u32 i = 0; i < n; i++) {
+        const TermDesc& t = terms[i];
+        float m = 0.0f;
+        if (t.bound_scale < 0.0f) {
+            m = __int_as_float(0x7f800000);
+        } else {
+            u32 b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, lo);
+            for (u32 x = b + tid; x < t.num_blocks; x += THREADS) {
+                if (ix.blk_first[t.block_base + x] > hi) break;
+                m = fmaxf(m, ix.blk_max[t.block_base + x] * t.bound_scale);
+            }
+        }
+        m = warp_max(m);
+        if ((tid & 31u) == 0 && m > 0.0f) atomicMax(&s->bound_bits, __float_as_uint(m));
+        __syncthreads();
+        if (tid == 0) {
+            s->bound += __uint_as_float(s->bound_bits);
+            s->bound_bits = 0u;
+        }
+        __syncthreads();
+    }
+}
+
+// The blocks of each term i < n (one warp each) that overlap an OR window's range [r0, r1] (w1: the
+// window's last docID): s->t_first[i], the first whose last docID is at least r0, searched forward from
+// the previous window's (32 blocks at a time, then by bisection), and s->t_cnt[i] of them. Adds the
+// largest of their bounds to s->bound (set beforehand to the prior's bound) and lowers s->wnext to the
+// first docID after w1 in any of the term's blocks.
+__device__ void window_blocks(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 r0, u32 r1, u32 w1,
+                              QueryShared* s) {
+    u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    for (u32 i = warp; i < n; i += WARPS) {
+        const TermDesc& t = terms[i];
+        const u32* first = ix.blk_first + t.block_base;
+        const u32* last = ix.blk_last + t.block_base;
+        u32 nb = t.num_blocks, b = s->t_first[i];
+        u32 ahead = __ballot_sync(FULL_MASK, b + lane >= nb || last[b + lane] >= r0);
+        b = ahead ? b + __ffs(ahead) - 1u : b + 32u + lower_bound(last + b + 32u, nb - b - 32u, r0);
+        u32 cnt = 0;
+        float m = 0.0f;
+        for (u32 c = b;; c += 32u) {
+            u32 x = c + lane;
+            bool in = x < nb && first[x] <= r1;
+            if (in) m = fmaxf(m, ix.blk_max[t.block_base + x] * t.bound_scale);
+            u32 ins = __ballot_sync(FULL_MASK, in);
+            cnt += __popc(ins);
+            if (ins != FULL_MASK) break;
+        }
+        m = t.bound_scale < 0.0f ? __int_as_float(0x7f800000) : warp_max(m);
+        if (lane == 0) {
+            s->t_first[i] = b;
+            s->t_cnt[i] = cnt;
+            atomicAdd(&s->bound, m);
+            // Blocks before b + cnt start at or before r1; the next posting after w1 is in the last of them
+            // if it reaches past w1, else it is the next block's first.
+            u32 e = b + cnt, next = 0xffffffffu;
+            if (w1 != 0xffffffffu) {
+                if (cnt > 0u && last[e - 1u] > w1) next = w1 + 1u;
+                else if (e < nb) next = max(first[e], w1 + 1u);
+            }
+            atomicMin(&s->wnext, next);
+        }
+    }
 }
 
 // Ranked AND of one query (SvS from the shortest list, a chunk of THREADS candidates at a time).
@@ -1002,12 +1066,9 @@ __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32
     u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     u32 cnt = 0;
     if (tid < n) {
-        const TermDesc& t = terms[terms[tid].slot_term];
-        u32 start = lower_bound(ix.blk_last + t.block_base, t.num_blocks, r0);
-        u32 e = start;
-        while (e < t.num_blocks && ix.blk_first[t.block_base + e] <= r1) e++;
-        cnt = e - start;
-        s->t_start[tid] = start;
+        u32 j = terms[tid].slot_term;  // window_blocks found each term's blocks
+        cnt = s->t_cnt[j];
+        s->t_start[tid] = s->t_first[j];
     }
     u32 total;
     u32 off = block_exclusive_scan(cnt, s->top.scan, &total);
@@ -1162,6 +1223,7 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         const TermDesc& t = terms[i];
         u32 b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, lo);
         if (b < t.num_blocks) atomicMin(&s->wnext, max(ix.blk_first[t.block_base + b], lo));
+        if (n <= THREADS) s->t_first[i] = b;
     }
     __syncthreads();
     while (s->wnext != 0xffffffffu && s->wnext <= hi) {
@@ -1171,23 +1233,33 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         // The part of the window inside this query part's range.
         u32 r0 = max(w0, lo), r1 = min(w1, hi);
         if (ba.early && topk_full(&s->top) && topk_threshold(&s->top) >= ix.gs[r0] * s->slack) break;
-        if (tid == 0) s->wnext = 0xffffffffu;
+        if (tid == 0) {
+            s->wnext = 0xffffffffu;
+            s->bound = ix.prior_max * s->slack;
+        }
         __syncthreads();
-        // Next window holding any posting after this one.
-        if (w1 != 0xffffffffu) {
-            for (u32 i = tid; i < n; i += THREADS) {
-                const TermDesc& t = terms[i];
-                u32 b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, w1 + 1u);
-                if (b < t.num_blocks) {
-                    u32 f = ix.blk_first[t.block_base + b];
-                    atomicMin(&s->wnext, f > w1 ? f : w1 + 1u);
+        bool skip = false;
+        if (n <= THREADS) {
+            // This window's blocks of every term, their bound, and the next window holding a posting.
+            window_blocks(ix, terms, n, r0, r1, w1, s);
+            __syncthreads();
+            skip = topk_full(&s->top) && s->bound * s->slack < topk_threshold(&s->top);
+        } else {
+            // Next window holding any posting after this one.
+            if (w1 != 0xffffffffu) {
+                for (u32 i = tid; i < n; i += THREADS) {
+                    const TermDesc& t = terms[i];
+                    u32 b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, w1 + 1u);
+                    if (b < t.num_blocks) {
+                        u32 f = ix.blk_first[t.block_base + b];
+                        atomicMin(&s->wnext, f > w1 ? f : w1 + 1u);
+                    }
                 }
             }
-        }
-        bool skip = false;
-        if (topk_full(&s->top)) {
-            query_bound(ix, terms, n, r0, r1, s);
-            skip = s->bound * s->slack < topk_threshold(&s->top);
+            if (topk_full(&s->top)) {
+                query_bound(ix, terms, n, r0, r1, s);
+                skip = s->bound * s->slack < topk_threshold(&s->top);
+            }
         }
         clk.lap(PH_SELECT);
         if (skip) continue;
