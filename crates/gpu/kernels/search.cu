@@ -56,8 +56,6 @@ struct TermDesc {
     u32 slot_term;    // position (in this query's processing order) of the term whose plan slot is this index
     float weight;     // multiplies BM25's tf part
     float bound_scale; // block max_score * bound_scale bounds a contribution; < 0: no block bounds
-    float list_bound; // the list's max_score * bound_scale (>= every block's, when bound_scale >= 0)
-    u32 reserved;
 };
 
 struct QueryDesc {
@@ -889,10 +887,9 @@ __device__ __forceinline__ float warp_max(float v) {
 
 // Sum of the terms' upper bounds over docIDs [lo, hi] from their block maxima (+inf for a term without
 // block bounds), plus the prior's bound, in s->bound. One term at a time, its blocks in the range read by
-// all threads at once, in one pass: a range of more than THREADS blocks takes the list's bound instead (an
-// AND chunk's range, that of 1,024 postings of the shortest list, can span thousands of a long list's
-// blocks, whose largest bound is then close to the list's). Each block bound is non-negative, so the
-// largest one's float bits are the largest integer (atomicMax).
+// all threads at once: a long list's range can span thousands of blocks (an AND chunk's range is that of
+// 1,024 postings of the shortest list). Each block bound is non-negative, so the largest one's float bits
+// are the largest integer (atomicMax).
 __device__ void query_bound(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 lo, u32 hi, QueryShared* s) {
     u32 tid = threadIdx.x;
     if (tid == 0) {
@@ -907,12 +904,9 @@ __device__ void query_bound(const IndexArgs& ix, const TermDesc* terms, u32 n, u
             m = __int_as_float(0x7f800000);
         } else {
             u32 b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, lo);
-            if (b + THREADS < t.num_blocks && ix.blk_first[t.block_base + b + THREADS] <= hi) {
-                m = t.list_bound;
-            } else {
-                u32 x = b + tid;
-                if (x < t.num_blocks && ix.blk_first[t.block_base + x] <= hi)
-                    m = ix.blk_max[t.block_base + x] * t.bound_scale;
+            for (u32 x = b + tid; x < t.num_blocks; x += THREADS) {
+                if (ix.blk_first[t.block_base + x] > hi) break;
+                m = fmaxf(m, ix.blk_max[t.block_base + x] * t.bound_scale);
             }
         }
         m = warp_max(m);

@@ -14,7 +14,7 @@ use crate::residency::DeviceIndex;
 use crate::stage::{SpanKey, Stage};
 use crate::GpuError;
 
-/// One query term as the kernel reads it (48 bytes; mirrors `struct TermDesc`).
+/// One query term as the kernel reads it (40 bytes; mirrors `struct TermDesc`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Pod, Zeroable)]
 pub struct TermDesc {
@@ -36,10 +36,6 @@ pub struct TermDesc {
     pub weight: f32,
     /// Block max_score times this bounds a contribution (with slack); negative: no usable bounds.
     pub bound_scale: f32,
-    /// The list's max_score times `bound_scale`: a bound of every block's (when `bound_scale` ≥ 0).
-    pub list_bound: f32,
-    /// Keeps the struct free of padding (`Pod`); 0.
-    pub reserved: u32,
 }
 
 /// One query, or one docID-range part of a long one, as the kernel reads it (24 bytes; mirrors
@@ -76,8 +72,6 @@ impl TermDesc {
             slot_term: 0,
             weight: 0.0,
             bound_scale: -1.0,
-            list_bound: f32::INFINITY,
-            reserved: 0,
         }
     }
 }
@@ -237,7 +231,6 @@ pub fn prepare<R: Borrow<Request>>(
             out.terms.push(TermDesc {
                 weight: weights[s],
                 bound_scale,
-                list_bound: rec.max_score * bound_scale,
                 ..desc
             });
         }
