@@ -13,6 +13,8 @@
 #              queries, OR and AND, this binary and the earlier one, on each backend of $BACKENDS
 #              (default gpu; "gpu cpu" adds the CPU engine on all cores);
 #   decode     gpu-check's decode throughput on the collection's own blocks;
+#   sweep      the GPU's parameters, closed loop, top-10: AND by --gpu-merge-ratio, OR by --gpu-window,
+#              and both at 128 threads a CTA (WARPSEARCH_GPU_THREADS);
 #   profile    kernel phases (--gpu-profile) and the kernel's registers and CTAs per SM.
 # Output under $OUT: speed.log, speed-table.txt, reports.tgz (the JSON reports).
 set -uo pipefail
@@ -79,6 +81,18 @@ print(round(c["qps"]), round(c["latency_ms"]["p50"], 1), round(c["latency_ms"]["
         done
       done
     done
+    ;;
+  sweep)
+    sweep_run() {  # sweep_run <label> <mode> <bench options…>, with the environment the caller sets
+      local label=$1 mode=$2
+      shift 2
+      $bin bench --index $synth --queries $work/q20000.txt --mode $mode --k 10 --backend gpu --warmup 1 "$@" \
+        2>"$work/bench.err" >"$work/bench.out"
+      say "$name sweep $mode $label: $(grep -hE "^closed" "$work/bench.out" "$work/bench.err" | tail -n 1)"
+    }
+    for r in 0 2 8 64 4294967295; do sweep_run "merge-ratio $r" and --gpu-merge-ratio $r; done
+    for w in 8192 16384 32768; do sweep_run "window $w" or --gpu-window $w; done
+    for mode in and or; do WARPSEARCH_GPU_THREADS=128 sweep_run "128 threads" $mode; done
     ;;
   decode)
     say "$name decode:"
