@@ -6,10 +6,10 @@
 //! Block layout (u32 words): word 0 holds the docID width and the frequency width (`| << 8`); then
 //! `4 · width` words of docIDs, then `4 · width` words of frequencies minus one (the frequency section).
 //! DocIDs are stored as `e[i] = d[i] − i`, a non-decreasing sequence that `BitPacker4x`'s sorted mode
-//! delta-encodes from `e[0] = first` (so its first delta is 0) and decodes with a SIMD prefix sum; adding
-//! `i` back gives strictly increasing docIDs. The GPU kernel (`simdbp_decode_warp` in
-//! `crates/gpu/kernels/search.cu`) reads value `i` of a section directly (the layout test in `tests.rs` pins it): the packed values
-//! are the docID gaps minus one (the first 0), as PForDelta's.
+//! delta-encodes from `e[0] = first` (so its first delta is 0). Those deltas are the docID gaps minus
+//! one (the first 0), as PForDelta's values: the CPU decodes them with the strictly sorted SIMD prefix
+//! sum from `first − 1`, and the GPU kernel (`simdbp_decode_warp` in `crates/gpu/kernels/search.cu`)
+//! reads value `i` of a section directly (the layout test in `tests.rs` pins it).
 //!
 //! A block of fewer than 128 postings (a list's last, and every block of the many short lists) would
 //! cost a whole 128-value section if padded: its docID gaps minus one and its frequencies minus one are
@@ -101,13 +101,13 @@ pub fn decode_docs(block: &[u32], freq_off: usize, first: u32, out: &mut [u32]) 
     if freq_off != 1 + section_words(doc_bits) {
         return Err(CodecError::Corrupt("SIMD-BP128 frequency offset"));
     }
-    let mut e = [0u32; BLOCK_LEN];
-    BitPacker4x::new().decompress_sorted(first, section(block, 1, doc_bits)?, &mut e, doc_bits);
-    for (i, (d, &v)) in out.iter_mut().zip(&e).enumerate() {
-        *d = v.wrapping_add(i as u32);
-    }
-    // The prefix sum wraps on damage; the caller checks the first and last docIDs, this the order.
-    if out.windows(2).any(|w| w[0] >= w[1]) {
+    // The deltas of e are the gaps minus one (e[0] − first = 0): BitPacker4x's strictly sorted decoding
+    // from first − 1 gives the docIDs directly, in place.
+    let initial = Some(first.wrapping_sub(1));
+    BitPacker4x::new().decompress_strictly_sorted(initial, section(block, 1, doc_bits)?, out, doc_bits);
+    // The prefix sum wraps on damage; the caller checks the first and last docIDs, this the order (a fold
+    // without early exit, which the compiler vectorises).
+    if out.windows(2).fold(false, |bad, w| bad | (w[0] >= w[1])) {
         return Err(CodecError::Corrupt("SIMD-BP128 docIDs out of order"));
     }
     Ok(())
@@ -120,8 +120,6 @@ pub fn decode_freqs(block: &[u32], freq_off: usize, out: &mut [u32]) -> Result<(
         unpack(&block[freq_off..], freq_bits as u32, out)?;
         return crate::add_one(out);
     }
-    let mut f = [0u32; BLOCK_LEN];
-    BitPacker4x::new().decompress(section(block, freq_off, freq_bits)?, &mut f, freq_bits);
-    out.copy_from_slice(&f[..out.len()]);
+    BitPacker4x::new().decompress(section(block, freq_off, freq_bits)?, out, freq_bits);
     crate::add_one(out)
 }
