@@ -34,6 +34,16 @@ head -n 5000 $dev/trec05-efficiency.txt >$work/q5000.txt
 [ -f "$table" ] || printf "%-14s %-5s %-7s %-7s %10s %8s %8s\n" index mode backend build "queries/s" p50_ms p99_ms >"$table"
 rc=0
 
+# closed_run <binary> <label> <mode> <backend> <bench options…>: a closed-loop top-10 run of the first
+# 20,000 queries, with one warm-up pass, logged with its label (the environment is the caller's).
+closed_run() {
+  local exe=$1 label=$2 mode=$3 backend=$4
+  shift 4
+  $exe bench --index $synth --queries $work/q20000.txt --mode $mode --k 10 --backend $backend --warmup 1 "$@" \
+    2>"$work/bench.err" >"$work/bench.out"
+  say "$name $label: $(grep -hE "^closed" "$work/bench.out" "$work/bench.err" | tail -n 1)"
+}
+
 for part in $parts; do
   case $part in
   synth)
@@ -70,9 +80,7 @@ for part in $parts; do
             exe=$dev/warpsearch-old
           fi
           json=$out/reports/$name-$mode-$backend-$build.json
-          $exe bench --index $synth --queries $work/q20000.txt --mode $mode --k 10 --backend $backend --warmup 1 \
-            --json $json 2>"$work/bench.err" >"$work/bench.out"
-          say "$name $mode $backend $build: $(grep -hE "^closed" "$work/bench.out" "$work/bench.err" | tail -n 1)"
+          closed_run $exe "$mode $backend $build" $mode $backend --json $json
           read -r qps p50 p99 < <(python3 -c '
 import json, sys
 c = json.load(open(sys.argv[1]))["closed_loop"]
@@ -83,16 +91,9 @@ print(round(c["qps"]), round(c["latency_ms"]["p50"], 1), round(c["latency_ms"]["
     done
     ;;
   sweep)
-    sweep_run() {  # sweep_run <label> <mode> <bench options…>, with the environment the caller sets
-      local label=$1 mode=$2
-      shift 2
-      $bin bench --index $synth --queries $work/q20000.txt --mode $mode --k 10 --backend gpu --warmup 1 "$@" \
-        2>"$work/bench.err" >"$work/bench.out"
-      say "$name sweep $mode $label: $(grep -hE "^closed" "$work/bench.out" "$work/bench.err" | tail -n 1)"
-    }
-    for r in 0 2 8 64 4294967295; do sweep_run "merge-ratio $r" and --gpu-merge-ratio $r; done
-    for w in 8192 16384 32768; do sweep_run "window $w" or --gpu-window $w; done
-    for mode in and or; do WARPSEARCH_GPU_THREADS=128 sweep_run "128 threads" $mode; done
+    for r in 0 2 8 64 4294967295; do closed_run $bin "sweep and merge-ratio $r" and gpu --gpu-merge-ratio $r; done
+    for w in 8192 16384 32768; do closed_run $bin "sweep or window $w" or gpu --gpu-window $w; done
+    for mode in and or; do WARPSEARCH_GPU_THREADS=128 closed_run $bin "sweep $mode 128 threads" $mode gpu; done
     ;;
   decode)
     say "$name decode:"

@@ -436,11 +436,13 @@ __device__ __forceinline__ u32 bp4_one(const u32* w, u32 b, u32 i) {
     return v & low_mask(b);
 }
 
+// Words of a section of n values of width b: BitPacker4x's 4 * b for a full block, else plainly packed.
+__device__ __forceinline__ u32 simdbp_words(u32 n, u32 b) { return n == BLOCK_LEN ? 4u * b : packed_words(n, b); }
+
 __device__ bool simdbp_section_warp(const u32* blk, u32 from, u32 to, u32 b, u32* out, u32 n) {
     u32 lane = threadIdx.x & 31u;
     bool full = n == BLOCK_LEN;
-    u32 words = full ? 4u * b : packed_words(n, b);
-    if (b > 32u || from + words > to) return false;
+    if (b > 32u || from + simdbp_words(n, b) > to) return false;
     const u32* w = blk + from;
     for (u32 i = lane; i < n; i += 32) out[i] = full ? bp4_one(w, b, i) : unpack_one(w, b, i);
     return true;
@@ -451,8 +453,7 @@ __device__ bool simdbp_decode_warp(const u32* blk, u32 len, u32 foff, u32 first,
     u32 header = blk[0];
     u32 db = header & 0xffu, fb = (header >> 8) & 0xffu;
     if ((header >> 16) != 0u || db > 32u || fb > 32u) return false;
-    u32 dwords = n == BLOCK_LEN ? 4u * db : packed_words(n, db);
-    if (foff != 1u + dwords) return false;
+    if (foff != 1u + simdbp_words(n, db)) return false;
     bool ok = true;
     if (out_doc) {
         ok = simdbp_section_warp(blk, 1u, foff, db, out_doc, n);
