@@ -5,6 +5,8 @@
 # calibrates against them.
 #
 # Parts (arguments, in order; default: all):
+#   tests      the GPU test suite (kernels, then the engine and the hybrid against the oracle, with the
+#              passages), and the engine's tests again at 128 threads a CTA; full output in tests.log;
 #   synth      generates the collection into $SYNTH (default /root/synth; kept for later parts and calls)
 #              in the codec $CODEC (default simdbp, the index's default);
 #   identical  OR, AND and and-or at k 10 and 1000 over the first 5,000 queries: the GPU's run and the CPU's,
@@ -15,6 +17,7 @@
 #   decode     gpu-check's decode throughput on the collection's own blocks;
 #   sweep      the GPU's parameters, closed loop, top-10: AND by --gpu-merge-ratio, OR by --gpu-window,
 #              and both at 128 threads a CTA (WARPSEARCH_GPU_THREADS);
+#   split      OR windows with and without the MaxScore split (--gpu-maxscore), closed loop, k 10 and 1000;
 #   profile    kernel phases (--gpu-profile) and the kernel's registers and CTAs per SM.
 # Output under $OUT: speed.log, speed-table.txt, reports.tgz (the JSON reports).
 set -uo pipefail
@@ -28,24 +31,32 @@ name=$(basename "$synth")
 work=/tmp/speed-work
 mkdir -p "$out/reports" $work
 touch "$log"
-parts=${*:-synth identical bench profile}
+parts=${*:-tests synth identical bench split profile}
 head -n 20000 $dev/trec05-efficiency.txt >$work/q20000.txt
 head -n 5000 $dev/trec05-efficiency.txt >$work/q5000.txt
 [ -f "$table" ] || printf "%-14s %-5s %-7s %-7s %10s %8s %8s\n" index mode backend build "queries/s" p50_ms p99_ms >"$table"
 rc=0
 
-# closed_run <binary> <label> <mode> <backend> <bench options…>: a closed-loop top-10 run of the first
-# 20,000 queries, with one warm-up pass, logged with its label (the environment is the caller's).
+# closed_run <binary> <label> <mode> <backend> <bench options…>: a closed-loop run at top $RUN_K (default 10)
+# of the first 20,000 queries, with one warm-up pass, logged with its label (the environment is the caller's).
 closed_run() {
   local exe=$1 label=$2 mode=$3 backend=$4
   shift 4
-  $exe bench --index $synth --queries $work/q20000.txt --mode $mode --k 10 --backend $backend --warmup 1 "$@" \
+  $exe bench --index $synth --queries $work/q20000.txt --mode $mode --k ${RUN_K:-10} --backend $backend --warmup 1 "$@" \
     2>"$work/bench.err" >"$work/bench.out"
   say "$name $label: $(grep -hE "^closed" "$work/bench.out" "$work/bench.err" | tail -n 1)"
 }
 
 for part in $parts; do
   case $part in
+  tests)
+    say "[${SECONDS}s] tests"
+    $dev/gpu-tests --test-threads=4 >"$out/tests.log" 2>&1 || rc=1
+    WARPSEARCH_WIKI_INDEX=$wiki WARPSEARCH_QUERIES=$dev/trec05-efficiency.txt \
+      $dev/engine-tests --test-threads=4 --nocapture >>"$out/tests.log" 2>&1 || rc=1
+    WARPSEARCH_GPU_THREADS=128 $dev/engine-tests --test-threads=4 --skip wikipedia >>"$out/tests.log" 2>&1 || rc=1
+    grep -E "^test result|FAILED|panicked|skipped|wiki " "$out/tests.log" | tee -a "$log"
+    ;;
   synth)
     if [ ! -f $synth/meta.json ]; then
       say "[${SECONDS}s] synth: 25M documents like $wiki"
@@ -94,6 +105,11 @@ print(round(c["qps"]), round(c["latency_ms"]["p50"], 1), round(c["latency_ms"]["
     for r in 0 2 8 64 4294967295; do closed_run $bin "sweep and merge-ratio $r" and gpu --gpu-merge-ratio $r; done
     for w in 8192 16384 32768; do closed_run $bin "sweep or window $w" or gpu --gpu-window $w; done
     for mode in and or; do WARPSEARCH_GPU_THREADS=128 closed_run $bin "sweep $mode 128 threads" $mode gpu; done
+    ;;
+  split)
+    for k in 10 1000; do
+      for m in false true; do RUN_K=$k closed_run $bin "split or k $k --gpu-maxscore $m" or gpu --gpu-maxscore $m; done
+    done
     ;;
   decode)
     say "$name decode:"

@@ -163,7 +163,8 @@ fn gpu_json(s: &warpsearch_gpu::GpuStats) -> Value {
         .collect();
     json!({"batches": s.batches, "queries": s.queries, "h2d_bytes": s.h2d_bytes, "d2h_bytes": s.d2h_bytes,
            "h2d_ms": s.h2d_ms, "kernel_ms": s.kernel_ms, "d2h_ms": s.d2h_ms, "prepare_ms": s.prepare_ms,
-           "phase_share": phases, "cpu_fallback_queries": s.failed_queries})
+           "phase_share": phases, "decoded_blocks": s.decoded_blocks, "query_blocks": s.query_blocks(),
+           "cpu_fallback_queries": s.failed_queries})
 }
 
 /// The query file's name, or `--query` for one query given on the command line.

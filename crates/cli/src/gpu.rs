@@ -27,6 +27,7 @@ pub fn engine_options(a: &ScorerArgs, max_k: usize) -> EngineOptions {
             },
             small_or: a.gpu.gpu_small_or,
             merge_ratio: a.gpu.gpu_merge_ratio,
+            maxscore: a.gpu.gpu_maxscore,
             max_k,
             ..GpuOptions::default()
         },
@@ -70,8 +71,11 @@ pub fn gpu_stats_line(s: &GpuStats) -> String {
             .map(|(name, share)| format!("{name} {:.1}%", 100.0 * share))
             .collect();
         line.push_str(&format!(
-            "; kernel phases (share of CTA cycles): {}",
-            parts.join(", ")
+            "; kernel phases (share of CTA cycles): {}; blocks decoded {} of the queries' {} ({:.1}%)",
+            parts.join(", "),
+            s.decoded_blocks,
+            s.query_blocks(),
+            100.0 * s.decoded_blocks as f64 / s.query_blocks().max(1) as f64
         ));
     }
     line

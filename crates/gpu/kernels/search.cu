@@ -33,6 +33,7 @@
 #define MODE_OR 1u
 
 #define COUNT_FAILED 0xffffffffu
+#define NO_LIST 0xffffffffu   // OR: the last window's candidates were not listed (reset the whole window)
 
 // Minimum resident CTAs per SM asked of the compiler for the query kernel (caps its registers per thread);
 // set at start-up from WARPSEARCH_GPU_MIN_CTAS (crates/gpu/src/device.rs).
@@ -94,6 +95,7 @@ struct BatchArgs {
     u32 small_or;         // OR queries of at most this many postings are sorted, not accumulated (0: never)
     u32 merge_ratio;      // AND steps merge (merge-find, merge-path) when the list's postings in the
                           // candidates' range are at most merge_ratio per candidate; else binary search
+    u32 maxscore;         // OR windows split into essential and non-essential lists (or_window)
     u32* next_query;      // work counter (zeroed before launch)
     u32* out_doc;
     float* out_score;
@@ -711,6 +713,10 @@ struct QueryShared {
     u32 t_off[THREADS + 1];    // OR window: per plan slot, the offset of its blocks in the window's list
     u32 t_first[THREADS];      // OR window: per term, the first block whose last docID reaches the window
     u32 t_cnt[THREADS];        // OR window: per term, the blocks overlapping the window
+    float t_bound[THREADS];    // OR window: per term, the largest bound of those blocks
+    u32 ness;                  // OR window: the non-essential plan slots (bit per slot; 0: no split)
+    u32 pskip[WARPS];          // OR window: the (list, block) pairs left undecoded (bit per pair)
+    u32 wcand;                 // OR: the last window's candidates listed after the window (or NO_LIST)
     u32 bound_bits;            // query_bound: one term's largest block bound (a non-negative float's bits)
 };
 
@@ -719,6 +725,7 @@ struct QueryShared {
 #define PH_INTERSECT 2
 #define PH_SCORE 3
 #define PH_TOPK 4
+#define PH_BLOCKS 5   // not a phase: the blocks decoded (instrumented runs)
 
 struct PhaseClock {
     u64* out;
@@ -727,6 +734,8 @@ struct PhaseClock {
     __device__ void lap(int phase) {
         if (out && threadIdx.x == 0) { u64 now = clock64(); out[phase] += now - t; t = now; }
     }
+    // Counts blocks decoded (any one thread per call).
+    __device__ void blocks(u32 n) { if (out) atomicAdd((unsigned long long*)&out[PH_BLOCKS], (u64)n); }
 };
 
 // Looks up every candidate in list t (SvS step). Thread i holds candidates CPT*i .. CPT*i+CPT-1 (in docID
@@ -799,6 +808,7 @@ __device__ bool lookup_step(const IndexArgs& ix, const BatchArgs& ba, const Term
     }
     __syncthreads();
     clk.lap(PH_SELECT);
+    if (tid == 0) clk.blocks(total);
     bool ok = true;
     for (u32 j = warp; j < total; j += WARPS) {
         bool good = decode_block_warp(ix, t, s->sel_blk[j], dec_doc + j * BLOCK_LEN,
@@ -950,6 +960,7 @@ __device__ void window_blocks(const IndexArgs& ix, const TermDesc* terms, u32 n,
         if (lane == 0) {
             s->t_first[i] = b;
             s->t_cnt[i] = cnt;
+            s->t_bound[i] = m;
             atomicAdd(&s->bound, m);
             // Blocks before b + cnt start at or before r1; the next posting after w1 is in the last of them
             // if it reaches past w1, else it is the next block's first.
@@ -985,6 +996,7 @@ __device__ void and_query(const IndexArgs& ix, const BatchArgs& ba, const TermDe
             if (s->bound * s->slack < topk_threshold(&s->top)) continue;
         }
         clk.lap(PH_SELECT);
+        if (tid == 0) clk.blocks(nb);
         if (warp < nb) {
             bool good = decode_block_warp(ix, t0, b0 + warp, s->cand_doc + warp * BLOCK_LEN,
                                           s->cand_tf0 + warp * BLOCK_LEN, s->xs[warp]);
@@ -1058,12 +1070,59 @@ __device__ __forceinline__ u32 slot_of_pair(const QueryShared* s, u32 n, u32 p) 
     return lo;
 }
 
+// The non-essential plan slots of an OR window (MaxScore's split, Turtle and Flood 1995, at the window's
+// granularity): the slots of smallest window bound whose bounds, with the prior's, sum below the k-th
+// score. A document in no other list cannot enter the top k, so these lists only add to documents that an
+// essential list holds. Slots are ranked by bound (ties by slot); the sum's order is any, which the
+// query's slack covers. Needs n <= 32 and the top k full; all threads call it; returns the bit mask.
+__device__ u32 window_split(const IndexArgs& ix, const TermDesc* terms, u32 n, QueryShared* s) {
+    if (threadIdx.x < 32u) {
+        u32 lane = threadIdx.x;
+        float b = lane < n ? s->t_bound[terms[lane].slot_term] : 0.0f;
+        float below = 0.0f;  // the bounds ranked at or before this slot's
+        for (u32 o = 0; o < n; o++) {
+            float bo = __shfl_sync(FULL_MASK, b, o);
+            if (bo < b || (bo == b && o <= lane)) below += bo;
+        }
+        bool ness = lane < n && (ix.prior_max * s->slack + below) * s->slack < topk_threshold(&s->top);
+        u32 mask = __ballot_sync(FULL_MASK, ness);
+        if (lane == 0) s->ness = mask;
+    }
+    __syncthreads();
+    return s->ness;
+}
+
+// Decodes (list, block) pair p of an OR window (one warp) into its slot of dec_doc / dec_tf.
+__device__ __forceinline__ void or_decode_pair(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 p, u32 q0,
+                                               QueryShared* s, u32* dec_doc, u32* dec_tf) {
+    u32 lo = slot_of_pair(s, n, p);
+    const TermDesc& t = terms[terms[lo].slot_term];
+    u32 bi = t.block_base + s->t_start[lo] + (p - s->t_off[lo]);
+    bool good = decode_block_warp(ix, t, bi, dec_doc + (p - q0) * BLOCK_LEN, dec_tf + (p - q0) * BLOCK_LEN,
+                                  s->xs[threadIdx.x >> 5]);
+    if (!good && (threadIdx.x & 31u) == 0) s->top.failed = 1;
+}
+
+// Whether any accumulator of window offsets [o0, o1] holds a candidate (one warp; o1 < the window).
+__device__ __forceinline__ bool warp_any_candidate(const float* acc, u32 o0, u32 o1) {
+    for (u32 o = o0; o <= o1; o += 32u) {
+        u32 x = o + (threadIdx.x & 31u);
+        if (__ballot_sync(FULL_MASK, x <= o1 && acc[x] != SENTINEL)) return true;
+    }
+    return false;
+}
+
 // Adds one OR window's postings to the accumulators (at most THREADS terms): every (list, block) pair that
 // overlaps the window is decoded first, one warp per pair and all warps at once, into the CTA's scratch;
 // then the lists are added in plan slot order, all threads on one list's postings at a time (a barrier
 // between lists keeps each document's sum in slot order). More than THREADS pairs go in rounds, in order.
-__device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 w0, u32 r0, u32 r1,
-                          QueryShared* s, float* acc, u32* dec_doc, u32* dec_tf, PhaseClock& clk) {
+// With ba.maxscore, a full top k, at most 32 terms and one round, the window is split (window_split):
+// the essential pairs are decoded first and their documents become the window's candidates (accumulator
+// 0, listed in cand); a non-essential pair is decoded only if its docID range holds a candidate and adds
+// only to candidates. Sets s->wcand to the candidates listed, or NO_LIST when the window was not split.
+__device__ __forceinline__ void or_window(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n,
+                                          u32 w0, u32 r0, u32 r1, QueryShared* s, float* acc, u32* cand,
+                                          u32* dec_doc, u32* dec_tf, PhaseClock& clk) {
     u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     u32 cnt = 0;
     if (tid < n) {
@@ -1074,41 +1133,85 @@ __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32
     u32 total;
     u32 off = block_exclusive_scan(cnt, s->top.scan, &total);
     if (tid < n) s->t_off[tid] = off;
-    if (tid == 0) s->t_off[n] = total;
+    if (tid == 0) {
+        s->t_off[n] = total;
+        s->ncand = 0;
+    }
+    if (tid < WARPS) s->pskip[tid] = 0u;
     __syncthreads();
+    u32 ness = 0u;
+    if (ba.maxscore != 0u && n <= 32u && total <= THREADS && topk_full(&s->top)) ness = window_split(ix, terms, n, s);
     clk.lap(PH_SELECT);
-    for (u32 q0 = 0; q0 < total; q0 += THREADS) {
-        u32 q1 = min(total, q0 + THREADS);
-        for (u32 p = q0 + warp; p < q1; p += WARPS) {
-            u32 lo = slot_of_pair(s, n, p);
-            const TermDesc& t = terms[terms[lo].slot_term];
-            u32 bi = t.block_base + s->t_start[lo] + (p - s->t_off[lo]);
-            bool good = decode_block_warp(ix, t, bi, dec_doc + (p - q0) * BLOCK_LEN, dec_tf + (p - q0) * BLOCK_LEN,
-                                          s->xs[warp]);
-            if (!good && lane == 0) s->top.failed = 1;
+    if (ness != 0u) {
+        for (u32 p = warp; p < total; p += WARPS)
+            if (((ness >> slot_of_pair(s, n, p)) & 1u) == 0u) or_decode_pair(ix, terms, n, p, 0u, s, dec_doc, dec_tf);
+        __syncthreads();
+        if (s->top.failed) return;
+        // The essential lists' documents in range become candidates, each listed once.
+        for (u32 sl = 0; sl < n; sl++) {
+            if ((ness >> sl) & 1u) continue;
+            const TermDesc& t = terms[terms[sl].slot_term];
+            u32 a = s->t_off[sl], b = s->t_off[sl + 1];
+            for (u32 x = tid; x < (b - a) * BLOCK_LEN; x += THREADS) {
+                u32 p = a + x / BLOCK_LEN, i = x % BLOCK_LEN;
+                if (i >= block_postings(t, s->t_start[sl] + (p - a))) continue;
+                u32 d = dec_doc[p * BLOCK_LEN + i];
+                if (d < r0 || d > r1) continue;
+                if (atomicCAS((int*)&acc[d - w0], __float_as_int(SENTINEL), 0) == __float_as_int(SENTINEL))
+                    cand[atomicAdd(&s->ncand, 1u)] = d - w0;
+            }
+        }
+        __syncthreads();
+        for (u32 p = warp; p < total; p += WARPS) {
+            u32 sl = slot_of_pair(s, n, p);
+            if (((ness >> sl) & 1u) == 0u) continue;
+            u32 bi = terms[terms[sl].slot_term].block_base + s->t_start[sl] + (p - s->t_off[sl]);
+            u32 o0 = max(ix.blk_first[bi], r0) - w0, o1 = min(ix.blk_last[bi], r1) - w0;
+            if (o0 <= o1 && warp_any_candidate(acc, o0, o1)) or_decode_pair(ix, terms, n, p, 0u, s, dec_doc, dec_tf);
+            else if (lane == 0) atomicOr(&s->pskip[p >> 5], 1u << (p & 31u));
         }
         __syncthreads();
         clk.lap(PH_DECODE);
         if (s->top.failed) return;
+    }
+    for (u32 q0 = 0; q0 < total; q0 += THREADS) {
+        u32 q1 = min(total, q0 + THREADS);
+        if (ness == 0u) {
+            for (u32 p = q0 + warp; p < q1; p += WARPS) or_decode_pair(ix, terms, n, p, q0, s, dec_doc, dec_tf);
+            __syncthreads();
+            clk.lap(PH_DECODE);
+            if (s->top.failed) return;
+        }
         for (u32 sl = 0; sl < n; sl++) {
             u32 a = max(s->t_off[sl], q0), b = min(s->t_off[sl + 1], q1);
             if (a >= b) continue;
             const TermDesc& t = terms[terms[sl].slot_term];
+            bool essential = ((ness >> sl) & 1u) == 0u;
             for (u32 x = tid; x < (b - a) * BLOCK_LEN; x += THREADS) {
                 u32 p = a + x / BLOCK_LEN, i = x % BLOCK_LEN;
+                if (!essential && ((s->pskip[p >> 5] >> (p & 31u)) & 1u)) continue;
                 u32 local = s->t_start[sl] + (p - s->t_off[sl]);
                 u32 nb = block_postings(t, local);
                 if (i < nb) {
                     u32 d = dec_doc[(p - q0) * BLOCK_LEN + i];
                     if (d >= r0 && d <= r1) {
-                        float c = contribution(ix, t, d, dec_tf[(p - q0) * BLOCK_LEN + i]);
                         float av = acc[d - w0];
-                        acc[d - w0] = (av == SENTINEL ? 0.0f : av) + c;
+                        // A non-essential list adds only to candidates (an essential list's documents).
+                        if (essential || av != SENTINEL) {
+                            float c = contribution(ix, t, d, dec_tf[(p - q0) * BLOCK_LEN + i]);
+                            acc[d - w0] = (av == SENTINEL ? 0.0f : av) + c;
+                        }
                     }
                 }
             }
             __syncthreads();
         }
+    }
+    if (tid == 0) {
+        s->wcand = ness != 0u ? s->ncand : NO_LIST;
+        u32 skipped = 0;
+        for (u32 w = 0; w < WARPS; w++) skipped += __popc(s->pskip[w]);
+        clk.blocks(total - skipped);
     }
 }
 
@@ -1137,6 +1240,7 @@ __device__ void or_small(const IndexArgs& ix, const BatchArgs& ba, const TermDes
     for (u32 x = postings + tid; x < m; x += THREADS) keys[x] = ~0ull;
     __syncthreads();
     clk.lap(PH_SELECT);
+    if (tid == 0) clk.blocks(total);
     for (u32 p = warp; p < total; p += WARPS) {
         u32 lo = slot_of_pair(s, n, p);
         const TermDesc& t = terms[terms[lo].slot_term];
@@ -1193,8 +1297,9 @@ __device__ void or_small(const IndexArgs& ix, const BatchArgs& ba, const TermDes
 // OR of one query: document windows of ba.window docIDs with dense accumulators in shared memory; lists
 // are added in plan slot order (one list at a time), so sums round as the CPU's. A window whose block-max
 // bound cannot beat the k-th score is skipped; with early termination the scan stops on the global score.
-__device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n, QueryShared* s,
-                         float* acc, u32* wdoc, u32* wtf, u32* dec_doc, u32* dec_tf, u64* buf, PhaseClock& clk) {
+__device__ __forceinline__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n,
+                                         QueryShared* s, float* acc, u32* wdoc, u32* wtf, u32* dec_doc,
+                                         u32* dec_tf, u64* buf, PhaseClock& clk) {
     u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     u32 W = ba.window;
     // Small whole queries are sorted instead (postings and blocks summed by one thread; n is small then).
@@ -1226,6 +1331,10 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         if (b < t.num_blocks) atomicMin(&s->wnext, max(ix.blk_first[t.block_base + b], lo));
         if (n <= THREADS) s->t_first[i] = b;
     }
+    if (tid == 0) s->wcand = NO_LIST;
+    // or_window lists a split window's candidates after the decode scratch it uses (at most THREADS
+    // blocks); the scratch holds CHUNK blocks.
+    u32* cand = dec_doc + THREADS * BLOCK_LEN;
     __syncthreads();
     while (s->wnext != 0xffffffffu && s->wnext <= hi) {
         u32 w0 = s->wnext / W * W;
@@ -1264,12 +1373,16 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         }
         clk.lap(PH_SELECT);
         if (skip) continue;
-        for (u32 i = tid; i < W; i += THREADS) acc[i] = SENTINEL;
+        // Only the listed candidates of a split window were touched.
+        u32 listed = s->wcand;
+        if (listed == NO_LIST)
+            for (u32 i = tid; i < W; i += THREADS) acc[i] = SENTINEL;
+        else
+            for (u32 i = tid; i < listed; i += THREADS) acc[cand[i]] = SENTINEL;
         __syncthreads();
-        if (n <= THREADS) {
-            or_window(ix, terms, n, w0, r0, r1, s, acc, dec_doc, dec_tf, clk);
-            __syncthreads();
-        }
+        if (tid == 0) s->wcand = NO_LIST;
+        if (n <= THREADS) or_window(ix, ba, terms, n, w0, r0, r1, s, acc, cand, dec_doc, dec_tf, clk);
+        __syncthreads();
         for (u32 slot = 0; n > THREADS && slot < n; slot++) {
             const TermDesc& t = terms[terms[slot].slot_term];
             u32 b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, r0);
@@ -1277,6 +1390,7 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
                 if (ix.blk_first[t.block_base + bi] > r1) break;
                 u32* dd = wdoc + warp * BLOCK_LEN;
                 u32* tt = wtf + warp * BLOCK_LEN;
+                if (lane == 0) clk.blocks(1);
                 if (!decode_block_warp(ix, t, t.block_base + bi, dd, tt, s->xs[warp])) {
                     if (lane == 0) s->top.failed = 1;
                     break;
@@ -1295,8 +1409,11 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         }
         clk.lap(PH_SCORE);
         if (s->top.failed) return;
-        topk_make_room(buf, ba.k, &s->top, W);
-        for (u32 i = tid; i < W; i += THREADS) {
+        listed = s->wcand;
+        u32 offered = listed == NO_LIST ? W : listed;
+        topk_make_room(buf, ba.k, &s->top, offered);
+        for (u32 x = tid; x < offered; x += THREADS) {
+            u32 i = listed == NO_LIST ? x : cand[x];
             float a = acc[i];
             bool valid = a != SENTINEL && (u64)w0 + i < (u64)ix.num_docs;
             u32 d = w0 + i;

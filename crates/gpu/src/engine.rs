@@ -53,6 +53,10 @@ pub struct GpuOptions {
     /// postings per candidate in the candidates' docID range; else it binary-searches (papers/004
     /// section 3.1.2 chooses by length ratio the same way). 0: always binary search.
     pub merge_ratio: u32,
+    /// OR windows are split into essential and non-essential lists once the top k is full (MaxScore at
+    /// the window's granularity): a non-essential list is decoded only in blocks holding an essential
+    /// list's document and adds only to those. `false`: every window is evaluated exhaustively.
+    pub maxscore: bool,
     /// Largest k a request may ask for (result buffers are sized for it), at most 1,000.
     pub max_k: usize,
     /// Cache part of the index ([`CacheBudget`]) instead of uploading all of it; the cache starts
@@ -74,6 +78,7 @@ impl Default for GpuOptions {
             max_parts: 16,
             small_or: 4096,
             merge_ratio: 2,
+            maxscore: true,
             max_k: MAX_K,
             cache: None,
             fail_batches: false,
@@ -115,6 +120,9 @@ pub struct GpuStats {
     pub prepare_ms: f64,
     /// Clock cycles per kernel phase, summed over CTAs ([`PHASES`]); zero unless instrumented.
     pub phase_cycles: [u64; 5],
+    /// Blocks the kernel decoded, summed over CTAs; zero unless instrumented. Exhaustive evaluation
+    /// decodes [`GpuStats::query_blocks`].
+    pub decoded_blocks: u64,
     /// Queries the GPU failed (returned as errors, for the caller to answer elsewhere).
     pub failed_queries: u64,
     /// Blocks of the queries' docID ranges read from the list cache.
@@ -141,11 +149,17 @@ impl GpuStats {
         for (t, x) in self.phase_cycles.iter_mut().zip(other.phase_cycles) {
             *t += x;
         }
+        self.decoded_blocks += other.decoded_blocks;
         self.failed_queries += other.failed_queries;
         self.cached_blocks += other.cached_blocks;
         self.staged_blocks += other.staged_blocks;
         self.staged_bytes += other.staged_bytes;
         self.cache_fill_bytes += other.cache_fill_bytes;
+    }
+
+    /// Blocks of the queries' docID ranges, per query term: what exhaustive evaluation decodes.
+    pub fn query_blocks(&self) -> u64 {
+        self.cached_blocks + self.staged_blocks
     }
 
     /// Share of the blocks queries needed that the cache held (None before any).
@@ -736,6 +750,7 @@ impl GpuSearcher {
             window: self.gopts.window,
             small_or: self.small_or,
             merge_ratio: self.gopts.merge_ratio,
+            maxscore: self.gopts.maxscore as u32,
             next_query: ptr(&slot.counter, &slot.stream),
             out_doc: ptr(&slot.out_doc, &slot.stream),
             out_score: ptr(&slot.out_score, &slot.stream),
@@ -815,6 +830,7 @@ impl GpuSearcher {
                 for (acc, &c) in self.stats.phase_cycles.iter_mut().zip(cta) {
                     *acc += c;
                 }
+                self.stats.decoded_blocks += cta[PHASES.len()];
             }
         }
         let latency = job.started.elapsed();
