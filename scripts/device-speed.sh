@@ -17,6 +17,8 @@
 #   decode     gpu-check's decode throughput on the collection's own blocks;
 #   sweep      the GPU's parameters, closed loop, top-10: AND by --gpu-merge-ratio, OR by --gpu-window,
 #              and both at 128 threads a CTA (WARPSEARCH_GPU_THREADS);
+#   ab         this binary against the earlier one in alternation, two rounds: OR at k 10 and 1000, AND at
+#              k 10 (closed loop, as bench; rows in the table);
 #   split      OR windows with and without the MaxScore split (--gpu-maxscore), closed loop, k 10 and 1000;
 #   profile    kernel phases (--gpu-profile) and the kernel's registers and CTAs per SM.
 # Output under $OUT: speed.log, speed-table.txt, reports.tgz (the JSON reports).
@@ -105,6 +107,22 @@ print(round(c["qps"]), round(c["latency_ms"]["p50"], 1), round(c["latency_ms"]["
     for r in 0 2 8 64 4294967295; do closed_run $bin "sweep and merge-ratio $r" and gpu --gpu-merge-ratio $r; done
     for w in 8192 16384 32768; do closed_run $bin "sweep or window $w" or gpu --gpu-window $w; done
     for mode in and or; do WARPSEARCH_GPU_THREADS=128 closed_run $bin "sweep $mode 128 threads" $mode gpu; done
+    ;;
+  ab)
+    for round in 1 2; do
+      for mk in "or 10" "or 1000" "and 10"; do
+        read -r mode k <<<"$mk"
+        for build in before now; do
+          exe=$bin
+          [ $build = before ] && exe=$dev/warpsearch-old
+          json=$out/reports/$name-ab$round-$mode-k$k-$build.json
+          RUN_K=$k closed_run $exe "ab round $round $mode k $k $build" $mode gpu --json $json
+          qps=$(python3 -c 'import json, sys; print(round(json.load(open(sys.argv[1]))["closed_loop"]["qps"]))' \
+            "$json" 2>/dev/null || echo -)
+          printf "%-14s %-5s %-7s %-7s %10s %8s %8s\n" $name "$mode" "k$k" "$build" "$qps" - - >>"$table"
+        done
+      done
+    done
     ;;
   split)
     for k in 10 1000; do

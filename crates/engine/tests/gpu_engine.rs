@@ -518,8 +518,21 @@ fn hybrid_reruns_failed_gpu_tasks_on_the_cpu() {
             ..HybridOptions::default()
         },
     );
+    // The GPU searcher answers a query that matches nothing without a batch (so without failing).
+    let mut trivial = 0;
     for mode in [Mode::And, Mode::Or, Mode::AndOr] {
         let reqs = requests(&queries, mode, 10);
+        trivial += reqs
+            .iter()
+            .filter(|r| {
+                let q = &r.query;
+                match mode {
+                    Mode::And => q.matches_nothing(Mode::And),
+                    Mode::Or => q.matches_nothing(Mode::Or),
+                    Mode::AndOr => q.matches_nothing(Mode::And) && q.matches_nothing(Mode::Or),
+                }
+            })
+            .count() as u64;
         let got = hybrid.search_batch(&reqs);
         assert_eq!(got.len(), reqs.len());
         for (r, g) in reqs.iter().zip(got) {
@@ -528,7 +541,10 @@ fn hybrid_reruns_failed_gpu_tasks_on_the_cpu() {
     }
     let stats = hybrid.take_stats();
     assert!(stats.gpu_fallbacks > 0, "{stats:?}");
-    assert_eq!(stats.gpu_queries, 0, "a failed GPU task cannot answer: {stats:?}");
+    assert!(
+        stats.gpu_queries <= trivial,
+        "a failed GPU task cannot answer ({trivial} queries match nothing): {stats:?}"
+    );
 }
 
 /// An engine on `backend` whose GPU caches part of the index: `cache` bytes of list cache (S_c) and

@@ -1074,11 +1074,15 @@ __device__ __forceinline__ u32 slot_of_pair(const QueryShared* s, u32 n, u32 p) 
 // granularity): the slots of smallest window bound whose bounds, with the prior's, sum below the k-th
 // score. A document in no other list cannot enter the top k, so these lists only add to documents that an
 // essential list holds. Slots are ranked by bound (ties by slot); the sum's order is any, which the
-// query's slack covers. Needs n <= 32 and the top k full; all threads call it; returns the bit mask.
+// query's slack covers. The split costs a pass over the essential postings, so a window splits only when
+// the non-essential lists hold at least as many of its blocks as the essential ones. Needs n <= 32 and the
+// top k full; all threads call it; returns the bit mask (0: no split).
 __device__ u32 window_split(const IndexArgs& ix, const TermDesc* terms, u32 n, QueryShared* s) {
     if (threadIdx.x < 32u) {
         u32 lane = threadIdx.x;
-        float b = lane < n ? s->t_bound[terms[lane].slot_term] : 0.0f;
+        u32 j = terms[lane < n ? lane : 0u].slot_term;
+        float b = lane < n ? s->t_bound[j] : 0.0f;
+        u32 blocks = lane < n ? s->t_cnt[j] : 0u;
         float below = 0.0f;  // the bounds ranked at or before this slot's
         for (u32 o = 0; o < n; o++) {
             float bo = __shfl_sync(FULL_MASK, b, o);
@@ -1086,7 +1090,12 @@ __device__ u32 window_split(const IndexArgs& ix, const TermDesc* terms, u32 n, Q
         }
         bool ness = lane < n && (ix.prior_max * s->slack + below) * s->slack < topk_threshold(&s->top);
         u32 mask = __ballot_sync(FULL_MASK, ness);
-        if (lane == 0) s->ness = mask;
+        u32 ness_blocks = ness ? blocks : 0u;
+        for (u32 d = 16; d > 0; d >>= 1) {
+            blocks += __shfl_xor_sync(FULL_MASK, blocks, d);
+            ness_blocks += __shfl_xor_sync(FULL_MASK, ness_blocks, d);
+        }
+        if (lane == 0) s->ness = 2u * ness_blocks >= blocks ? mask : 0u;
     }
     __syncthreads();
     return s->ness;
@@ -1152,13 +1161,16 @@ __device__ __forceinline__ void or_window(const IndexArgs& ix, const BatchArgs& 
             if ((ness >> sl) & 1u) continue;
             const TermDesc& t = terms[terms[sl].slot_term];
             u32 a = s->t_off[sl], b = s->t_off[sl + 1];
+            // Whole warps run each round ((b - a) * BLOCK_LEN is a multiple of 32): one append per warp.
             for (u32 x = tid; x < (b - a) * BLOCK_LEN; x += THREADS) {
                 u32 p = a + x / BLOCK_LEN, i = x % BLOCK_LEN;
-                if (i >= block_postings(t, s->t_start[sl] + (p - a))) continue;
                 u32 d = dec_doc[p * BLOCK_LEN + i];
-                if (d < r0 || d > r1) continue;
-                if (atomicCAS((int*)&acc[d - w0], __float_as_int(SENTINEL), 0) == __float_as_int(SENTINEL))
-                    cand[atomicAdd(&s->ncand, 1u)] = d - w0;
+                bool fresh = i < block_postings(t, s->t_start[sl] + (p - a)) && d >= r0 && d <= r1 &&
+                             atomicCAS((int*)&acc[d - w0], __float_as_int(SENTINEL), 0) == __float_as_int(SENTINEL);
+                u32 m = __ballot_sync(FULL_MASK, fresh), at = 0;
+                if (lane == 0 && m != 0u) at = atomicAdd(&s->ncand, __popc(m));
+                at = __shfl_sync(FULL_MASK, at, 0);
+                if (fresh) cand[at + __popc(m & ((1u << lane) - 1u))] = d - w0;
             }
         }
         __syncthreads();
