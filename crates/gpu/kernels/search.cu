@@ -1121,17 +1121,80 @@ __device__ __forceinline__ bool warp_any_candidate(const float* acc, u32 o0, u32
     return false;
 }
 
+// A split window (window_split gave `ness`, one round of at most THREADS pairs, laid out by or_window):
+// the essential pairs are decoded first and their documents in range become the window's candidates
+// (accumulator 0, listed once each in cand); a non-essential pair is decoded only if its docID range holds
+// a candidate, and adds only to candidates. Sums are in plan slot order as or_window's. Returns the
+// candidates listed.
+__device__ __forceinline__ u32 or_window_split(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 total,
+                                                u32 ness, u32 w0, u32 r0, u32 r1, QueryShared* s, float* acc,
+                                                u32* cand, u32* dec_doc, u32* dec_tf, PhaseClock& clk) {
+    u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    for (u32 p = warp; p < total; p += WARPS)
+        if (((ness >> slot_of_pair(s, n, p)) & 1u) == 0u) or_decode_pair(ix, terms, n, p, 0u, s, dec_doc, dec_tf);
+    __syncthreads();
+    if (s->top.failed) return 0u;
+    for (u32 sl = 0; sl < n; sl++) {
+        if ((ness >> sl) & 1u) continue;
+        const TermDesc& t = terms[terms[sl].slot_term];
+        u32 a = s->t_off[sl], b = s->t_off[sl + 1];
+        // Whole warps run each round ((b - a) * BLOCK_LEN is a multiple of 32): one append per warp.
+        for (u32 x = tid; x < (b - a) * BLOCK_LEN; x += THREADS) {
+            u32 p = a + x / BLOCK_LEN, i = x % BLOCK_LEN;
+            u32 d = dec_doc[p * BLOCK_LEN + i];
+            bool fresh = i < block_postings(t, s->t_start[sl] + (p - a)) && d >= r0 && d <= r1 &&
+                         atomicCAS((int*)&acc[d - w0], __float_as_int(SENTINEL), 0) == __float_as_int(SENTINEL);
+            u32 m = __ballot_sync(FULL_MASK, fresh), at = 0;
+            if (lane == 0 && m != 0u) at = atomicAdd(&s->ncand, __popc(m));
+            at = __shfl_sync(FULL_MASK, at, 0);
+            if (fresh) cand[at + __popc(m & ((1u << lane) - 1u))] = d - w0;
+        }
+    }
+    __syncthreads();
+    for (u32 p = warp; p < total; p += WARPS) {
+        u32 sl = slot_of_pair(s, n, p);
+        if (((ness >> sl) & 1u) == 0u) continue;
+        u32 bi = terms[terms[sl].slot_term].block_base + s->t_start[sl] + (p - s->t_off[sl]);
+        u32 o0 = max(ix.blk_first[bi], r0) - w0, o1 = min(ix.blk_last[bi], r1) - w0;
+        if (o0 <= o1 && warp_any_candidate(acc, o0, o1)) or_decode_pair(ix, terms, n, p, 0u, s, dec_doc, dec_tf);
+        else if (lane == 0) atomicOr(&s->pskip[p >> 5], 1u << (p & 31u));
+    }
+    __syncthreads();
+    clk.lap(PH_DECODE);
+    if (s->top.failed) return 0u;
+    for (u32 sl = 0; sl < n; sl++) {
+        u32 a = s->t_off[sl], b = s->t_off[sl + 1];
+        if (a >= b) continue;
+        const TermDesc& t = terms[terms[sl].slot_term];
+        bool essential = ((ness >> sl) & 1u) == 0u;
+        for (u32 x = tid; x < (b - a) * BLOCK_LEN; x += THREADS) {
+            u32 p = a + x / BLOCK_LEN, i = x % BLOCK_LEN;
+            if (!essential && ((s->pskip[p >> 5] >> (p & 31u)) & 1u)) continue;
+            if (i >= block_postings(t, s->t_start[sl] + (p - a))) continue;
+            u32 d = dec_doc[p * BLOCK_LEN + i];
+            if (d < r0 || d > r1) continue;
+            // Every essential document is a candidate (accumulator not SENTINEL) by now.
+            float av = acc[d - w0];
+            if (av != SENTINEL) acc[d - w0] = av + contribution(ix, t, d, dec_tf[p * BLOCK_LEN + i]);
+        }
+        __syncthreads();
+    }
+    if (tid == 0) {
+        u32 skipped = 0;
+        for (u32 w = 0; w < WARPS; w++) skipped += __popc(s->pskip[w]);
+        clk.blocks(total - skipped);
+    }
+    return s->ncand;
+}
+
 // Adds one OR window's postings to the accumulators (at most THREADS terms): every (list, block) pair that
 // overlaps the window is decoded first, one warp per pair and all warps at once, into the CTA's scratch;
 // then the lists are added in plan slot order, all threads on one list's postings at a time (a barrier
 // between lists keeps each document's sum in slot order). More than THREADS pairs go in rounds, in order.
-// With ba.maxscore, a full top k, at most 32 terms and one round, the window is split (window_split):
-// the essential pairs are decoded first and their documents become the window's candidates (accumulator
-// 0, listed in cand); a non-essential pair is decoded only if its docID range holds a candidate and adds
-// only to candidates. Sets s->wcand to the candidates listed, or NO_LIST when the window was not split.
-__device__ __forceinline__ void or_window(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n,
-                                          u32 w0, u32 r0, u32 r1, QueryShared* s, float* acc, u32* cand,
-                                          u32* dec_doc, u32* dec_tf, PhaseClock& clk) {
+// With ba.maxscore, a full top k, at most 32 terms and one round, window_split may split the window
+// (or_window_split). Sets s->wcand to the candidates listed, or NO_LIST when the window was not split.
+__device__ void or_window(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n, u32 w0, u32 r0,
+                          u32 r1, QueryShared* s, float* acc, u32* cand, u32* dec_doc, u32* dec_tf, PhaseClock& clk) {
     u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     u32 cnt = 0;
     if (tid < n) {
@@ -1148,82 +1211,49 @@ __device__ __forceinline__ void or_window(const IndexArgs& ix, const BatchArgs& 
     }
     if (tid < WARPS) s->pskip[tid] = 0u;
     __syncthreads();
-    u32 ness = 0u;
-    if (ba.maxscore != 0u && n <= 32u && total <= THREADS && topk_full(&s->top)) ness = window_split(ix, terms, n, s);
-    clk.lap(PH_SELECT);
-    if (ness != 0u) {
-        for (u32 p = warp; p < total; p += WARPS)
-            if (((ness >> slot_of_pair(s, n, p)) & 1u) == 0u) or_decode_pair(ix, terms, n, p, 0u, s, dec_doc, dec_tf);
-        __syncthreads();
-        if (s->top.failed) return;
-        // The essential lists' documents in range become candidates, each listed once.
-        for (u32 sl = 0; sl < n; sl++) {
-            if ((ness >> sl) & 1u) continue;
-            const TermDesc& t = terms[terms[sl].slot_term];
-            u32 a = s->t_off[sl], b = s->t_off[sl + 1];
-            // Whole warps run each round ((b - a) * BLOCK_LEN is a multiple of 32): one append per warp.
-            for (u32 x = tid; x < (b - a) * BLOCK_LEN; x += THREADS) {
-                u32 p = a + x / BLOCK_LEN, i = x % BLOCK_LEN;
-                u32 d = dec_doc[p * BLOCK_LEN + i];
-                bool fresh = i < block_postings(t, s->t_start[sl] + (p - a)) && d >= r0 && d <= r1 &&
-                             atomicCAS((int*)&acc[d - w0], __float_as_int(SENTINEL), 0) == __float_as_int(SENTINEL);
-                u32 m = __ballot_sync(FULL_MASK, fresh), at = 0;
-                if (lane == 0 && m != 0u) at = atomicAdd(&s->ncand, __popc(m));
-                at = __shfl_sync(FULL_MASK, at, 0);
-                if (fresh) cand[at + __popc(m & ((1u << lane) - 1u))] = d - w0;
-            }
+    if (ba.maxscore != 0u && n <= 32u && total <= THREADS && topk_full(&s->top)) {
+        u32 ness = window_split(ix, terms, n, s);
+        if (ness != 0u) {
+            clk.lap(PH_SELECT);
+            u32 listed = or_window_split(ix, terms, n, total, ness, w0, r0, r1, s, acc, cand, dec_doc, dec_tf, clk);
+            if (tid == 0) s->wcand = listed;
+            return;
         }
-        __syncthreads();
-        for (u32 p = warp; p < total; p += WARPS) {
-            u32 sl = slot_of_pair(s, n, p);
-            if (((ness >> sl) & 1u) == 0u) continue;
-            u32 bi = terms[terms[sl].slot_term].block_base + s->t_start[sl] + (p - s->t_off[sl]);
-            u32 o0 = max(ix.blk_first[bi], r0) - w0, o1 = min(ix.blk_last[bi], r1) - w0;
-            if (o0 <= o1 && warp_any_candidate(acc, o0, o1)) or_decode_pair(ix, terms, n, p, 0u, s, dec_doc, dec_tf);
-            else if (lane == 0) atomicOr(&s->pskip[p >> 5], 1u << (p & 31u));
+    }
+    clk.lap(PH_SELECT);
+    if (tid == 0) clk.blocks(total);
+    for (u32 q0 = 0; q0 < total; q0 += THREADS) {
+        u32 q1 = min(total, q0 + THREADS);
+        for (u32 p = q0 + warp; p < q1; p += WARPS) {
+            u32 lo = slot_of_pair(s, n, p);
+            const TermDesc& t = terms[terms[lo].slot_term];
+            u32 bi = t.block_base + s->t_start[lo] + (p - s->t_off[lo]);
+            bool good = decode_block_warp(ix, t, bi, dec_doc + (p - q0) * BLOCK_LEN, dec_tf + (p - q0) * BLOCK_LEN,
+                                          s->xs[warp]);
+            if (!good && lane == 0) s->top.failed = 1;
         }
         __syncthreads();
         clk.lap(PH_DECODE);
         if (s->top.failed) return;
-    }
-    for (u32 q0 = 0; q0 < total; q0 += THREADS) {
-        u32 q1 = min(total, q0 + THREADS);
-        if (ness == 0u) {
-            for (u32 p = q0 + warp; p < q1; p += WARPS) or_decode_pair(ix, terms, n, p, q0, s, dec_doc, dec_tf);
-            __syncthreads();
-            clk.lap(PH_DECODE);
-            if (s->top.failed) return;
-        }
         for (u32 sl = 0; sl < n; sl++) {
             u32 a = max(s->t_off[sl], q0), b = min(s->t_off[sl + 1], q1);
             if (a >= b) continue;
             const TermDesc& t = terms[terms[sl].slot_term];
-            bool essential = ((ness >> sl) & 1u) == 0u;
             for (u32 x = tid; x < (b - a) * BLOCK_LEN; x += THREADS) {
                 u32 p = a + x / BLOCK_LEN, i = x % BLOCK_LEN;
-                if (!essential && ((s->pskip[p >> 5] >> (p & 31u)) & 1u)) continue;
                 u32 local = s->t_start[sl] + (p - s->t_off[sl]);
                 u32 nb = block_postings(t, local);
                 if (i < nb) {
                     u32 d = dec_doc[(p - q0) * BLOCK_LEN + i];
                     if (d >= r0 && d <= r1) {
+                        float c = contribution(ix, t, d, dec_tf[(p - q0) * BLOCK_LEN + i]);
                         float av = acc[d - w0];
-                        // A non-essential list adds only to candidates (an essential list's documents).
-                        if (essential || av != SENTINEL) {
-                            float c = contribution(ix, t, d, dec_tf[(p - q0) * BLOCK_LEN + i]);
-                            acc[d - w0] = (av == SENTINEL ? 0.0f : av) + c;
-                        }
+                        acc[d - w0] = (av == SENTINEL ? 0.0f : av) + c;
                     }
                 }
             }
             __syncthreads();
         }
-    }
-    if (tid == 0) {
-        s->wcand = ness != 0u ? s->ncand : NO_LIST;
-        u32 skipped = 0;
-        for (u32 w = 0; w < WARPS; w++) skipped += __popc(s->pskip[w]);
-        clk.blocks(total - skipped);
     }
 }
 
