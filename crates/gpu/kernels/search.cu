@@ -1452,14 +1452,21 @@ __device__ __forceinline__ void or_query(const IndexArgs& ix, const BatchArgs& b
         clk.lap(PH_SCORE);
         if (s->top.failed) return;
         listed = s->wcand;
-        u32 offered = listed == NO_LIST ? W : listed;
-        topk_make_room(buf, ba.k, &s->top, offered);
-        for (u32 x = tid; x < offered; x += THREADS) {
-            u32 i = listed == NO_LIST ? x : cand[x];
-            float a = acc[i];
-            bool valid = a != SENTINEL && (u64)w0 + i < (u64)ix.num_docs;
-            u32 d = w0 + i;
-            topk_push(buf, &s->top, valid, valid ? finish(ix, d, a) : 0.0f, d);
+        topk_make_room(buf, ba.k, &s->top, listed == NO_LIST ? W : listed);
+        if (listed == NO_LIST) {
+            for (u32 i = tid; i < W; i += THREADS) {
+                float a = acc[i];
+                bool valid = a != SENTINEL && (u64)w0 + i < (u64)ix.num_docs;
+                u32 d = w0 + i;
+                topk_push(buf, &s->top, valid, valid ? finish(ix, d, a) : 0.0f, d);
+            }
+        } else {
+            // A split window's candidates (each holds a sum).
+            for (u32 x = tid; x < listed; x += THREADS) {
+                u32 d = w0 + cand[x];
+                bool valid = d < ix.num_docs;
+                topk_push(buf, &s->top, valid, valid ? finish(ix, d, acc[d - w0]) : 0.0f, d);
+            }
         }
         __syncthreads();
         clk.lap(PH_TOPK);
