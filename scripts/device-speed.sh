@@ -19,7 +19,6 @@
 #              and both at 128 threads a CTA (WARPSEARCH_GPU_THREADS);
 #   ab         this binary against the earlier one in alternation, two rounds: OR at k 10 and 1000, AND at
 #              k 10 (closed loop, as bench; rows in the table);
-#   split      OR windows with and without the MaxScore split (--gpu-maxscore), closed loop, k 10 and 1000;
 #   profile    kernel phases (--gpu-profile) and the kernel's registers and CTAs per SM.
 # Output under $OUT: speed.log, speed-table.txt, reports.tgz (the JSON reports).
 set -uo pipefail
@@ -33,7 +32,7 @@ name=$(basename "$synth")
 work=/tmp/speed-work
 mkdir -p "$out/reports" $work
 touch "$log"
-parts=${*:-tests synth identical bench split profile}
+parts=${*:-tests synth identical bench profile}
 head -n 20000 $dev/trec05-efficiency.txt >$work/q20000.txt
 head -n 5000 $dev/trec05-efficiency.txt >$work/q5000.txt
 [ -f "$table" ] || printf "%-14s %-5s %-7s %-7s %10s %8s %8s\n" index mode backend build "queries/s" p50_ms p99_ms >"$table"
@@ -122,11 +121,6 @@ print(round(c["qps"]), round(c["latency_ms"]["p50"], 1), round(c["latency_ms"]["
           printf "%-14s %-5s %-7s %-7s %10s %8s %8s\n" $name "$mode" "k$k" "$build" "$qps" - - >>"$table"
         done
       done
-    done
-    ;;
-  split)
-    for k in 10 1000; do
-      for m in false true; do RUN_K=$k closed_run $bin "split or k $k --gpu-maxscore $m" or gpu --gpu-maxscore $m; done
     done
     ;;
   decode)

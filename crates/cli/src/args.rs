@@ -455,10 +455,6 @@ pub struct GpuArgs {
     /// this many postings per candidate in the candidates' range, else it binary-searches (0: never merge).
     #[arg(long, default_value_t = 2)]
     pub gpu_merge_ratio: u32,
-    /// Split OR windows into essential and non-essential lists once the top k is full (MaxScore per
-    /// window); `false` evaluates every window exhaustively.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-    pub gpu_maxscore: bool,
     /// Time the GPU kernel's phases (with --stats; slightly slower).
     #[arg(long)]
     pub gpu_profile: bool,

@@ -27,7 +27,6 @@ pub fn engine_options(a: &ScorerArgs, max_k: usize) -> EngineOptions {
             },
             small_or: a.gpu.gpu_small_or,
             merge_ratio: a.gpu.gpu_merge_ratio,
-            maxscore: a.gpu.gpu_maxscore,
             max_k,
             ..GpuOptions::default()
         },

@@ -120,8 +120,6 @@ fn engine_equals_the_oracle_on_random_indexes() {
             small_or: [4096, 0, 64][seed as usize % 3],
             // AND steps: the default, binary search only, merging always, merging only at 1:1.
             merge_ratio: [2, 0, u32::MAX, 1][(seed as usize / 2) % 4],
-            // OR windows split by MaxScore (the default) or evaluated exhaustively.
-            maxscore: seed % 5 != 3,
             ..GpuOptions::default()
         };
         for mode in [Mode::And, Mode::Or, Mode::AndOr] {

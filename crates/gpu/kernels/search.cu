@@ -33,7 +33,6 @@
 #define MODE_OR 1u
 
 #define COUNT_FAILED 0xffffffffu
-#define NO_LIST 0xffffffffu   // OR: the last window's candidates were not listed (reset the whole window)
 
 // Minimum resident CTAs per SM asked of the compiler for the query kernel (caps its registers per thread);
 // set at start-up from WARPSEARCH_GPU_MIN_CTAS (crates/gpu/src/device.rs).
@@ -95,7 +94,6 @@ struct BatchArgs {
     u32 small_or;         // OR queries of at most this many postings are sorted, not accumulated (0: never)
     u32 merge_ratio;      // AND steps merge (merge-find, merge-path) when the list's postings in the
                           // candidates' range are at most merge_ratio per candidate; else binary search
-    u32 maxscore;         // OR windows split into essential and non-essential lists (or_window)
     u32* next_query;      // work counter (zeroed before launch)
     u32* out_doc;
     float* out_score;
@@ -713,10 +711,6 @@ struct QueryShared {
     u32 t_off[THREADS + 1];    // OR window: per plan slot, the offset of its blocks in the window's list
     u32 t_first[THREADS];      // OR window: per term, the first block whose last docID reaches the window
     u32 t_cnt[THREADS];        // OR window: per term, the blocks overlapping the window
-    float t_bound[THREADS];    // OR window: per term, the largest bound of those blocks
-    u32 ness;                  // OR window: the non-essential plan slots (bit per slot; 0: no split)
-    u32 pskip[WARPS];          // OR window: the (list, block) pairs left undecoded (bit per pair)
-    u32 wcand;                 // OR: the last window's candidates listed after the window (or NO_LIST)
     u32 bound_bits;            // query_bound: one term's largest block bound (a non-negative float's bits)
 };
 
@@ -960,7 +954,6 @@ __device__ void window_blocks(const IndexArgs& ix, const TermDesc* terms, u32 n,
         if (lane == 0) {
             s->t_first[i] = b;
             s->t_cnt[i] = cnt;
-            s->t_bound[i] = m;
             atomicAdd(&s->bound, m);
             // Blocks before b + cnt start at or before r1; the next posting after w1 is in the last of them
             // if it reaches past w1, else it is the next block's first.
@@ -1070,131 +1063,12 @@ __device__ __forceinline__ u32 slot_of_pair(const QueryShared* s, u32 n, u32 p) 
     return lo;
 }
 
-// The non-essential plan slots of an OR window (MaxScore's split, Turtle and Flood 1995, at the window's
-// granularity): the slots of smallest window bound whose bounds, with the prior's, sum below the k-th
-// score. A document in no other list cannot enter the top k, so these lists only add to documents that an
-// essential list holds. Slots are ranked by bound (ties by slot); the sum's order is any, which the
-// query's slack covers. The split costs a pass over the essential postings, so a window splits only when
-// the non-essential lists hold at least as many of its blocks as the essential ones. Needs n <= 32 and the
-// top k full; all threads call it; returns the bit mask (0: no split).
-__device__ u32 window_split(const IndexArgs& ix, const TermDesc* terms, u32 n, QueryShared* s) {
-    if (threadIdx.x < 32u) {
-        u32 lane = threadIdx.x;
-        u32 j = terms[lane < n ? lane : 0u].slot_term;
-        float b = lane < n ? s->t_bound[j] : 0.0f;
-        u32 blocks = lane < n ? s->t_cnt[j] : 0u;
-        float below = 0.0f;  // the bounds ranked at or before this slot's
-        for (u32 o = 0; o < n; o++) {
-            float bo = __shfl_sync(FULL_MASK, b, o);
-            if (bo < b || (bo == b && o <= lane)) below += bo;
-        }
-        bool ness = lane < n && (ix.prior_max * s->slack + below) * s->slack < topk_threshold(&s->top);
-        u32 mask = __ballot_sync(FULL_MASK, ness);
-        u32 ness_blocks = ness ? blocks : 0u;
-        for (u32 d = 16; d > 0; d >>= 1) {
-            blocks += __shfl_xor_sync(FULL_MASK, blocks, d);
-            ness_blocks += __shfl_xor_sync(FULL_MASK, ness_blocks, d);
-        }
-        if (lane == 0) s->ness = 2u * ness_blocks >= blocks ? mask : 0u;
-    }
-    __syncthreads();
-    return s->ness;
-}
-
-// Decodes (list, block) pair p of an OR window (one warp) into its slot of dec_doc / dec_tf.
-__device__ __forceinline__ void or_decode_pair(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 p, u32 q0,
-                                               QueryShared* s, u32* dec_doc, u32* dec_tf) {
-    u32 lo = slot_of_pair(s, n, p);
-    const TermDesc& t = terms[terms[lo].slot_term];
-    u32 bi = t.block_base + s->t_start[lo] + (p - s->t_off[lo]);
-    bool good = decode_block_warp(ix, t, bi, dec_doc + (p - q0) * BLOCK_LEN, dec_tf + (p - q0) * BLOCK_LEN,
-                                  s->xs[threadIdx.x >> 5]);
-    if (!good && (threadIdx.x & 31u) == 0) s->top.failed = 1;
-}
-
-// Whether any accumulator of window offsets [o0, o1] holds a candidate (one warp; o1 < the window).
-__device__ __forceinline__ bool warp_any_candidate(const float* acc, u32 o0, u32 o1) {
-    for (u32 o = o0; o <= o1; o += 32u) {
-        u32 x = o + (threadIdx.x & 31u);
-        if (__ballot_sync(FULL_MASK, x <= o1 && acc[x] != SENTINEL)) return true;
-    }
-    return false;
-}
-
-// A split window (window_split gave `ness`, one round of at most THREADS pairs, laid out by or_window):
-// the essential pairs are decoded first and their documents in range become the window's candidates
-// (accumulator 0, listed once each in cand); a non-essential pair is decoded only if its docID range holds
-// a candidate, and adds only to candidates. Sums are in plan slot order as or_window's. Returns the
-// candidates listed.
-__device__ __forceinline__ u32 or_window_split(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 total,
-                                                u32 ness, u32 w0, u32 r0, u32 r1, QueryShared* s, float* acc,
-                                                u32* cand, u32* dec_doc, u32* dec_tf, PhaseClock& clk) {
-    u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
-    for (u32 p = warp; p < total; p += WARPS)
-        if (((ness >> slot_of_pair(s, n, p)) & 1u) == 0u) or_decode_pair(ix, terms, n, p, 0u, s, dec_doc, dec_tf);
-    __syncthreads();
-    if (s->top.failed) return 0u;
-    for (u32 sl = 0; sl < n; sl++) {
-        if ((ness >> sl) & 1u) continue;
-        const TermDesc& t = terms[terms[sl].slot_term];
-        u32 a = s->t_off[sl], b = s->t_off[sl + 1];
-        // Whole warps run each round ((b - a) * BLOCK_LEN is a multiple of 32): one append per warp.
-        for (u32 x = tid; x < (b - a) * BLOCK_LEN; x += THREADS) {
-            u32 p = a + x / BLOCK_LEN, i = x % BLOCK_LEN;
-            u32 d = dec_doc[p * BLOCK_LEN + i];
-            bool fresh = i < block_postings(t, s->t_start[sl] + (p - a)) && d >= r0 && d <= r1 &&
-                         atomicCAS((int*)&acc[d - w0], __float_as_int(SENTINEL), 0) == __float_as_int(SENTINEL);
-            u32 m = __ballot_sync(FULL_MASK, fresh), at = 0;
-            if (lane == 0 && m != 0u) at = atomicAdd(&s->ncand, __popc(m));
-            at = __shfl_sync(FULL_MASK, at, 0);
-            if (fresh) cand[at + __popc(m & ((1u << lane) - 1u))] = d - w0;
-        }
-    }
-    __syncthreads();
-    for (u32 p = warp; p < total; p += WARPS) {
-        u32 sl = slot_of_pair(s, n, p);
-        if (((ness >> sl) & 1u) == 0u) continue;
-        u32 bi = terms[terms[sl].slot_term].block_base + s->t_start[sl] + (p - s->t_off[sl]);
-        u32 o0 = max(ix.blk_first[bi], r0) - w0, o1 = min(ix.blk_last[bi], r1) - w0;
-        if (o0 <= o1 && warp_any_candidate(acc, o0, o1)) or_decode_pair(ix, terms, n, p, 0u, s, dec_doc, dec_tf);
-        else if (lane == 0) atomicOr(&s->pskip[p >> 5], 1u << (p & 31u));
-    }
-    __syncthreads();
-    clk.lap(PH_DECODE);
-    if (s->top.failed) return 0u;
-    for (u32 sl = 0; sl < n; sl++) {
-        u32 a = s->t_off[sl], b = s->t_off[sl + 1];
-        if (a >= b) continue;
-        const TermDesc& t = terms[terms[sl].slot_term];
-        bool essential = ((ness >> sl) & 1u) == 0u;
-        for (u32 x = tid; x < (b - a) * BLOCK_LEN; x += THREADS) {
-            u32 p = a + x / BLOCK_LEN, i = x % BLOCK_LEN;
-            if (!essential && ((s->pskip[p >> 5] >> (p & 31u)) & 1u)) continue;
-            if (i >= block_postings(t, s->t_start[sl] + (p - a))) continue;
-            u32 d = dec_doc[p * BLOCK_LEN + i];
-            if (d < r0 || d > r1) continue;
-            // Every essential document is a candidate (accumulator not SENTINEL) by now.
-            float av = acc[d - w0];
-            if (av != SENTINEL) acc[d - w0] = av + contribution(ix, t, d, dec_tf[p * BLOCK_LEN + i]);
-        }
-        __syncthreads();
-    }
-    if (tid == 0) {
-        u32 skipped = 0;
-        for (u32 w = 0; w < WARPS; w++) skipped += __popc(s->pskip[w]);
-        clk.blocks(total - skipped);
-    }
-    return s->ncand;
-}
-
 // Adds one OR window's postings to the accumulators (at most THREADS terms): every (list, block) pair that
 // overlaps the window is decoded first, one warp per pair and all warps at once, into the CTA's scratch;
 // then the lists are added in plan slot order, all threads on one list's postings at a time (a barrier
 // between lists keeps each document's sum in slot order). More than THREADS pairs go in rounds, in order.
-// With ba.maxscore, a full top k, at most 32 terms and one round, window_split may split the window
-// (or_window_split). Sets s->wcand to the candidates listed, or NO_LIST when the window was not split.
-__device__ void or_window(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n, u32 w0, u32 r0,
-                          u32 r1, QueryShared* s, float* acc, u32* cand, u32* dec_doc, u32* dec_tf, PhaseClock& clk) {
+__device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 w0, u32 r0, u32 r1,
+                          QueryShared* s, float* acc, u32* dec_doc, u32* dec_tf, PhaseClock& clk) {
     u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     u32 cnt = 0;
     if (tid < n) {
@@ -1207,21 +1081,10 @@ __device__ void or_window(const IndexArgs& ix, const BatchArgs& ba, const TermDe
     if (tid < n) s->t_off[tid] = off;
     if (tid == 0) {
         s->t_off[n] = total;
-        s->ncand = 0;
+        clk.blocks(total);
     }
-    if (tid < WARPS) s->pskip[tid] = 0u;
     __syncthreads();
-    if (ba.maxscore != 0u && n <= 32u && total <= THREADS && topk_full(&s->top)) {
-        u32 ness = window_split(ix, terms, n, s);
-        if (ness != 0u) {
-            clk.lap(PH_SELECT);
-            u32 listed = or_window_split(ix, terms, n, total, ness, w0, r0, r1, s, acc, cand, dec_doc, dec_tf, clk);
-            if (tid == 0) s->wcand = listed;
-            return;
-        }
-    }
     clk.lap(PH_SELECT);
-    if (tid == 0) clk.blocks(total);
     for (u32 q0 = 0; q0 < total; q0 += THREADS) {
         u32 q1 = min(total, q0 + THREADS);
         for (u32 p = q0 + warp; p < q1; p += WARPS) {
@@ -1339,9 +1202,8 @@ __device__ void or_small(const IndexArgs& ix, const BatchArgs& ba, const TermDes
 // OR of one query: document windows of ba.window docIDs with dense accumulators in shared memory; lists
 // are added in plan slot order (one list at a time), so sums round as the CPU's. A window whose block-max
 // bound cannot beat the k-th score is skipped; with early termination the scan stops on the global score.
-__device__ __forceinline__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n,
-                                         QueryShared* s, float* acc, u32* wdoc, u32* wtf, u32* dec_doc,
-                                         u32* dec_tf, u64* buf, PhaseClock& clk) {
+__device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n, QueryShared* s,
+                         float* acc, u32* wdoc, u32* wtf, u32* dec_doc, u32* dec_tf, u64* buf, PhaseClock& clk) {
     u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     u32 W = ba.window;
     // Small whole queries are sorted instead (postings and blocks summed by one thread; n is small then).
@@ -1373,10 +1235,6 @@ __device__ __forceinline__ void or_query(const IndexArgs& ix, const BatchArgs& b
         if (b < t.num_blocks) atomicMin(&s->wnext, max(ix.blk_first[t.block_base + b], lo));
         if (n <= THREADS) s->t_first[i] = b;
     }
-    if (tid == 0) s->wcand = NO_LIST;
-    // or_window lists a split window's candidates after the decode scratch it uses (at most THREADS
-    // blocks); the scratch holds CHUNK blocks.
-    u32* cand = dec_doc + THREADS * BLOCK_LEN;
     __syncthreads();
     while (s->wnext != 0xffffffffu && s->wnext <= hi) {
         u32 w0 = s->wnext / W * W;
@@ -1415,16 +1273,12 @@ __device__ __forceinline__ void or_query(const IndexArgs& ix, const BatchArgs& b
         }
         clk.lap(PH_SELECT);
         if (skip) continue;
-        // Only the listed candidates of a split window were touched.
-        u32 listed = s->wcand;
-        if (listed == NO_LIST)
-            for (u32 i = tid; i < W; i += THREADS) acc[i] = SENTINEL;
-        else
-            for (u32 i = tid; i < listed; i += THREADS) acc[cand[i]] = SENTINEL;
+        for (u32 i = tid; i < W; i += THREADS) acc[i] = SENTINEL;
         __syncthreads();
-        if (tid == 0) s->wcand = NO_LIST;
-        if (n <= THREADS) or_window(ix, ba, terms, n, w0, r0, r1, s, acc, cand, dec_doc, dec_tf, clk);
-        __syncthreads();
+        if (n <= THREADS) {
+            or_window(ix, terms, n, w0, r0, r1, s, acc, dec_doc, dec_tf, clk);
+            __syncthreads();
+        }
         for (u32 slot = 0; n > THREADS && slot < n; slot++) {
             const TermDesc& t = terms[terms[slot].slot_term];
             u32 b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, r0);
@@ -1451,22 +1305,12 @@ __device__ __forceinline__ void or_query(const IndexArgs& ix, const BatchArgs& b
         }
         clk.lap(PH_SCORE);
         if (s->top.failed) return;
-        listed = s->wcand;
-        topk_make_room(buf, ba.k, &s->top, listed == NO_LIST ? W : listed);
-        if (listed == NO_LIST) {
-            for (u32 i = tid; i < W; i += THREADS) {
-                float a = acc[i];
-                bool valid = a != SENTINEL && (u64)w0 + i < (u64)ix.num_docs;
-                u32 d = w0 + i;
-                topk_push(buf, &s->top, valid, valid ? finish(ix, d, a) : 0.0f, d);
-            }
-        } else {
-            // A split window's candidates (each holds a sum).
-            for (u32 x = tid; x < listed; x += THREADS) {
-                u32 d = w0 + cand[x];
-                bool valid = d < ix.num_docs;
-                topk_push(buf, &s->top, valid, valid ? finish(ix, d, acc[d - w0]) : 0.0f, d);
-            }
+        topk_make_room(buf, ba.k, &s->top, W);
+        for (u32 i = tid; i < W; i += THREADS) {
+            float a = acc[i];
+            bool valid = a != SENTINEL && (u64)w0 + i < (u64)ix.num_docs;
+            u32 d = w0 + i;
+            topk_push(buf, &s->top, valid, valid ? finish(ix, d, a) : 0.0f, d);
         }
         __syncthreads();
         clk.lap(PH_TOPK);

@@ -53,10 +53,6 @@ pub struct GpuOptions {
     /// postings per candidate in the candidates' docID range; else it binary-searches (papers/004
     /// section 3.1.2 chooses by length ratio the same way). 0: always binary search.
     pub merge_ratio: u32,
-    /// OR windows are split into essential and non-essential lists once the top k is full (MaxScore at
-    /// the window's granularity): a non-essential list is decoded only in blocks holding an essential
-    /// list's document and adds only to those. `false`: every window is evaluated exhaustively.
-    pub maxscore: bool,
     /// Largest k a request may ask for (result buffers are sized for it), at most 1,000.
     pub max_k: usize,
     /// Cache part of the index ([`CacheBudget`]) instead of uploading all of it; the cache starts
@@ -78,7 +74,6 @@ impl Default for GpuOptions {
             max_parts: 16,
             small_or: 4096,
             merge_ratio: 2,
-            maxscore: true,
             max_k: MAX_K,
             cache: None,
             fail_batches: false,
@@ -750,7 +745,6 @@ impl GpuSearcher {
             window: self.gopts.window,
             small_or: self.small_or,
             merge_ratio: self.gopts.merge_ratio,
-            maxscore: self.gopts.maxscore as u32,
             next_query: ptr(&slot.counter, &slot.stream),
             out_doc: ptr(&slot.out_doc, &slot.stream),
             out_score: ptr(&slot.out_score, &slot.stream),
