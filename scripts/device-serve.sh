@@ -22,8 +22,8 @@
 # What travels: what scripts/device-bench.sh needs (scripts/device-prepare.sh packs .device/: the binary,
 # the passage index in two parts, the queries). Full output under $OUT: serve.log, serve-table.txt, the
 # servers' stderr and a .tgz of every JSON report; the short table is printed last. BIN=…,
-# WARPSEARCH_WIKI_INDEX=…, QUERIES=… and BACKENDS=cpu run it on any machine (the development machine's
-# figures in bench/RESULTS.md came from it).
+# WARPSEARCH_WIKI_INDEX=…, QUERIES=…, ENGINE_OPTS=… and BACKENDS=cpu run it on any machine (the development
+# machine's figures in bench/RESULTS.md came from it); OVERLOAD=0 runs the closed loops only.
 # usage: scripts/device-serve.sh [all|rss]   (from the repository root)
 set -uo pipefail
 source scripts/device-common.sh
@@ -34,6 +34,7 @@ modes=${MODES:-and or}
 loads=${LOADS:-1x64 32x32 256x16}
 overload_s=${OVERLOAD_S:-10}
 gen_threads=${GEN_THREADS:-4}  # the load generator's threads (`--threads`), beside the server's
+engine_opts=${ENGINE_OPTS:-}  # options for both the in-process bench and the server (e.g. --hybrid-batch-ms 100)
 log=$out/serve.log
 table=$out/serve-table.txt
 work=$(mktemp -d)
@@ -50,7 +51,7 @@ pid="" url=""
 start_server() {
   local backend=$1
   shift
-  $bin serve --index "$wiki" --backend "$backend" --addr 127.0.0.1:0 --deadline-ms 100 "$@" \
+  $bin serve --index "$wiki" --backend "$backend" --addr 127.0.0.1:0 --deadline-ms 100 $engine_opts "$@" \
     >"$work/serve.out" 2>>"$out/serve-stderr.log" &
   pid=$! url=""
   for _ in $(seq 1200); do  # up to 10 minutes to load the index (and the GPU's copy of it)
@@ -130,7 +131,7 @@ if [ "$part" = all ]; then
 for backend in $backends; do
   for mode in $modes; do
     say "[${SECONDS}s] == $backend $mode: in-process bench"
-    if ! $bin bench --index "$wiki" --queries "$queries" --mode "$mode" --k 10 --backend "$backend" \
+    if ! $bin bench --index "$wiki" --queries "$queries" --mode "$mode" --k 10 --backend "$backend" $engine_opts \
       --json "$work/$backend-$mode-inprocess.json" >>"$log" 2>"$work/bench.err"; then
       say "bench --backend $backend failed: $(tail -n 1 "$work/bench.err")"
       continue
@@ -153,6 +154,7 @@ for backend in $backends; do
     done
     stop_server
     [ "$cap" -gt 0 ] || continue
+    [ "${OVERLOAD:-1}" = 0 ] && continue  # OVERLOAD=0: closed loops only
     read -r sized batch < <(sizes "$cap" "$best")
     batch=${OVERLOAD_BATCH:-$batch}
     overload "$backend" "$mode" "$cap" "$batch" "max-in-flight 4096"
