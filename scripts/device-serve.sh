@@ -9,7 +9,7 @@
 #      best throughput is the server's capacity, and its ratio to the in-process throughput the issue's
 #      first target (>= 0.9);
 #   3. overload: open loop at twice that capacity for OVERLOAD_S seconds (default 10), then at half of it
-#      for as long (the load drops at once), Poisson arrivals, deadline 100 ms: the share shed with 429,
+#      for as long (the load drops at once), Poisson arrivals, deadline DEADLINE_MS: the share shed with 429,
 #      the p99 of accepted queries against the deadline, and how many seconds the server took to settle
 #      after the drop; once with the server's default --max-in-flight (4096) and once with it sized to
 #      half a deadline of capacity (capacity x 0.05 s, at least 8 requests). Requests carry the best
@@ -22,8 +22,9 @@
 # What travels: what scripts/device-bench.sh needs (scripts/device-prepare.sh packs .device/: the binary,
 # the passage index in two parts, the queries). Full output under $OUT: serve.log, serve-table.txt, the
 # servers' stderr and a .tgz of every JSON report; the short table is printed last. BIN=…,
-# WARPSEARCH_WIKI_INDEX=…, QUERIES=…, ENGINE_OPTS=… and BACKENDS=cpu run it on any machine (the development
-# machine's figures in bench/RESULTS.md came from it); OVERLOAD=0 runs the closed loops only.
+# WARPSEARCH_WIKI_INDEX=…, QUERIES=…, DEADLINE_MS=… (default 100), ENGINE_OPTS=… and BACKENDS=cpu run it
+# on any machine (the development machine's figures in bench/RESULTS.md came from it); OVERLOAD=0 runs the
+# closed loops only.
 # usage: scripts/device-serve.sh [all|rss]   (from the repository root)
 set -uo pipefail
 source scripts/device-common.sh
@@ -34,6 +35,7 @@ modes=${MODES:-and or}
 loads=${LOADS:-1x64 32x32 256x16}
 overload_s=${OVERLOAD_S:-10}
 gen_threads=${GEN_THREADS:-4}  # the load generator's threads (`--threads`), beside the server's
+deadline_ms=${DEADLINE_MS:-100}  # the server's --deadline-ms, and the overload runs'
 engine_opts=${ENGINE_OPTS:-}  # options for both the in-process bench and the server (e.g. --hybrid-batch-ms 100)
 log=$out/serve.log
 table=$out/serve-table.txt
@@ -51,7 +53,7 @@ pid="" url=""
 start_server() {
   local backend=$1
   shift
-  $bin serve --index "$wiki" --backend "$backend" --addr 127.0.0.1:0 --deadline-ms 100 $engine_opts "$@" \
+  $bin serve --index "$wiki" --backend "$backend" --addr 127.0.0.1:0 --deadline-ms "$deadline_ms" $engine_opts "$@" \
     >"$work/serve.out" 2>>"$out/serve-stderr.log" &
   pid=$! url=""
   for _ in $(seq 1200); do  # up to 10 minutes to load the index (and the GPU's copy of it)
@@ -111,7 +113,7 @@ overload() {
   local name=$work/$backend-$mode-overload-$label.json
   say "[${SECONDS}s] $backend $mode: overload ($label), $((2 * cap)) then $((cap / 2)) queries/s"
   load "$name" --mode "$mode" --batch "$batch" --clients 16 --closed-queries 0 --connections "$(connections "$batch")" \
-    --rates $((2 * cap)),$((cap / 2)) --duration "$overload_s" --deadline-ms 100
+    --rates $((2 * cap)),$((cap / 2)) --duration "$overload_s" --deadline-ms "$deadline_ms"
   stop_server
   local i
   local i missed settled
@@ -122,7 +124,7 @@ import json, sys
 r = json.load(open(sys.argv[1]))["open_loop"][int(sys.argv[2])]
 print(r["missed"], "never" if r["settled_after_s"] is None else "after %d s" % r["settled_after_s"])' "$name" $i)
     row "$backend" "$mode" "$([ $i = 0 ] && echo 2x || echo then 0.5x) ($label)" "$qps" "$p50" "$p99" "$p999" \
-      "$refused" "$errors" "b$batch; $missed accepted past 100 ms; settled $settled"
+      "$refused" "$errors" "b$batch; $missed accepted past $deadline_ms ms; settled $settled"
   done
 }
 

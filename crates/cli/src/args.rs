@@ -461,7 +461,8 @@ pub struct GpuArgs {
     /// Hybrid: CPU worker threads (default: every core but one with a GPU, else every core).
     #[arg(long)]
     pub hybrid_workers: Option<usize>,
-    /// Hybrid: the GPU batch's latency target in ms (a batch grows until its predicted time reaches it).
+    /// Hybrid: the GPU batch's latency target in ms (a batch of queries with deadlines grows until its
+    /// predicted time reaches it, or half of what its oldest query's deadline has left if that is longer).
     #[arg(long, default_value_t = 20.0)]
     pub hybrid_batch_ms: f64,
     /// Hybrid: split a query predicted to take longer than this many ms on one core into docID ranges

@@ -128,7 +128,7 @@ pub struct Policy {
     /// Most tasks in one GPU batch.
     pub max_batch: usize,
     /// Seconds a GPU batch of tasks with deadlines may be predicted to take (at least twice the GPU's
-    /// latency floor).
+    /// latency floor, and at least half of what its oldest task's deadline has left).
     pub batch_target: f64,
     /// Tasks per second the GPU completes in large batches (measured).
     pub gpu_rate: f64,
@@ -216,9 +216,11 @@ impl Queues {
 
     /// The next GPU batch: the GPU queue, then the "either" queue, oldest first; then, while the CPU
     /// queue would keep the workers busy longer than the batch takes, tasks stolen from it. A batch
-    /// holds at most `max_batch` tasks; with deadlines, no more than fit `batch_target`; without (a
-    /// closed loop), no more than the GPU's share of what waits at the two processors' measured rates,
-    /// so that neither is left idle at the end while the other works.
+    /// holds at most `max_batch` tasks; with deadlines, no more than fit `batch_target` or half of what
+    /// the oldest task's deadline has left, whichever is longer (a GPU whose queries cost milliseconds
+    /// needs long batches to be busy; the deadline says how long they may be); without (a closed loop),
+    /// no more than the GPU's share of what waits at the two processors' measured rates, so that
+    /// neither is left idle at the end while the other works.
     pub fn next_for_gpu(&mut self, now: Instant, policy: &Policy) -> Vec<(Task, Pick)> {
         let urgent = |t: &Task| t.is_urgent(now, policy.urgency);
         let waiting = self.gpu.len() + self.cpu.len() + self.either.len();
@@ -233,7 +235,14 @@ impl Queues {
                         // Never below twice the GPU's latency floor: a target the GPU cannot meet
                         // would make every batch one task.
                         Some(_) => {
-                            policy.batch_time(n + 1) > policy.batch_target.max(2.0 * policy.gpu_latency)
+                            let oldest = &batch[0].0;
+                            let waited = now.saturating_duration_since(oldest.arrival());
+                            let left = oldest
+                                .job
+                                .deadline
+                                .map_or(0.0, |d| d.saturating_sub(waited).as_secs_f64());
+                            let target = policy.batch_target.max(2.0 * policy.gpu_latency).max(0.5 * left);
+                            policy.batch_time(n + 1) > target
                         }
                         None => n >= closed_cap,
                     })
@@ -354,12 +363,12 @@ mod tests {
     #[test]
     fn gpu_batches_stop_at_the_latency_target_or_their_share() {
         let now = Instant::now();
-        let deadline = Some(Duration::from_millis(100));
+        let deadline = Some(Duration::from_millis(10));
         let mut q = Queues::default();
         for _ in 0..5 {
             q.push(task(1.0, Preference::Gpu, deadline));
         }
-        // 1 ms + 4 ms per task: two fit a 10 ms target.
+        // 1 ms + 4 ms per task: two fit a 10 ms target (half the 10 ms deadline is less).
         assert_eq!(q.next_for_gpu(now, &policy()).len(), 2);
         // Without deadlines the batch takes the GPU's share of what waits (250 of 750 tasks/s: a
         // third), at most 3.
@@ -377,6 +386,28 @@ mod tests {
         let mut q = Queues::default();
         q.push(task(1.0, Preference::Either, deadline));
         assert_eq!(q.next_for_gpu(now, &policy()).len(), 1);
+    }
+
+    #[test]
+    fn gpu_batches_grow_to_half_of_what_the_oldest_deadline_has_left() {
+        let p = Policy {
+            max_batch: 100,
+            ..policy()
+        };
+        let mut q = Queues::default();
+        for _ in 0..30 {
+            q.push(task(1.0, Preference::Gpu, Some(Duration::from_millis(100))));
+        }
+        // Times from the oldest waiting task's arrival, so that the test does not depend on its speed.
+        let oldest = |q: &Queues| q.gpu.front().expect("queued").arrival();
+        // At once: 50 ms of the 100 left, 1 ms + 4 ms per task: 12 tasks.
+        assert_eq!(q.next_for_gpu(oldest(&q), &p).len(), 12);
+        // 60 ms later: 20 ms of the 40 left: 4 tasks.
+        let later = oldest(&q) + Duration::from_millis(60);
+        assert_eq!(q.next_for_gpu(later, &p).len(), 4);
+        // Past the deadline: the 10 ms target again (2 tasks).
+        let past = oldest(&q) + Duration::from_millis(200);
+        assert_eq!(q.next_for_gpu(past, &p).len(), 2);
     }
 
     #[test]
