@@ -158,32 +158,11 @@ pub fn open_file(file: File, path: &Path, kind: &[u8; 8]) -> Result<Payload> {
     // SAFETY: the index is immutable once renamed into place; nothing in this process writes to it.
     // Another process truncating it underneath us is outside what a memory-mapped reader can guard.
     let map = unsafe { Mmap::map(&file) }.at(path)?;
-    let map = if preload() {
-        anonymous_copy(&map).at(path)?
-    } else {
-        map
-    };
     let payload = check(&map, path, kind)?;
     Ok(Payload {
         map: Arc::new(map),
         range: payload,
     })
-}
-
-/// Whether index files are copied into anonymous memory at open (`WARPSEARCH_PRELOAD=1`), an experiment:
-/// a large index read through a file mapping costs a TLB entry per 4 KiB page, where anonymous memory can
-/// be backed by transparent huge pages.
-fn preload() -> bool {
-    std::env::var_os("WARPSEARCH_PRELOAD").is_some_and(|v| v == "1")
-}
-
-/// `map`'s bytes in anonymous memory advised to use huge pages, read-only.
-fn anonymous_copy(map: &Mmap) -> std::io::Result<Mmap> {
-    let mut anon = memmap2::MmapMut::map_anon(map.len().max(1))?;
-    #[cfg(target_os = "linux")]
-    let _ = anon.advise(memmap2::Advice::HugePage); // only advice: without THP the copy still serves
-    anon[..map.len()].copy_from_slice(map);
-    anon.make_read_only()
 }
 
 fn check(bytes: &[u8], path: &Path, kind: &[u8; 8]) -> Result<Range<usize>> {
