@@ -18,7 +18,7 @@
 #   sweep      the GPU's parameters, closed loop, top-10: AND by --gpu-merge-ratio, OR by --gpu-window,
 #              and both at 128 threads a CTA (WARPSEARCH_GPU_THREADS);
 #   ab         this binary against the earlier one in alternation, two rounds: OR at k 10 and 1000, AND at
-#              k 10 (closed loop, as bench; rows in the table);
+#              k 10 (closed loop, as bench; rows in the table, with k in the backend column);
 #   profile    kernel phases (--gpu-profile) and the kernel's registers and CTAs per SM.
 # Output under $OUT: speed.log, speed-table.txt, reports.tgz (the JSON reports).
 set -uo pipefail
@@ -43,9 +43,26 @@ rc=0
 closed_run() {
   local exe=$1 label=$2 mode=$3 backend=$4
   shift 4
-  $exe bench --index $synth --queries $work/q20000.txt --mode $mode --k ${RUN_K:-10} --backend $backend --warmup 1 "$@" \
-    2>"$work/bench.err" >"$work/bench.out"
+  $exe bench --index $synth --queries $work/q20000.txt --mode $mode --k ${RUN_K:-10} --backend $backend \
+    --warmup 1 "$@" 2>"$work/bench.err" >"$work/bench.out"
   say "$name $label: $(grep -hE "^closed" "$work/bench.out" "$work/bench.err" | tail -n 1)"
+}
+
+# build_exe <before|now>: the earlier binary (if carried) or this one; fails when there is none.
+build_exe() {
+  if [ "$1" = now ]; then echo $bin; else [ -x $dev/warpsearch-old ] && echo $dev/warpsearch-old; fi
+}
+
+# row_run <binary> <label> <mode> <backend> <column> <build> <json>: closed_run with a JSON report, and a
+# table row of its queries/s, p50 and p99 ("-" where the run failed); <column> fills the table's third.
+row_run() {
+  local exe=$1 label=$2 mode=$3 backend=$4 column=$5 build=$6 json=$7
+  closed_run $exe "$label" $mode $backend --json $json
+  read -r qps p50 p99 < <(python3 -c '
+import json, sys
+c = json.load(open(sys.argv[1]))["closed_loop"]
+print(round(c["qps"]), round(c["latency_ms"]["p50"], 1), round(c["latency_ms"]["p99"], 1))' "$json" 2>/dev/null || echo "- - -")
+  printf "%-14s %-5s %-7s %-7s %10s %8s %8s\n" $name $mode $column $build "$qps" "$p50" "$p99" >>"$table"
 }
 
 for part in $parts; do
@@ -86,18 +103,9 @@ for part in $parts; do
     for mode in or and; do
       for backend in $backends; do
         for build in before now; do
-          exe=$bin
-          if [ $build = before ]; then
-            [ -x $dev/warpsearch-old ] || continue
-            exe=$dev/warpsearch-old
-          fi
-          json=$out/reports/$name-$mode-$backend-$build.json
-          closed_run $exe "$mode $backend $build" $mode $backend --json $json
-          read -r qps p50 p99 < <(python3 -c '
-import json, sys
-c = json.load(open(sys.argv[1]))["closed_loop"]
-print(round(c["qps"]), round(c["latency_ms"]["p50"], 1), round(c["latency_ms"]["p99"], 1))' "$json" 2>/dev/null || echo "- - -")
-          printf "%-14s %-5s %-7s %-7s %10s %8s %8s\n" $name $mode $backend $build "$qps" "$p50" "$p99" >>"$table"
+          exe=$(build_exe $build) || continue
+          row_run $exe "$mode $backend $build" $mode $backend $backend $build \
+            $out/reports/$name-$mode-$backend-$build.json
         done
       done
     done
@@ -112,13 +120,9 @@ print(round(c["qps"]), round(c["latency_ms"]["p50"], 1), round(c["latency_ms"]["
       for mk in "or 10" "or 1000" "and 10"; do
         read -r mode k <<<"$mk"
         for build in before now; do
-          exe=$bin
-          [ $build = before ] && exe=$dev/warpsearch-old
-          json=$out/reports/$name-ab$round-$mode-k$k-$build.json
-          RUN_K=$k closed_run $exe "ab round $round $mode k $k $build" $mode gpu --json $json
-          qps=$(python3 -c 'import json, sys; print(round(json.load(open(sys.argv[1]))["closed_loop"]["qps"]))' \
-            "$json" 2>/dev/null || echo -)
-          printf "%-14s %-5s %-7s %-7s %10s %8s %8s\n" $name "$mode" "k$k" "$build" "$qps" - - >>"$table"
+          exe=$(build_exe $build) || continue
+          RUN_K=$k row_run $exe "ab round $round $mode k $k $build" $mode gpu k$k $build \
+            $out/reports/$name-ab$round-$mode-k$k-$build.json
         done
       done
     done

@@ -69,12 +69,12 @@ pub fn gpu_stats_line(s: &GpuStats) -> String {
             .iter()
             .map(|(name, share)| format!("{name} {:.1}%", 100.0 * share))
             .collect();
+        let all = s.query_blocks();
         line.push_str(&format!(
-            "; kernel phases (share of CTA cycles): {}; blocks decoded {} of the queries' {} ({:.1}%)",
+            "; kernel phases (share of CTA cycles): {}; blocks decoded {} of the queries' {all} ({:.1}%)",
             parts.join(", "),
             s.decoded_blocks,
-            s.query_blocks(),
-            100.0 * s.decoded_blocks as f64 / s.query_blocks().max(1) as f64
+            100.0 * s.decoded_blocks as f64 / all.max(1) as f64
         ));
     }
     line

@@ -159,7 +159,7 @@ impl GpuStats {
 
     /// Share of the blocks queries needed that the cache held (None before any).
     pub fn hit_rate(&self) -> Option<f64> {
-        let all = self.cached_blocks + self.staged_blocks;
+        let all = self.query_blocks();
         (all > 0).then(|| self.cached_blocks as f64 / all as f64)
     }
 
@@ -824,6 +824,7 @@ impl GpuSearcher {
                 for (acc, &c) in self.stats.phase_cycles.iter_mut().zip(cta) {
                     *acc += c;
                 }
+                // The counter after the phases' (PH_BLOCKS in the kernel).
                 self.stats.decoded_blocks += cta[PHASES.len()];
             }
         }

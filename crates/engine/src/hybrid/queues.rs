@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use warpsearch_query::DocRange;
 
@@ -41,6 +41,12 @@ impl Task {
     /// When its query arrived.
     pub fn arrival(&self) -> Instant {
         self.job.arrival
+    }
+
+    /// What its query's deadline has left at `now` (zero once past it; None without a deadline).
+    pub fn deadline_left(&self, now: Instant) -> Option<Duration> {
+        let waited = now.saturating_duration_since(self.arrival());
+        self.job.deadline.map(|d| d.saturating_sub(waited))
     }
 
     /// Whether it has waited `urgency` (a share) of its query's deadline by `now`.
@@ -235,12 +241,7 @@ impl Queues {
                         // Never below twice the GPU's latency floor: a target the GPU cannot meet
                         // would make every batch one task.
                         Some(_) => {
-                            let oldest = &batch[0].0;
-                            let waited = now.saturating_duration_since(oldest.arrival());
-                            let left = oldest
-                                .job
-                                .deadline
-                                .map_or(0.0, |d| d.saturating_sub(waited).as_secs_f64());
+                            let left = batch[0].0.deadline_left(now).map_or(0.0, |d| d.as_secs_f64());
                             let target = policy.batch_target.max(2.0 * policy.gpu_latency).max(0.5 * left);
                             policy.batch_time(n + 1) > target
                         }
@@ -275,7 +276,6 @@ impl Queues {
 #[cfg(test)]
 mod tests {
     use std::sync::mpsc::channel;
-    use std::time::Duration;
 
     use warpsearch_query::{Mode, Query, Request};
 
