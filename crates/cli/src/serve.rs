@@ -207,23 +207,19 @@ impl Server {
             .clone()
             .try_acquire_many_owned(n)
             .map_err(|_| ApiError::overloaded(self.max_in_flight))?;
-        let pending: Vec<_> = search
+        let (ids, requests): (Vec<String>, Vec<Request>) = search
             .queries
             .into_iter()
-            .map(|(id, text)| {
-                let request = Request::new(scorer.parse(&text), search.mode, search.k);
-                (id, self.searcher.start(request))
-            })
-            .collect();
-        let mut out = Vec::with_capacity(pending.len());
+            .map(|(id, text)| (id, Request::new(scorer.parse(&text), search.mode, search.k)))
+            .unzip();
+        let answers = self.searcher.start(requests).finish().await;
+        let mut out = Vec::with_capacity(answers.len());
         let mut failure = None;
-        for (id, p) in pending {
-            let answered = p.finish().await;
+        for (id, answered) in ids.into_iter().zip(answers) {
             match answered.result {
                 Ok(answer) => {
                     let m = &self.metrics;
                     m.answered(answered.latency, answered.served_by, answered.missed_deadline);
-                    self.pace.answered(self.in_flight(), Instant::now());
                     out.push((id, answer.hits));
                 }
                 Err(e) => {
@@ -233,6 +229,8 @@ impl Server {
                 }
             }
         }
+        // Counted with this request's own queries still in flight (their permits go back on return).
+        self.pace.answered(out.len(), self.in_flight(), Instant::now());
         failure.map_or(Ok(out), Err)
     }
 

@@ -58,15 +58,15 @@ impl Pace {
         (rate > 0.0).then(|| ((rate * self.window.as_secs_f64()) as usize).max(FLOOR))
     }
 
-    /// A query was answered, with `in_flight` queries under way. An interval counts towards the rate
-    /// only if the engine was busy all along (at least `BUSY` queries in flight at each answer), so
-    /// that a light load does not pass for a slow engine.
-    pub fn answered(&self, in_flight: usize, now: Instant) {
+    /// `n` queries (a request's) were answered, with `in_flight` queries under way. An interval counts
+    /// towards the rate only if the engine was busy all along (at least `BUSY` queries in flight at
+    /// each answer), so that a light load does not pass for a slow engine.
+    pub fn answered(&self, n: usize, in_flight: usize, now: Instant) {
         if self.window.is_zero() {
             return;
         }
         let mut s = self.state.lock().expect("no thread panics under this lock");
-        s.answered += 1;
+        s.answered += n as u64;
         s.least_in_flight = s.least_in_flight.min(in_flight);
         let elapsed = now.duration_since(s.start);
         if elapsed >= INTERVAL {
@@ -104,14 +104,14 @@ mod tests {
         assert!(pace.admits(100_000, 1), "the rate is not known yet");
         // A light load (few queries waiting): no rate, everything admitted.
         for i in 0..300u32 {
-            pace.answered(1, t0 + i * MS);
+            pace.answered(1, 1, t0 + i * MS);
         }
         assert_eq!(pace.backlog_limit(), None);
         // Busy: 1,000 answers in 100 ms with 5,000 waiting: 10,000/s, so 1,000 queries a deadline.
         let t1 = t0 + 1000 * MS;
-        pace.answered(5000, t1);
+        pace.answered(1, 5000, t1);
         for i in 1..=1000u32 {
-            pace.answered(5000, t1 + i * 100 * MS / 1000);
+            pace.answered(1, 5000, t1 + i * 100 * MS / 1000);
         }
         let limit = pace.backlog_limit().expect("a busy interval gives the rate");
         assert!((990..=1010).contains(&limit), "{limit}");
@@ -126,7 +126,7 @@ mod tests {
         let t0 = Instant::now();
         let pace = Pace::new(Duration::ZERO, t0);
         for i in 0..1000u32 {
-            pace.answered(5000, t0 + i * MS);
+            pace.answered(1, 5000, t0 + i * MS);
         }
         assert!(pace.admits(1 << 30, 1));
         assert_eq!(pace.backlog_limit(), None);

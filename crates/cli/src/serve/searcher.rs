@@ -1,25 +1,20 @@
-//! One shared engine answering queries for async handlers without blocking the runtime: under the hybrid
-//! scheduler every query is submitted with its deadline (concurrent requests are batched by the
-//! scheduler) and one thread hands each answer to its waiting request; on the CPU engine each query runs
-//! on rayon's pool (`--threads`) and comes back through a oneshot channel.
+//! One shared engine answering requests for async handlers without blocking the runtime. Under the
+//! hybrid scheduler a request's queries are submitted together with their deadline (concurrent
+//! requests are batched by the scheduler), and the worker that finishes a request's last query wakes its
+//! handler, once per request; on the CPU engine each query runs on rayon's pool (`--threads`), and the
+//! last of a request's queries to finish wakes its handler.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 use warpsearch_cpu::CpuSearcher;
-use warpsearch_engine::{Done, Engine, Hybrid, HybridStats, ServedBy};
+use warpsearch_engine::{Done, Engine, Hybrid, HybridStats, Reply, ServedBy};
 use warpsearch_query::{Answer, Request, Scorer};
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().expect("no thread panics under this lock")
 }
-
-/// Answers waited for, by query id.
-type Waiting = Arc<Mutex<HashMap<u64, oneshot::Sender<Done>>>>;
 
 /// A query's answer as the server sees it.
 pub struct Answered {
@@ -30,55 +25,90 @@ pub struct Answered {
     pub missed_deadline: bool,
 }
 
-/// A query under way.
+/// A request's queries under way.
 pub struct Pending {
-    started: Instant,
-    kind: PendingKind,
+    queries: usize,
+    rx: oneshot::Receiver<Vec<Answered>>,
 }
 
-enum PendingKind {
-    Hybrid(oneshot::Receiver<Done>),
-    Cpu(oneshot::Receiver<Result<Answer, String>>),
-}
-
-/// The engine and, under the hybrid, the reply channel that every submission shares.
+/// The engine and its CPU searcher.
 pub struct Searcher {
     /// Behind a lock only because an engine that could hold the GPU alone is not `Sync`; the lock is
-    /// held to submit a query (the scheduler's own queue lock is taken then anyway) or read counters.
+    /// held to submit a request (the scheduler's own queue lock is taken then anyway) or read counters.
     engine: Mutex<Engine>,
     cpu: CpuSearcher,
     describe: String,
-    hybrid: Option<(Sender<Done>, Waiting)>,
-    next_id: AtomicU64,
+    hybrid: bool,
     deadline: Duration,
+}
+
+/// A request's answers, gathered on the scheduler's threads as its queries finish (in any order); the
+/// last one sends them all to the waiting handler.
+struct Gather {
+    started: Instant,
+    state: Mutex<Gathering>,
+}
+
+struct Gathering {
+    answers: Vec<Option<Answered>>,
+    left: usize,
+    tx: Option<oneshot::Sender<Vec<Answered>>>,
+}
+
+impl Gather {
+    fn new(started: Instant, queries: usize, tx: oneshot::Sender<Vec<Answered>>) -> Gather {
+        Gather {
+            started,
+            state: Mutex::new(Gathering {
+                answers: (0..queries).map(|_| None).collect(),
+                left: queries,
+                tx: Some(tx),
+            }),
+        }
+    }
+
+    /// Query `i`'s answer; the last one sends them all.
+    fn put(&self, i: usize, answered: Answered) {
+        let mut g = lock(&self.state);
+        let Some(slot) = g.answers.get_mut(i) else {
+            return;
+        };
+        if slot.replace(answered).is_none() {
+            g.left -= 1;
+        }
+        if g.left == 0 {
+            if let Some(tx) = g.tx.take() {
+                let answers = g
+                    .answers
+                    .iter_mut()
+                    .map(|a| a.take().expect("every query answered"));
+                // The handler may be gone (its client hung up); the answers are then unwanted.
+                let _ = tx.send(answers.collect());
+            }
+        }
+    }
+}
+
+impl Reply for Gather {
+    fn send(&self, done: Done) {
+        let answered = Answered {
+            result: done.result.map_err(|e| e.to_string()),
+            latency: self.started.elapsed(),
+            served_by: Some(done.served_by),
+            missed_deadline: done.missed_deadline,
+        };
+        self.put(done.id as usize, answered);
+    }
 }
 
 impl Searcher {
     /// Serves `engine`'s queries; hybrid queries are due `deadline` after they arrive.
     pub fn new(engine: Engine, deadline: Duration) -> Searcher {
-        let hybrid = engine.hybrid().map(|_| {
-            let (tx, rx) = channel::<Done>();
-            let waiting: Waiting = Arc::default();
-            let w = waiting.clone();
-            // Ends when the engine's scheduler and this searcher have dropped every sender.
-            std::thread::Builder::new()
-                .name("warpsearch-serve-replies".into())
-                .spawn(move || {
-                    for done in rx {
-                        if let Some(waiter) = lock(&w).remove(&done.id) {
-                            let _ = waiter.send(done);
-                        }
-                    }
-                })
-                .expect("a thread can be started");
-            (tx, waiting)
-        });
         Searcher {
             cpu: engine.cpu().clone(),
             describe: engine.describe(),
+            hybrid: engine.hybrid().is_some(),
             engine: Mutex::new(engine),
-            hybrid,
-            next_id: AtomicU64::new(0),
             deadline,
         }
     }
@@ -98,57 +128,58 @@ impl Searcher {
         lock(&self.engine).hybrid().map(Hybrid::take_stats)
     }
 
-    /// Starts answering `request` (at once: it never blocks on the search).
-    pub fn start(&self, request: Request) -> Pending {
+    /// Starts answering `requests` (at once: it never blocks on the search).
+    pub fn start(&self, requests: Vec<Request>) -> Pending {
         let started = Instant::now();
-        let kind = match &self.hybrid {
-            Some((reply, waiting)) => {
-                let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-                let (tx, rx) = oneshot::channel();
-                lock(waiting).insert(id, tx);
-                if let Some(hybrid) = lock(&self.engine).hybrid() {
-                    hybrid.submit(id, request, Some(self.deadline), reply.clone());
-                }
-                PendingKind::Hybrid(rx)
+        let queries = requests.len();
+        let (tx, rx) = oneshot::channel();
+        let gather = Arc::new(Gather::new(started, queries, tx));
+        if self.hybrid {
+            let requests = requests
+                .into_iter()
+                .enumerate()
+                .map(|(i, r)| (i as u64, r))
+                .collect();
+            if let Some(hybrid) = lock(&self.engine).hybrid() {
+                hybrid.submit_many(requests, Some(self.deadline), gather);
             }
-            None => {
+        } else {
+            // One pool task per query, queued first come, first served (a parallel iterator per
+            // request would let one request's queries overtake another's, which doubled the p99).
+            for (i, request) in requests.into_iter().enumerate() {
                 let cpu = self.cpu.clone();
-                let (tx, rx) = oneshot::channel();
+                let gather = gather.clone();
                 rayon::spawn(move || {
                     let run = std::panic::AssertUnwindSafe(|| cpu.answer(&request));
                     let result = match std::panic::catch_unwind(run) {
                         Ok(answer) => answer.map_err(|e| e.to_string()),
                         Err(_) => Err("the query panicked".to_string()),
                     };
-                    let _ = tx.send(result);
+                    let answered = Answered {
+                        result,
+                        latency: gather.started.elapsed(),
+                        served_by: None,
+                        missed_deadline: false,
+                    };
+                    gather.put(i, answered);
                 });
-                PendingKind::Cpu(rx)
             }
-        };
-        Pending { started, kind }
+        }
+        Pending { queries, rx }
     }
 }
 
 impl Pending {
-    /// Waits for the answer.
-    pub async fn finish(self) -> Answered {
-        let lost = || Err("the engine lost the query".to_string());
-        let (result, served_by, missed_deadline) = match self.kind {
-            PendingKind::Hybrid(rx) => match rx.await {
-                Ok(done) => (
-                    done.result.map_err(|e| e.to_string()),
-                    Some(done.served_by),
-                    done.missed_deadline,
-                ),
-                Err(_) => (lost(), None, false),
-            },
-            PendingKind::Cpu(rx) => (rx.await.unwrap_or_else(|_| lost()), None, false),
-        };
-        Answered {
-            result,
-            latency: self.started.elapsed(),
-            served_by,
-            missed_deadline,
-        }
+    /// Waits for the answers, in the order of the requests.
+    pub async fn finish(self) -> Vec<Answered> {
+        self.rx.await.unwrap_or_else(|_| {
+            let lost = || Answered {
+                result: Err("the engine lost the query".to_string()),
+                latency: Duration::ZERO,
+                served_by: None,
+                missed_deadline: false,
+            };
+            (0..self.queries).map(|_| lost()).collect()
+        })
     }
 }

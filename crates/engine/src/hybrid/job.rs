@@ -3,7 +3,7 @@
 //! part, and the last part to finish merges them (exactly: [`merge_top_k`]) and sends the one answer.
 
 use std::sync::mpsc::Sender;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use warpsearch_index::{IndexError, Result};
@@ -46,6 +46,20 @@ pub struct Done {
     pub missed_deadline: bool,
 }
 
+/// Where a query's answer goes: a channel, or anything that takes answers from the workers' threads
+/// (a server gathers each request's answers and wakes its handler once, not once per query).
+pub trait Reply: Send + Sync {
+    /// Takes one answer (called on the thread that finished the query's last part).
+    fn send(&self, done: Done);
+}
+
+impl Reply for Sender<Done> {
+    fn send(&self, done: Done) {
+        // The receiver may be gone (a caller that stopped listening); the answer is then unwanted.
+        let _ = Sender::send(self, done);
+    }
+}
+
 struct Gathered {
     remaining: usize,
     hits: Vec<Vec<Scored>>,
@@ -67,7 +81,7 @@ pub struct Job {
     pub arrival: Instant,
     /// Time allowed from submission (None: no deadline).
     pub deadline: Option<Duration>,
-    reply: Sender<Done>,
+    reply: Arc<dyn Reply>,
     gathered: Mutex<Gathered>,
 }
 
@@ -78,7 +92,7 @@ impl Job {
         request: Request,
         features: Features,
         deadline: Option<Duration>,
-        reply: Sender<Done>,
+        reply: Arc<dyn Reply>,
         parts: usize,
     ) -> Job {
         Job {
@@ -157,8 +171,7 @@ impl Job {
                 Ok(Answer { hits, latency })
             }
         };
-        // The receiver may be gone (a caller that stopped listening); the answer is then unwanted.
-        let _ = self.reply.send(Done {
+        self.reply.send(Done {
             id: self.id,
             result,
             served_by,

@@ -31,7 +31,7 @@ use warpsearch_query::{Answer, Request};
 
 use crate::cache::CacheCtl;
 use crate::cost::CostModel;
-pub use job::{Done, Job, Processor, ServedBy};
+pub use job::{Done, Job, Processor, Reply, ServedBy};
 use queues::Queues;
 use stats::Counters;
 pub use stats::HybridStats;
@@ -223,17 +223,19 @@ impl Hybrid {
     /// Queues `request`; its answer (exactly one) goes to `reply` with `id`. `deadline`: time allowed
     /// from now (None: none, as in a closed-loop run).
     pub fn submit(&self, id: u64, request: Request, deadline: Option<Duration>, reply: Sender<Done>) {
+        let reply: Arc<dyn Reply> = Arc::new(reply);
         submit::submit(&self.shared, vec![(id, request)], deadline, &reply);
     }
 
-    /// Queues many requests at once (a closed loop's burst: pushed in chunks, never split).
+    /// Queues many requests at once (a closed loop's burst, or a server's request of many queries:
+    /// pushed in chunks, never split); each answer goes to `reply` with its id.
     pub fn submit_many(
         &self,
         requests: Vec<(u64, Request)>,
         deadline: Option<Duration>,
-        reply: &Sender<Done>,
+        reply: Arc<dyn Reply>,
     ) {
-        submit::submit(&self.shared, requests, deadline, reply);
+        submit::submit(&self.shared, requests, deadline, &reply);
     }
 
     /// Answers every request (closed loop: all submitted at once, no deadlines), in order.
@@ -245,8 +247,7 @@ impl Hybrid {
             .enumerate()
             .map(|(i, r)| (i as u64, r))
             .collect();
-        self.submit_many(all, None, &tx);
-        drop(tx);
+        self.submit_many(all, None, Arc::new(tx));
         let mut out: Vec<Option<Result<Answer>>> = (0..requests.len()).map(|_| None).collect();
         for done in rx.iter().take(requests.len()) {
             out[done.id as usize] = Some(done.result);

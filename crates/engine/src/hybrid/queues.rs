@@ -292,7 +292,7 @@ mod tests {
         };
         let request = Request::new(Query::default(), Mode::Or, 10);
         Task {
-            job: Arc::new(Job::new(0, request, f, deadline, tx, 1)),
+            job: Arc::new(Job::new(0, request, f, deadline, Arc::new(tx), 1)),
             range: None,
             cpu_cost: cpu,
             work: 1.0,

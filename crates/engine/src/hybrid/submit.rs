@@ -6,13 +6,12 @@
 //! latency at the price of some repeated work (every part sets up its own cursors), which a loaded
 //! system cannot afford. A burst of many queries (a closed loop) is never split.
 
-use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::Duration;
 
 use warpsearch_query::{DocRange, Mode, Request};
 
-use super::job::{Done, Job};
+use super::job::{Job, Reply};
 use super::queues::{Preference, Task};
 use super::stats::bump;
 use super::{lock, Shared};
@@ -76,7 +75,7 @@ pub(super) fn submit(
     s: &Shared,
     requests: Vec<(u64, Request)>,
     deadline: Option<Duration>,
-    reply: &Sender<Done>,
+    reply: &Arc<dyn Reply>,
 ) {
     let index = s.cpu.scorer().index().clone();
     let features: Vec<Features> = requests
@@ -126,7 +125,7 @@ fn submit_one(
     request: Request,
     e: Estimate,
     deadline: Option<Duration>,
-    reply: &Sender<Done>,
+    reply: &Arc<dyn Reply>,
 ) {
     let num_docs = s.cpu.scorer().index().num_docs();
     let mut st = lock(&s.state);
