@@ -24,7 +24,8 @@
 # servers' stderr and a .tgz of every JSON report; the short table is printed last. BIN=…,
 # WARPSEARCH_WIKI_INDEX=…, QUERIES=…, DEADLINE_MS=… (default 100), ENGINE_OPTS=… and BACKENDS=cpu run it
 # on any machine (the development machine's figures in bench/RESULTS.md came from it); OVERLOAD=0 runs the
-# closed loops only.
+# closed loops only; CLOSED_OPTS=… adds options to the closed loop's server (e.g. --max-in-flight 65536 for
+# LOADS beyond 4,096 queries in flight).
 # usage: scripts/device-serve.sh [all|rss]   (from the repository root)
 set -uo pipefail
 source scripts/device-common.sh
@@ -143,7 +144,7 @@ for backend in $backends; do
     row "$backend" "$mode" "in-process bench" "$qps" "$p50" "$p99" "$p999" - - "every query at once"
     # Capacity is measured without shedding by time (--shed-ms 0): a closed loop keeps its clients' queries
     # in flight, which on a collection whose batches take longer than the deadline would be refused.
-    start_server "$backend" --shed-ms 0 || continue
+    start_server "$backend" --shed-ms 0 ${CLOSED_OPTS:-} || continue
     cap=0 best=1
     for l in $loads; do
       b=${l%x*} c=${l#*x}
