@@ -150,6 +150,10 @@ for backend in $backends; do
       b=${l%x*} c=${l#*x}
       say "[${SECONDS}s] $backend $mode: server, closed loop, $b queries per request, $c clients"
       load "$work/$backend-$mode-closed-$l.json" --mode "$mode" --batch "$b" --clients "$c"
+      # The scheduler's counters so far (cumulative over this server's loads): who answered, GPU batches.
+      python3 -c "import urllib.request, sys; t = urllib.request.urlopen(sys.argv[1] + '/metrics').read().decode()
+print('  metrics after $l:', ' '.join(l.split('warpsearch_')[1] for l in t.splitlines()
+      if l.startswith(('warpsearch_hybrid_', 'warpsearch_queries_total', 'warpsearch_deadline'))))" "$url" >>"$log" 2>&1
       read -r qps p50 p99 p999 refused errors < <(summary "$work/$backend-$mode-closed-$l.json" closed)
       row "$backend" "$mode" "serve closed b$b c$c" "$qps" "$p50" "$p99" "$p999" "$refused" "$errors" \
         "$(python3 -c "print('%.2f of in-process' % ($qps / $inproc))")"

@@ -14,6 +14,7 @@
 
 pub mod job;
 pub mod queues;
+mod rates;
 mod stats;
 mod submit;
 mod workers;
@@ -33,6 +34,7 @@ use crate::cache::CacheCtl;
 use crate::cost::CostModel;
 pub use job::{Done, Job, Processor, Reply, ServedBy};
 use queues::Queues;
+use rates::Rates;
 use stats::Counters;
 pub use stats::HybridStats;
 
@@ -73,27 +75,6 @@ impl Default for HybridOptions {
             split_above: Some(Duration::from_millis(5)),
             split_parts: 16,
             split_gpu_share: Some(0.3),
-        }
-    }
-}
-
-/// The processors' measured speeds, which the queue policy and the split share read.
-#[derive(Debug, Clone, Copy)]
-struct Rates {
-    /// Tasks per second the GPU completes in batches of 256 tasks or more.
-    gpu_rate: f64,
-    /// Seconds a GPU batch of at most 64 tasks takes.
-    gpu_latency: f64,
-    /// Mean seconds of a task on one CPU worker.
-    cpu_task: f64,
-}
-
-impl Default for Rates {
-    fn default() -> Self {
-        Rates {
-            gpu_rate: 5000.0,
-            gpu_latency: 0.01,
-            cpu_task: 0.001,
         }
     }
 }

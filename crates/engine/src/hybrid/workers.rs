@@ -215,15 +215,7 @@ pub(super) fn gpu_dispatcher(s: &Arc<Shared>, mut gpu: GpuSearcher) {
         let answers = gpu.search_batch_in(&requests, Some(&ranges));
         let seconds = started.elapsed().as_secs_f64();
         let n = batch.len();
-        {
-            let mut r = lock(&s.rates);
-            if n >= 256 {
-                ewma(&mut r.gpu_rate, n as f64 / seconds, 0.3);
-            }
-            if n <= 64 {
-                ewma(&mut r.gpu_latency, seconds, 0.3);
-            }
-        }
+        lock(&s.rates).observe_gpu_batch(n, seconds);
         let modes = requests.iter().map(|r| r.mode);
         if let Some(mode) = modes.clone().next().filter(|m| modes.clone().all(|x| x == *m)) {
             let work: f64 = batch.iter().map(|(t, _)| t.work).sum();
