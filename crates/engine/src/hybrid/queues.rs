@@ -225,8 +225,9 @@ impl Queues {
     /// holds at most `max_batch` tasks; with deadlines, no more than fit `batch_target` or half of what
     /// the oldest task's deadline has left, whichever is longer (a GPU whose queries cost milliseconds
     /// needs long batches to be busy; the deadline says how long they may be); without (a closed loop),
-    /// no more than the GPU's share of what waits at the two processors' measured rates, so that
-    /// neither is left idle at the end while the other works.
+    /// or once the oldest task is past its deadline (a backlog, which drains fastest so), no more than
+    /// the GPU's share of what waits at the two processors' measured rates, so that neither is left
+    /// idle at the end while the other works.
     pub fn next_for_gpu(&mut self, now: Instant, policy: &Policy) -> Vec<(Task, Pick)> {
         let urgent = |t: &Task| t.is_urgent(now, policy.urgency);
         let waiting = self.gpu.len() + self.cpu.len() + self.either.len();
@@ -235,13 +236,17 @@ impl Queues {
         let mut batch: Vec<(Task, Pick)> = Vec::new();
         let full = |batch: &Vec<(Task, Pick)>, next: &Task| {
             let n = batch.len();
+            let oldest_left = batch.first().and_then(|(t, _)| t.deadline_left(now));
             n > 0
                 && (n >= policy.max_batch
                     || match next.job.deadline {
+                        // Past the oldest task's deadline a short batch saves no deadline: the
+                        // backlog drains fastest in batches sized as a closed loop's.
+                        Some(_) if oldest_left.is_some_and(|l| l.is_zero()) => n >= closed_cap,
                         // Never below twice the GPU's latency floor: a target the GPU cannot meet
                         // would make every batch one task.
                         Some(_) => {
-                            let left = batch[0].0.deadline_left(now).map_or(0.0, |d| d.as_secs_f64());
+                            let left = oldest_left.map_or(0.0, |d| d.as_secs_f64());
                             let target = policy.batch_target.max(2.0 * policy.gpu_latency).max(0.5 * left);
                             policy.batch_time(n + 1) > target
                         }
@@ -405,9 +410,9 @@ mod tests {
         // 60 ms later: 20 ms of the 40 left: 4 tasks.
         let later = oldest(&q) + Duration::from_millis(60);
         assert_eq!(q.next_for_gpu(later, &p).len(), 4);
-        // Past the deadline: the 10 ms target again (2 tasks).
+        // Past the deadline: sized as a closed loop's, the GPU's share (a third) of the 14 waiting.
         let past = oldest(&q) + Duration::from_millis(200);
-        assert_eq!(q.next_for_gpu(past, &p).len(), 2);
+        assert_eq!(q.next_for_gpu(past, &p).len(), 5);
     }
 
     #[test]
