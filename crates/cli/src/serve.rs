@@ -202,7 +202,7 @@ impl Server {
         // The permits are held until every answer is in (or until the client goes away: its queries
         // then still finish in the engine, uncounted, a slack bounded by the requests dropped).
         let n = u32::try_from(search.queries.len()).unwrap_or(u32::MAX);
-        let _permits = self
+        let permits = self
             .slots
             .clone()
             .try_acquire_many_owned(n)
@@ -229,7 +229,7 @@ impl Server {
                 }
             }
         }
-        // Counted with this request's own queries still in flight (their permits go back on return).
+        drop(permits);
         self.pace.answered(out.len(), self.in_flight(), Instant::now());
         failure.map_or(Ok(out), Err)
     }

@@ -3,6 +3,9 @@
 //! own queries would then wait past it. `--max-in-flight` bounds memory; this bounds the backlog to
 //! about one deadline of work, whatever the engine's speed, as a `--max-in-flight` sized to the deadline
 //! would, without measuring the capacity first.
+//!
+//! A request is admitted whatever its size when nothing is in flight, so that a limit below one
+//! request's queries cannot refuse every request for good.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -58,9 +61,11 @@ impl Pace {
         (rate > 0.0).then(|| ((rate * self.window.as_secs_f64()) as usize).max(FLOOR))
     }
 
-    /// `n` queries (a request's) were answered, with `in_flight` queries under way. An interval counts
-    /// towards the rate only if the engine was busy all along (at least `BUSY` queries in flight at
-    /// each answer), so that a light load does not pass for a slow engine.
+    /// `n` queries (a request's) were answered, leaving `in_flight` queries under way. An interval
+    /// counts towards the rate only if the engine was busy all along: at least `BUSY` queries left in
+    /// flight at each of its answers and at the one before it, so that a light load does not pass for
+    /// a slow engine. A pause between answers with queries waiting throughout is the engine's time (a
+    /// GPU batch of a large collection can take longer than the interval), and counts.
     pub fn answered(&self, n: usize, in_flight: usize, now: Instant) {
         if self.window.is_zero() {
             return;
@@ -70,8 +75,7 @@ impl Pace {
         s.least_in_flight = s.least_in_flight.min(in_flight);
         let elapsed = now.duration_since(s.start);
         if elapsed >= INTERVAL {
-            // An interval stretched by a pause in answers is not a busy one.
-            if elapsed < 2 * INTERVAL && s.least_in_flight >= BUSY {
+            if s.least_in_flight >= BUSY {
                 let rate = s.answered as f64 / elapsed.as_secs_f64();
                 s.rate = if s.rate == 0.0 {
                     rate
@@ -81,13 +85,15 @@ impl Pace {
             }
             s.start = now;
             s.answered = 0;
-            s.least_in_flight = usize::MAX;
+            // The next interval's pause before its first answer is busy only if this answer left
+            // queries waiting.
+            s.least_in_flight = in_flight;
         }
     }
 
-    /// Whether `n` more queries may start with `in_flight` under way.
+    /// Whether `n` more queries may start with `in_flight` under way (always, with none).
     pub fn admits(&self, in_flight: usize, n: usize) -> bool {
-        self.backlog_limit().is_none_or(|limit| in_flight + n <= limit)
+        in_flight == 0 || self.backlog_limit().is_none_or(|limit| in_flight + n <= limit)
     }
 }
 
@@ -119,6 +125,29 @@ mod tests {
         assert!(!pace.admits(limit, 1));
         // At least FLOOR queries are always admitted.
         assert!(pace.admits(0, FLOOR));
+    }
+
+    #[test]
+    fn long_batches_measure_their_rate_and_an_idle_server_admits_any_request() {
+        let t0 = Instant::now();
+        let pace = Pace::new(100 * MS, t0);
+        // A large collection's GPU: 1,000 queries answered at once every 300 ms, 5,000 left waiting:
+        // 3,333/s, so 333 queries a deadline (the pauses between answers are the engine's time).
+        for i in 0..20u32 {
+            pace.answered(1000, 5000, t0 + i * 300 * MS);
+        }
+        let limit = pace.backlog_limit().expect("busy intervals give the rate");
+        assert!((330..=336).contains(&limit), "{limit}");
+        // A request of more queries than the limit is refused while others are in flight, and
+        // admitted once none are (else it would be refused for good).
+        assert!(!pace.admits(1, 400));
+        assert!(pace.admits(0, 400));
+        // A pause that began with nothing left in flight is idle time, not the engine's.
+        let t1 = t0 + 6000 * MS;
+        pace.answered(1000, 0, t1);
+        pace.answered(10, 5000, t1 + 10_000 * MS);
+        let after = pace.backlog_limit().expect("still known");
+        assert_eq!(after, limit, "an idle pause does not lower the rate");
     }
 
     #[test]
