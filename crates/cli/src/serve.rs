@@ -116,7 +116,6 @@ pub fn run(a: ServeArgs) -> Result<()> {
             // The deadline by default: half of it keeps p99 within the deadline at 2x overload, but
             // refuses two clients' 128-query batches at capacity (bench/RESULTS.md, issue 15).
             Duration::from_secs_f64(a.shed_ms.unwrap_or(a.deadline_ms) / 1e3),
-            Instant::now(),
         ),
     });
     let app = Router::new()
@@ -207,6 +206,7 @@ impl Server {
             .clone()
             .try_acquire_many_owned(n)
             .map_err(|_| ApiError::overloaded(self.max_in_flight))?;
+        self.pace.started(in_flight, Instant::now());
         let (ids, requests): (Vec<String>, Vec<Request>) = search
             .queries
             .into_iter()
