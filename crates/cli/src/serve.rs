@@ -230,7 +230,9 @@ impl Server {
             }
         }
         drop(permits);
-        self.pace.answered(out.len(), self.in_flight(), Instant::now());
+        let capacity = self.searcher.capacity();
+        self.pace
+            .answered(out.len(), self.in_flight(), Instant::now(), capacity);
         failure.map_or(Ok(out), Err)
     }
 

@@ -128,6 +128,12 @@ impl Searcher {
         lock(&self.engine).hybrid().map(Hybrid::take_stats)
     }
 
+    /// Queries per second the hybrid scheduler completes at full load, by its measured rates (None
+    /// for the CPU engine).
+    pub fn capacity(&self) -> Option<f64> {
+        lock(&self.engine).hybrid().map(Hybrid::capacity)
+    }
+
     /// Starts answering `requests` (at once: it never blocks on the search).
     pub fn start(&self, requests: Vec<Request>) -> Pending {
         let started = Instant::now();

@@ -196,6 +196,18 @@ impl Hybrid {
         self.shared.has_gpu
     }
 
+    /// Tasks per second the scheduler completes at full load, from its measured rates: the GPU's
+    /// marginal rate (with a GPU) and every CPU worker's.
+    pub fn capacity(&self) -> f64 {
+        let r = *lock(&self.shared.rates);
+        let cpu = self.shared.options.cpu_workers.max(1) as f64 / r.cpu_task.max(1e-9);
+        if self.shared.has_gpu {
+            r.gpu_rate + cpu
+        } else {
+            cpu
+        }
+    }
+
     /// The options.
     pub fn options(&self) -> &HybridOptions {
         &self.shared.options
