@@ -5,6 +5,8 @@
 //! - [`searcher`]: `Index.searcher` (an [`warpsearch_engine::Engine`] as `search` makes one) and its
 //!   `search` / `search_batch`, which release the GIL while the engine runs.
 //! - [`frame`]: answers as a pandas DataFrame (`search_batch(..., as_frame=True)`).
+//! - [`hits`]: answers as lists of `(docid, score)` tuples (`search` and `search_batch`), made as cheaply
+//!   as CPython allows: at large k this, on the thread holding the GIL, is what limits `search_batch`.
 //! - [`errors`]: the library's typed errors as Python exceptions, with the library's messages.
 //! - `read_queries`: a query file as `warpsearch search --queries` reads it.
 //!
@@ -21,6 +23,7 @@ use warpsearch_index::IndexError;
 
 mod errors;
 mod frame;
+mod hits;
 mod index;
 mod searcher;
 

@@ -2,7 +2,7 @@
 //! objects. The engine runs with the GIL released (query analysis too, on the engine's threads); only
 //! turning answers into Python objects holds it.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use pyo3::exceptions::{PyRuntimeError, PyRuntimeWarning, PyUserWarning};
 use pyo3::prelude::*;
@@ -14,6 +14,7 @@ use warpsearch_query::{Algorithm, Answer, Mode, Query, Ranking, Request, Scorer,
 
 use crate::errors::{engine_error, index_error, value_error, warn};
 use crate::frame::Frame;
+use crate::hits::{hit_lists, DocIds};
 
 /// A chunk's answers, one per query, and the engine's notes.
 type Answered = (Vec<warpsearch_index::Result<Answer>>, Vec<String>);
@@ -45,6 +46,8 @@ pub struct PySearcher {
     batch_hint: usize,
     describe: String,
     choice: Option<String>,
+    /// The index's document ids, ready to be prefetched; made by the first batch.
+    doc_ids: OnceLock<DocIds>,
 }
 
 impl PySearcher {
@@ -100,6 +103,7 @@ impl PySearcher {
             describe: engine.describe(),
             choice: engine.choice().map(str::to_owned),
             engine: Mutex::new(engine),
+            doc_ids: OnceLock::new(),
             index,
             pool,
         })
@@ -191,6 +195,14 @@ impl PySearcher {
         })
     }
 
+    /// The index's document ids as [`hit_lists`] reads them, made (without the GIL) by the first batch.
+    fn doc_ids(&self, py: Python<'_>) -> &DocIds {
+        match self.doc_ids.get() {
+            Some(ids) => ids,
+            None => py.detach(|| self.doc_ids.get_or_init(|| DocIds::new(self.index.clone()))),
+        }
+    }
+
     /// Analyses `texts` and answers them on the engine (on the searcher's threads), with what the engine
     /// noted meanwhile.
     fn answer(&self, texts: &[String], mode: Mode, k: usize) -> PyResult<Answered> {
@@ -217,10 +229,21 @@ impl PySearcher {
     #[pyo3(signature = (text, k=10, mode="or"))]
     fn search<'py>(&self, py: Python<'py>, text: String, k: i64, mode: &str) -> PyResult<Bound<'py, PyList>> {
         let (mode, k) = self.shape(mode, k)?;
+        // One query's hits: the table is not worth making for them, but serves where a batch made it.
+        let plain;
+        let ids = match self.doc_ids.get() {
+            Some(ids) => ids,
+            None => {
+                plain = DocIds::plain(self.index.clone());
+                &plain
+            }
+        };
         let mut hits = PyList::empty(py);
         self.answer_chunks(py, std::slice::from_ref(&text), mode, k, |answers| {
-            hits = hit_list(py, &self.index, &answers[0])?;
-            Ok(())
+            hit_lists(py, ids, &answers, |list| {
+                hits = list;
+                Ok(())
+            })
         })?;
         Ok(hits)
     }
@@ -266,12 +289,10 @@ impl PySearcher {
             })?;
             return frame.finish();
         }
+        let ids = self.doc_ids(py);
         let out = PyList::empty(py);
         self.answer_chunks(py, &texts, mode, k, |answers| {
-            for answer in &answers {
-                out.append(hit_list(py, &self.index, answer)?)?;
-            }
-            Ok(())
+            hit_lists(py, ids, &answers, |list| out.append(list))
         })?;
         Ok(out.into_any())
     }
@@ -295,17 +316,6 @@ impl PySearcher {
     fn __repr__(&self) -> String {
         format!("Searcher({})", self.describe)
     }
-}
-
-/// The hits of `answer` as a list of `(docid, score)` tuples, best first.
-fn hit_list<'py>(py: Python<'py>, index: &Index, answer: &Answer) -> PyResult<Bound<'py, PyList>> {
-    PyList::new(
-        py,
-        answer
-            .hits
-            .iter()
-            .map(|h| (PyString::new(py, index.doc_id(h.doc)), f64::from(h.score))),
-    )
 }
 
 /// The search options `o` asks for on `index`: the index's k1, b and global-score α unless given (the

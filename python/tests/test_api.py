@@ -2,6 +2,8 @@
 runs (other Python threads go on meanwhile, and concurrent calls on one searcher give the same
 answers)."""
 
+import gc
+import json
 import threading
 import time
 
@@ -61,6 +63,28 @@ def test_frame(index):
     assert list(named["qid"].unique()) == ["q1", "q2"]
     empty = s.search_batch([], as_frame=True)
     assert len(empty) == 0 and list(empty.columns) == ["qid", "docid", "rank", "score"]
+
+
+def test_hits_are_lists_of_str_float_tuples(tmp_path):
+    """Hits are made with CPython's own calls (python/src/hits.rs): lists of 2-tuples of str and float,
+    ids with non-ASCII characters intact, the same from `search` before any batch (ids read from the
+    index) as after one (ids prefetched from the searcher's own table), and lists tracked by the cyclic
+    collector as any list is."""
+    docs = tmp_path / "docs.jsonl"
+    ids = ["café-1", "日本#2", "b", "x" * 300]
+    texts = ["black bear", "black bear and a cat", "a cat", "bear bear bear"]
+    docs.write_text("".join(json.dumps({"id": i, "contents": t}) + "\n" for i, t in zip(ids, texts)))
+    s = warpsearch.Index.build(input=docs, output=tmp_path / "idx").searcher("cpu")
+    before = s.search("bear cat", k=10)
+    batch = s.search_batch(["bear cat", "zzz", "cat"], k=10)
+    assert s.search("bear cat", k=10) == before == batch[0]
+    assert sorted(d for d, _ in before) == sorted(ids)
+    assert batch[1] == [] and [d for d, _ in batch[2]] == ["b", "日本#2"]
+    for hits in batch:
+        assert type(hits) is list and gc.is_tracked(hits)
+        for hit in hits:
+            assert type(hit) is tuple and len(hit) == 2
+            assert type(hit[0]) is str and type(hit[1]) is float
 
 
 def test_threads_give_the_same_answers(index, trec05):
