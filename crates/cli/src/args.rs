@@ -458,7 +458,8 @@ pub struct GpuArgs {
     /// Time the GPU kernel's phases (with --stats; slightly slower).
     #[arg(long)]
     pub gpu_profile: bool,
-    /// Hybrid: CPU worker threads (default: every core but one with a GPU, else every core).
+    /// Hybrid: CPU worker threads (default: every core but one with a GPU, else every core; `serve`:
+    /// half the cores on a machine of 8 or more, leaving the rest to its HTTP handlers).
     #[arg(long)]
     pub hybrid_workers: Option<usize>,
     /// Hybrid: the GPU batch's latency target in ms (a batch of queries with deadlines grows until its

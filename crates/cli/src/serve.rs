@@ -89,6 +89,14 @@ pub fn run(a: ServeArgs) -> Result<()> {
     // The GPU alone answers batches of a query file; a server's stream of single queries goes through
     // the hybrid scheduler instead, which batches them for the GPU (and must have the GPU).
     let mut scorer = a.scorer;
+    // The handlers need cores for HTTP, JSON and query analysis: on a machine of 8 cores or more the
+    // hybrid's CPU workers take half of them unless told otherwise. On the H200's 16 cores the server
+    // answered 30-35% more on the passages with 8 workers than with 15, and within 4% on the 25M
+    // collection (bench/RESULTS.md, issue 15).
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if scorer.gpu.hybrid_workers.is_none() && cores >= 8 {
+        scorer.gpu.hybrid_workers = Some(cores / 2);
+    }
     let gpu_required = scorer.backend == BackendChoice::Gpu;
     if gpu_required {
         scorer.backend = BackendChoice::Hybrid;
