@@ -316,7 +316,7 @@ fn write_answer(w: &mut dyn Write, index: &Index, qid: &str, hits: &[Scored], a:
         #[derive(serde::Serialize)]
         struct Line<'a> {
             qid: &'a str,
-            hits: Vec<Hit>,
+            hits: Vec<Hit<'a>>,
         }
         let hits = json_hits(index, hits);
         serde_json::to_writer(&mut *w, &Line { qid, hits })?;
@@ -328,18 +328,19 @@ fn write_answer(w: &mut dyn Write, index: &Index, qid: &str, hits: &[Scored], a:
 /// One ranked document as JSON output prints it: the score as the `f32` it is, in its shortest form
 /// (a `serde_json::Value` would widen it to `f64` and print 0.9400072693824768 for 0.94000727).
 #[derive(serde::Serialize)]
-pub(crate) struct Hit {
-    pub(crate) docid: String,
+pub(crate) struct Hit<'a> {
+    /// Borrowed from the index's id table (no copy per hit).
+    pub(crate) docid: &'a str,
     pub(crate) score: f32,
     pub(crate) rank: usize,
 }
 
 /// `hits` as JSON output prints them, ranks from 1.
-pub(crate) fn json_hits(index: &Index, hits: &[Scored]) -> Vec<Hit> {
+pub(crate) fn json_hits<'a>(index: &'a Index, hits: &[Scored]) -> Vec<Hit<'a>> {
     hits.iter()
         .enumerate()
         .map(|(i, h)| Hit {
-            docid: index.doc_id(h.doc).to_string(),
+            docid: index.doc_id(h.doc),
             score: h.score,
             rank: i + 1,
         })

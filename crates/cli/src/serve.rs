@@ -50,21 +50,21 @@ struct Server {
 }
 
 #[derive(Serialize)]
-struct QueryResult {
+struct QueryResult<'a> {
     id: String,
-    hits: Vec<Hit>,
+    hits: Vec<Hit<'a>>,
 }
 
 /// Typed responses (never through `serde_json::Value`, which would widen the scores to `f64`).
 #[derive(Serialize)]
-struct PostResponse {
-    results: Vec<QueryResult>,
+struct PostResponse<'a> {
+    results: Vec<QueryResult<'a>>,
     took_ms: f64,
 }
 
 #[derive(Serialize)]
-struct GetResponse {
-    hits: Vec<Hit>,
+struct GetResponse<'a> {
+    hits: Vec<Hit<'a>>,
     took_ms: f64,
 }
 
@@ -244,7 +244,7 @@ impl Server {
         failure.map_or(Ok(out), Err)
     }
 
-    fn hits(&self, hits: &[Scored]) -> Vec<Hit> {
+    fn hits(&self, hits: &[Scored]) -> Vec<Hit<'_>> {
         json_hits(self.searcher.scorer().index(), hits)
     }
 
