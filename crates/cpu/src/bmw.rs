@@ -9,7 +9,7 @@
 
 use warpsearch_index::Result;
 
-use crate::cursor::{Cursor, END};
+use crate::cursor::{clear, Cursor, END};
 use warpsearch_query::{Plan, Scored};
 
 /// The top `k` documents containing at least one term of `plan`.
@@ -55,7 +55,7 @@ pub fn block_max_wand(plan: &Plan, k: usize) -> Result<Vec<Scored>> {
         }
         if plan.can_beat(block_bound, threshold) {
             if cursors[order[0]].doc() == pivot_doc {
-                contributions.fill(0.0);
+                clear(&mut contributions);
                 let mut left = block_bound;
                 let mut hopeless = false;
                 for &o in &order[..=pivot] {

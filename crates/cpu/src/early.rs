@@ -9,7 +9,7 @@
 
 use warpsearch_index::Result;
 
-use crate::cursor::{score_and_advance, Cursor, END};
+use crate::cursor::{clear, score_and_advance, Cursor, END};
 use warpsearch_query::{Mode, Plan, Ranking, Scored};
 
 /// The top `k` of `plan` under `mode` (And or Or) with early termination; an error if the index is not
@@ -41,7 +41,7 @@ fn union(plan: &Plan, k: usize, gs: &[f32]) -> Result<(Vec<Scored>, u32)> {
         if top.settled(gs[doc as usize] * plan.slack) {
             return Ok((top.into_sorted(), doc));
         }
-        contributions.fill(0.0);
+        clear(&mut contributions);
         let (_, next) = score_and_advance(&mut cursors, doc, plan, &mut contributions)?;
         top.insert(doc, plan.finish(doc, &contributions));
         doc = next;

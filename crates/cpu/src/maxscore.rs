@@ -8,7 +8,7 @@
 
 use warpsearch_index::Result;
 
-use crate::cursor::{score_and_advance, Cursor, END};
+use crate::cursor::{clear, score_and_advance, Cursor, END};
 use warpsearch_query::{Plan, Scored};
 
 /// The top `k` documents containing at least one term of `plan`.
@@ -30,7 +30,7 @@ pub fn maxscore(plan: &Plan, k: usize) -> Result<Vec<Scored>> {
     let mut first_essential = 0;
     let mut doc = cursors.iter().map(Cursor::doc).min().unwrap_or(END);
     while first_essential < cursors.len() && doc != END {
-        contributions.fill(0.0);
+        clear(&mut contributions);
         let (mut partial, next) =
             score_and_advance(&mut cursors[first_essential..], doc, plan, &mut contributions)?;
         let threshold = top.threshold();
