@@ -200,7 +200,7 @@ impl Hybrid {
     /// marginal rate (with a GPU) and every CPU worker's.
     pub fn capacity(&self) -> f64 {
         let r = *lock(&self.shared.rates);
-        let cpu = self.shared.options.cpu_workers.max(1) as f64 / r.cpu_task.max(1e-9);
+        let cpu = r.cpu_rate(self.shared.options.cpu_workers);
         if self.shared.has_gpu {
             r.gpu_rate + cpu
         } else {

@@ -136,7 +136,7 @@ pub struct Policy {
     /// Seconds a GPU batch of tasks with deadlines may be predicted to take (at least twice the GPU's
     /// latency floor, and at least half of what its oldest task's deadline has left).
     pub batch_target: f64,
-    /// Tasks per second the GPU completes in large batches (measured).
+    /// Tasks per second a GPU batch adds (measured: the marginal rate of `batch_time`'s line).
     pub gpu_rate: f64,
     /// Tasks per second all CPU workers together complete (measured).
     pub cpu_rate: f64,

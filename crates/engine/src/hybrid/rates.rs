@@ -31,6 +31,11 @@ impl Default for Rates {
 }
 
 impl Rates {
+    /// Tasks per second `workers` CPU workers complete together.
+    pub fn cpu_rate(&self, workers: usize) -> f64 {
+        workers.max(1) as f64 / self.cpu_task.max(1e-9)
+    }
+
     /// A GPU batch of `n` tasks took `seconds`.
     ///
     /// The floor and the rate are a least-squares line through recent batches, weighted towards the

@@ -24,7 +24,7 @@ fn policy(s: &Shared) -> Policy {
         max_batch: s.options.max_batch.max(1),
         batch_target: s.options.batch_target.as_secs_f64(),
         gpu_rate: r.gpu_rate,
-        cpu_rate: s.options.cpu_workers.max(1) as f64 / r.cpu_task.max(1e-9),
+        cpu_rate: r.cpu_rate(s.options.cpu_workers),
         gpu_latency: r.gpu_latency,
     }
 }
