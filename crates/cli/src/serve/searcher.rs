@@ -38,7 +38,6 @@ pub struct Searcher {
     engine: Mutex<Engine>,
     cpu: CpuSearcher,
     describe: String,
-    hybrid: bool,
     deadline: Duration,
 }
 
@@ -107,7 +106,6 @@ impl Searcher {
         Searcher {
             cpu: engine.cpu().clone(),
             describe: engine.describe(),
-            hybrid: engine.hybrid().is_some(),
             engine: Mutex::new(engine),
             deadline,
         }
@@ -140,36 +138,34 @@ impl Searcher {
         let queries = requests.len();
         let (tx, rx) = oneshot::channel();
         let gather = Arc::new(Gather::new(started, queries, tx));
-        if self.hybrid {
+        if let Some(hybrid) = lock(&self.engine).hybrid() {
             let requests = requests
                 .into_iter()
                 .enumerate()
                 .map(|(i, r)| (i as u64, r))
                 .collect();
-            if let Some(hybrid) = lock(&self.engine).hybrid() {
-                hybrid.submit_many(requests, Some(self.deadline), gather);
-            }
-        } else {
-            // One pool task per query, queued first come, first served (a parallel iterator per
-            // request would let one request's queries overtake another's, which doubled the p99).
-            for (i, request) in requests.into_iter().enumerate() {
-                let cpu = self.cpu.clone();
-                let gather = gather.clone();
-                rayon::spawn(move || {
-                    let run = std::panic::AssertUnwindSafe(|| cpu.answer(&request));
-                    let result = match std::panic::catch_unwind(run) {
-                        Ok(answer) => answer.map_err(|e| e.to_string()),
-                        Err(_) => Err("the query panicked".to_string()),
-                    };
-                    let answered = Answered {
-                        result,
-                        latency: gather.started.elapsed(),
-                        served_by: None,
-                        missed_deadline: false,
-                    };
-                    gather.put(i, answered);
-                });
-            }
+            hybrid.submit_many(requests, Some(self.deadline), gather);
+            return Pending { queries, rx };
+        }
+        // One pool task per query, queued first come, first served (a parallel iterator per
+        // request would let one request's queries overtake another's, which doubled the p99).
+        for (i, request) in requests.into_iter().enumerate() {
+            let cpu = self.cpu.clone();
+            let gather = gather.clone();
+            rayon::spawn(move || {
+                let run = std::panic::AssertUnwindSafe(|| cpu.answer(&request));
+                let result = match std::panic::catch_unwind(run) {
+                    Ok(answer) => answer.map_err(|e| e.to_string()),
+                    Err(_) => Err("the query panicked".to_string()),
+                };
+                let answered = Answered {
+                    result,
+                    latency: gather.started.elapsed(),
+                    served_by: None,
+                    missed_deadline: false,
+                };
+                gather.put(i, answered);
+            });
         }
         Pending { queries, rx }
     }
