@@ -48,17 +48,8 @@ part=${1:-all}
 printf "%-6s %-4s %-10s %12s %9s %9s %9s  %s\n" collection mode engine "queries/s" p50_ms p99_ms p99.9_ms note >"$table"
 row() { printf "%-6s %-4s %-10s %12s %9s %9s %9s  %s\n" "$@" >>"$table"; }
 
-# PISA from two carried wheels (pyterrier-pisa and tbb), unpacked rather than pip-installed: the
-# script loads only PISA's compiled module, which needs libtbb beside it.
-pisa_ready=""
-if compgen -G "$dev/whl/*.whl" >/dev/null; then
-  python3 -c 'import glob, sys, zipfile; [zipfile.ZipFile(w).extractall("/tmp/site") for w in glob.glob(sys.argv[1] + "/*.whl")]' $dev/whl
-  tbb=$(dirname "$(ls /tmp/site/tbb-*.data/data/lib/libtbb.so.2)")
-  export PYTHONPATH=/tmp/site LD_LIBRARY_PATH=$tbb${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  pisa_ready=1
-else
-  say "no .device/whl: PISA is skipped (scripts/device-prepare.sh downloads its wheels)"
-fi
+pisa_setup
+[ -n "$pisa_ready" ] || say "no .device/whl: PISA is skipped (scripts/device-prepare.sh downloads its wheels)"
 # The machine's own PyTorch, for the brute-force peer; it needs a GPU.
 torch_ready=""
 if python3 -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then

@@ -18,3 +18,29 @@ for part in $dev/wiki-postings.bin.xz $dev/part1/wiki-postings.bin.xz; do
     mkdir -p "$wiki" && unxz $part >"$wiki/postings.bin"
   fi
 done
+
+# pisa_setup: PISA from two carried wheels (pyterrier-pisa and tbb), unpacked rather than pip-installed: the
+# scripts load only PISA's compiled module, which needs libtbb beside it. Sets pisa_ready to 1 when present.
+pisa_setup() {
+  pisa_ready=""
+  if ! compgen -G "$dev/whl/*.whl" >/dev/null; then  # or an installed pyterrier-pisa (a local try-out)
+    python3 -c 'import importlib.util as u, sys; sys.exit(u.find_spec("pyterrier_pisa") is None)' 2>/dev/null && pisa_ready=1
+    return 0
+  fi
+  python3 -c 'import glob, sys, zipfile; [zipfile.ZipFile(w).extractall("/tmp/site") for w in glob.glob(sys.argv[1] + "/*.whl")]' $dev/whl
+  local tbb
+  tbb=$(dirname "$(ls /tmp/site/tbb-*.data/data/lib/libtbb.so.2)")
+  export PYTHONPATH=/tmp/site LD_LIBRARY_PATH=$tbb${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  pisa_ready=1
+}
+
+# perf_setup: perf from the carried .device/perfkit.tar.xz (scripts/device-prepare.sh packs it; the image
+# has none) unpacked into /root/perfkit; sets perf to the command, or to "" when none was carried.
+perf_setup() {
+  perf=""
+  if [ ! -x /root/perfkit/perf ] && [ -f $dev/perfkit.tar.xz ]; then
+    unxz $dev/perfkit.tar.xz | tar -x -C /root
+  fi
+  [ -x /root/perfkit/perf ] && perf="env LD_LIBRARY_PATH=/root/perfkit/lib /root/perfkit/perf"
+  return 0
+}

@@ -17,7 +17,9 @@ engine_bin=$(grep -oE 'target/release/deps/gpu_engine-[0-9a-f]+' /tmp/device-pre
 cp target/release/warpsearch $dev/
 cp "$test_bin" $dev/gpu-tests
 cp "$engine_bin" $dev/engine-tests
-strip $dev/warpsearch $dev/gpu-tests $dev/engine-tests
+# The engine keeps its symbol table (not its debug info), so that a profile on the device names functions.
+strip --strip-debug $dev/warpsearch
+strip $dev/gpu-tests $dev/engine-tests
 cp ../shared/data/queries/trec05-efficiency.txt $dev/
 xz -T2 -3 -c "$index/postings.bin" >$dev/part1/wiki-postings.bin.xz
 tar -C "$index" -cf - $(cd "$index" && ls | grep -v '^postings.bin$') | xz -T2 -3 -c >$dev/wiki-rest.tar.xz
@@ -25,6 +27,15 @@ if [ $# -ge 2 ]; then
   (cd bench/peers/tantivy && cargo build --release)
   cp bench/peers/tantivy/target/release/tantivy-peer $dev/ && strip $dev/tantivy-peer
   tar -C "$(dirname "$2")" --transform "s|^$(basename "$2")|tantivy-wiki|" -cf - "$(basename "$2")" | xz -T2 -6 -c >$dev/tantivy-wiki.tar.xz
+fi
+# perf with the libraries it needs beyond the C and C++ runtimes (the device has no perf; its kernel counts
+# software events such as cpu-clock), for `scripts/device-speed.sh cpu`'s profiles.
+if [ -x /usr/bin/perf ]; then
+  rm -rf /tmp/perfkit && mkdir -p /tmp/perfkit/lib && cp /usr/bin/perf /tmp/perfkit/
+  for lib in $(ldd /usr/bin/perf | awk '/=>/ {print $3}'); do
+    case $(basename "$lib") in libc.so.6 | libm.so.6 | libstdc++.so.6 | libgcc_s.so.1) ;; *) cp -L "$lib" /tmp/perfkit/lib/ ;; esac
+  done
+  tar -C /tmp -cf - perfkit | xz -T2 -6 -c >$dev/perfkit.tar.xz
 fi
 # PEERS=0 packs no peers (a run of our own engines only).
 if [ "${PEERS:-1}" = 0 ]; then rm -rf $dev/whl; du -sh $dev $dev/part1; exit 0; fi

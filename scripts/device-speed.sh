@@ -19,7 +19,11 @@
 #              and both at 128 threads a CTA (WARPSEARCH_GPU_THREADS);
 #   ab         this binary against the earlier one in alternation, two rounds: OR at k 10 and 1000, AND at
 #              k 10 (closed loop, as bench; rows in the table, with k in the backend column);
-#   profile    kernel phases (--gpu-profile) and the kernel's registers and CTAs per SM.
+#   profile    kernel phases (--gpu-profile) and the kernel's registers and CTAs per SM;
+#   cpu        the CPU engine against PISA on the same postings (PISA's best per mode here:
+#              block_max_ranked_and, maxscore): all cores on the 20,000 queries, then one and all cores on
+#              the first 2,000 (how each scales), with perf's cpu-clock profiles of both at all cores and
+#              perf stat's faults and switches (perf from .device/perfkit.tar.xz; needs .device/whl).
 # Output under $OUT: speed.log, speed-table.txt, reports.tgz (the JSON reports).
 set -uo pipefail
 source scripts/device-common.sh
@@ -39,11 +43,11 @@ head -n 5000 $dev/trec05-efficiency.txt >$work/q5000.txt
 rc=0
 
 # closed_run <binary> <label> <mode> <backend> <bench options…>: a closed-loop run at top $RUN_K (default 10)
-# of the first 20,000 queries, with one warm-up pass, logged with its label (the environment is the caller's).
+# of the first 20,000 queries (or $RUN_QUERIES, on $RUN_THREADS threads if set), with one warm-up pass, logged with its label (the environment is the caller's).
 closed_run() {
   local exe=$1 label=$2 mode=$3 backend=$4
   shift 4
-  $exe bench --index $synth --queries $work/q20000.txt --mode $mode --k ${RUN_K:-10} --backend $backend \
+  $exe ${RUN_THREADS:+--threads $RUN_THREADS} bench --index $synth --queries ${RUN_QUERIES:-$work/q20000.txt} --mode $mode --k ${RUN_K:-10} --backend $backend \
     --warmup 1 "$@" 2>"$work/bench.err" >"$work/bench.out"
   say "$name $label: $(grep -hE "^closed" "$work/bench.out" "$work/bench.err" | tail -n 1)"
 }
@@ -63,6 +67,45 @@ import json, sys
 c = json.load(open(sys.argv[1]))["closed_loop"]
 print(round(c["qps"]), round(c["latency_ms"]["p50"], 1), round(c["latency_ms"]["p99"], 1))' "$json" 2>/dev/null || echo "- - -")
   printf "%-14s %-5s %-7s %-7s %10s %8s %8s\n" $name $mode $column $build "$qps" "$p50" "$p99" >>"$table"
+}
+
+# PISA's best algorithm per mode on this collection (bench/RESULTS.md, issue 5's side-by-side run).
+pisa_algs() { [ "$1" = and ] && echo "--and block_max_ranked_and --or ''" || echo "--and '' --or maxscore"; }
+
+# pisa_profiled <mode>: PISA on all cores over the 20,000 analyzed queries; once its index is ready, perf
+# stat (3 s) and perf record (6 s) attach to it (the profile in $out/perf-pisa-<mode>.txt).
+pisa_profiled() {
+  say "[${SECONDS}s] cpu $1: PISA, all cores, 20,000 queries${perf:+, perf attached once it is ready}"
+  eval "set -- $(pisa_algs $1)"
+  python3 -u bench/peers/pisa_bench.py /root/pisa-$name $work/a20000.tsv $work/pisa --threads "$(nproc)" \
+    --passes 2 --latency-queries 1 "$@" >$work/pisa.jsonl 2>$work/pisa.err &
+  local pid=$!
+  until grep -q harness $work/pisa.jsonl 2>/dev/null || ! kill -0 $pid 2>/dev/null; do sleep 0.2; done
+  if [ -n "$perf" ] && kill -0 $pid 2>/dev/null; then
+    $perf stat -e task-clock,page-faults,context-switches,cpu-migrations -p $pid -o $out/stat-pisa-$mode.txt -- sleep 3
+    $perf record -e cpu-clock -F 499 -p $pid -o $work/pisa.data -- sleep 6 2>/dev/null
+    perf_top $work/pisa.data >$out/perf-pisa-$mode.txt
+  fi
+  wait $pid
+  grep -hE "qps|Error|error" $work/pisa.jsonl $work/pisa.err | tee -a "$log"
+}
+
+# pisa_row <mode> <threads>: PISA over the first 2,000 analyzed queries on <threads>; a table row.
+pisa_row() {
+  eval "set -- $1 $2 $(pisa_algs $1)"
+  local mode=$1 t=$2
+  shift 2
+  python3 -u bench/peers/pisa_bench.py /root/pisa-$name $work/a2000.tsv $work/pisa2k --threads $t --passes 2 \
+    --latency-queries 1 "$@" 2>/dev/null | grep qps | tee -a "$log" | python3 -c '
+import json, sys
+r = json.loads(sys.stdin.readline())
+print("%-14s %-5s %-7s %-7s %10s %8s %8s" % (sys.argv[1], r["mode"], "t" + sys.argv[2], "pisa", r["qps"], "-", "-"))' \
+    $name $t >>"$table"
+}
+
+# perf_top <perf.data>: the functions over 0.4% of the samples.
+perf_top() {
+  $perf report -i "$1" --stdio --sort dso,sym --percent-limit 0.4 2>/dev/null | grep -v "^#" | grep -v "^$" | head -n 45
 }
 
 for part in $parts; do
@@ -137,6 +180,33 @@ for part in $parts; do
       say "$name profile $mode:"
       $bin search --index $synth --queries $work/q20000.txt --mode $mode --k 10 --backend gpu --gpu-profile \
         --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s|^GPU" | tee -a "$log"
+    done
+    ;;
+  cpu)
+    pisa_setup
+    perf_setup
+    [ -n "$pisa_ready" ] || say "no PISA (.device/whl): our engine only"
+    head -n 2000 $work/q20000.txt >$work/q2000.txt
+    if [ -n "$pisa_ready" ] && [ ! -f /root/pisa-$name/inv.docs ]; then
+      say "[${SECONDS}s] export for PISA"
+      $bin export $synth --pisa /root/pisa-$name --terms-from $work/q20000.txt --force 2>&1 | grep -v "^warning" | tee -a "$log"
+    fi
+    for n in 2000 20000; do $bin analyze --index $synth --queries $work/q$n.txt >$work/a$n.tsv 2>/dev/null; done
+    for mode in and or; do
+      say "[${SECONDS}s] cpu $mode: ours, all cores, 20,000 queries${perf:+, under perf record}"
+      ${perf:+$perf record -e cpu-clock -F 499 -o $work/ours-$mode.data --} $bin bench --index $synth \
+        --queries $work/q20000.txt --mode $mode --k 10 --backend cpu --warmup 1 2>&1 | grep -E "^closed" | tee -a "$log"
+      [ -n "$perf" ] && perf_top $work/ours-$mode.data >$out/perf-ours-$mode.txt
+      [ -n "$pisa_ready" ] && pisa_profiled $mode
+      for t in 1 $(nproc); do
+        RUN_THREADS=$t RUN_QUERIES=$work/q2000.txt row_run $bin "cpu $mode ours $t threads, 2,000 queries" $mode cpu \
+          t$t ours $out/reports/cpu-$mode-t$t.json
+        [ -n "$pisa_ready" ] && pisa_row $mode $t
+      done
+      if [ -n "$perf" ]; then
+        $perf stat -e task-clock,page-faults,context-switches,cpu-migrations -o $out/stat-ours-$mode.txt -- \
+          $bin bench --index $synth --queries $work/q2000.txt --mode $mode --k 10 --backend cpu --warmup 1 >/dev/null 2>&1
+      fi
     done
     ;;
   esac
