@@ -18,7 +18,8 @@ pub struct Cursor<'p, 'a> {
     block: usize,
     pos: usize,
     len: usize,
-    docs: [u32; BLOCK_LEN],
+    /// The block's docIDs, then [`END`] up to the end (past a short last block, and [`NEAR`] more).
+    docs: [u32; BLOCK_LEN + NEAR],
     freqs: [u32; BLOCK_LEN],
     freqs_ready: bool,
     doc: u32,
@@ -43,7 +44,7 @@ impl<'p, 'a> Cursor<'p, 'a> {
             block: 0,
             pos: 0,
             len: 0,
-            docs: [0; BLOCK_LEN],
+            docs: [END; BLOCK_LEN + NEAR],
             freqs: [0; BLOCK_LEN],
             freqs_ready: false,
             doc: END,
@@ -83,7 +84,12 @@ impl<'p, 'a> Cursor<'p, 'a> {
 
     fn load(&mut self, block: usize) -> Result<()> {
         self.block = block;
-        self.len = self.term.list.decode_docs(block, &mut self.docs)?;
+        let docs: &mut [u32; BLOCK_LEN] = (&mut self.docs[..BLOCK_LEN]).try_into().expect("a block");
+        self.len = self.term.list.decode_docs(block, docs)?;
+        // Past the list's last posting, docIDs no target reaches (next_geq counts past `len`).
+        if self.len < BLOCK_LEN {
+            self.docs[self.len..BLOCK_LEN].fill(END);
+        }
         self.freqs_ready = false;
         self.pos = 0;
         Ok(())
@@ -136,14 +142,22 @@ impl<'p, 'a> Cursor<'p, 'a> {
             }
             self.load(self.block + 1 + skip)?;
         }
-        // The block's last docID is ≥ target, so the search stops inside the block.
-        // A linear scan: targets are mostly near, and it has no unpredictable branches to a bisection's.
-        let mut pos = self.pos;
-        while self.docs[pos] < target {
-            pos += 1;
+        // The block's last docID is ≥ target, so the answer is inside the block. Most moves are short
+        // (on the TREC queries, 85% go at most 8 places), but their lengths vary, so a scan's exit was
+        // a mispredicted branch at nearly every call (a quarter of ranked AND's time on the 25M
+        // collection). The next NEAR docIDs are counted instead, without branches; a longer move counts
+        // the whole block.
+        if self.docs[self.pos] < target {
+            let pos = self.pos + 1;
+            let near: &[u32; NEAR] = self.docs[pos..pos + NEAR].try_into().expect("padded");
+            let below = count_below(near, target);
+            self.pos = if below < NEAR {
+                pos + below
+            } else {
+                count_below(&self.docs, target)
+            };
         }
-        self.pos = pos;
-        self.set(self.docs[pos]);
+        self.set(self.docs[self.pos]);
         Ok(())
     }
 
@@ -195,6 +209,15 @@ pub fn score_and_advance(
 #[inline]
 pub fn clear(contributions: &mut [f32]) {
     contributions.fill(-0.0);
+}
+
+/// Docs past the current position that [`Cursor::next_geq`] counts before it counts the whole block.
+const NEAR: usize = 8;
+
+/// How many of `docs` are below `target` (in a sorted block: the position of the first docID ≥ target).
+#[inline]
+fn count_below<const N: usize>(docs: &[u32; N], target: u32) -> usize {
+    docs.iter().map(|&d| (d < target) as u32).sum::<u32>() as usize
 }
 
 /// The first index `i` where `pred(&s[i])` is false (`pred` is true on a prefix), found by doubling
