@@ -23,7 +23,11 @@
 #   cpu        the CPU engine against PISA on the same postings (PISA's best per mode here:
 #              block_max_ranked_and, maxscore): all cores on the 20,000 queries, then one and all cores on
 #              the first 2,000 (how each scales), with perf's cpu-clock profiles of both at all cores and
-#              perf stat's faults and switches (perf from .device/perfkit.tar.xz; needs .device/whl).
+#              perf stat's faults and switches (perf from .device/perfkit.tar.xz; needs .device/whl);
+#   cpuab      the CPU engine, this binary against the earlier one in alternation, two rounds: AND and OR
+#              on all cores (closed loop, as bench);
+#   cpu1       one thread each, the first 2,000 queries: perf.data of our engine and of PISA under $OUT, for
+#              `perf annotate` at home (run after cpu, which makes PISA's export).
 # Output under $OUT: speed.log, speed-table.txt, reports.tgz (the JSON reports).
 set -uo pipefail
 source scripts/device-common.sh
@@ -101,6 +105,14 @@ import json, sys
 r = json.loads(sys.stdin.readline())
 print("%-14s %-5s %-7s %-7s %10s %8s %8s" % (sys.argv[1], r["mode"], "t" + sys.argv[2], "pisa", r["qps"], "-", "-"))' \
     $name $t >>"$table"
+}
+
+# pisa_export: our postings of the 20,000 queries' terms as PISA's collection in /root/pisa-<name> (kept).
+pisa_export() {
+  if [ -n "$pisa_ready" ] && [ ! -f /root/pisa-$name/inv.docs ]; then
+    say "[${SECONDS}s] export for PISA"
+    $bin export $synth --pisa /root/pisa-$name --terms-from $work/q20000.txt --force 2>&1 | grep -v "^warning" | tee -a "$log"
+  fi
 }
 
 # perf_top <perf.data>: the functions over 0.4% of the samples.
@@ -182,15 +194,42 @@ for part in $parts; do
         --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s|^GPU" | tee -a "$log"
     done
     ;;
+  cpuab)
+    for round in 1 2; do
+      for mode in and or; do
+        for build in before now; do
+          exe=$(build_exe $build) || continue
+          row_run $exe "cpuab round $round $mode $build" $mode cpu cpu $build $out/reports/cpuab$round-$mode-$build.json
+        done
+      done
+    done
+    ;;
+  cpu1)
+    pisa_setup
+    perf_setup
+    head -n 2000 $work/q20000.txt >$work/q2000.txt
+    pisa_export
+    $bin analyze --index $synth --queries $work/q2000.txt >$work/a2000.tsv 2>/dev/null
+    for mode in and or; do
+      say "[${SECONDS}s] cpu1 $mode: ours under perf record"
+      $perf record -e cpu-clock -F 299 -o $out/ours1-$mode.data -- $bin --threads 1 bench --index $synth \
+        --queries $work/q2000.txt --mode $mode --k 10 --backend cpu 2>&1 | grep -E "^closed" | tee -a "$log"
+      eval "set -- $(pisa_algs $mode)"
+      python3 -u bench/peers/pisa_bench.py /root/pisa-$name $work/a2000.tsv $work/pisa1 --threads 1 --passes 1 \
+        --latency-queries 1 "$@" >$work/pisa1.jsonl 2>/dev/null &
+      pid=$!
+      until grep -q harness $work/pisa1.jsonl 2>/dev/null || ! kill -0 $pid 2>/dev/null; do sleep 0.2; done
+      $perf record -e cpu-clock -F 299 -p $pid -o $out/pisa1-$mode.data -- sleep 12 2>/dev/null
+      wait $pid
+      grep -h qps $work/pisa1.jsonl | tee -a "$log"
+    done
+    ;;
   cpu)
     pisa_setup
     perf_setup
     [ -n "$pisa_ready" ] || say "no PISA (.device/whl): our engine only"
     head -n 2000 $work/q20000.txt >$work/q2000.txt
-    if [ -n "$pisa_ready" ] && [ ! -f /root/pisa-$name/inv.docs ]; then
-      say "[${SECONDS}s] export for PISA"
-      $bin export $synth --pisa /root/pisa-$name --terms-from $work/q20000.txt --force 2>&1 | grep -v "^warning" | tee -a "$log"
-    fi
+    pisa_export
     for n in 2000 20000; do $bin analyze --index $synth --queries $work/q$n.txt >$work/a$n.tsv 2>/dev/null; done
     for mode in and or; do
       say "[${SECONDS}s] cpu $mode: ours, all cores, 20,000 queries${perf:+, under perf record}"
