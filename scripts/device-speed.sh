@@ -24,6 +24,7 @@
 #              block_max_ranked_and, maxscore): all cores on the 20,000 queries, then one and all cores on
 #              the first 2,000 (how each scales), with perf's cpu-clock profiles of both at all cores and
 #              perf stat's faults and switches (perf from .device/perfkit.tar.xz; needs .device/whl);
+#              CPU_SCALING=0 leaves out the runs on 2,000 queries;
 #   cpuab      the CPU engine, this binary against the earlier one in alternation, two rounds: AND and OR
 #              on all cores (closed loop, as bench);
 #   cpu1       one thread each, the first 2,000 queries: perf.data of our engine and of PISA under $OUT, for
@@ -237,7 +238,7 @@ for part in $parts; do
         --queries $work/q20000.txt --mode $mode --k 10 --backend cpu --warmup 1 2>&1 | grep -E "^closed" | tee -a "$log"
       [ -n "$perf" ] && perf_top $work/ours-$mode.data >$out/perf-ours-$mode.txt
       [ -n "$pisa_ready" ] && pisa_profiled $mode
-      for t in 1 $(nproc); do
+      for t in $([ "${CPU_SCALING:-1}" = 0 ] || echo 1 "$(nproc)"); do
         RUN_THREADS=$t RUN_QUERIES=$work/q2000.txt row_run $bin "cpu $mode ours $t threads, 2,000 queries" $mode cpu \
           t$t ours $out/reports/cpu-$mode-t$t.json
         [ -n "$pisa_ready" ] && pisa_row $mode $t
