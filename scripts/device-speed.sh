@@ -77,21 +77,29 @@ print(round(c["qps"]), round(c["latency_ms"]["p50"], 1), round(c["latency_ms"]["
 # PISA's best algorithm per mode on this collection (bench/RESULTS.md, issue 5's side-by-side run).
 pisa_algs() { [ "$1" = and ] && echo "--and block_max_ranked_and --or ''" || echo "--and '' --or maxscore"; }
 
+# pisa_start <mode> <analyzed queries> <threads> <passes> <prefix>: PISA's best algorithm for <mode> in the
+# background (JSON lines in <prefix>.jsonl, errors in <prefix>.err); returns once its index is ready (or
+# it has exited), its process in pisa_pid, for perf to attach to.
+pisa_start() {
+  local mode=$1 queries=$2 threads=$3 passes=$4 prefix=$5
+  eval "set -- $(pisa_algs $mode)"
+  python3 -u bench/peers/pisa_bench.py /root/pisa-$name $queries $prefix --threads $threads --passes $passes \
+    --latency-queries 1 "$@" >$prefix.jsonl 2>$prefix.err &
+  pisa_pid=$!
+  until grep -q harness $prefix.jsonl 2>/dev/null || ! kill -0 $pisa_pid 2>/dev/null; do sleep 0.2; done
+}
+
 # pisa_profiled <mode>: PISA on all cores over the 20,000 analyzed queries; once its index is ready, perf
 # stat (3 s) and perf record (6 s) attach to it (the profile in $out/perf-pisa-<mode>.txt).
 pisa_profiled() {
   say "[${SECONDS}s] cpu $1: PISA, all cores, 20,000 queries${perf:+, perf attached once it is ready}"
-  eval "set -- $(pisa_algs $1)"
-  python3 -u bench/peers/pisa_bench.py /root/pisa-$name $work/a20000.tsv $work/pisa --threads "$(nproc)" \
-    --passes 2 --latency-queries 1 "$@" >$work/pisa.jsonl 2>$work/pisa.err &
-  local pid=$!
-  until grep -q harness $work/pisa.jsonl 2>/dev/null || ! kill -0 $pid 2>/dev/null; do sleep 0.2; done
-  if [ -n "$perf" ] && kill -0 $pid 2>/dev/null; then
-    $perf stat -e task-clock,page-faults,context-switches,cpu-migrations -p $pid -o $out/stat-pisa-$mode.txt -- sleep 3
-    $perf record -e cpu-clock -F 499 -p $pid -o $work/pisa.data -- sleep 6 2>/dev/null
-    perf_top $work/pisa.data >$out/perf-pisa-$mode.txt
+  pisa_start $1 $work/a20000.tsv "$(nproc)" 2 $work/pisa
+  if [ -n "$perf" ] && kill -0 $pisa_pid 2>/dev/null; then
+    $perf stat -e task-clock,page-faults,context-switches,cpu-migrations -p $pisa_pid -o $out/stat-pisa-$1.txt -- sleep 3
+    $perf record -e cpu-clock -F 499 -p $pisa_pid -o $work/pisa.data -- sleep 6 2>/dev/null
+    perf_top $work/pisa.data >$out/perf-pisa-$1.txt
   fi
-  wait $pid
+  wait $pisa_pid
   grep -hE "qps|Error|error" $work/pisa.jsonl $work/pisa.err | tee -a "$log"
 }
 
@@ -208,6 +216,7 @@ for part in $parts; do
   cpu1)
     pisa_setup
     perf_setup
+    [ -n "$perf" ] && [ -n "$pisa_ready" ] || { say "cpu1 needs .device/perfkit.tar.xz and .device/whl"; continue; }
     head -n 2000 $work/q20000.txt >$work/q2000.txt
     pisa_export
     $bin analyze --index $synth --queries $work/q2000.txt >$work/a2000.tsv 2>/dev/null
@@ -215,13 +224,9 @@ for part in $parts; do
       say "[${SECONDS}s] cpu1 $mode: ours under perf record"
       $perf record -e cpu-clock -F 299 -o $out/ours1-$mode.data -- $bin --threads 1 bench --index $synth \
         --queries $work/q2000.txt --mode $mode --k 10 --backend cpu 2>&1 | grep -E "^closed" | tee -a "$log"
-      eval "set -- $(pisa_algs $mode)"
-      python3 -u bench/peers/pisa_bench.py /root/pisa-$name $work/a2000.tsv $work/pisa1 --threads 1 --passes 1 \
-        --latency-queries 1 "$@" >$work/pisa1.jsonl 2>/dev/null &
-      pid=$!
-      until grep -q harness $work/pisa1.jsonl 2>/dev/null || ! kill -0 $pid 2>/dev/null; do sleep 0.2; done
-      $perf record -e cpu-clock -F 299 -p $pid -o $out/pisa1-$mode.data -- sleep 12 2>/dev/null
-      wait $pid
+      pisa_start $mode $work/a2000.tsv 1 1 $work/pisa1
+      $perf record -e cpu-clock -F 299 -p $pisa_pid -o $out/pisa1-$mode.data -- sleep 12 2>/dev/null
+      wait $pisa_pid
       grep -h qps $work/pisa1.jsonl | tee -a "$log"
     done
     ;;
