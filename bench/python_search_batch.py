@@ -6,7 +6,8 @@ once; queries/s of the closed loop, which leaves out query analysis and output),
 --backend cpu --warmup 1 --stats > /dev/null` (queries/s of the timed pass, writing the TREC run
 included) and, in one Python process, `Searcher.search_batch(texts, k, mode)` on a `cpu` searcher (one
 warm-up call, then one timed call; queries/s from texts in to Python lists of (docid, score) out, query
-analysis included). The three alternate, `--reps` times, so that a busy machine slows them alike; the
+analysis included). With `--frame`, also `search_batch(texts, k, mode, as_frame=True)` (a pandas
+DataFrame out). The measurements alternate, `--reps` times, so that a busy machine slows them alike; the
 table gives the median of each and Python's ratio to the medians.
 
     python3 bench/python_search_batch.py --index wiki-pfor \
@@ -41,10 +42,10 @@ def cli_search_qps(args, mode, k):
     return float(re.search(r": (\d+) queries/s", err).group(1))
 
 
-def python_qps(searcher, texts, mode, k):
-    searcher.search_batch(texts, k=k, mode=mode)
+def python_qps(searcher, texts, mode, k, as_frame=False):
+    searcher.search_batch(texts, k=k, mode=mode, as_frame=as_frame)
     started = time.perf_counter()
-    searcher.search_batch(texts, k=k, mode=mode)
+    searcher.search_batch(texts, k=k, mode=mode, as_frame=as_frame)
     return len(texts) / (time.perf_counter() - started)
 
 
@@ -56,23 +57,30 @@ def main():
     p.add_argument("--modes", default="and,or")
     p.add_argument("--ks", default="10,1000")
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--frame", action="store_true", help="also measure search_batch(..., as_frame=True)")
     args = p.parse_args()
     texts = [t for _, t in warpsearch.read_queries(args.queries)]
     searcher = warpsearch.Index.open(args.index).searcher("cpu")
     print(f"{len(texts)} queries, {searcher!r}, load average {os.getloadavg()[0]:.2f}", flush=True)
+    frame = " frame q/s | frame / bench |" if args.frame else ""
     print("| mode | k | CLI bench q/s | CLI search q/s | Python search_batch q/s | Python / bench | "
-          "Python / search | runs (bench, search, Python) |")
-    print("|---|---|---|---|---|---|---|---|")
+          f"Python / search |{frame} runs (bench, search, Python{', frame' if args.frame else ''}) |")
+    print("|---|---|---|---|---|---|---|" + ("---|---|" if args.frame else "") + "---|")
     for mode in args.modes.split(","):
         for k in map(int, args.ks.split(",")):
-            bench, search, py = [], [], []
+            bench, search, py, fr = [], [], [], []
             for _ in range(args.reps):
                 bench.append(cli_qps(args, mode, k))
                 search.append(cli_search_qps(args, mode, k))
                 py.append(python_qps(searcher, texts, mode, k))
+                if args.frame:
+                    fr.append(python_qps(searcher, texts, mode, k, as_frame=True))
             b, s, q = (statistics.median(x) for x in (bench, search, py))
-            runs = "; ".join(f"{x:,.0f} {y:,.0f} {z:,.0f}" for x, y, z in zip(bench, search, py))
-            print(f"| {mode} | {k} | {b:,.0f} | {s:,.0f} | {q:,.0f} | {q / b:.2f} | {q / s:.2f} | {runs} |",
+            cols = [bench, search, py] + ([fr] if args.frame else [])
+            runs = "; ".join(" ".join(f"{x:,.0f}" for x in run) for run in zip(*cols))
+            f = statistics.median(fr) if args.frame else 0
+            frame = f" {f:,.0f} | {f / b:.2f} |" if args.frame else ""
+            print(f"| {mode} | {k} | {b:,.0f} | {s:,.0f} | {q:,.0f} | {q / b:.2f} | {q / s:.2f} |{frame} {runs} |",
                   flush=True)
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
 

@@ -273,21 +273,17 @@ impl PySearcher {
             }
         }
         if as_frame {
-            let mut frame = Frame::new(py)?;
             let qids = match qids {
                 Some(q) => q,
                 None => (1..=texts.len())
                     .map(|i| PyString::new(py, &i.to_string()))
                     .collect(),
             };
-            let mut qids = qids.iter();
+            let mut frame = Frame::new(py, &self.index, qids)?;
             self.answer_chunks(py, &texts, mode, k, |answers| {
-                for (answer, qid) in answers.iter().zip(&mut qids) {
-                    frame.push(&self.index, qid, answer)?;
-                }
-                Ok(())
+                frame.push(&answers)
             })?;
-            return frame.finish();
+            return frame.finish(&self.index);
         }
         let ids = self.doc_ids(py);
         let out = PyList::empty(py);

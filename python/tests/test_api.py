@@ -59,8 +59,18 @@ def test_frame(index):
     ]
     assert len(frame) == len(rows) == 10
     assert [tuple(r) for r in frame.itertuples(index=False)] == rows
+    # qid and docid are categoricals: each distinct id one string, compared and written as strings.
+    assert str(frame["qid"].dtype) == "category" and str(frame["docid"].dtype) == "category"
+    plain = frame.astype({"qid": str, "docid": str})
+    assert [tuple(r) for r in plain.itertuples(index=False)] == rows
+    assert len(frame["docid"].cat.categories) == len({d for _, d, _, _ in rows})
     named = s.search_batch(texts, k=5, qids=["q1", "q2", "q3"], as_frame=True)
     assert list(named["qid"].unique()) == ["q1", "q2"]
+    # A repeated qid is one category; its queries' hits keep their own ranks.
+    repeated = s.search_batch(texts[:2] * 2, k=5, qids=["a", "b", "a", "b"], as_frame=True)
+    assert list(repeated["qid"].cat.categories) == ["a", "b"]
+    assert list(repeated["qid"]) == ["a"] * 5 + ["b"] * 5 + ["a"] * 5 + ["b"] * 5
+    assert list(repeated["rank"]) == list(range(1, 6)) * 4
     empty = s.search_batch([], as_frame=True)
     assert len(empty) == 0 and list(empty.columns) == ["qid", "docid", "rank", "score"]
 
