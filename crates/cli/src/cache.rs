@@ -104,7 +104,7 @@ pub fn cache_stats_line(c: &CacheStats, g: Option<&GpuStats>, queries: usize) ->
     format!(
         "GPU cache: hit rate {:.3} (blocks of the GPU's ranges found in the cache); {:.1} KiB carried per \
          query; GPU whole {}, GPU part + CPU completion {}, CPU only {}; completion {:.3} s of CPU ({:.3} ms per \
-         query); {} plans applied, {} lists changed, {:.1} MiB copied into the cache",
+         query); {} plans applied, {} lists changed, {:.1} MiB copied into the cache, {:.3} s replanning",
         hit,
         staged as f64 / q / 1024.0,
         c.gpu_whole,
@@ -114,7 +114,8 @@ pub fn cache_stats_line(c: &CacheStats, g: Option<&GpuStats>, queries: usize) ->
         c.completion_seconds * 1e3 / q,
         c.replans,
         c.lists_changed,
-        fill as f64 / (1u64 << 20) as f64
+        fill as f64 / (1u64 << 20) as f64,
+        c.replan_seconds
     )
 }
 
@@ -131,5 +132,6 @@ pub fn cache_json(c: &CacheStats, g: Option<&GpuStats>, queries: usize) -> Value
         "completion_seconds": c.completion_seconds,
         "replans": c.replans,
         "lists_changed": c.lists_changed,
+        "replan_seconds": c.replan_seconds,
     })
 }

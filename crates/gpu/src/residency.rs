@@ -92,8 +92,10 @@ pub struct DeviceIndex {
     cache: Capacity,
     stage: Capacity,
     stages: usize,
-    /// Pinned memory that plan changes go through (none when the whole index is uploaded once).
+    /// Pinned memory that plan changes go through (none when the whole index is uploaded once), and
+    /// how much of it holds data whose copies may still be in flight (reset by [`Self::settle`]).
     bounce: Option<Pinned<u32>>,
+    bounce_at: usize,
     /// The kernel's codec number ([`crate::kernels::codec_id`]).
     pub(crate) codec: u32,
     pub(crate) num_docs: u32,
@@ -101,6 +103,8 @@ pub struct DeviceIndex {
 
 /// Words of pinned memory for plan changes (64 MiB).
 const BOUNCE_WORDS: usize = 16 << 20;
+/// Copies into the bounce buffer of at least this many words are spread over all cores.
+const PARALLEL_FILL: usize = 1 << 18;
 
 /// Bytes the whole index takes on the device: its postings words and 20 bytes of skip data per block.
 pub fn device_bytes(index: &Index) -> usize {
@@ -202,11 +206,12 @@ impl DeviceIndex {
             stage,
             stages,
             bounce: Some(Pinned::new(gpu, BOUNCE_WORDS)?),
+            bounce_at: 0,
             codec: crate::kernels::codec_id(index.codec()),
             num_docs: index.num_docs(),
         };
         dev.rebuild(stream, index, plan)?;
-        stream.synchronize()?;
+        dev.settle(stream)?;
         Ok(dev)
     }
 
@@ -271,6 +276,7 @@ impl DeviceIndex {
             stage: Capacity::default(),
             stages: 0,
             bounce: None,
+            bounce_at: 0,
             codec: 0,
             num_docs: 0,
         };
@@ -325,7 +331,7 @@ impl DeviceIndex {
         if self.residency.used() == Capacity::default() {
             // From empty: one copy per array.
             self.rebuild(stream, index, plan)?;
-            stream.synchronize()?;
+            self.settle(stream)?;
             let lists = plan.blocks.iter().filter(|&&b| b > 0).count() as u64;
             return Ok(Applied {
                 lists,
@@ -395,8 +401,15 @@ impl DeviceIndex {
                 applied.bytes += want.bytes();
             }
         }
-        stream.synchronize()?;
+        self.settle(stream)?;
         Ok(applied)
+    }
+
+    /// Waits for the copies on `stream`, the bounce buffer's included: it is free again.
+    fn settle(&mut self, stream: &Arc<CudaStream>) -> Result<(), GpuError> {
+        stream.synchronize()?;
+        self.bounce_at = 0;
+        Ok(())
     }
 
     /// Forgets what the cache holds (after a failed copy): every list is then staged.
@@ -405,6 +418,8 @@ impl DeviceIndex {
         r.lists.iter_mut().for_each(|c| *c = Cached::default());
         r.words = Extents::new(self.cache.words);
         r.blocks = Extents::new(self.cache.blocks);
+        // After a failed copy nothing is in flight that could still read the buffer.
+        self.bounce_at = 0;
     }
 
     /// Lays out `plan` from the start of the cache, each list after the previous one, in one copy per
@@ -509,27 +524,35 @@ impl DeviceIndex {
     }
 
     /// Copies `src` to device address `dst` (inside the device arrays) through the pinned bounce buffer,
-    /// a chunk at a time, gathered by all cores (pageable copies from the memory-mapped index reach a
-    /// fraction of the pinned bandwidth).
-    fn copy_in(&mut self, stream: &Arc<CudaStream>, dst: u64, src: &[u32]) -> Result<(), GpuError> {
-        let Some(bounce) = self.bounce.as_mut() else {
+    /// gathered there by all cores where it is large (pageable copies from the memory-mapped index reach
+    /// a fraction of the pinned bandwidth). Copies are queued after the buffer's earlier contents and
+    /// waited for only when it is full or at [`Self::settle`]: a plan change copies hundreds of short
+    /// list prefixes, six arrays each, and a wait per copy made it take ~200 ms on the 25M collection.
+    fn copy_in(&mut self, stream: &Arc<CudaStream>, mut dst: u64, mut src: &[u32]) -> Result<(), GpuError> {
+        let Some(cap) = self.bounce.as_ref().map(|b| b.as_slice().len()) else {
             return Err(GpuError::Unsupported(
                 "no bounce buffer: the whole index was uploaded".into(),
             ));
         };
-        let cap = bounce.as_slice().len();
-        for (i, chunk) in src.chunks(cap).enumerate() {
-            let buf = &mut bounce.as_mut_slice()[..chunk.len()];
-            buf.par_chunks_mut(1 << 18)
-                .zip(chunk.par_chunks(1 << 18))
-                .for_each(|(d, s)| d.copy_from_slice(s));
-            crate::launch::copy_to_device(
-                stream,
-                dst + (i * cap * 4) as u64,
-                &bounce.as_slice()[..chunk.len()],
-            )?;
-            // The buffer is refilled next: the copy must be done with it.
-            stream.synchronize()?;
+        while !src.is_empty() {
+            if self.bounce_at == cap {
+                self.settle(stream)?;
+            }
+            let at = self.bounce_at;
+            let n = src.len().min(cap - at);
+            let bounce = self.bounce.as_mut().expect("checked above");
+            let buf = &mut bounce.as_mut_slice()[at..at + n];
+            if n >= PARALLEL_FILL {
+                buf.par_chunks_mut(PARALLEL_FILL)
+                    .zip(src[..n].par_chunks(PARALLEL_FILL))
+                    .for_each(|(d, s)| d.copy_from_slice(s));
+            } else {
+                buf.copy_from_slice(&src[..n]);
+            }
+            crate::launch::copy_to_device(stream, dst, &bounce.as_slice()[at..at + n])?;
+            self.bounce_at += n;
+            src = &src[n..];
+            dst += n as u64 * 4;
         }
         Ok(())
     }

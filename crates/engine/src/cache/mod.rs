@@ -10,6 +10,8 @@ pub mod usage;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
 
 use rayon::prelude::*;
 use warpsearch_cpu::CpuSearcher;
@@ -108,6 +110,9 @@ pub struct CacheStats {
     pub replans: u64,
     /// Lists whose cached prefix changed in them.
     pub lists_changed: u64,
+    /// Seconds the GPU waited for the dynamic policy's plan changes (the copies; plans are made on a
+    /// thread of their own).
+    pub replan_seconds: f64,
 }
 
 #[derive(Default)]
@@ -118,11 +123,15 @@ struct Counters {
     completion_us: AtomicU64,
     replans: AtomicU64,
     lists_changed: AtomicU64,
+    replan_us: AtomicU64,
 }
 
 struct Dynamic {
     usage: Usage,
     seen: usize,
+    /// The next plan, made on a thread of its own from a snapshot of `usage` while batches run, and
+    /// applied by the first [`CacheCtl::maybe_replan`] after it is done.
+    next: Option<JoinHandle<CachePlan>>,
 }
 
 /// The cache's policy at run time, shared by whatever drives the GPU.
@@ -181,6 +190,7 @@ impl CacheCtl {
                 Mutex::new(Dynamic {
                     usage: usage.clone(),
                     seen: 0,
+                    next: None,
                 })
             }),
             counters: Counters::default(),
@@ -276,31 +286,46 @@ impl CacheCtl {
         d.seen += 1;
     }
 
-    /// After every `epoch` observed queries, the dynamic policy plans the cache anew from the decayed
-    /// use and applies the difference (between batches: no batch may be in flight).
+    /// The dynamic policy, between batches (no batch may be in flight): after every `epoch` observed
+    /// queries it starts planning the cache anew from the decayed use, on a thread of its own, and the
+    /// first call after that plan is made applies the difference. The GPU waits only for the copies.
     pub fn maybe_replan(&self, gpu: &mut GpuSearcher) -> std::result::Result<(), GpuError> {
         let Some(d) = &self.dynamic else {
             return Ok(());
         };
-        let plan = {
+        let made = {
             let mut d = d.lock().expect("no panics under the lock");
-            if d.seen < self.epoch {
-                return Ok(());
+            match d.next.take() {
+                Some(h) if h.is_finished() => Some(h.join()),
+                Some(h) => {
+                    d.next = Some(h);
+                    None
+                }
+                None if d.seen >= self.epoch => {
+                    d.seen = 0;
+                    let usage = d.usage.clone();
+                    d.usage.scale(self.decay);
+                    let index = self.scorer.index().clone();
+                    let cap = headroom(gpu.cache_capacity());
+                    let (ratio, group) = (self.ratio, self.group);
+                    d.next = Some(std::thread::spawn(move || {
+                        policy::plan(&index, &usage, Policy::Dynamic, cap, ratio, group)
+                    }));
+                    None
+                }
+                None => None,
             }
-            d.seen = 0;
-            let index = self.scorer.index();
-            let plan = policy::plan(
-                index,
-                &d.usage,
-                Policy::Dynamic,
-                headroom(gpu.cache_capacity()),
-                self.ratio,
-                self.group,
-            );
-            d.usage.scale(self.decay);
-            plan
         };
-        self.applied(gpu.set_plan(&plan)?);
+        let Some(plan) = made else {
+            return Ok(());
+        };
+        let plan = plan.map_err(|_| GpuError::Unsupported("the cache planning thread panicked".into()))?;
+        let started = Instant::now();
+        let applied = gpu.set_plan(&plan);
+        self.counters
+            .replan_us
+            .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        self.applied(applied?);
         Ok(())
     }
 
@@ -315,6 +340,7 @@ impl CacheCtl {
             completion_seconds: take(&c.completion_us) as f64 / 1e6,
             replans: take(&c.replans),
             lists_changed: take(&c.lists_changed),
+            replan_seconds: take(&c.replan_us) as f64 / 1e6,
         }
     }
 }
