@@ -35,8 +35,8 @@ sed -n '1,25000p' $dev/trec05-efficiency.txt >$work/train.txt
 sed -n "${QUERIES_TEST:-25001,30000}p" $dev/trec05-efficiency.txt >$work/test.txt
 awk '$1 < "m"' $dev/trec05-efficiency.txt | head -n 25000 >$work/drift-train.txt
 awk '$1 >= "m"' $dev/trec05-efficiency.txt | head -n 5000 >$work/drift-test.txt
-[ -f "$table" ] || printf "%-5s %-8s %-7s %-8s %10s %8s %8s %6s %9s %7s %7s %8s\n" mode policy budget buffer \
-  "queries/s" p50_ms p99_ms hit "KiB/q" partial cpu_only "compl_s" >"$table"
+[ -f "$table" ] || printf "%-5s %-8s %-7s %-8s %10s %8s %8s %6s %9s %7s %7s %8s %8s\n" mode policy budget buffer \
+  "queries/s" p50_ms p99_ms hit "KiB/q" partial cpu_only "compl_s" "replan_s" >"$table"
 
 # The index's bytes on the device (postings words and 20 bytes of skip data per block).
 index_bytes() { python3 -c "import os,sys; d=sys.argv[1]; print(os.path.getsize(d+'/postings.bin') + os.path.getsize(d+'/blocks.bin'))" "$1"; }
@@ -68,12 +68,13 @@ r = json.load(open(sys.argv[1]))["closed_loop"]
 c = r.get("cache") or {}
 n = json.load(open(sys.argv[1]))["num_queries"]
 l = r["latency_ms"]
-row = "%-5s %-8s %-7s %-8s %10.0f %8.3f %8.3f %6s %9s %7s %7s %8s\n" % (
+row = "%-5s %-8s %-7s %-8s %10.0f %8.3f %8.3f %6s %9s %7s %7s %8s %8s\n" % (
     sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], r["qps"], l["p50"], l["p99"],
     "%.3f" % c["hit_rate"] if c.get("hit_rate") is not None else "-",
     "%.1f" % (c["staged_bytes_per_query"] / 1024) if c.get("staged_bytes_per_query") is not None else "-",
     c.get("partial", "-"), c.get("cpu_only", "-"),
-    "%.2f" % c["completion_seconds"] if "completion_seconds" in c else "-")
+    "%.2f" % c["completion_seconds"] if "completion_seconds" in c else "-",
+    "%.3f" % c["replan_seconds"] if "replan_seconds" in c else "-")
 open(sys.argv[6], "a").write(row)
 PY
 }
