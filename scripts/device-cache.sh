@@ -10,6 +10,7 @@
 #   and|or closed-loop top-10 throughput with the whole index resident, then at budgets of 100%, 50%,
 #          25% and 10% of the index under vfb, qtf, qtfdf and dynamic, trained on TREC 2005 queries
 #          1-25,000 and measured on 25,001-30,000 (QUERIES_TEST to change);
+#   base   AND and OR with the whole index resident (no cache): what the budgets' shares are of;
 #   drift  trained on the log's queries whose first word sorts before "m", run on the others (25%);
 #   dyn    vfb and dynamic alone at 25% and 10% (after a change to the dynamic policy);
 #   gs     the passages in global-score order with bm25-static (early termination; the CPU completes):
@@ -18,7 +19,7 @@
 #   identical  `search` with a cache vs the CPU's run, byte for byte (after gs);
 #   sweep  at a 25% budget, the split between cache S_c and staging S_b (for the throughput model).
 # Output under $OUT: cache.log, cache-table.txt (one row per run), reports/*.json.
-# usage: scripts/device-cache.sh [tests] [synth] [and] [or] [drift] [sweep]
+# usage: scripts/device-cache.sh [tests] [synth] [and] [or] [base] [drift] [dyn] [gs] [identical] [sweep]
 set -uo pipefail
 source scripts/device-common.sh
 log=$out/cache.log
@@ -103,6 +104,11 @@ for part in $parts; do
         [ "$share" = 1 ] && [ $policy != vfb ] && continue
         run $part $policy $share 0.25 $work/train.txt $work/test.txt cache
       done
+    done
+    ;;
+  base)
+    for mode in and or; do
+      run $mode none 1 0 $work/train.txt $work/test.txt base
     done
     ;;
   drift)

@@ -132,6 +132,8 @@ struct Dynamic {
     /// The next plan, made on a thread of its own from a snapshot of `usage` while batches run, and
     /// applied by the first [`CacheCtl::maybe_replan`] after it is done.
     next: Option<JoinHandle<CachePlan>>,
+    /// The space plans fill (the GPU's cache less headroom), known from the first `maybe_replan`.
+    cap: Option<warpsearch_gpu::Capacity>,
 }
 
 /// The cache's policy at run time, shared by whatever drives the GPU.
@@ -191,6 +193,7 @@ impl CacheCtl {
                     usage: usage.clone(),
                     seen: 0,
                     next: None,
+                    cap: None,
                 })
             }),
             counters: Counters::default(),
@@ -284,36 +287,46 @@ impl CacheCtl {
         let mut d = d.lock().expect("no panics under the lock");
         d.usage.add(index, &request.query, request.mode, stop, 1.0);
         d.seen += 1;
+        self.start_plan(&mut d);
+    }
+
+    /// Once `epoch` queries were observed since the last plan started, starts the next one on a thread
+    /// of its own, from a snapshot of the use so far, and decays the use. Started as the epoch's last
+    /// query is observed (not at the next batch), so that it is made by the batch after.
+    fn start_plan(&self, d: &mut Dynamic) {
+        let Some(cap) = d.cap else {
+            return;
+        };
+        if d.seen < self.epoch || d.next.is_some() {
+            return;
+        }
+        d.seen = 0;
+        let usage = d.usage.clone();
+        d.usage.scale(self.decay);
+        let index = self.scorer.index().clone();
+        let (ratio, group) = (self.ratio, self.group);
+        d.next = Some(std::thread::spawn(move || {
+            policy::plan(&index, &usage, Policy::Dynamic, cap, ratio, group)
+        }));
     }
 
     /// The dynamic policy, between batches (no batch may be in flight): after every `epoch` observed
-    /// queries it starts planning the cache anew from the decayed use, on a thread of its own, and the
-    /// first call after that plan is made applies the difference. The GPU waits only for the copies.
+    /// queries a new plan is made from the decayed use on a thread of its own ([`Self::start_plan`]),
+    /// and the first call after it is made applies the difference. The GPU waits only for the copies.
     pub fn maybe_replan(&self, gpu: &mut GpuSearcher) -> std::result::Result<(), GpuError> {
         let Some(d) = &self.dynamic else {
             return Ok(());
         };
         let made = {
             let mut d = d.lock().expect("no panics under the lock");
+            d.cap = Some(headroom(gpu.cache_capacity()));
+            self.start_plan(&mut d);
             match d.next.take() {
                 Some(h) if h.is_finished() => Some(h.join()),
-                Some(h) => {
-                    d.next = Some(h);
+                next => {
+                    d.next = next;
                     None
                 }
-                None if d.seen >= self.epoch => {
-                    d.seen = 0;
-                    let usage = d.usage.clone();
-                    d.usage.scale(self.decay);
-                    let index = self.scorer.index().clone();
-                    let cap = headroom(gpu.cache_capacity());
-                    let (ratio, group) = (self.ratio, self.group);
-                    d.next = Some(std::thread::spawn(move || {
-                        policy::plan(&index, &usage, Policy::Dynamic, cap, ratio, group)
-                    }));
-                    None
-                }
-                None => None,
             }
         };
         let Some(plan) = made else {
