@@ -648,6 +648,12 @@ fn cached_engine_equals_the_oracle_on_random_indexes() {
                 }
             }
             assert_eq!(engine.fallback_queries(), 0, "{what}: no GPU failure");
+            // The GPU backend waits for a plan being made: the dynamic policy changed the cache (the
+            // first plan, then at least one replan), and none of its plans failed to apply.
+            if policy == Policy::Dynamic && backend == BackendChoice::Gpu && cache < whole {
+                let stats = engine.take_cache_stats().expect("a cached engine");
+                assert!(stats.replans >= 2, "{what}: {} plans applied", stats.replans);
+            }
         }
         eprintln!("cache seed {seed}: every budget, policy and backend equals the oracle");
     }

@@ -312,8 +312,10 @@ impl CacheCtl {
 
     /// The dynamic policy, between batches (no batch may be in flight): after every `epoch` observed
     /// queries a new plan is made from the decayed use on a thread of its own ([`Self::start_plan`]),
-    /// and the first call after it is made applies the difference. The GPU waits only for the copies.
-    pub fn maybe_replan(&self, gpu: &mut GpuSearcher) -> std::result::Result<(), GpuError> {
+    /// and the first call after it is made applies the difference, the GPU waiting only for the
+    /// copies. With `wait`, a plan still being made is waited for: for a caller whose next call is
+    /// far off (a closed-loop chunk of thousands of queries), not one that calls at every batch.
+    pub fn maybe_replan(&self, gpu: &mut GpuSearcher, wait: bool) -> std::result::Result<(), GpuError> {
         let Some(d) = &self.dynamic else {
             return Ok(());
         };
@@ -322,7 +324,7 @@ impl CacheCtl {
             d.cap = Some(headroom(gpu.cache_capacity()));
             self.start_plan(&mut d);
             match d.next.take() {
-                Some(h) if h.is_finished() => Some(h.join()),
+                Some(h) if wait || h.is_finished() => Some(h.join()),
                 next => {
                     d.next = next;
                     None
