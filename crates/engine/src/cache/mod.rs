@@ -110,8 +110,8 @@ pub struct CacheStats {
     pub replans: u64,
     /// Lists whose cached prefix changed in them.
     pub lists_changed: u64,
-    /// Seconds the GPU waited for the dynamic policy's plan changes (the copies; plans are made on a
-    /// thread of their own).
+    /// Seconds the GPU waited for the dynamic policy's plan changes: a plan still being made on its
+    /// thread (where the caller waits for it), and the copies.
     pub replan_seconds: f64,
 }
 
@@ -319,6 +319,7 @@ impl CacheCtl {
         let Some(d) = &self.dynamic else {
             return Ok(());
         };
+        let started = Instant::now();
         let made = {
             let mut d = d.lock().expect("no panics under the lock");
             d.cap = Some(headroom(gpu.cache_capacity()));
@@ -335,7 +336,6 @@ impl CacheCtl {
             return Ok(());
         };
         let plan = plan.map_err(|_| GpuError::Unsupported("the cache planning thread panicked".into()))?;
-        let started = Instant::now();
         let applied = gpu.set_plan(&plan);
         self.counters
             .replan_us

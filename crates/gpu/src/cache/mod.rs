@@ -9,6 +9,7 @@
 
 pub mod extents;
 
+use rayon::prelude::*;
 use warpsearch_index::Index;
 
 /// Bytes of skip data per block on the device (first and last docID, offset, frequency offset, bound).
@@ -110,12 +111,12 @@ impl CachePlan {
 
     /// What the plan takes on the device.
     pub fn need(&self, index: &Index) -> Capacity {
+        // On all cores: a plan has an entry per term.
         self.blocks
-            .iter()
+            .par_iter()
             .enumerate()
             .filter(|(_, &b)| b > 0)
-            .fold(Capacity::default(), |acc, (id, &b)| {
-                acc.plus(prefix_need(index, id as u32, b))
-            })
+            .map(|(id, &b)| prefix_need(index, id as u32, b))
+            .reduce(Capacity::default, Capacity::plus)
     }
 }
