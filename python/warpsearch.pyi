@@ -103,7 +103,8 @@ class Searcher:
         as_frame: Literal[True],
     ) -> "pandas.DataFrame":  # type: ignore[name-defined]  # noqa: F821
         """The top `k` of every query, with the GIL released while the engine runs; with
-        `as_frame=True` a DataFrame with columns qid, docid, rank and score."""
+        `as_frame=True` a DataFrame with columns qid, docid (pandas categoricals of str), rank (int64)
+        and score (float32)."""
 
     @property
     def backend(self) -> Literal["cpu", "gpu", "hybrid"]: ...
