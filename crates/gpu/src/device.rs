@@ -10,10 +10,7 @@ use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use crate::GpuError;
 
 /// The CUDA source of every kernel (one translation unit).
-pub const KERNEL_SOURCE: &str = concat!(
-    include_str!("../kernels/search.cu"),
-    include_str!("../kernels/copy.cu")
-);
+pub const KERNEL_SOURCE: &str = include_str!("../kernels/search.cu");
 
 /// Threads per CTA of every kernel (`THREADS` in the source, set at compile time): 128 or 256 from
 /// `WARPSEARCH_GPU_THREADS`, else [`DEFAULT_THREADS`]. An AND chunk holds this many candidates.
@@ -64,8 +61,6 @@ pub struct Gpu {
     pub(crate) search: CudaFunction,
     pub(crate) decode: CudaFunction,
     pub(crate) topk: CudaFunction,
-    /// Many device-to-device copies in one launch (a cache plan change).
-    pub(crate) copy: CudaFunction,
     _module: Arc<CudaModule>,
     name: String,
     multiprocessors: u32,
@@ -112,7 +107,6 @@ impl Gpu {
         let search = module.load_function("search_batch")?;
         let decode = module.load_function("decode_blocks")?;
         let topk = module.load_function("topk_segments")?;
-        let copy = module.load_function("copy_pieces")?;
         // The OR window's accumulators are dynamic shared memory above the 48 KiB default: allow the
         // largest window once (searchers with smaller windows launch with less).
         search.set_attribute(
@@ -124,7 +118,6 @@ impl Gpu {
             search,
             decode,
             topk,
-            copy,
             _module: module,
             name,
             multiprocessors,

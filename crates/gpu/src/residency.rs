@@ -15,16 +15,13 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use warpsearch_index::{BlockMeta, Index};
 
 use crate::cache::extents::Extents;
 use crate::cache::{prefix_need, CachePlan, Capacity};
 use crate::launch::Pinned;
-
-mod copies;
 use crate::{Gpu, GpuError};
-use copies::Put;
 use rayon::prelude::*;
 
 /// Where one list's data is on the device.
@@ -100,8 +97,6 @@ pub struct DeviceIndex {
     /// how much of it holds data whose copies may still be in flight (reset by [`Self::settle`]).
     bounce: Option<Pinned<u32>>,
     bounce_at: usize,
-    /// The `copy_pieces` kernel, for plan changes (none when the whole index is uploaded once).
-    copier: Option<CudaFunction>,
     /// The kernel's codec number ([`crate::kernels::codec_id`]).
     pub(crate) codec: u32,
     pub(crate) num_docs: u32,
@@ -109,6 +104,8 @@ pub struct DeviceIndex {
 
 /// Words of pinned memory for plan changes (64 MiB).
 const BOUNCE_WORDS: usize = 16 << 20;
+/// Copies into the bounce buffer of at least this many words are spread over all cores.
+const PARALLEL_FILL: usize = 1 << 18;
 
 /// Bytes the whole index takes on the device: its postings words and 20 bytes of skip data per block.
 pub fn device_bytes(index: &Index) -> usize {
@@ -116,6 +113,14 @@ pub fn device_bytes(index: &Index) -> usize {
 }
 
 /// The skip data of `metas` as the device's columns.
+/// A list's part to copy into the cache: postings words to word `w`, skip data to block `b`.
+struct Put<'i> {
+    w: u64,
+    words: &'i [u32],
+    b: u64,
+    cols: Columns,
+}
+
 struct Columns {
     first: Vec<u32>,
     last: Vec<u32>,
@@ -211,7 +216,6 @@ impl DeviceIndex {
             stages,
             bounce: Some(Pinned::new(gpu, BOUNCE_WORDS)?),
             bounce_at: 0,
-            copier: Some(gpu.copy.clone()),
             codec: crate::kernels::codec_id(index.codec()),
             num_docs: index.num_docs(),
         };
@@ -282,7 +286,6 @@ impl DeviceIndex {
             stages: 0,
             bounce: None,
             bounce_at: 0,
-            copier: None,
             codec: 0,
             num_docs: 0,
         };
@@ -347,10 +350,9 @@ impl DeviceIndex {
             });
         }
         let mut applied = Applied::default();
-        // What grown lists need: their cached prefixes moved on the device, then their new blocks
-        // copied in. The places they move from are freed only after all are placed, so that no move
-        // writes where another reads (the moves may run in parallel, in one kernel).
-        let (mut moves, mut puts, mut freed) = (Vec::new(), Vec::new(), Vec::new());
+        // What grown lists need copied in: after every move on the device (one stream keeps the order;
+        // the space a move leaves is reused only by copies queued after it).
+        let mut puts = Vec::new();
         // The lists that change, found on all cores: a plan has an entry per term (14M on the 25M
         // collection), and a pass over it and the residency table on one core took tens of ms.
         let lists = &self.residency.lists;
@@ -402,8 +404,10 @@ impl DeviceIndex {
                 continue;
             };
             if had.blocks > 0 {
-                moves.extend(self.moves(stream, have, had, w, b));
-                freed.push((have, had));
+                self.move_prefix(stream, have, had, w, b)?;
+                let r = &mut self.residency;
+                r.words.release(have.loc.word_base, had.words);
+                r.blocks.release(have.loc.block_base as u64, had.blocks);
                 puts.push(self.put_from(index, id, plan.blocks[id as usize], w, b, had));
                 applied.bytes += want.bytes() - had.bytes();
             } else {
@@ -412,19 +416,14 @@ impl DeviceIndex {
             }
         }
         let placed = started.elapsed();
-        self.copy_all(stream, &moves, &puts)?;
-        for (have, had) in freed {
-            let r = &mut self.residency;
-            r.words.release(have.loc.word_base, had.words);
-            r.blocks.release(have.loc.block_base as u64, had.blocks);
-        }
+        self.put_all(stream, &puts)?;
         let queued = started.elapsed();
         self.settle(stream)?;
         if std::env::var_os("WARPSEARCH_CACHE_TRACE").is_some() {
             let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
             eprintln!(
-                "cache plan change: {} lists, {:.1} MiB; scan {:.1} ms, placed {:.1} ms, \
-                 gathered and copied {:.1} ms, copies waited for {:.1} ms",
+                "cache plan change: {} lists, {:.1} MiB; scan {:.1} ms, moves queued {:.1} ms, \
+                 gathered and queued {:.1} ms, copies waited for {:.1} ms",
                 applied.lists,
                 mib(applied.bytes as usize),
                 ms(scanned),
@@ -434,6 +433,13 @@ impl DeviceIndex {
             );
         }
         Ok(applied)
+    }
+
+    /// Waits for the copies on `stream`, the bounce buffer's included: it is free again.
+    fn settle(&mut self, stream: &Arc<CudaStream>) -> Result<(), GpuError> {
+        stream.synchronize()?;
+        self.bounce_at = 0;
+        Ok(())
     }
 
     /// Forgets what the cache holds (after a failed copy): every list is then staged.
@@ -519,6 +525,127 @@ impl DeviceIndex {
             b: b + db as u64,
             cols,
         }
+    }
+
+    /// Copies `puts` into the cache: their pieces (postings words and five skip-data columns each)
+    /// packed side by side into the bounce buffer, gathered there by all cores at once, and copied
+    /// with one wait per buffer-full. A plan change puts hundreds of short prefixes: copied one by
+    /// one, from pages of the memory-mapped index touched for the first time, on one core, they took
+    /// ~100 ms for ~280 MB on the 25M collection.
+    fn put_all(&mut self, stream: &Arc<CudaStream>, puts: &[Put<'_>]) -> Result<(), GpuError> {
+        let mut pieces: Vec<(u64, &[u32])> = Vec::with_capacity(puts.len() * 6);
+        for p in puts {
+            pieces.extend(self.targets(stream, p.w, p.words, p.b, &p.cols));
+        }
+        let Some(cap) = self.bounce.as_ref().map(|b| b.as_slice().len()) else {
+            return Err(GpuError::Unsupported(
+                "no bounce buffer: the whole index was uploaded".into(),
+            ));
+        };
+        let mut rest = &pieces[..];
+        while let Some(&(dst, src)) = rest.first() {
+            if src.len() > cap - self.bounce_at {
+                if src.len() > cap / 4 {
+                    // A long piece goes alone, in the buffer's chunks.
+                    self.copy_in(stream, dst, src)?;
+                    rest = &rest[1..];
+                    continue;
+                }
+                self.settle(stream)?;
+            }
+            // The pieces that fit the buffer from here, filled in parallel, then queued.
+            let start = self.bounce_at;
+            let mut end = start;
+            let n = rest
+                .iter()
+                .take_while(|(_, s)| {
+                    let fits = end + s.len() <= cap;
+                    end += if fits { s.len() } else { 0 };
+                    fits
+                })
+                .count();
+            let (group, later) = rest.split_at(n);
+            let bounce = self.bounce.as_mut().expect("checked above");
+            let mut free = &mut bounce.as_mut_slice()[start..end];
+            let mut outs = Vec::with_capacity(group.len());
+            for (_, src) in group {
+                let (out, after) = free.split_at_mut(src.len());
+                outs.push(out);
+                free = after;
+            }
+            outs.into_par_iter()
+                .zip(group.par_iter())
+                .for_each(|(out, (_, src))| out.copy_from_slice(src));
+            let mut at = start;
+            for &(dst, src) in group {
+                crate::launch::copy_to_device(stream, dst, &bounce.as_slice()[at..at + src.len()])?;
+                at += src.len();
+            }
+            self.bounce_at = end;
+            rest = later;
+        }
+        Ok(())
+    }
+
+    /// Copies a cached prefix (`had` of space at `have`) to word `w` and block `b`, on the device.
+    fn move_prefix(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        have: Cached,
+        had: Capacity,
+        w: u64,
+        b: u64,
+    ) -> Result<(), GpuError> {
+        let base = |s: &CudaSlice<u32>| ptr(s, stream);
+        let words = base(&self.words);
+        crate::launch::copy_on_device(
+            stream,
+            words + w * 4,
+            words + have.loc.word_base * 4,
+            had.words as usize * 4,
+        )?;
+        let (from, n) = (have.loc.block_base as u64 * 4, had.blocks as usize * 4);
+        for col in [&self.blk_first, &self.blk_last, &self.blk_off, &self.blk_foff] {
+            let c = base(col);
+            crate::launch::copy_on_device(stream, c + b * 4, c + from, n)?;
+        }
+        let m = ptr(&self.blk_max, stream);
+        crate::launch::copy_on_device(stream, m + b * 4, m + from, n)?;
+        Ok(())
+    }
+
+    /// Copies `src` to device address `dst` (inside the device arrays) through the pinned bounce buffer,
+    /// gathered there by all cores where it is large (pageable copies from the memory-mapped index reach
+    /// a fraction of the pinned bandwidth). Copies are queued after the buffer's earlier contents and
+    /// waited for only when it is full or at [`Self::settle`]: a plan change copies hundreds of short
+    /// list prefixes, six arrays each, and a wait per copy made it take ~200 ms on the 25M collection.
+    fn copy_in(&mut self, stream: &Arc<CudaStream>, mut dst: u64, mut src: &[u32]) -> Result<(), GpuError> {
+        let Some(cap) = self.bounce.as_ref().map(|b| b.as_slice().len()) else {
+            return Err(GpuError::Unsupported(
+                "no bounce buffer: the whole index was uploaded".into(),
+            ));
+        };
+        while !src.is_empty() {
+            if self.bounce_at == cap {
+                self.settle(stream)?;
+            }
+            let at = self.bounce_at;
+            let n = src.len().min(cap - at);
+            let bounce = self.bounce.as_mut().expect("checked above");
+            let buf = &mut bounce.as_mut_slice()[at..at + n];
+            if n >= PARALLEL_FILL {
+                buf.par_chunks_mut(PARALLEL_FILL)
+                    .zip(src[..n].par_chunks(PARALLEL_FILL))
+                    .for_each(|(d, s)| d.copy_from_slice(s));
+            } else {
+                buf.copy_from_slice(&src[..n]);
+            }
+            crate::launch::copy_to_device(stream, dst, &bounce.as_slice()[at..at + n])?;
+            self.bounce_at += n;
+            src = &src[n..];
+            dst += n as u64 * 4;
+        }
+        Ok(())
     }
 
     /// Copies `words` to word `w` and the skip data `cols` to block `b` of the device arrays.
