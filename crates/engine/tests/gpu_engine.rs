@@ -517,31 +517,40 @@ fn hybrid_reruns_failed_gpu_tasks_on_the_cpu() {
         },
     );
     // The GPU searcher answers a query that matches nothing without a batch (so without failing).
-    let mut trivial = 0;
-    for mode in [Mode::And, Mode::Or, Mode::AndOr] {
-        let reqs = requests(&queries, mode, 10);
-        trivial += reqs
-            .iter()
-            .filter(|r| {
-                let q = &r.query;
-                match mode {
-                    Mode::And => q.matches_nothing(Mode::And),
-                    Mode::Or => q.matches_nothing(Mode::Or),
-                    Mode::AndOr => q.matches_nothing(Mode::And) && q.matches_nothing(Mode::Or),
-                }
-            })
-            .count() as u64;
-        let got = hybrid.search_batch(&reqs);
-        assert_eq!(got.len(), reqs.len());
-        for (r, g) in reqs.iter().zip(got) {
-            assert!(same(&g.unwrap().hits, &oracle.search(r).unwrap()), "{mode:?}");
+    let (mut trivial, mut fallbacks, mut gpu_queries) = (0, 0, 0);
+    // Whether the GPU gets any task is the scheduler's choice (2 CPU workers may take them all, as
+    // one device run saw): rounds until it has failed some, every answer checked in each.
+    for _round in 0..20 {
+        for mode in [Mode::And, Mode::Or, Mode::AndOr] {
+            let reqs = requests(&queries, mode, 10);
+            trivial += reqs
+                .iter()
+                .filter(|r| {
+                    let q = &r.query;
+                    match mode {
+                        Mode::And => q.matches_nothing(Mode::And),
+                        Mode::Or => q.matches_nothing(Mode::Or),
+                        Mode::AndOr => q.matches_nothing(Mode::And) && q.matches_nothing(Mode::Or),
+                    }
+                })
+                .count() as u64;
+            let got = hybrid.search_batch(&reqs);
+            assert_eq!(got.len(), reqs.len());
+            for (r, g) in reqs.iter().zip(got) {
+                assert!(same(&g.unwrap().hits, &oracle.search(r).unwrap()), "{mode:?}");
+            }
+        }
+        let stats = hybrid.take_stats();
+        fallbacks += stats.gpu_fallbacks;
+        gpu_queries += stats.gpu_queries;
+        if fallbacks > 0 {
+            break;
         }
     }
-    let stats = hybrid.take_stats();
-    assert!(stats.gpu_fallbacks > 0, "{stats:?}");
+    assert!(fallbacks > 0, "no GPU task in 20 rounds");
     assert!(
-        stats.gpu_queries <= trivial,
-        "a failed GPU task cannot answer ({trivial} queries match nothing): {stats:?}"
+        gpu_queries <= trivial,
+        "a failed GPU task cannot answer ({trivial} queries match nothing, {gpu_queries} answered by the GPU)"
     );
 }
 
