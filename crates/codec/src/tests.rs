@@ -195,12 +195,15 @@ fn docids_past_u32_max_are_refused() {
 
 /// SIMD-BP128 (full blocks) and its short blocks keep docIDs delta-coded: damage to the header is
 /// refused, and a flipped bit of the docID section either fails or still gives strictly increasing docIDs
-/// between the skip data's first and last (what the cursors rely on); it never panics.
+/// between the skip data's first and last (what the cursors rely on); it never panics. Also for wide
+/// gaps from a high first docID, where damage can make the sum of the gaps wrap past 2^32 (the only
+/// blocks whose order the decoder checks).
 #[test]
 fn simdbp_damage_is_refused_or_keeps_docids_in_order() {
     let codec = Codec::SimdBp;
-    for n in [1usize, 100, 128] {
-        let docs: Vec<u32> = (0..n as u32).map(|i| 7 + i * i).collect();
+    let lists: [fn(u32) -> u32; 2] = [|i| 7 + i * i, |i| 0x8000_0000 + i * ((1 << 24) - 1)];
+    for (n, list) in [1usize, 100, 128].into_iter().flat_map(|n| lists.map(|l| (n, l))) {
+        let docs: Vec<u32> = (0..n as u32).map(list).collect();
         let freqs: Vec<u32> = (0..n as u32).map(|i| 1 + i % 9).collect();
         let p = codec.list_params(&docs, &freqs);
         let mut words = Vec::new();
@@ -227,6 +230,43 @@ fn simdbp_damage_is_refused_or_keeps_docids_in_order() {
         }
         assert!(n == 1 || refused > 0, "n {n}: no flipped bit was refused");
     }
+}
+
+/// A full SIMD-BP128 block whose gaps are damaged so that their sum wraps past 2^32 and ends on the
+/// skip data's last docID again: the first and last docIDs agree, and only the decoder's check of the
+/// order (made where the block's width allows such a wrap) refuses it.
+#[test]
+fn simdbp_gaps_that_wrap_past_u32_max_are_refused() {
+    use bitpacking::{BitPacker, BitPacker4x};
+    let codec = Codec::SimdBp;
+    // 0, 1, …, 126, then 2^31: the deltas (gaps minus one) are 0 but the last, so the width is 31.
+    let mut docs: Vec<u32> = (0..127).collect();
+    docs.push(1 << 31);
+    let freqs = vec![1u32; 128];
+    let p = codec.list_params(&docs, &freqs);
+    let mut words = Vec::new();
+    let freq_off = codec.encode_block(p, &docs, &freqs, &mut words) as usize;
+    let bits = words[0] & 0xff;
+    assert_eq!(
+        (bits, freq_off),
+        (31, 1 + 124),
+        "the block's layout changed: adapt the damage"
+    );
+    let mut out = vec![0u32; 128];
+    codec
+        .decode_docs(p, &words, freq_off, 0, 1 << 31, &mut out)
+        .unwrap();
+    assert_eq!(out, docs);
+    // Deltas 1 and 2 raised by 2^31 − 1 and delta 3 by 2: the gaps grow by exactly 2^32 in all.
+    let mut deltas: Vec<u32> = docs.windows(2).map(|w| w[1] - w[0] - 1).collect();
+    deltas.insert(0, 0);
+    deltas[1] += (1 << 31) - 1;
+    deltas[2] += (1 << 31) - 1;
+    deltas[3] += 2;
+    let mut damaged = words.clone();
+    BitPacker4x::new().compress(&deltas, bytemuck::cast_slice_mut(&mut damaged[1..freq_off]), 31);
+    let err = codec.decode_docs(p, &damaged, freq_off, 0, 1 << 31, &mut out);
+    assert!(err.is_err(), "a wrapped block was accepted: {:?}", &out[..5]);
 }
 
 /// The layout the GPU kernel reads (`bp4_one` in `crates/gpu/kernels/search.cu`): in a full block's
