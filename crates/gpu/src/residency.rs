@@ -112,7 +112,6 @@ pub fn device_bytes(index: &Index) -> usize {
     index.words().len() * 4 + index.block_metas().len() * 20
 }
 
-/// The skip data of `metas` as the device's columns.
 /// A list's part to copy into the cache: postings words to word `w`, skip data to block `b`.
 struct Put<'i> {
     w: u64,
@@ -121,6 +120,7 @@ struct Put<'i> {
     cols: Columns,
 }
 
+/// The skip data of `metas` as the device's columns.
 struct Columns {
     first: Vec<u32>,
     last: Vec<u32>,
@@ -422,7 +422,7 @@ impl DeviceIndex {
         if std::env::var_os("WARPSEARCH_CACHE_TRACE").is_some() {
             let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
             eprintln!(
-                "cache plan change: {} lists, {:.1} MiB; scan {:.1} ms, moves queued {:.1} ms, \
+                "cache plan change: {} lists, {:.1} MiB; scan {:.1} ms, placed and moves queued {:.1} ms, \
                  gathered and queued {:.1} ms, copies waited for {:.1} ms",
                 applied.lists,
                 mib(applied.bytes as usize),
@@ -529,9 +529,10 @@ impl DeviceIndex {
 
     /// Copies `puts` into the cache: their pieces (postings words and five skip-data columns each)
     /// packed side by side into the bounce buffer, gathered there by all cores at once, and copied
-    /// with one wait per buffer-full. A plan change puts hundreds of short prefixes: copied one by
-    /// one, from pages of the memory-mapped index touched for the first time, on one core, they took
-    /// ~100 ms for ~280 MB on the 25M collection.
+    /// with one wait per buffer-full. On the 25M collection a change of 469 lists (274 MiB) takes
+    /// ~20 ms here (`WARPSEARCH_CACHE_TRACE`), about as long as when each list was gathered on one
+    /// core and waited for; a kernel that put every piece in place at once was no faster (bench/
+    /// RESULTS.md, issue 13).
     fn put_all(&mut self, stream: &Arc<CudaStream>, puts: &[Put<'_>]) -> Result<(), GpuError> {
         let mut pieces: Vec<(u64, &[u32])> = Vec::with_capacity(puts.len() * 6);
         for p in puts {

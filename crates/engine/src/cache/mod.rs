@@ -325,7 +325,7 @@ impl CacheCtl {
             d.cap = Some(headroom(gpu.cache_capacity()));
             self.start_plan(&mut d);
             match d.next.take() {
-                Some(h) if wait || h.is_finished() => Some(h.join()),
+                Some(h) if wait || h.is_finished() => Some(h),
                 next => {
                     d.next = next;
                     None
@@ -335,7 +335,10 @@ impl CacheCtl {
         let Some(plan) = made else {
             return Ok(());
         };
-        let plan = plan.map_err(|_| GpuError::Unsupported("the cache planning thread panicked".into()))?;
+        // Joined without the lock: the observers of queries still answering need it meanwhile.
+        let plan = plan
+            .join()
+            .map_err(|_| GpuError::Unsupported("the cache planning thread panicked".into()))?;
         let applied = gpu.set_plan(&plan);
         self.counters
             .replan_us
