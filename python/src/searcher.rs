@@ -280,9 +280,7 @@ impl PySearcher {
                     .collect(),
             };
             let mut frame = Frame::new(py, &self.index, qids)?;
-            self.answer_chunks(py, &texts, mode, k, |answers| {
-                frame.push(&answers)
-            })?;
+            self.answer_chunks(py, &texts, mode, k, |answers| frame.push(&answers))?;
             return frame.finish(&self.index);
         }
         let ids = self.doc_ids(py);
