@@ -503,6 +503,10 @@ pub struct GpuArgs {
     /// The dynamic policy replans the cache after this many queries.
     #[arg(long, default_value_t = 4096)]
     pub gpu_cache_epoch: usize,
+    /// The dynamic policy applies a new plan only where the bytes it saves the batches of an epoch are
+    /// at least this many times the bytes it copies into the cache (0: every plan).
+    #[arg(long, default_value_t = 1.0)]
+    pub gpu_cache_min_gain: f64,
 }
 
 /// A share in [0, 1], or none (`model`: the engine decides).

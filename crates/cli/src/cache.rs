@@ -89,6 +89,7 @@ pub fn cache_options(
             group: g.gpu_cache_block / block,
             completion,
             epoch: g.gpu_cache_epoch.max(1),
+            min_gain: g.gpu_cache_min_gain.max(0.0),
             ..CacheOptions::default()
         },
     )))
@@ -104,7 +105,8 @@ pub fn cache_stats_line(c: &CacheStats, g: Option<&GpuStats>, queries: usize) ->
     format!(
         "GPU cache: hit rate {:.3} (blocks of the GPU's ranges found in the cache); {:.1} KiB carried per \
          query; GPU whole {}, GPU part + CPU completion {}, CPU only {}; completion {:.3} s of CPU ({:.3} ms per \
-         query); {} plans applied, {} lists changed, {:.1} MiB copied into the cache, {:.3} s replanning",
+         query); {} plans applied ({} left as not worth their copies), {} lists changed, {:.1} MiB copied into the \
+         cache, {:.3} s replanning",
         hit,
         staged as f64 / q / 1024.0,
         c.gpu_whole,
@@ -113,6 +115,7 @@ pub fn cache_stats_line(c: &CacheStats, g: Option<&GpuStats>, queries: usize) ->
         c.completion_seconds,
         c.completion_seconds * 1e3 / q,
         c.replans,
+        c.plans_skipped,
         c.lists_changed,
         fill as f64 / (1u64 << 20) as f64,
         c.replan_seconds
@@ -133,5 +136,6 @@ pub fn cache_json(c: &CacheStats, g: Option<&GpuStats>, queries: usize) -> Value
         "replans": c.replans,
         "lists_changed": c.lists_changed,
         "replan_seconds": c.replan_seconds,
+        "plans_skipped": c.plans_skipped,
     })
 }

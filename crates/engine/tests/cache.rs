@@ -8,11 +8,11 @@ use std::sync::Arc;
 use common::{oracle, random_index, random_queries, requests, same};
 use warpsearch_codec::Codec;
 use warpsearch_cpu::CpuSearcher;
-use warpsearch_engine::cache::policy::{plan, Policy};
+use warpsearch_engine::cache::policy::{plan, worth_changing, Policy};
 use warpsearch_engine::cache::usage::Usage;
 use warpsearch_engine::cache::{complete, gpu_mode, Partial};
 use warpsearch_gpu::cache::prefix_need;
-use warpsearch_gpu::Capacity;
+use warpsearch_gpu::{CachePlan, Capacity};
 use warpsearch_index::Index;
 use warpsearch_query::{DocRange, Mode, Part, Query, Ranking, Request, Scorer, SearchOptions};
 
@@ -109,6 +109,47 @@ fn vfb_caches_the_most_visited_prefixes_within_lambda_and_space() {
     d.scale(0.5);
     assert_eq!(d.runs(t), vec![(2, 1.5), (n, 0.5)]);
     assert_eq!(plan(&ix, &d, Policy::Dynamic, two, 1.0, 1).blocks[t as usize], 2);
+}
+
+/// The dynamic policy's rule for applying a plan: the bytes it saves the batches of an epoch against
+/// the bytes it copies into the cache.
+#[test]
+fn a_plan_change_is_worth_it_when_its_savings_over_an_epoch_exceed_its_copies() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ix = index_with_long_list(tmp.path());
+    let long = longest(&ix);
+    let other = (0..ix.term_records().len() as u32)
+        .filter(|&t| t != long && ix.term_records()[t as usize].num_blocks() > 0)
+        .max_by_key(|&t| ix.term_records()[t as usize].df)
+        .unwrap();
+    let mut u = Usage::default();
+    for _ in 0..1000 {
+        u.add(&ix, &query(&[long]), Mode::Or, None, 1.0);
+    }
+    u.add(&ix, &query(&[other]), Mode::Or, None, 1.0);
+    let empty = CachePlan::empty(&ix);
+    let with = |terms: &[u32]| {
+        let mut p = CachePlan::empty(&ix);
+        for &t in terms {
+            p.blocks[t as usize] = ix.term_records()[t as usize].num_blocks() as u32;
+        }
+        p
+    };
+    let (only_long, only_other, both) = (with(&[long]), with(&[other]), with(&[long, other]));
+    // Caching what nearly every query reads pays for itself within an epoch of two queries.
+    assert!(worth_changing(&ix, &u, &empty, &only_long, 2, 1.0));
+    // Swapping it for a list one query in 1,001 reads saves nothing: never worth it.
+    assert!(!worth_changing(&ix, &u, &only_long, &only_other, 4096, 1.0));
+    // Adding the rare list: its copy is repaid only over an epoch of some thousand queries.
+    assert!(!worth_changing(&ix, &u, &only_long, &both, 16, 1.0));
+    assert!(worth_changing(&ix, &u, &only_long, &both, 2000, 1.0));
+    assert!(
+        !worth_changing(&ix, &u, &only_long, &both, 2000, 3.0),
+        "min_gain scales the bar"
+    );
+    // With min_gain 0 every plan is applied, and an unchanged plan copies nothing.
+    assert!(worth_changing(&ix, &u, &only_long, &only_other, 16, 0.0));
+    assert!(worth_changing(&ix, &u, &both, &both, 1, 1.0));
 }
 
 /// Completion of a GPU part on [0, m] (computed here by the CPU on the same range, in the mode the GPU

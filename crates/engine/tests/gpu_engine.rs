@@ -584,6 +584,8 @@ fn cached_engine(
         ratio,
         completion,
         epoch: 16,
+        // Every plan applied, so that the test sees plan changes (the gain rule has its own test).
+        min_gain: 0.0,
         ..CacheOptions::default()
     };
     let options = EngineOptions {

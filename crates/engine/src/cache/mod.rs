@@ -64,6 +64,9 @@ pub struct CacheOptions {
     pub epoch: usize,
     /// The weight the dynamic policy keeps of older queries at each replan.
     pub decay: f64,
+    /// The dynamic policy applies a new plan only where the bytes it saves batches over an epoch are
+    /// at least this many times the bytes it copies ([`policy::worth_changing`]); 0: every plan.
+    pub min_gain: f64,
 }
 
 impl Default for CacheOptions {
@@ -76,6 +79,7 @@ impl Default for CacheOptions {
             completion: Completion::Auto,
             epoch: 4096,
             decay: 0.5,
+            min_gain: 1.0,
         }
     }
 }
@@ -113,6 +117,8 @@ pub struct CacheStats {
     /// Seconds the GPU waited for the dynamic policy's plan changes: a plan still being made on its
     /// thread (where the caller waits for it), and the copies.
     pub replan_seconds: f64,
+    /// The dynamic policy's plans left unapplied, as saving less than their copies cost.
+    pub plans_skipped: u64,
 }
 
 #[derive(Default)]
@@ -124,14 +130,17 @@ struct Counters {
     replans: AtomicU64,
     lists_changed: AtomicU64,
     replan_us: AtomicU64,
+    plans_skipped: AtomicU64,
 }
 
 struct Dynamic {
     usage: Usage,
     seen: usize,
     /// The next plan, made on a thread of its own from a snapshot of `usage` while batches run, and
-    /// applied by the first [`CacheCtl::maybe_replan`] after it is done.
-    next: Option<JoinHandle<CachePlan>>,
+    /// applied by the first [`CacheCtl::maybe_replan`] after it is done if it is worth its copies.
+    next: Option<JoinHandle<(CachePlan, bool)>>,
+    /// The plan the cache holds.
+    current: Arc<CachePlan>,
     /// The space plans fill (the GPU's cache less headroom), known from the first `maybe_replan`.
     cap: Option<warpsearch_gpu::Capacity>,
 }
@@ -144,6 +153,7 @@ pub struct CacheCtl {
     group: u32,
     epoch: usize,
     decay: f64,
+    min_gain: f64,
     prune: bool,
     dynamic: Option<Mutex<Dynamic>>,
     counters: Counters,
@@ -187,6 +197,7 @@ impl CacheCtl {
             group: options.group.max(1),
             epoch: options.epoch.max(1),
             decay: options.decay.clamp(0.0, 1.0),
+            min_gain: options.min_gain.max(0.0),
             prune,
             dynamic: (options.policy == Policy::Dynamic).then(|| {
                 Mutex::new(Dynamic {
@@ -194,6 +205,7 @@ impl CacheCtl {
                     seen: 0,
                     next: None,
                     cap: None,
+                    current: Arc::new(CachePlan::empty(&index)),
                 })
             }),
             counters: Counters::default(),
@@ -217,6 +229,9 @@ impl CacheCtl {
     /// Fills `gpu`'s cache with `plan`.
     pub fn install(&self, gpu: &mut GpuSearcher, plan: &CachePlan) -> std::result::Result<(), GpuError> {
         self.applied(gpu.set_plan(plan)?);
+        if let Some(d) = &self.dynamic {
+            d.lock().expect("no panics under the lock").current = Arc::new(plan.clone());
+        }
         Ok(())
     }
 
@@ -304,9 +319,12 @@ impl CacheCtl {
         let usage = d.usage.clone();
         d.usage.scale(self.decay);
         let index = self.scorer.index().clone();
-        let (ratio, group) = (self.ratio, self.group);
+        let current = d.current.clone();
+        let (ratio, group, epoch, min_gain) = (self.ratio, self.group, self.epoch, self.min_gain);
         d.next = Some(std::thread::spawn(move || {
-            policy::plan(&index, &usage, Policy::Dynamic, cap, ratio, group)
+            let next = policy::plan(&index, &usage, Policy::Dynamic, cap, ratio, group);
+            let worth = policy::worth_changing(&index, &usage, &current, &next, epoch, min_gain);
+            (next, worth)
         }));
     }
 
@@ -336,13 +354,24 @@ impl CacheCtl {
             return Ok(());
         };
         // Joined without the lock: the observers of queries still answering need it meanwhile.
-        let plan = plan
+        let (plan, worth) = plan
             .join()
             .map_err(|_| GpuError::Unsupported("the cache planning thread panicked".into()))?;
+        if !worth {
+            self.counters.plans_skipped.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
         let applied = gpu.set_plan(&plan);
         self.counters
             .replan_us
             .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        // A failed change leaves the cache empty.
+        let holds = if applied.is_ok() {
+            plan
+        } else {
+            CachePlan::empty(self.scorer.index())
+        };
+        d.lock().expect("no panics under the lock").current = Arc::new(holds);
         self.applied(applied?);
         Ok(())
     }
@@ -359,6 +388,7 @@ impl CacheCtl {
             replans: take(&c.replans),
             lists_changed: take(&c.lists_changed),
             replan_seconds: take(&c.replan_us) as f64 / 1e6,
+            plans_skipped: take(&c.plans_skipped),
         }
     }
 }

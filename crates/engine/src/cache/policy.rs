@@ -191,3 +191,52 @@ fn plan_bytes(
     }
     fill.plan
 }
+
+/// Whether changing the cache from `current` to `next` pays: the bytes that `next` would save
+/// batches from carrying over the coming `epoch` queries, if they use the lists as `usage` records,
+/// against `min_gain` times the bytes the change copies into the cache (a change stalls the GPU, where
+/// carried bytes overlap its kernels). On a steady stream a new plan differs from the last mostly by
+/// noise, and its copies cost more than it saves; under drift it saves more. `min_gain` 0: always.
+pub fn worth_changing(
+    index: &Index,
+    usage: &Usage,
+    current: &CachePlan,
+    next: &CachePlan,
+    epoch: usize,
+    min_gain: f64,
+) -> bool {
+    if min_gain <= 0.0 {
+        return true;
+    }
+    let bytes = |t: u32, b: u32| {
+        let n = prefix_need(index, t, b);
+        n.words * 4 + n.blocks * warpsearch_gpu::cache::META_BYTES
+    };
+    let (mut saved, mut copied) = (0.0f64, 0u64);
+    for (&t, _) in usage.ends.iter() {
+        let (have, want) = (current.blocks[t as usize], next.blocks[t as usize]);
+        if have == want {
+            continue;
+        }
+        if want > have {
+            copied += bytes(t, want) - bytes(t, have);
+        }
+        // Blocks between the two prefixes, run by run of equal visiting frequency: saved where the
+        // next plan caches them, lost where it drops them.
+        let (lo, hi, sign) = if want > have {
+            (have, want, 1.0)
+        } else {
+            (want, have, -1.0)
+        };
+        let mut from = 0;
+        for (end, vf) in usage.runs(t) {
+            let (a, b) = (from.max(lo), end.min(hi));
+            if a < b {
+                saved += sign * vf * (bytes(t, b) - bytes(t, a)) as f64;
+            }
+            from = end;
+        }
+    }
+    let per_query = saved / usage.queries.max(1e-9);
+    per_query * epoch as f64 >= min_gain * copied as f64
+}
