@@ -524,12 +524,63 @@ impl DeviceIndex {
         }
     }
 
-    /// Copies `puts` into the cache, after the moves queued before them. Gathering all lists' pieces
-    /// side by side on all cores first (722191f) was measured no faster than this (bench/RESULTS.md,
-    /// issue 13): what mattered was that [`Self::copy_in`] no longer waits per copy.
+    /// Copies `puts` into the cache: their pieces (postings words and five skip-data columns each)
+    /// packed side by side into the bounce buffer, gathered there by all cores at once, and copied
+    /// with one wait per buffer-full. On the 25M collection a change of 469 lists (274 MiB) takes
+    /// 17–20 ms here (`WARPSEARCH_CACHE_TRACE`), against 33–34 ms through [`Self::write`] list by list
+    /// (f15bfed, measured and undone); a kernel that put every piece in place at once was no faster
+    /// (bench/RESULTS.md, issue 13).
     fn put_all(&mut self, stream: &Arc<CudaStream>, puts: &[Put<'_>]) -> Result<(), GpuError> {
+        let mut pieces: Vec<(u64, &[u32])> = Vec::with_capacity(puts.len() * 6);
         for p in puts {
-            self.write(stream, p.w, p.words, p.b, &p.cols)?;
+            pieces.extend(self.targets(stream, p.w, p.words, p.b, &p.cols));
+        }
+        let Some(cap) = self.bounce.as_ref().map(|b| b.as_slice().len()) else {
+            return Err(GpuError::Unsupported(
+                "no bounce buffer: the whole index was uploaded".into(),
+            ));
+        };
+        let mut rest = &pieces[..];
+        while let Some(&(dst, src)) = rest.first() {
+            if src.len() > cap - self.bounce_at {
+                if src.len() > cap / 4 {
+                    // A long piece goes alone, in the buffer's chunks.
+                    self.copy_in(stream, dst, src)?;
+                    rest = &rest[1..];
+                    continue;
+                }
+                self.settle(stream)?;
+            }
+            // The pieces that fit the buffer from here, filled in parallel, then queued.
+            let start = self.bounce_at;
+            let mut end = start;
+            let n = rest
+                .iter()
+                .take_while(|(_, s)| {
+                    let fits = end + s.len() <= cap;
+                    end += if fits { s.len() } else { 0 };
+                    fits
+                })
+                .count();
+            let (group, later) = rest.split_at(n);
+            let bounce = self.bounce.as_mut().expect("checked above");
+            let mut free = &mut bounce.as_mut_slice()[start..end];
+            let mut outs = Vec::with_capacity(group.len());
+            for (_, src) in group {
+                let (out, after) = free.split_at_mut(src.len());
+                outs.push(out);
+                free = after;
+            }
+            outs.into_par_iter()
+                .zip(group.par_iter())
+                .for_each(|(out, (_, src))| out.copy_from_slice(src));
+            let mut at = start;
+            for &(dst, src) in group {
+                crate::launch::copy_to_device(stream, dst, &bounce.as_slice()[at..at + src.len()])?;
+                at += src.len();
+            }
+            self.bounce_at = end;
+            rest = later;
         }
         Ok(())
     }
@@ -604,19 +655,30 @@ impl DeviceIndex {
         b: u64,
         cols: &Columns,
     ) -> Result<(), GpuError> {
+        for (dst, src) in self.targets(stream, w, words, b, cols) {
+            self.copy_in(stream, dst, src)?;
+        }
+        Ok(())
+    }
+
+    /// Where `words` (to word `w`) and the columns of `cols` (to block `b`) go: device address and data.
+    fn targets<'a>(
+        &self,
+        stream: &CudaStream,
+        w: u64,
+        words: &'a [u32],
+        b: u64,
+        cols: &'a Columns,
+    ) -> [(u64, &'a [u32]); 6] {
         let max: &[u32] = bytemuck::cast_slice(&cols.max);
-        let targets = [
+        [
             (ptr(&self.words, stream) + w * 4, words),
             (ptr(&self.blk_first, stream) + b * 4, &cols.first[..]),
             (ptr(&self.blk_last, stream) + b * 4, &cols.last[..]),
             (ptr(&self.blk_off, stream) + b * 4, &cols.off[..]),
             (ptr(&self.blk_foff, stream) + b * 4, &cols.foff[..]),
             (ptr(&self.blk_max, stream) + b * 4, max),
-        ];
-        for (dst, src) in targets {
-            self.copy_in(stream, dst, src)?;
-        }
-        Ok(())
+        ]
     }
 
     /// The kernels' index arguments, without per-search arrays (norms, prior, global scores).
