@@ -12,6 +12,7 @@
 #          1-25,000 and measured on 25,001-30,000 (QUERIES_TEST to change);
 #   base   AND and OR with the whole index resident (no cache): what the budgets' shares are of;
 #   drift  trained on the log's queries whose first word sorts before "m", run on the others (25%);
+#   vfb    vfb at 25% and 10%, and qtf at 25%, AND and OR (after a change to the staging path);
 #   dyn    vfb and dynamic alone at 25% and 10% (after a change to the dynamic policy);
 #   gs     the passages in global-score order with bm25-static (early termination; the CPU completes):
 #          cache S_c of 25% and 10% of the index plus 64 MiB of staging (carried as .device/gs-part1 and
@@ -19,7 +20,7 @@
 #   identical  `search` with a cache vs the CPU's run, byte for byte (after gs);
 #   sweep  at a 25% budget, the split between cache S_c and staging S_b (for the throughput model).
 # Output under $OUT: cache.log, cache-table.txt (one row per run), reports/*.json.
-# usage: scripts/device-cache.sh [tests] [synth] [and] [or] [base] [drift] [dyn] [gs] [identical] [sweep]
+# usage: scripts/device-cache.sh [tests] [synth] [and] [or] [base] [vfb] [drift] [dyn] [gs] [identical] [sweep]
 set -uo pipefail
 source scripts/device-common.sh
 log=$out/cache.log
@@ -36,8 +37,8 @@ sed -n '1,25000p' $dev/trec05-efficiency.txt >$work/train.txt
 sed -n "${QUERIES_TEST:-25001,30000}p" $dev/trec05-efficiency.txt >$work/test.txt
 awk '$1 < "m"' $dev/trec05-efficiency.txt | head -n 25000 >$work/drift-train.txt
 awk '$1 >= "m"' $dev/trec05-efficiency.txt | head -n 5000 >$work/drift-test.txt
-[ -f "$table" ] || printf "%-5s %-8s %-7s %-8s %10s %8s %8s %6s %9s %7s %7s %8s %8s\n" mode policy budget buffer \
-  "queries/s" p50_ms p99_ms hit "KiB/q" partial cpu_only "compl_s" "replan_s" >"$table"
+[ -f "$table" ] || printf "%-5s %-8s %-7s %-8s %10s %8s %8s %6s %9s %7s %7s %8s %8s %8s %8s %8s\n" mode policy budget buffer \
+  "queries/s" p50_ms p99_ms hit "KiB/q" partial cpu_only "compl_s" "replan_s" host_ms wait_ms kern_ms >"$table"
 
 # The index's bytes on the device (postings words and 20 bytes of skip data per block).
 index_bytes() { python3 -c "import os,sys; d=sys.argv[1]; print(os.path.getsize(d+'/postings.bin') + os.path.getsize(d+'/blocks.bin'))" "$1"; }
@@ -69,13 +70,15 @@ r = json.load(open(sys.argv[1]))["closed_loop"]
 c = r.get("cache") or {}
 n = json.load(open(sys.argv[1]))["num_queries"]
 l = r["latency_ms"]
-row = "%-5s %-8s %-7s %-8s %10.0f %8.3f %8.3f %6s %9s %7s %7s %8s %8s\n" % (
+g = r.get("gpu") or {}
+row = "%-5s %-8s %-7s %-8s %10.0f %8.3f %8.3f %6s %9s %7s %7s %8s %8s %8.0f %8.0f %8.0f\n" % (
     sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], r["qps"], l["p50"], l["p99"],
     "%.3f" % c["hit_rate"] if c.get("hit_rate") is not None else "-",
     "%.1f" % (c["staged_bytes_per_query"] / 1024) if c.get("staged_bytes_per_query") is not None else "-",
     c.get("partial", "-"), c.get("cpu_only", "-"),
     "%.2f" % c["completion_seconds"] if "completion_seconds" in c else "-",
-    "%.3f" % c["replan_seconds"] if "replan_seconds" in c else "-")
+    "%.3f" % c["replan_seconds"] if "replan_seconds" in c else "-",
+    g.get("prepare_ms", 0) + g.get("stage_ms", 0), g.get("wait_ms", 0), g.get("kernel_ms", 0))
 open(sys.argv[6], "a").write(row)
 PY
 }
@@ -116,6 +119,14 @@ for part in $parts; do
       for policy in vfb dynamic; do
         run $mode $policy 0.25 0.25 $work/drift-train.txt $work/drift-test.txt drift
       done
+    done
+    ;;
+  vfb)
+    for mode in and or; do
+      for share in 0.25 0.1; do
+        run $mode vfb $share 0.25 $work/train.txt $work/test.txt vfb
+      done
+      run $mode qtf 0.25 0.25 $work/train.txt $work/test.txt vfb
     done
     ;;
   dyn)

@@ -163,7 +163,7 @@ fn gpu_json(s: &warpsearch_gpu::GpuStats) -> Value {
         .collect();
     json!({"batches": s.batches, "queries": s.queries, "h2d_bytes": s.h2d_bytes, "d2h_bytes": s.d2h_bytes,
            "h2d_ms": s.h2d_ms, "kernel_ms": s.kernel_ms, "d2h_ms": s.d2h_ms, "prepare_ms": s.prepare_ms,
-           "phase_share": phases, "decoded_blocks": s.decoded_blocks, "query_blocks": s.query_blocks(),
+           "stage_ms": s.stage_ms, "wait_ms": s.wait_ms, "phase_share": phases, "decoded_blocks": s.decoded_blocks, "query_blocks": s.query_blocks(),
            "cpu_fallback_queries": s.failed_queries})
 }
 

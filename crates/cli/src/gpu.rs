@@ -53,7 +53,7 @@ fn hybrid_options(a: &ScorerArgs) -> HybridOptions {
 pub fn gpu_stats_line(s: &GpuStats) -> String {
     let mut line = format!(
         "GPU: {} batches, {} queries; host→device {:.2} MiB in {:.2} ms, kernels {:.2} ms, device→host \
-         {:.2} MiB in {:.2} ms, host preparation {:.2} ms; {} queries answered by the CPU after a GPU failure",
+         {:.2} MiB in {:.2} ms, host preparation {:.2} ms, staging {:.2} ms, waiting {:.2} ms; {} queries answered by the CPU after a GPU failure",
         s.batches,
         s.queries,
         s.h2d_bytes as f64 / (1u64 << 20) as f64,
@@ -62,6 +62,8 @@ pub fn gpu_stats_line(s: &GpuStats) -> String {
         s.d2h_bytes as f64 / (1u64 << 20) as f64,
         s.d2h_ms,
         s.prepare_ms,
+        s.stage_ms,
+        s.wait_ms,
         s.failed_queries
     );
     if let Some(shares) = s.phase_shares() {

@@ -255,3 +255,77 @@ fn usage_counts_visits_up_to_the_early_termination_stop() {
         "no block after the stop is"
     );
 }
+
+/// A batch's staging region as the device reads it: each staged span's words side by side, then the
+/// skip data's columns with offsets from the span's start; every span covers its docID range.
+#[test]
+fn staged_spans_are_filled_as_the_device_reads_them() {
+    use warpsearch_gpu::residency::Residency;
+    use warpsearch_gpu::stage::Stage;
+    let tmp = tempfile::tempdir().unwrap();
+    let codecs = [Codec::SimdBp, Codec::PForDelta, Codec::EliasFano];
+    for seed in 1..7u64 {
+        let dir = tmp.path().join(seed.to_string());
+        std::fs::create_dir_all(&dir).unwrap();
+        let (ix, _) = random_index(&dir, seed * 7, codecs[seed as usize % 3], None);
+        let residency = Residency::nothing_cached(&ix);
+        let (base, n) = ((1000, 50), ix.num_docs());
+        let mut stage = Stage::new(base, ALL);
+        let mut staged = Vec::new();
+        let mut rng = common::Rng(seed);
+        for id in 0..ix.term_records().len() as u32 {
+            let metas = &ix.block_metas()[ix.term_records()[id as usize].first_block as usize..];
+            let edge = metas[0].last_doc;
+            let mut ranges = vec![(0, n - 1), (edge, edge), (edge + 1, n - 1), (n - 1, n - 1)];
+            for _ in 0..3 {
+                let a = rng.below(n as u64) as u32;
+                ranges.push((a, a + rng.below((n - a) as u64) as u32));
+            }
+            for (lo, hi) in ranges.into_iter().filter(|&(lo, hi)| lo <= hi && hi < n) {
+                let desc = stage.term(&ix, &residency, id, lo, hi).unwrap();
+                staged.push((id, lo, hi, desc));
+            }
+        }
+        let used = stage.used();
+        let (nw, nb) = (used.words as usize, used.blocks as usize);
+        let mut buf = vec![u32::MAX; nw + 5 * nb];
+        stage.fill(&ix, &mut buf);
+        let col = |c: usize, j: usize| buf[nw + c * nb + j];
+        for (id, lo, hi, d) in staged {
+            let rec = &ix.term_records()[id as usize];
+            let metas = &ix.block_metas()[rec.first_block as usize..][..rec.num_blocks()];
+            let (w, b) = (
+                (d.word_base - base.0) as usize,
+                (d.block_base as u64 - base.1) as usize,
+            );
+            let first = metas.iter().position(|m| m.first_doc == col(0, b)).unwrap();
+            let last = first + d.num_blocks as usize - 1;
+            assert!(
+                first == 0 || metas[first - 1].last_doc < lo,
+                "seed {seed} term {id}"
+            );
+            assert!(
+                last + 1 == metas.len() || metas[last].last_doc >= hi,
+                "seed {seed} term {id}"
+            );
+            let w0 = metas[first].offset as usize;
+            let words = &ix.words()[rec.offset_words as usize + w0..][..d.len_words as usize];
+            assert_eq!(
+                &buf[w..][..words.len()],
+                words,
+                "seed {seed} term {id} [{lo}, {hi}]"
+            );
+            for (j, m) in metas[first..=last].iter().enumerate() {
+                let got = [0, 1, 2, 3, 4].map(|c| col(c, b + j));
+                let want = [
+                    m.first_doc,
+                    m.last_doc,
+                    m.offset - w0 as u32,
+                    m.freq_offset,
+                    m.max_score.to_bits(),
+                ];
+                assert_eq!(got, want, "seed {seed} term {id} block {}", first + j);
+            }
+        }
+    }
+}

@@ -113,6 +113,11 @@ pub struct GpuStats {
     pub d2h_ms: f64,
     /// Host time preparing descriptors, in ms.
     pub prepare_ms: f64,
+    /// Host time gathering staged blocks into pinned memory, in ms.
+    pub stage_ms: f64,
+    /// Host time waiting for batches to finish, in ms: near zero when the host, not the GPU, sets
+    /// the pace.
+    pub wait_ms: f64,
     /// Clock cycles per kernel phase, summed over CTAs ([`PHASES`]); zero unless instrumented.
     pub phase_cycles: [u64; 5],
     /// Blocks the kernel decoded, summed over CTAs; zero unless instrumented. Exhaustive evaluation
@@ -141,6 +146,8 @@ impl GpuStats {
         self.kernel_ms += other.kernel_ms;
         self.d2h_ms += other.d2h_ms;
         self.prepare_ms += other.prepare_ms;
+        self.stage_ms += other.stage_ms;
+        self.wait_ms += other.wait_ms;
         for (t, x) in self.phase_cycles.iter_mut().zip(other.phase_cycles) {
             *t += x;
         }
@@ -181,6 +188,8 @@ struct InFlight {
     prepared: Prepared,
     started: Instant,
     k: usize,
+    /// Bytes staged with the batch.
+    staged: u64,
 }
 
 /// One pipeline slot: a stream and the buffers of one batch.
@@ -271,6 +280,8 @@ pub struct GpuSearcher {
     smem_or: u32,
     small_or: u32,
     stats: GpuStats,
+    /// Print a line per batch (`WARPSEARCH_CACHE_TRACE`).
+    trace: bool,
 }
 
 impl GpuSearcher {
@@ -374,6 +385,7 @@ impl GpuSearcher {
             smem_or,
             small_or: small_or_limit(gopts.small_or, smem_or),
             stats: GpuStats::default(),
+            trace: std::env::var_os("WARPSEARCH_CACHE_TRACE").is_some(),
         })
     }
 
@@ -682,7 +694,13 @@ impl GpuSearcher {
                 });
                 continue;
             }
-            self.slots[s].in_flight = Some(InFlight { prepared, started, k });
+            let staged = stage.used().bytes();
+            self.slots[s].in_flight = Some(InFlight {
+                prepared,
+                started,
+                k,
+                staged,
+            });
             // Collect the previous batch while this one computes.
             self.harvest((s + nslots - 1) % nslots, answers);
         }
@@ -761,10 +779,11 @@ impl GpuSearcher {
         debug_assert_eq!(qbytes.len() % 8, 0, "TermDesc needs 8-byte alignment");
         let st = &slot.stream;
         slot.events[0].record(st)?;
-        if !stage.metas.is_empty() {
+        if stage.used().blocks > 0 {
             let (w, b) = self.dev.stage_base(s);
-            let words = self.scorer.index().words();
-            let bytes = copy_stage(st, &mut slot.h_stage, stage, words, &ix, w, b)?;
+            let gathered = Instant::now();
+            let bytes = copy_stage(st, &mut slot.h_stage, stage, self.scorer.index(), &ix, w, b)?;
+            self.stats.stage_ms += gathered.elapsed().as_secs_f64() * 1e3;
             self.stats.staged_bytes += bytes;
             self.stats.h2d_bytes += bytes;
         }
@@ -798,7 +817,10 @@ impl GpuSearcher {
             return;
         };
         let slot = &self.slots[s];
-        let waited = slot.events[3].synchronize().and_then(|_| {
+        let wait = Instant::now();
+        let synced = slot.events[3].synchronize();
+        self.stats.wait_ms += wait.elapsed().as_secs_f64() * 1e3;
+        let waited = synced.and_then(|_| {
             let t = |a: usize, b: usize| slot.events[a].elapsed_ms(&slot.events[b]).map(|x| x as f64);
             Ok((t(0, 1)?, t(1, 2)?, t(2, 3)?))
         });
@@ -818,6 +840,15 @@ impl GpuSearcher {
         self.stats.h2d_ms += h2d;
         self.stats.kernel_ms += kernel;
         self.stats.d2h_ms += d2h;
+        if self.trace {
+            eprintln!(
+                "gpu batch: {} tasks, {:.1} MiB staged; host→device {h2d:.2} ms, kernel {kernel:.2} ms, \
+                 device→host {d2h:.2} ms, {:.2} ms from preparation to answers",
+                p.queries.len(),
+                job.staged as f64 / (1u64 << 20) as f64,
+                job.started.elapsed().as_secs_f64() * 1e3
+            );
+        }
         if self.gopts.instrument {
             let ph = slot.h_phases.as_slice();
             for cta in ph.chunks(8) {
@@ -904,27 +935,15 @@ fn copy_stage(
     stream: &CudaStream,
     h: &mut Pinned<u32>,
     stage: &Stage,
-    words: &[u32],
+    index: &warpsearch_index::Index,
     ix: &IndexArgs,
     w: u64,
     b: u64,
 ) -> Result<u64, GpuError> {
-    let (nw, nb) = (stage.used().words as usize, stage.metas.len());
-    let buf = h.as_mut_slice();
-    // The spans' words, gathered from the index by all cores (the batch's largest host cost).
-    let spans = stage
-        .spans
-        .iter()
-        .map(|&(src, len)| &words[src as usize..][..len as usize]);
-    crate::cache::gather(&mut buf[..nw], spans);
-    let cols = &mut buf[nw..nw + 5 * nb];
-    for (j, m) in stage.metas.iter().enumerate() {
-        cols[j] = m.first_doc;
-        cols[nb + j] = m.last_doc;
-        cols[2 * nb + j] = m.offset;
-        cols[3 * nb + j] = m.freq_offset;
-        cols[4 * nb + j] = m.max_score.to_bits();
-    }
+    let used = stage.used();
+    let (nw, nb) = (used.words as usize, used.blocks as usize);
+    // Gathered from the index on all cores (the batch's largest host cost).
+    stage.fill(index, h.as_mut_slice());
     let buf = h.as_slice();
     launch::copy_to_device(stream, ix.words + w * 4, &buf[..nw])?;
     let targets = [ix.blk_first, ix.blk_last, ix.blk_off, ix.blk_foff, ix.blk_max];

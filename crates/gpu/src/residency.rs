@@ -50,6 +50,14 @@ pub struct Residency {
 }
 
 impl Residency {
+    /// Nothing of `index` on the device: every list is staged with its batches (tests of staging).
+    pub fn nothing_cached(index: &Index) -> Residency {
+        Residency {
+            lists: vec![Cached::default(); index.term_records().len()],
+            words: Extents::new(0),
+            blocks: Extents::new(0),
+        }
+    }
     /// The device location of term `id`'s list (meaningful when [`Residency::cached`] has blocks).
     pub fn list(&self, id: u32) -> ListLocation {
         self.lists[id as usize].loc

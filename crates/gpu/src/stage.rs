@@ -4,7 +4,8 @@
 
 use std::collections::HashMap;
 
-use warpsearch_index::{BlockMeta, Index, TermRecord};
+use rayon::prelude::*;
+use warpsearch_index::{Index, TermRecord};
 
 use crate::batch::TermDesc;
 use crate::cache::Capacity;
@@ -95,16 +96,30 @@ pub fn need(index: &Index, residency: &Residency, terms: &[(u32, u32)], lo: u32,
         .fold(Capacity::default(), |acc, (_, c)| acc.plus(c))
 }
 
+/// One staged span of a list: where its words and skip data come from in the index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StagedSpan {
+    /// First word in the index's postings.
+    pub word: u64,
+    /// Words.
+    pub words: u32,
+    /// First block in the index's skip data.
+    pub block: u64,
+    /// Blocks.
+    pub blocks: u32,
+    /// The span's first word relative to its list's start, subtracted from the blocks' offsets.
+    pub rebase: u32,
+}
+
 /// A batch's staging region, filled on the host while the batch is prepared.
 pub struct Stage {
     /// Device word and block where the region starts.
     base: (u64, u64),
     cap: Capacity,
-    /// Postings words to copy, as (first word in the index's postings, words), in staging order.
-    pub spans: Vec<(u64, u32)>,
-    words: u64,
-    /// Skip data to copy (offsets relative to each staged span's first word).
-    pub metas: Vec<BlockMeta>,
+    /// The spans to copy, in staging order: their words and skip data are copied side by side, so
+    /// the batch's preparation records only where each comes from (the copies run on all cores).
+    pub spans: Vec<StagedSpan>,
+    used: Capacity,
     staged: HashMap<SpanKey, ListLocation>,
     /// Blocks of the batch's ranges read from the cache.
     pub cached_blocks: u64,
@@ -119,8 +134,7 @@ impl Stage {
             base,
             cap,
             spans: Vec::new(),
-            words: 0,
-            metas: Vec::new(),
+            used: Capacity::default(),
             staged: HashMap::new(),
             cached_blocks: 0,
             staged_blocks: 0,
@@ -129,10 +143,42 @@ impl Stage {
 
     /// The space filled.
     pub fn used(&self) -> Capacity {
-        Capacity {
-            words: self.words,
-            blocks: self.metas.len() as u64,
+        self.used
+    }
+
+    /// Writes the staged spans into `buf` as the device takes them: every span's words side by side,
+    /// then the skip data's five columns (first docID, last docID, offset from the span's start,
+    /// frequency offset, bound), on all cores. `buf` holds at least `words + 5 × blocks` of
+    /// [`Stage::used`].
+    pub fn fill(&self, index: &Index, buf: &mut [u32]) {
+        let (nw, nb) = (self.used.words as usize, self.used.blocks as usize);
+        let (mut words, cols) = buf[..nw + 5 * nb].split_at_mut(nw);
+        let mut cols: Vec<&mut [u32]> = cols.chunks_mut(nb.max(1)).collect();
+        let mut jobs = Vec::with_capacity(self.spans.len());
+        for span in &self.spans {
+            let (w, rest) = std::mem::take(&mut words).split_at_mut(span.words as usize);
+            words = rest;
+            let mut mine: [&mut [u32]; 5] = Default::default();
+            for (m, col) in mine.iter_mut().zip(cols.iter_mut()) {
+                let (c, rest) = std::mem::take(col).split_at_mut(span.blocks as usize);
+                *m = c;
+                *col = rest;
+            }
+            jobs.push((span, w, mine));
         }
+        let (all_words, all_metas) = (index.words(), index.block_metas());
+        jobs.into_par_iter()
+            .for_each(|(span, w, [first, last, off, foff, max])| {
+                w.copy_from_slice(&all_words[span.word as usize..][..span.words as usize]);
+                let metas = &all_metas[span.block as usize..][..span.blocks as usize];
+                for (j, m) in metas.iter().enumerate() {
+                    first[j] = m.first_doc;
+                    last[j] = m.last_doc;
+                    off[j] = m.offset - span.rebase;
+                    foff[j] = m.freq_offset;
+                    max[j] = m.max_score.to_bits();
+                }
+            });
     }
 
     /// The descriptor of term `id`'s list for documents `[lo, hi]`: its cached prefix when that covers
@@ -172,17 +218,18 @@ impl Stage {
                     return None;
                 }
                 let loc = ListLocation {
-                    word_base: self.base.0 + self.words,
-                    block_base: (self.base.1 + self.metas.len() as u64) as u32,
+                    word_base: self.base.0 + self.used.words,
+                    block_base: (self.base.1 + self.used.blocks) as u32,
                 };
                 let (w0, w1) = span_words(index, rec, first, last);
-                self.spans.push((rec.offset_words + w0 as u64, w1 - w0));
-                self.words += (w1 - w0) as u64;
-                self.metas
-                    .extend(metas[first as usize..=last as usize].iter().map(|m| BlockMeta {
-                        offset: m.offset - w0,
-                        ..*m
-                    }));
+                self.spans.push(StagedSpan {
+                    word: rec.offset_words + w0 as u64,
+                    words: w1 - w0,
+                    block: rec.first_block as u64 + first as u64,
+                    blocks: last - first + 1,
+                    rebase: w0,
+                });
+                self.used = self.used.plus(need);
                 self.staged.insert((id, first, last), loc);
                 loc
             }

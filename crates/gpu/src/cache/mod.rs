@@ -60,8 +60,9 @@ impl Capacity {
     }
 }
 
-/// Copies the slices of `srcs`, one after another, to the start of `dst`, on all cores (the gathers of
-/// staged spans and of a cache layout from the memory-mapped index).
+/// Copies the slices of `srcs`, one after another, to the start of `dst`, on all cores (the gather of
+/// a cache layout from the memory-mapped index; a batch's staged spans are gathered by
+/// [`crate::stage::Stage::fill`]).
 pub(crate) fn gather<'a>(dst: &mut [u32], srcs: impl IntoIterator<Item = &'a [u32]>) {
     use rayon::prelude::*;
     let mut rest = dst;
