@@ -225,7 +225,7 @@ impl Stage {
                 self.spans.push(StagedSpan {
                     word: rec.offset_words + w0 as u64,
                     words: w1 - w0,
-                    block: rec.first_block as u64 + first as u64,
+                    block: rec.first_block + first as u64,
                     blocks: last - first + 1,
                     rebase: w0,
                 });
