@@ -27,7 +27,7 @@ log=$out/cache.log
 table=$out/cache-table.txt
 synth=/root/synth
 idx=$synth
-extra=""
+extra=${EXTRA:-}  # more `bench` options for every run (EXTRA="--gpu-split 50000")
 mkdir -p "$out/reports"
 touch "$log"
 parts=${*:-tests synth and or drift sweep}
@@ -46,7 +46,7 @@ index_bytes() { python3 -c "import os,sys; d=sys.argv[1]; print(os.path.getsize(
 # run <mode> <policy|none> <budget share> <buffer share of budget> <train> <test> <tag>
 run() {
   local mode=$1 policy=$2 share=$3 buf=$4 train=$5 test=$6 tag=$7
-  local name=$tag-$mode-$policy-$share-$buf json
+  local name=${TAG:+$TAG-}$tag-$mode-$policy-$share-$buf json
   json=$out/reports/$name.json
   mkdir -p "$out/reports"
   local args=(--index $idx --queries $test --mode $mode --k 10 --backend gpu --warmup 1 --json $json $extra)
