@@ -95,10 +95,10 @@ for m in 2 4 5 6; do
     WARPSEARCH_GPU_MIN_CTAS=$m sweep "min CTAs $m" $mode
   done
 done
-say "== long queries cut into docID ranges: --gpu-split (k 10)"
-for split in 0 50000 1000000; do
+say "== long queries cut into docID ranges: --gpu-split-and, --gpu-split-or (k 10)"
+for split in 0 5000 50000 1000000; do
   for mode in and or; do
-    sweep "split $split" $mode --gpu-split $split
+    sweep "split $split" $mode --gpu-split-$mode $split
   done
 done
 say "== small OR queries sorted: --gpu-small-or (k 10)"

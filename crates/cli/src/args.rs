@@ -443,10 +443,13 @@ pub struct GpuArgs {
     /// OR accumulator window of the GPU kernel, in documents (power of two, 256 to 32768).
     #[arg(long, default_value_t = 16384)]
     pub gpu_window: u32,
-    /// Cut a query whose cost (postings of its shortest list for AND, of all lists for OR) exceeds this
-    /// into docID ranges, one GPU thread block each (0: never).
+    /// Cut an OR query whose cost (postings of all its lists) exceeds this into docID ranges, one GPU
+    /// thread block each (0: never).
     #[arg(long, default_value_t = 200_000)]
-    pub gpu_split: u64,
+    pub gpu_split_or: u64,
+    /// The same for AND and and-or, whose cost is the postings of the shortest list (0: never).
+    #[arg(long, default_value_t = 5_000)]
+    pub gpu_split_and: u64,
     /// OR queries of at most this many postings are scored by sorting their postings rather than with
     /// dense accumulators (0: never; at most 4096).
     #[arg(long, default_value_t = 4096)]

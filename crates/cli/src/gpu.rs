@@ -20,11 +20,8 @@ pub fn engine_options(a: &ScorerArgs, max_k: usize) -> EngineOptions {
             window: a.gpu.gpu_window,
             memory_budget: a.gpu.gpu_memory,
             instrument: a.gpu.gpu_profile,
-            split_cost: if a.gpu.gpu_split == 0 {
-                u64::MAX
-            } else {
-                a.gpu.gpu_split
-            },
+            split_cost: never_if_zero(a.gpu.gpu_split_or),
+            and_split_cost: never_if_zero(a.gpu.gpu_split_and),
             small_or: a.gpu.gpu_small_or,
             merge_ratio: a.gpu.gpu_merge_ratio,
             max_k,
@@ -118,4 +115,13 @@ pub fn gpu_check(a: GpuCheckArgs) -> Result<()> {
         copy / 1e9
     );
     Ok(())
+}
+
+/// A split cost of 0 means "never split".
+fn never_if_zero(cost: u64) -> u64 {
+    if cost == 0 {
+        u64::MAX
+    } else {
+        cost
+    }
 }

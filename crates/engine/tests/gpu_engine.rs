@@ -90,6 +90,7 @@ fn small_window() -> GpuOptions {
     GpuOptions {
         window: 256,
         split_cost: 100,
+        and_split_cost: 100,
         ..GpuOptions::default()
     }
 }
@@ -111,12 +112,13 @@ fn engine_equals_the_oracle_on_random_indexes() {
         let (index, v) = random_index(tmp.path(), 0xABCD + seed * 7919, codec, None);
         let queries = random_queries(&index, v, seed);
         // Batches of 7 and 4,096; small and large OR windows; long queries cut into docID ranges of
-        // about 60 and 700 postings of cost, or never; OR queries sorted up to 4,096 or 64 postings, or
+        // about 60 and 700 postings of cost, or never, or at the defaults; OR queries sorted up to 4,096 or 64 postings, or
         // never; AND steps merged by the default ratio, never, always, or at lengths 1:1.
         let gopts = GpuOptions {
             batch_size: [7, 4096][seed as usize % 2],
             window: [256, 4096, 32768][seed as usize % 3],
             split_cost: [60, u64::MAX, 700, 200_000][seed as usize % 4],
+            and_split_cost: [60, u64::MAX, 700, 5_000][seed as usize % 4],
             small_or: [4096, 0, 64][seed as usize % 3],
             // AND steps: the default, binary search only, merging always, merging only at 1:1.
             merge_ratio: [2, 0, u32::MAX, 1][(seed as usize / 2) % 4],
@@ -400,6 +402,7 @@ fn gpu_ranges_equal_the_cpu_parts() {
         let oracle = oracle(&index, options);
         let gopts = GpuOptions {
             split_cost: [100, u64::MAX][seed as usize % 2],
+            and_split_cost: [100, u64::MAX][seed as usize % 2],
             ..GpuOptions::default()
         };
         let mut searcher = gpu_searcher(&gpu, &index, options, gopts);
