@@ -447,8 +447,14 @@ pub struct GpuArgs {
     /// thread block each (0: never).
     #[arg(long, default_value_t = 200_000)]
     pub gpu_split_or: u64,
-    /// The same for AND and and-or, whose cost is the postings of the shortest list (0: never).
-    #[arg(long, default_value_t = 5_000)]
+    /// AND and and-or queries (cost: postings of the shortest list) are cut so that a batch's largest
+    /// part takes at most 1/W of each GPU thread block's average share of the batch (0: cut at
+    /// --gpu-split-and instead).
+    #[arg(long, default_value_t = 32)]
+    pub gpu_split_waves: u32,
+    /// The least cost of a part of an AND query; with --gpu-split-waves 0, the cost above which it is
+    /// cut (0: never).
+    #[arg(long, default_value_t = 2_000)]
     pub gpu_split_and: u64,
     /// OR queries of at most this many postings are scored by sorting their postings rather than with
     /// dense accumulators (0: never; at most 4096).

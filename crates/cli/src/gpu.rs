@@ -22,6 +22,7 @@ pub fn engine_options(a: &ScorerArgs, max_k: usize) -> EngineOptions {
             instrument: a.gpu.gpu_profile,
             split_cost: never_if_zero(a.gpu.gpu_split_or),
             and_split_cost: never_if_zero(a.gpu.gpu_split_and),
+            split_waves: a.gpu.gpu_split_waves,
             small_or: a.gpu.gpu_small_or,
             merge_ratio: a.gpu.gpu_merge_ratio,
             max_k,

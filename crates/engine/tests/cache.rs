@@ -329,3 +329,85 @@ fn staged_spans_are_filled_as_the_device_reads_them() {
         }
     }
 }
+
+/// A batch of AND queries is cut to its size: at most 1/waves of a CTA's share per part, never below
+/// the floor nor above the coarse split, within the batch's tasks; OR batches and `waves` 0 keep the
+/// coarse split.
+#[test]
+fn and_batches_are_cut_to_their_size() {
+    use warpsearch_gpu::batch::Split;
+    let tmp = tempfile::tempdir().unwrap();
+    let (ix, v) = random_index(tmp.path(), 99, Codec::PForDelta, None);
+    let queries: Vec<Query> = common::random_queries(&ix, v, 5)
+        .into_iter()
+        .filter(|q| !q.terms.is_empty())
+        .collect();
+    let reqs = requests(&queries, Mode::And, 10);
+    let all: Vec<usize> = (0..queries.len()).collect();
+    let coarse = Split {
+        cost: 1_000_000,
+        max_parts: 16,
+        or_cost: false,
+    };
+    let cost = |i: usize| coarse.cost(&ix, &queries[i]);
+    let total: u64 = all.iter().map(|&i| cost(i)).sum();
+    let tasks = |s: &Split, which: &[usize]| -> usize {
+        which.iter().map(|&i| s.parts(&ix, &queries[i]) as usize).sum()
+    };
+    for (ctas, waves, floor, batch) in [
+        (2, 2, 1, 10_000),
+        (8, 4, 30, 10_000),
+        (2, 2, 1, 70),
+        (1, 1, 0, 10_000),
+        (64, 64, 1, all.len() + 3),
+    ] {
+        let s = coarse.for_batch(&ix, &reqs, &all, ctas, waves, floor, batch);
+        assert!(
+            s.cost >= floor && s.cost <= coarse.cost,
+            "{ctas} {waves} {floor} {batch}: {}",
+            s.cost
+        );
+        assert!(
+            tasks(&s, &all) <= batch.max(all.len()),
+            "{ctas} {waves} {floor} {batch}"
+        );
+        let share = (total / (ctas as u64 * waves as u64)).max(floor);
+        if tasks(
+            &Split {
+                cost: share,
+                ..coarse
+            },
+            &all,
+        ) <= batch
+        {
+            // The part limit: no part of a query costs more than the share, up to max_parts.
+            assert_eq!(s.cost, share.min(coarse.cost));
+            for &i in &all {
+                let parts = s.parts(&ix, &queries[i]) as u64;
+                assert!(parts == 16 || cost(i).div_ceil(parts) <= share, "query {i}");
+            }
+        } else {
+            // Doubled until the batch's tasks fit.
+            assert!(s.cost > share);
+            assert!(
+                s.cost == coarse.cost
+                    || tasks(
+                        &Split {
+                            cost: s.cost / 2,
+                            ..coarse
+                        },
+                        &all
+                    ) > batch
+            );
+        }
+    }
+    assert_eq!(
+        coarse.for_batch(&ix, &reqs, &all, 2, 0, 1, 10_000).cost,
+        coarse.cost
+    );
+    let or = Split {
+        or_cost: true,
+        ..coarse
+    };
+    assert_eq!(or.for_batch(&ix, &reqs, &all, 2, 2, 1, 10_000).cost, or.cost);
+}

@@ -118,7 +118,9 @@ fn engine_equals_the_oracle_on_random_indexes() {
             batch_size: [7, 4096][seed as usize % 2],
             window: [256, 4096, 32768][seed as usize % 3],
             split_cost: [60, u64::MAX, 700, 200_000][seed as usize % 4],
-            and_split_cost: [60, u64::MAX, 700, 5_000][seed as usize % 4],
+            and_split_cost: [60, u64::MAX, 700, 2_000][seed as usize % 4],
+            // AND cut to the batch (fine for batches of 7, coarse for 4,096), or at a fixed cost.
+            split_waves: [32, 0, 1][(seed as usize / 4) % 3],
             small_or: [4096, 0, 64][seed as usize % 3],
             // AND steps: the default, binary search only, merging always, merging only at 1:1.
             merge_ratio: [2, 0, u32::MAX, 1][(seed as usize / 2) % 4],

@@ -127,6 +127,46 @@ impl Split {
             .min(self.max_parts.max(1) as u64)
             .min(index.num_docs().max(1) as u64) as u32
     }
+
+    /// The split of one batch of AND queries, formed with `self` (the coarsest split): queries are cut
+    /// so finely that the batch's largest task takes at most 1/`waves` of what each of `ctas` CTAs has
+    /// to do on average, but never below `floor` postings, and the batch stays within `batch` tasks.
+    /// A batch of a few hundred long queries (one that carries uncached lists) is otherwise a single
+    /// wave of tasks that waits for its longest; a batch of thousands is left as it is.
+    #[allow(clippy::too_many_arguments)]
+    pub fn for_batch<R: Borrow<Request>>(
+        self,
+        index: &Index,
+        queries: &[R],
+        chunk: &[usize],
+        ctas: u32,
+        waves: u32,
+        floor: u64,
+        batch: usize,
+    ) -> Split {
+        if self.or_cost || waves == 0 {
+            return self;
+        }
+        let total: u64 = chunk
+            .iter()
+            .map(|&i| self.cost(index, &queries[i].borrow().query))
+            .sum();
+        let share = total / (ctas.max(1) as u64 * waves as u64);
+        let mut split = Split {
+            cost: share.max(floor).min(self.cost),
+            ..self
+        };
+        let tasks = |s: &Split| -> usize {
+            chunk
+                .iter()
+                .map(|&i| s.parts(index, &queries[i].borrow().query) as usize)
+                .sum()
+        };
+        while split.cost < self.cost && tasks(&split) > batch {
+            split.cost = split.cost.saturating_mul(2).min(self.cost);
+        }
+        split
+    }
 }
 
 /// Cuts `which` into batches of at most `batch` descriptors (a query cut into P parts takes P) whose

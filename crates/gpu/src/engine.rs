@@ -43,12 +43,17 @@ pub struct GpuOptions {
     /// An OR query whose cost (postings of all its lists) exceeds this is cut into docID ranges, one
     /// CTA each, up to `max_parts`.
     pub split_cost: u64,
-    /// The same for AND and and-or, whose cost is the postings of the shortest list. Far lower than
-    /// OR's: an AND task takes a CTA milliseconds, and a batch of a few hundred queries (a batch that
-    /// carries uncached lists) is otherwise a single wave of tasks waiting for its longest (5,000
-    /// against 200,000: 1.6x the throughput at a quarter of the 25M collection cached, +5% all
-    /// resident; bench/RESULTS.md).
+    /// For AND and and-or (whose cost is the postings of the shortest list): with `split_waves` 0,
+    /// the cost above which a query is cut; else the least cost a part may have.
     pub and_split_cost: u64,
+    /// AND and and-or queries are cut so that a batch's largest task takes at most 1/`split_waves` of
+    /// each CTA's average share of the batch (0: cut at `and_split_cost`). An AND task takes a CTA
+    /// milliseconds on a large collection, and a batch of a few hundred queries (one that carries
+    /// uncached lists) is otherwise a single wave of tasks waiting for its longest: cut at 5,000
+    /// postings instead of 200,000, 1.8x the throughput with a quarter of the 25M collection cached
+    /// (bench/RESULTS.md). Cut that finely, a batch of 50,000 passage queries lost 30%, so the cut
+    /// follows the batch.
+    pub split_waves: u32,
     /// Most parts a query is cut into.
     pub max_parts: u32,
     /// OR queries of at most this many postings are scored by sorting their postings instead of dense
@@ -77,7 +82,8 @@ impl Default for GpuOptions {
             memory_budget: None,
             instrument: false,
             split_cost: 200_000,
-            and_split_cost: 5_000,
+            and_split_cost: 2_000,
+            split_waves: 32,
             max_parts: 16,
             small_or: 4096,
             merge_ratio: 2,
@@ -197,6 +203,8 @@ struct InFlight {
     k: usize,
     /// Bytes staged with the batch.
     staged: u64,
+    /// The cost above which its queries were cut.
+    split_cost: u64,
 }
 
 /// One pipeline slot: a stream and the buffers of one batch.
@@ -645,11 +653,13 @@ impl GpuSearcher {
         answers: &mut Slots,
     ) {
         let nslots = self.slots.len();
+        // Batches are formed at the coarsest split; an AND batch is then cut finer (Split::for_batch).
+        let fixed = mode != Mode::Or && self.gopts.split_waves == 0;
         let split = Split {
-            cost: if mode == Mode::Or {
-                self.gopts.split_cost
-            } else {
+            cost: if fixed {
                 self.gopts.and_split_cost
+            } else {
+                self.gopts.split_cost.max(self.gopts.and_split_cost)
             },
             max_parts: self.gopts.max_parts,
             or_cost: mode == Mode::Or,
@@ -678,6 +688,15 @@ impl GpuSearcher {
             self.harvest(s, answers);
             let started = Instant::now();
             let mut stage = Stage::new(self.dev.stage_base(s), cap);
+            let split = split.for_batch(
+                &index,
+                requests,
+                chunk,
+                self.grid_and,
+                self.gopts.split_waves,
+                self.gopts.and_split_cost,
+                self.batch_size(),
+            );
             let prepared = match prepare(
                 &self.scorer,
                 &self.dev,
@@ -711,6 +730,7 @@ impl GpuSearcher {
                 started,
                 k,
                 staged,
+                split_cost: split.cost,
             });
             // Collect the previous batch while this one computes.
             self.harvest((s + nslots - 1) % nslots, answers);
@@ -853,9 +873,10 @@ impl GpuSearcher {
         self.stats.d2h_ms += d2h;
         if self.trace {
             eprintln!(
-                "gpu batch: {} tasks, {:.1} MiB staged; host→device {h2d:.2} ms, kernel {kernel:.2} ms, \
+                "gpu batch: {} tasks (cut above {} postings), {:.1} MiB staged; host→device {h2d:.2} ms, kernel {kernel:.2} ms, \
                  device→host {d2h:.2} ms, {:.2} ms from preparation to answers",
                 p.queries.len(),
+                job.split_cost,
                 job.staged as f64 / (1u64 << 20) as f64,
                 job.started.elapsed().as_secs_f64() * 1e3
             );
