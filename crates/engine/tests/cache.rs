@@ -330,9 +330,9 @@ fn staged_spans_are_filled_as_the_device_reads_them() {
     }
 }
 
-/// A batch of AND queries is cut to its size: at most 1/waves of a CTA's share per part, never below
-/// the floor nor above the coarse split, within the batch's tasks; OR batches and `waves` 0 keep the
-/// coarse split.
+/// A batch of AND queries short of FULL_WAVES tasks per CTA is cut to its size: at most 1/waves of a
+/// CTA's share per part, never below the floor nor above the coarse split, within the batch's tasks;
+/// fuller batches, OR batches and `waves` 0 keep the coarse split.
 #[test]
 fn and_batches_are_cut_to_their_size() {
     use warpsearch_gpu::batch::Split;
@@ -354,11 +354,12 @@ fn and_batches_are_cut_to_their_size() {
     let tasks = |s: &Split, which: &[usize]| -> usize {
         which.iter().map(|&i| s.parts(&ix, &queries[i]) as usize).sum()
     };
+    // Batches of fewer than FULL_WAVES tasks per CTA (60 queries or fewer, 64 CTAs) are cut finer.
     for (ctas, waves, floor, batch) in [
-        (2, 2, 1, 10_000),
-        (8, 4, 30, 10_000),
-        (2, 2, 1, 70),
-        (1, 1, 0, 10_000),
+        (64, 1, 1, 10_000),
+        (64, 2, 30, 10_000),
+        (64, 2, 1, 70),
+        (64, 1, 0, 10_000),
         (64, 64, 1, all.len() + 3),
     ] {
         let s = coarse.for_batch(&ix, &reqs, &all, ctas, waves, floor, batch);
@@ -402,9 +403,16 @@ fn and_batches_are_cut_to_their_size() {
         }
     }
     assert_eq!(
-        coarse.for_batch(&ix, &reqs, &all, 2, 0, 1, 10_000).cost,
+        coarse.for_batch(&ix, &reqs, &all, 64, 0, 1, 10_000).cost,
         coarse.cost
     );
+    // A batch of FULL_WAVES tasks per CTA or more keeps the coarse split.
+    let ctas = (all.len() / warpsearch_gpu::batch::FULL_WAVES) as u32;
+    assert_eq!(
+        coarse.for_batch(&ix, &reqs, &all, ctas, 2, 1, 10_000).cost,
+        coarse.cost
+    );
+    assert!(coarse.for_batch(&ix, &reqs, &all, ctas + 1, 2, 1, 10_000).cost < coarse.cost);
     let or = Split {
         or_cost: true,
         ..coarse

@@ -46,13 +46,13 @@ pub struct GpuOptions {
     /// For AND and and-or (whose cost is the postings of the shortest list): with `split_waves` 0,
     /// the cost above which a query is cut; else the least cost a part may have.
     pub and_split_cost: u64,
-    /// AND and and-or queries are cut so that a batch's largest task takes at most 1/`split_waves` of
-    /// each CTA's average share of the batch (0: cut at `and_split_cost`). An AND task takes a CTA
-    /// milliseconds on a large collection, and a batch of a few hundred queries (one that carries
-    /// uncached lists) is otherwise a single wave of tasks waiting for its longest: cut at 5,000
-    /// postings instead of 200,000, 1.8x the throughput with a quarter of the 25M collection cached
-    /// (bench/RESULTS.md). Cut that finely, a batch of 50,000 passage queries lost 30%, so the cut
-    /// follows the batch.
+    /// In a batch of AND or and-or queries with fewer than [`crate::batch::FULL_WAVES`] tasks per CTA,
+    /// queries are cut so that the largest task takes at most 1/`split_waves` of each CTA's average
+    /// share of the batch (0: cut at `and_split_cost`). An AND task takes a CTA milliseconds on a
+    /// large collection, and a batch of a few hundred queries (one that carries uncached lists) is
+    /// otherwise a single wave of tasks waiting for its longest: 1.7x the throughput with a quarter
+    /// of the 25M collection cached (bench/RESULTS.md). Every batch cut at 5,000 postings cost the
+    /// passages' batches of 8,192 tasks 30%, so fuller batches are left as they are.
     pub split_waves: u32,
     /// Most parts a query is cut into.
     pub max_parts: u32,
