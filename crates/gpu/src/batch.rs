@@ -95,11 +95,11 @@ impl Prepared {
     }
 }
 
-/// How long queries are cut into docID ranges (papers/002: long lists spread over many thread blocks).
 /// Tasks per CTA from which a batch of AND queries is not cut finer than its coarsest split
 /// ([`Split::for_batch`]).
 pub const FULL_WAVES: usize = 4;
 
+/// How long queries are cut into docID ranges (papers/002: long lists spread over many thread blocks).
 #[derive(Debug, Clone, Copy)]
 pub struct Split {
     /// Cost above which a query is cut: one part per `cost` (at least 1).
