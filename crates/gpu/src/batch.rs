@@ -5,13 +5,14 @@ use std::borrow::Borrow;
 use std::collections::HashSet;
 
 use bytemuck::{Pod, Zeroable};
+use rayon::prelude::*;
 use warpsearch_index::Index;
 use warpsearch_query::plan::{bound_slack, term_weights};
 use warpsearch_query::{DocRange, Query, Request, Scorer};
 
 use crate::cache::Capacity;
 use crate::residency::DeviceIndex;
-use crate::stage::{SpanKey, Stage};
+use crate::stage::{cached_term, SpanKey, Stage};
 use crate::GpuError;
 
 /// One query term as the kernel reads it (40 bytes; mirrors `struct TermDesc`).
@@ -214,6 +215,17 @@ pub fn batches<R: Borrow<Request>>(
     out
 }
 
+/// One query's descriptors, built on any thread.
+struct Built {
+    /// Its terms in plan order (ascending document frequency); those in `staged` are yet to be placed.
+    terms: Vec<TermDesc>,
+    /// (position in `terms`, term id) of the terms the cache lacks.
+    staged: Vec<(usize, u32)>,
+    /// Blocks of its range read from the cache.
+    cached_blocks: u64,
+    slack: f32,
+}
+
 /// Builds the descriptors of `queries[i]` for each `i` in `which` under the scorer's ranking, over the documents of `ranges[i]`
 /// (every document without `ranges`; a range must hold at least one document of the index). Terms are ordered by ascending
 /// document frequency (SvS: the shortest list generates the candidates). A query whose cost exceeds
@@ -221,7 +233,7 @@ pub fn batches<R: Borrow<Request>>(
 /// the output. Queries are ordered by descending cost per part, so that the persistent grid takes the long
 /// ones first and fills in with short ones (papers/002's bucketing by shortest-list length, taken to its
 /// limit: one bucket per length).
-pub fn prepare<R: Borrow<Request>>(
+pub fn prepare<R: Borrow<Request> + Sync>(
     scorer: &Scorer,
     dev: &DeviceIndex,
     queries: &[R],
@@ -238,51 +250,90 @@ pub fn prepare<R: Borrow<Request>>(
         ..index.bm25()
     };
     let mut order: Vec<(u64, usize, u32)> = which
-        .iter()
+        .par_iter()
         .map(|&i| {
             let q = &queries[i].borrow().query;
             let parts = split.parts(index, q);
             (split.cost(index, q) / parts as u64, i, parts)
         })
         .collect();
-    order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    order.par_sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let num_docs = index.num_docs() as u64;
+    let residency = dev.residency();
+    let range = |i: usize| match ranges {
+        Some(r) => (r[i].first as u64, (r[i].last as u64).min(num_docs.max(1) - 1)),
+        None => (0, num_docs.max(1) - 1),
+    };
+    // Each query's descriptors on all cores (the host's share of a batch of cheap queries), with the
+    // terms the cache lacks left for the staging pass below, which runs in order.
+    let built: Vec<Result<Built, GpuError>> = order
+        .par_iter()
+        .map(|&(_, i, _)| {
+            let q = &queries[i].borrow().query;
+            let weights = term_weights(index, q, ranking, params)?;
+            let n = q.terms.len();
+            let slack = bound_slack(n);
+            let mut by_df: Vec<usize> = (0..n).collect();
+            let df = |s: usize| index.term_records()[q.terms[s].0 as usize].df;
+            by_df.sort_by_key(|&s| (df(s), s));
+            let (lo, hi) = range(i);
+            let mut b = Built {
+                terms: Vec::with_capacity(n),
+                staged: Vec::new(),
+                cached_blocks: 0,
+                slack,
+            };
+            for &s in &by_df {
+                let (id, _) = q.terms[s];
+                let rec = &index.term_records()[id as usize];
+                let bound_scale = if same_params {
+                    weights[s] / bm25.idf(rec.df as u64) * slack
+                } else {
+                    -1.0
+                };
+                let desc = match cached_term(index, residency, id, lo as u32, hi as u32) {
+                    Some((desc, blocks)) => {
+                        b.cached_blocks += blocks;
+                        desc
+                    }
+                    None => {
+                        b.staged.push((b.terms.len(), id));
+                        TermDesc::default()
+                    }
+                };
+                b.terms.push(TermDesc {
+                    weight: weights[s],
+                    bound_scale,
+                    ..desc
+                });
+            }
+            for (pos, &s) in by_df.iter().enumerate() {
+                b.terms[s].slot_term = pos as u32;
+            }
+            Ok(b)
+        })
+        .collect();
     let mut out = Prepared::default();
-    for &(_, i, parts) in &order {
-        let q = &queries[i].borrow().query;
-        let weights = term_weights(index, q, ranking, params)?;
-        let n = q.terms.len();
-        let slack = bound_slack(n);
-        let mut by_df: Vec<usize> = (0..n).collect();
-        let df = |s: usize| index.term_records()[q.terms[s].0 as usize].df;
-        by_df.sort_by_key(|&s| (df(s), s));
-        let (lo, hi) = match ranges {
-            Some(r) => (r[i].first as u64, (r[i].last as u64).min(num_docs.max(1) - 1)),
-            None => (0, num_docs.max(1) - 1),
-        };
-        let begin = out.terms.len();
-        for &s in &by_df {
-            let (id, _) = q.terms[s];
-            let rec = &index.term_records()[id as usize];
-            let Some(desc) = stage.term(index, dev.residency(), id, lo as u32, hi as u32) else {
+    for (&(_, i, parts), b) in order.iter().zip(built) {
+        let mut b = b?;
+        let (lo, hi) = range(i);
+        stage.cached_blocks += b.cached_blocks;
+        for &(pos, id) in &b.staged {
+            let Some(desc) = stage.term(index, residency, id, lo as u32, hi as u32) else {
                 return Err(GpuError::Failed(
                     "the batch's blocks outgrew its staging region".into(),
                 ));
             };
-            let bound_scale = if same_params {
-                weights[s] / bm25.idf(rec.df as u64) * slack
-            } else {
-                -1.0
-            };
-            out.terms.push(TermDesc {
-                weight: weights[s],
-                bound_scale,
+            let t = &mut b.terms[pos];
+            *t = TermDesc {
+                weight: t.weight,
+                bound_scale: t.bound_scale,
+                slot_term: t.slot_term,
                 ..desc
-            });
+            };
         }
-        for (pos, &s) in by_df.iter().enumerate() {
-            out.terms[begin + s].slot_term = pos as u32;
-        }
+        let (begin, n) = (out.terms.len(), b.terms.len());
+        out.terms.extend_from_slice(&b.terms);
         let span = hi + 1 - lo;
         let parts = (parts as u64).min(span);
         for part in 0..parts {
@@ -298,7 +349,7 @@ pub fn prepare<R: Borrow<Request>>(
                 term_begin: begin as u32,
                 num_terms: n as u32,
                 out_slot: out.slots.len() as u32,
-                slack,
+                slack: b.slack,
                 doc_lo,
                 doc_hi,
             });

@@ -547,7 +547,7 @@ impl GpuSearcher {
 
     /// [`GpuSearcher::search_batch`] with request `i` restricted to the documents of `ranges[i]` (a
     /// query split between processors): the top k of that range, to merge with the other parts'.
-    pub fn search_batch_in<R: Borrow<Request>>(
+    pub fn search_batch_in<R: Borrow<Request> + Sync>(
         &mut self,
         requests: &[R],
         ranges: Option<&[DocRange]>,
@@ -643,7 +643,7 @@ impl GpuSearcher {
     }
 
     /// Runs `which` in `mode` at `k` through the pipeline, writing `answers`.
-    fn run<R: Borrow<Request>>(
+    fn run<R: Borrow<Request> + Sync>(
         &mut self,
         mode: Mode,
         k: usize,

@@ -67,6 +67,34 @@ fn from_cache(index: &Index, residency: &Residency, id: u32, hi: u32) -> bool {
     cached_through(index, residency, id).is_some_and(|m| hi <= m)
 }
 
+/// The descriptor of term `id`'s list for documents `[lo, hi]` when its cached prefix covers `hi`,
+/// with the blocks of the range read from the cache; `None` when the term must be staged. It changes
+/// nothing, so a batch's queries are looked up on all cores.
+pub fn cached_term(
+    index: &Index,
+    residency: &Residency,
+    id: u32,
+    lo: u32,
+    hi: u32,
+) -> Option<(TermDesc, u64)> {
+    if !from_cache(index, residency, id, hi) {
+        return None;
+    }
+    let rec = &index.term_records()[id as usize];
+    let metas = &index.block_metas()[rec.first_block as usize..][..rec.num_blocks()];
+    let c = residency.cached(id);
+    let whole = c.blocks as usize >= rec.num_blocks();
+    let first = metas.partition_point(|m| m.last_doc < lo) as u64;
+    let upto = metas.partition_point(|m| m.last_doc < hi) as u64 + 1;
+    let mut desc = TermDesc::for_list(rec, c.loc);
+    if !whole {
+        desc.num_blocks = c.blocks;
+        desc.df = c.blocks * BLOCK_LEN as u32;
+        desc.len_words = metas[c.blocks as usize].offset;
+    }
+    Some((desc, upto.min(c.blocks as u64).saturating_sub(first)))
+}
+
 /// A span of blocks staged once per batch: (term, first block, last block).
 pub type SpanKey = (u32, u32, u32);
 
@@ -192,22 +220,11 @@ impl Stage {
         lo: u32,
         hi: u32,
     ) -> Option<TermDesc> {
-        let rec = &index.term_records()[id as usize];
-        let metas = &index.block_metas()[rec.first_block as usize..][..rec.num_blocks()];
-        if from_cache(index, residency, id, hi) {
-            let c = residency.cached(id);
-            let whole = c.blocks as usize >= rec.num_blocks();
-            let first = metas.partition_point(|m| m.last_doc < lo) as u64;
-            let upto = metas.partition_point(|m| m.last_doc < hi) as u64 + 1;
-            self.cached_blocks += upto.min(c.blocks as u64).saturating_sub(first);
-            let mut desc = TermDesc::for_list(rec, c.loc);
-            if !whole {
-                desc.num_blocks = c.blocks;
-                desc.df = c.blocks * BLOCK_LEN as u32;
-                desc.len_words = metas[c.blocks as usize].offset;
-            }
+        if let Some((desc, blocks)) = cached_term(index, residency, id, lo, hi) {
+            self.cached_blocks += blocks;
             return Some(desc);
         }
+        let rec = &index.term_records()[id as usize];
         let (first, last) = blocks_for(index, rec, lo, hi);
         self.staged_blocks += (last - first + 1) as u64;
         let loc = match self.staged.get(&(id, first, last)) {
