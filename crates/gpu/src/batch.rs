@@ -139,7 +139,7 @@ impl Split {
     /// so finely that its largest task takes at most 1/`waves` of what each of `ctas` CTAs has to do
     /// on average, but never below `floor` postings, and it stays within `batch` tasks. Fuller batches
     /// keep `self`: there the parts' fixed costs outweigh (a batch of passage queries cut at 2,000
-    /// postings lost 15%).
+    /// postings lost 11–16%).
     #[allow(clippy::too_many_arguments)]
     pub fn for_batch<R: Borrow<Request>>(
         self,
