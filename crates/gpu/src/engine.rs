@@ -52,7 +52,7 @@ pub struct GpuOptions {
     /// large collection, and a batch of a few hundred queries (one that carries uncached lists) is
     /// otherwise a single wave of tasks waiting for its longest: 1.7x the throughput with a quarter
     /// of the 25M collection cached (bench/RESULTS.md). Every batch cut at 5,000 postings cost the
-    /// passages' batches of 8,192 tasks 30%, so fuller batches are left as they are.
+    /// passages' batches of 8,192 tasks 25–39%, so fuller batches are left as they are.
     pub split_waves: u32,
     /// Most parts a query is cut into.
     pub max_parts: u32,
