@@ -74,6 +74,8 @@ impl Engine {
         let gpu = Gpu::open(0).and_then(|g| {
             // A static cache plan comes first: it fixes the cache's shape on the device.
             let mut gopts = options.gpu;
+            // Only the GPU backend has the cores to itself while it prepares a batch.
+            gopts.parallel_host &= options.backend == BackendChoice::Gpu;
             let cache = match gopts.cache {
                 Some(budget) => {
                     let copts = options.cache.clone().unwrap_or_default();

@@ -233,6 +233,7 @@ struct Built {
 /// the output. Queries are ordered by descending cost per part, so that the persistent grid takes the long
 /// ones first and fills in with short ones (papers/002's bucketing by shortest-list length, taken to its
 /// limit: one bucket per length).
+#[allow(clippy::too_many_arguments)]
 pub fn prepare<R: Borrow<Request> + Sync>(
     scorer: &Scorer,
     dev: &DeviceIndex,
@@ -241,6 +242,7 @@ pub fn prepare<R: Borrow<Request> + Sync>(
     split: Split,
     ranges: Option<&[DocRange]>,
     stage: &mut Stage,
+    parallel: bool,
 ) -> Result<Prepared, GpuError> {
     let index: &Index = scorer.index();
     let (ranking, params) = (scorer.options().ranking, scorer.options().bm25);
@@ -250,69 +252,71 @@ pub fn prepare<R: Borrow<Request> + Sync>(
         ..index.bm25()
     };
     let mut order: Vec<(u64, usize, u32)> = which
-        .par_iter()
+        .iter()
         .map(|&i| {
             let q = &queries[i].borrow().query;
             let parts = split.parts(index, q);
             (split.cost(index, q) / parts as u64, i, parts)
         })
         .collect();
-    order.par_sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    order.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let num_docs = index.num_docs() as u64;
     let residency = dev.residency();
     let range = |i: usize| match ranges {
         Some(r) => (r[i].first as u64, (r[i].last as u64).min(num_docs.max(1) - 1)),
         None => (0, num_docs.max(1) - 1),
     };
-    // Each query's descriptors on all cores (the host's share of a batch of cheap queries), with the
-    // terms the cache lacks left for the staging pass below, which runs in order.
-    let built: Vec<Result<Built, GpuError>> = order
-        .par_iter()
-        .map(|&(_, i, _)| {
-            let q = &queries[i].borrow().query;
-            let weights = term_weights(index, q, ranking, params)?;
-            let n = q.terms.len();
-            let slack = bound_slack(n);
-            let mut by_df: Vec<usize> = (0..n).collect();
-            let df = |s: usize| index.term_records()[q.terms[s].0 as usize].df;
-            by_df.sort_by_key(|&s| (df(s), s));
-            let (lo, hi) = range(i);
-            let mut b = Built {
-                terms: Vec::with_capacity(n),
-                staged: Vec::new(),
-                cached_blocks: 0,
-                slack,
+    // Each query's descriptors (on all cores where `parallel`: the host's share of a batch of cheap
+    // queries), with the terms the cache lacks left for the staging pass below, which runs in order.
+    let build = |&(_, i, _): &(u64, usize, u32)| {
+        let q = &queries[i].borrow().query;
+        let weights = term_weights(index, q, ranking, params)?;
+        let n = q.terms.len();
+        let slack = bound_slack(n);
+        let mut by_df: Vec<usize> = (0..n).collect();
+        let df = |s: usize| index.term_records()[q.terms[s].0 as usize].df;
+        by_df.sort_by_key(|&s| (df(s), s));
+        let (lo, hi) = range(i);
+        let mut b = Built {
+            terms: Vec::with_capacity(n),
+            staged: Vec::new(),
+            cached_blocks: 0,
+            slack,
+        };
+        for &s in &by_df {
+            let (id, _) = q.terms[s];
+            let rec = &index.term_records()[id as usize];
+            let bound_scale = if same_params {
+                weights[s] / bm25.idf(rec.df as u64) * slack
+            } else {
+                -1.0
             };
-            for &s in &by_df {
-                let (id, _) = q.terms[s];
-                let rec = &index.term_records()[id as usize];
-                let bound_scale = if same_params {
-                    weights[s] / bm25.idf(rec.df as u64) * slack
-                } else {
-                    -1.0
-                };
-                let desc = match cached_term(index, residency, id, lo as u32, hi as u32) {
-                    Some((desc, blocks)) => {
-                        b.cached_blocks += blocks;
-                        desc
-                    }
-                    None => {
-                        b.staged.push((b.terms.len(), id));
-                        TermDesc::default()
-                    }
-                };
-                b.terms.push(TermDesc {
-                    weight: weights[s],
-                    bound_scale,
-                    ..desc
-                });
-            }
-            for (pos, &s) in by_df.iter().enumerate() {
-                b.terms[s].slot_term = pos as u32;
-            }
-            Ok(b)
-        })
-        .collect();
+            let desc = match cached_term(index, residency, id, lo as u32, hi as u32) {
+                Some((desc, blocks)) => {
+                    b.cached_blocks += blocks;
+                    desc
+                }
+                None => {
+                    b.staged.push((b.terms.len(), id));
+                    TermDesc::default()
+                }
+            };
+            b.terms.push(TermDesc {
+                weight: weights[s],
+                bound_scale,
+                ..desc
+            });
+        }
+        for (pos, &s) in by_df.iter().enumerate() {
+            b.terms[s].slot_term = pos as u32;
+        }
+        Ok(b)
+    };
+    let built: Vec<Result<Built, GpuError>> = if parallel {
+        order.par_iter().map(build).collect()
+    } else {
+        order.iter().map(build).collect()
+    };
     let mut out = Prepared::default();
     for (&(_, i, parts), b) in order.iter().zip(built) {
         let mut b = b?;
