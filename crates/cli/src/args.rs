@@ -444,7 +444,8 @@ pub struct GpuArgs {
     #[arg(long, default_value_t = 16384)]
     pub gpu_window: u32,
     /// Cut an OR query whose cost (postings of all its lists) exceeds this into docID ranges, one GPU
-    /// thread block each (0: never).
+    /// thread block each (0: never); also the cut of AND queries in batches that --gpu-split-waves
+    /// leaves as they are.
     #[arg(long, default_value_t = 200_000)]
     pub gpu_split_or: u64,
     /// AND and and-or queries (cost: postings of the shortest list) are cut so that a batch's largest

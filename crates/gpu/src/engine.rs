@@ -41,7 +41,7 @@ pub struct GpuOptions {
     /// Time the kernel's phases with clock counters (slightly slower).
     pub instrument: bool,
     /// An OR query whose cost (postings of all its lists) exceeds this is cut into docID ranges, one
-    /// CTA each, up to `max_parts`.
+    /// CTA each, up to `max_parts`; with `split_waves`, also the cut of AND queries in full batches.
     pub split_cost: u64,
     /// For AND and and-or (whose cost is the postings of the shortest list): with `split_waves` 0,
     /// the cost above which a query is cut; else the least cost a part may have.
@@ -659,12 +659,12 @@ impl GpuSearcher {
     ) {
         let nslots = self.slots.len();
         // Batches are formed at the coarsest split; an AND batch is then cut finer (Split::for_batch).
-        let fixed = mode != Mode::Or && self.gopts.split_waves == 0;
+        let g = &self.gopts;
         let split = Split {
-            cost: if fixed {
-                self.gopts.and_split_cost
-            } else {
-                self.gopts.split_cost.max(self.gopts.and_split_cost)
+            cost: match mode {
+                Mode::Or => g.split_cost,
+                _ if g.split_waves == 0 => g.and_split_cost,
+                _ => g.split_cost.max(g.and_split_cost),
             },
             max_parts: self.gopts.max_parts,
             or_cost: mode == Mode::Or,
