@@ -127,8 +127,13 @@ impl Split {
 
     /// Parts `q` is cut into.
     pub fn parts(&self, index: &Index, q: &Query) -> u32 {
-        let parts = self.cost(index, q).div_ceil(self.cost.max(1)).max(1);
-        parts
+        self.parts_of(index, self.cost(index, q))
+    }
+
+    /// Parts a query of `cost` is cut into.
+    fn parts_of(&self, index: &Index, cost: u64) -> u32 {
+        cost.div_ceil(self.cost.max(1))
+            .max(1)
             .min(self.max_parts.max(1) as u64)
             .min(index.num_docs().max(1) as u64) as u32
     }
@@ -151,19 +156,18 @@ impl Split {
         floor: u64,
         batch: usize,
     ) -> Split {
-        let tasks = |s: &Split| -> usize {
-            chunk
-                .iter()
-                .map(|&i| s.parts(index, &queries[i].borrow().query) as usize)
-                .sum()
-        };
-        if self.or_cost || waves == 0 || tasks(&self) >= FULL_WAVES * ctas as usize {
+        if self.or_cost || waves == 0 {
             return self;
         }
-        let total: u64 = chunk
+        let costs: Vec<u64> = chunk
             .iter()
             .map(|&i| self.cost(index, &queries[i].borrow().query))
-            .sum();
+            .collect();
+        let tasks = |s: &Split| -> usize { costs.iter().map(|&c| s.parts_of(index, c) as usize).sum() };
+        if tasks(&self) >= FULL_WAVES * ctas as usize {
+            return self;
+        }
+        let total: u64 = costs.iter().sum();
         let share = total / (ctas.max(1) as u64 * waves as u64);
         let mut split = Split {
             cost: share.max(floor).min(self.cost),

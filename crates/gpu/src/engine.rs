@@ -405,7 +405,7 @@ impl GpuSearcher {
             smem_or,
             small_or: small_or_limit(gopts.small_or, smem_or),
             stats: GpuStats::default(),
-            trace: std::env::var_os("WARPSEARCH_CACHE_TRACE").is_some(),
+            trace: crate::cache::tracing(),
         })
     }
 

@@ -58,6 +58,7 @@ impl Residency {
             blocks: Extents::new(0),
         }
     }
+
     /// The device location of term `id`'s list (meaningful when [`Residency::cached`] has blocks).
     pub fn list(&self, id: u32) -> ListLocation {
         self.lists[id as usize].loc
@@ -424,7 +425,7 @@ impl DeviceIndex {
         self.put_all(stream, &puts)?;
         let queued = started.elapsed();
         self.settle(stream)?;
-        if std::env::var_os("WARPSEARCH_CACHE_TRACE").is_some() {
+        if crate::cache::tracing() {
             let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
             eprintln!(
                 "cache plan change: {} lists, {:.1} MiB; scan {:.1} ms, placed and moves queued {:.1} ms, \
