@@ -91,8 +91,11 @@ impl Engine {
             let mut g = GpuSearcher::new(Arc::new(g), scorer, gopts)?;
             let ctl = match cache {
                 Some((ctl, plan)) => {
+                    // The GPU backend's closed loop submits thousands of queries per call: it waits
+                    // for a plan being made rather than leave it for the next call.
+                    let ctl = Arc::new(ctl.waiting_for_plans(options.backend == BackendChoice::Gpu));
                     ctl.install(&mut g, &plan)?;
-                    Some(Arc::new(ctl))
+                    Some(ctl)
                 }
                 None => None,
             };

@@ -559,10 +559,11 @@ fn hybrid_reruns_failed_gpu_tasks_on_the_cpu() {
     );
 }
 
-/// An engine on `backend` whose GPU caches part of the index: `cache` bytes of list cache (S_c) and
-/// `stage` bytes of staging buffers (S_b), filled by `policy` from `train`.
+/// An engine on `backend` whose GPU (`base` otherwise) caches part of the index: `cache` bytes of
+/// list cache (S_c) and `stage` bytes of staging buffers (S_b), filled by `policy` from `train`.
 #[allow(clippy::too_many_arguments)]
 fn cached_engine(
+    base: GpuOptions,
     index: &Arc<Index>,
     options: SearchOptions,
     backend: BackendChoice,
@@ -581,7 +582,7 @@ fn cached_engine(
             stage_bytes: stage,
             shape: None,
         }),
-        ..GpuOptions::default()
+        ..base
     };
     let cache = CacheOptions {
         policy,
@@ -644,7 +645,16 @@ fn cached_engine_equals_the_oracle_on_random_indexes() {
             );
             let train = requests(&queries[..30], Mode::And, 10);
             let mut engine = cached_engine(
-                &index, options, backend, cache, stage, policy, completion, ratio, train,
+                GpuOptions::default(),
+                &index,
+                options,
+                backend,
+                cache,
+                stage,
+                policy,
+                completion,
+                ratio,
+                train,
             );
             for mode in [Mode::And, Mode::Or, Mode::AndOr] {
                 for k in [10, 1000] {
@@ -697,6 +707,7 @@ fn cached_engine_equals_the_oracle_on_wikipedia_passages() {
             (Policy::Dynamic, 4, BackendChoice::Hybrid),
         ] {
             let mut engine = cached_engine(
+                GpuOptions::default(),
                 &index,
                 options,
                 backend,
@@ -729,5 +740,60 @@ fn cached_engine_equals_the_oracle_on_wikipedia_passages() {
                 g.staged_bytes as f64 / (1u64 << 20) as f64
             );
         }
+    }
+}
+
+/// The dynamic policy's plans applied while a call's batches run: calls of 64 queries whose blocks
+/// outside an eighth of the index fill 4 MiB of staging in a few of them, so that a call makes several
+/// batches, a plan (every 16 queries) lands behind its first, and the rest of the call is batched
+/// again for the new cache (a query whose uncached blocks then exceed the staging space goes to the
+/// CPU). Passages, trained on TREC 2005 queries 1–1,000, run three times on 1,001–3,000: every answer
+/// equals the oracle, and plans were applied.
+#[test]
+fn dynamic_plans_applied_while_batches_run_keep_answers_exact() {
+    let Some(_gpu) = gpu() else { return };
+    let Some((index, queries_path)) = wiki() else {
+        return;
+    };
+    let text = std::fs::read_to_string(&queries_path).unwrap();
+    let queries: Vec<Query> = text.lines().take(3000).map(|q| Query::parse(&index, q)).collect();
+    let whole = warpsearch_gpu::residency::device_bytes(&index) as u64;
+    let options = SearchOptions::new(&index);
+    let oracle = oracle(&index, options);
+    let base = GpuOptions {
+        batch_size: 64,
+        ..GpuOptions::default()
+    };
+    for mode in [Mode::And, Mode::Or] {
+        let reqs = requests(&queries, mode, 10);
+        let want = oracle.search_batch(&reqs[1000..]);
+        let mut engine = cached_engine(
+            base,
+            &index,
+            options,
+            BackendChoice::Gpu,
+            whole / 8,
+            8 << 20,
+            Policy::Dynamic,
+            Completion::Auto,
+            1.0,
+            reqs[..1000].to_vec(),
+        );
+        for pass in 0..3 {
+            let got = engine.search_batch(&reqs[1000..]);
+            let differ = got
+                .iter()
+                .zip(&want)
+                .filter(|(g, w)| !same(&g.as_ref().unwrap().hits, &w.as_ref().unwrap().hits))
+                .count();
+            assert_eq!(differ, 0, "{mode:?} pass {pass}: {differ} of 2000 differ");
+        }
+        let stats = engine.take_cache_stats().expect("a cached engine");
+        // The first plan, then (at an epoch of 16 queries) one in nearly every call.
+        assert!(stats.replans >= 3, "{mode:?}: {} plans applied", stats.replans);
+        eprintln!(
+            "dynamic mid-call {mode:?}: 3 x 2000 queries equal the oracle; {} plans applied, {} lists changed, {} to the CPU",
+            stats.replans, stats.lists_changed, stats.cpu_only
+        );
     }
 }

@@ -4,7 +4,7 @@
 //! to answer elsewhere; this module never prints.
 
 use std::borrow::Borrow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,7 +15,7 @@ use warpsearch_query::{
 };
 
 use crate::batch::{batches, prepare, Prepared, QueryDesc, Split, TermDesc};
-use crate::cache::{CachePlan, Capacity};
+use crate::cache::{CachePlan, Capacity, PlanFeed};
 use crate::device::{
     and_shared_bytes, chunk, or_shared_bytes, threads, BLOCK_LEN, MAX_K, MAX_SMALL_OR, MAX_WINDOW, TOPK_CAP,
 };
@@ -23,6 +23,13 @@ use crate::launch::{self, BatchArgs, Pinned};
 use crate::residency::{mib, ptr, Applied, DeviceIndex, IndexArgs, Residency};
 use crate::stage::{self, Stage};
 use crate::{Gpu, GpuError};
+
+/// A query the staging space cannot carry: the caller answers it elsewhere.
+fn over_staging() -> GpuError {
+    GpuError::Unsupported(
+        "the blocks this query needs outside the GPU cache exceed a batch's staging space".into(),
+    )
+}
 
 /// `out_count` of a query the kernel could not answer (a malformed block): the CPU answers it.
 const COUNT_FAILED: u32 = u32::MAX;
@@ -302,6 +309,8 @@ pub struct GpuSearcher {
     stats: GpuStats,
     /// Print a line per batch (`WARPSEARCH_CACHE_TRACE`).
     trace: bool,
+    /// Plan changes to make while batches run ([`GpuSearcher::set_feed`]).
+    feed: Option<Arc<dyn PlanFeed>>,
 }
 
 impl GpuSearcher {
@@ -406,6 +415,7 @@ impl GpuSearcher {
             small_or: small_or_limit(gopts.small_or, smem_or),
             stats: GpuStats::default(),
             trace: crate::cache::tracing(),
+            feed: None,
         })
     }
 
@@ -467,6 +477,47 @@ impl GpuSearcher {
         self.stats.cache_fill_bytes += applied.bytes;
         self.stats.prepare_ms += started.elapsed().as_secs_f64() * 1e3;
         Ok(applied)
+    }
+
+    /// Takes the cache's plan changes from `feed` from now on: after each batch it submits, the searcher
+    /// applies a plan the feed has ready behind the batches in flight (a cached searcher only).
+    pub fn set_feed(&mut self, feed: Option<Arc<dyn PlanFeed>>) {
+        self.feed = feed.filter(|_| self.caches());
+    }
+
+    /// Applies the feed's plan, if one is ready, while the batches in flight compute: its copies are
+    /// queued on slot `s`'s stream behind the batch just submitted there and wait for the other
+    /// slots' batches, whose kernels read the cache as it was; the host meanwhile places the lists
+    /// and gathers their blocks. Returns whether the cache's contents changed (or were forgotten).
+    fn apply_fed_plan(&mut self, s: usize) -> bool {
+        let Some(feed) = self.feed.clone() else {
+            return false;
+        };
+        let Some(plan) = feed.ready() else {
+            return false;
+        };
+        let started = Instant::now();
+        let stream = self.slots[s].stream.clone();
+        let index = self.scorer.index().clone();
+        let mut result = Ok(());
+        for (o, slot) in self.slots.iter().enumerate() {
+            if o != s && slot.in_flight.is_some() {
+                // The event recorded after that batch's results were copied back.
+                result = result.and_then(|_| stream.wait(&slot.events[3]));
+            }
+        }
+        let result = result
+            .map_err(GpuError::from)
+            .and_then(|_| self.dev.apply(&stream, &index, &plan));
+        if result.is_err() {
+            // A copy may have failed half way: serve nothing from the cache rather than stale data.
+            self.dev.forget();
+        }
+        if let Ok(a) = &result {
+            self.stats.cache_fill_bytes += a.bytes;
+        }
+        feed.applied(plan, result.as_ref().copied(), started.elapsed().as_secs_f64());
+        true
     }
 
     /// The last docID up to which the GPU should answer `query`, given the cache:
@@ -585,9 +636,7 @@ impl GpuSearcher {
                     r.k, self.gopts.max_k
                 ))));
             } else if self.caches() && !self.fits_staging(r, ranges.map(|x| x[i])) {
-                answers[i] = Some(Err(GpuError::Unsupported(
-                    "the blocks this query needs outside the GPU cache exceed a batch's staging space".into(),
-                )));
+                answers[i] = Some(Err(over_staging()));
             } else if r.query.matches_nothing(first) || empty(i) {
                 // and-or sends it to the OR pass below if it has known terms.
                 answers[i] = Some(Ok(Answer {
@@ -676,20 +725,26 @@ impl GpuSearcher {
             ranges.map_or((0, last), |r| (r[i].first, r[i].last.min(last)))
         };
         let cap = self.dev.stage_capacity();
-        let need = |i: usize| {
-            let (lo, hi) = range(i);
-            stage::spans(
-                &index,
-                self.dev.residency(),
-                &requests[i].borrow().query.terms,
-                lo,
-                hi,
-            )
+        // Batches within the staging space, for what the cache holds now.
+        let form = |this: &Self, which: &[usize]| -> VecDeque<Vec<usize>> {
+            let need = |i: usize| {
+                let (lo, hi) = range(i);
+                stage::spans(
+                    &index,
+                    this.dev.residency(),
+                    &requests[i].borrow().query.terms,
+                    lo,
+                    hi,
+                )
+            };
+            batches(&index, requests, which, split, this.gopts.batch_size, cap, need).into()
         };
-        let chunks = batches(&index, requests, which, split, self.gopts.batch_size, cap, need);
-        for (b, chunk) in chunks.iter().enumerate() {
+        let mut chunks = form(self, which);
+        let mut b = 0;
+        while let Some(chunk) = chunks.pop_front() {
             let chunk = &chunk[..];
             let s = b % nslots;
+            b += 1;
             self.harvest(s, answers);
             let started = Instant::now();
             let mut stage = Stage::new(self.dev.stage_base(s), cap);
@@ -738,6 +793,18 @@ impl GpuSearcher {
                 staged,
                 split_cost: split.cost,
             });
+            if self.apply_fed_plan(s) {
+                // The rest was batched for the cache as it was: again for the new one. A query whose
+                // blocks outside the new cache exceed the staging space is left to the caller.
+                let rest: Vec<usize> = chunks.drain(..).flatten().collect();
+                let (fit, over): (Vec<usize>, Vec<usize>) = rest
+                    .into_iter()
+                    .partition(|&i| self.fits_staging(requests[i].borrow(), ranges.map(|r| r[i])));
+                for i in over {
+                    answers[i] = Some(Err(over_staging()));
+                }
+                chunks = form(self, &fit);
+            }
             // Collect the previous batch while this one computes.
             self.harvest((s + nslots - 1) % nslots, answers);
         }

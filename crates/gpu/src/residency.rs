@@ -4,8 +4,8 @@
 //! preparation asks it for each query term. The device arrays (postings words and the skip data's
 //! columns) hold two regions:
 //! - the **cache** (S_c): each list's cached leading blocks ([`CachePlan`]), contiguous, placed first-fit;
-//!   a plan is applied incrementally between batches ([`DeviceIndex::apply`]), compacting when the free
-//!   space is too fragmented;
+//!   a plan is applied incrementally behind the batches in flight ([`DeviceIndex::apply`]), compacting
+//!   when the free space is too fragmented;
 //! - one **staging** region per pipeline slot (together S_b): the blocks a batch needs that the cache
 //!   lacks, copied with the batch.
 //!
@@ -331,7 +331,9 @@ impl DeviceIndex {
     }
 
     /// Makes the cache hold `plan` (which must fit its capacity), copying only the lists that change;
-    /// lays the whole cache out anew when the free space is too fragmented. No batch may be in flight.
+    /// lays the whole cache out anew when the free space is too fragmented. The copies run on `stream`
+    /// in its order, and are waited for before this returns: a batch still reading the cache on another
+    /// stream must be put before them by the caller ([`crate::GpuSearcher`] makes `stream` wait for it).
     pub fn apply(
         &mut self,
         stream: &Arc<CudaStream>,

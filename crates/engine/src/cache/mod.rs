@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 use warpsearch_cpu::CpuSearcher;
+use warpsearch_gpu::cache::PlanFeed;
 use warpsearch_gpu::residency::Applied;
 use warpsearch_gpu::{CachePlan, GpuError, GpuSearcher};
 use warpsearch_index::{Index, Result};
@@ -114,8 +115,9 @@ pub struct CacheStats {
     pub replans: u64,
     /// Lists whose cached prefix changed in them.
     pub lists_changed: u64,
-    /// Seconds the GPU waited for the dynamic policy's plan changes: a plan still being made on its
-    /// thread (where the caller waits for it), and the copies.
+    /// Seconds the GPU's thread spent on the dynamic policy's plan changes (while the batches in
+    /// flight computed): waiting for a plan still being made (where the backend waits for it), placing
+    /// lists, gathering and copying their blocks.
     pub replan_seconds: f64,
     /// The dynamic policy's plans left unapplied, as saving less than their copies cost.
     pub plans_skipped: u64,
@@ -137,11 +139,12 @@ struct Dynamic {
     usage: Usage,
     seen: usize,
     /// The next plan, made on a thread of its own from a snapshot of `usage` while batches run, and
-    /// applied by the first [`CacheCtl::maybe_replan`] after it is done if it is worth its copies.
+    /// applied by the GPU after the first batch it submits once the plan is made, if it is worth its
+    /// copies ([`PlanFeed::ready`]).
     next: Option<JoinHandle<(CachePlan, bool)>>,
     /// The plan the cache holds.
     current: Arc<CachePlan>,
-    /// The space plans fill (the GPU's cache less headroom), known from the first `maybe_replan`.
+    /// The space plans fill (the GPU's cache less headroom), known once the first plan is installed.
     cap: Option<warpsearch_gpu::Capacity>,
 }
 
@@ -155,6 +158,9 @@ pub struct CacheCtl {
     decay: f64,
     min_gain: f64,
     prune: bool,
+    /// Whether the GPU waits for a plan still being made (when it is asked next only thousands of
+    /// queries later, as in the GPU backend's closed loop), or goes on without it (the hybrid).
+    wait_for_plans: bool,
     dynamic: Option<Mutex<Dynamic>>,
     counters: Counters,
 }
@@ -199,6 +205,7 @@ impl CacheCtl {
             decay: options.decay.clamp(0.0, 1.0),
             min_gain: options.min_gain.max(0.0),
             prune,
+            wait_for_plans: false,
             dynamic: (options.policy == Policy::Dynamic).then(|| {
                 Mutex::new(Dynamic {
                     usage: usage.clone(),
@@ -226,16 +233,30 @@ impl CacheCtl {
         (self.policy != Policy::Dynamic).then(|| plan.need(index))
     }
 
-    /// Fills `gpu`'s cache with `plan`.
-    pub fn install(&self, gpu: &mut GpuSearcher, plan: &CachePlan) -> std::result::Result<(), GpuError> {
-        self.applied(gpu.set_plan(plan)?);
+    /// Whether the GPU waits for a dynamic plan still being made at the first batch it submits after
+    /// the plan was started: for a GPU whose batches come in calls of thousands of queries.
+    pub fn waiting_for_plans(mut self, wait: bool) -> CacheCtl {
+        self.wait_for_plans = wait;
+        self
+    }
+
+    /// Fills `gpu`'s cache with `plan`; the dynamic policy then feeds it its later plans.
+    pub fn install(
+        self: &Arc<Self>,
+        gpu: &mut GpuSearcher,
+        plan: &CachePlan,
+    ) -> std::result::Result<(), GpuError> {
+        self.count(gpu.set_plan(plan)?);
         if let Some(d) = &self.dynamic {
-            d.lock().expect("no panics under the lock").current = Arc::new(plan.clone());
+            let mut d = d.lock().expect("no panics under the lock");
+            d.current = Arc::new(plan.clone());
+            d.cap = Some(headroom(gpu.cache_capacity()));
+            gpu.set_feed(Some(self.clone()));
         }
         Ok(())
     }
 
-    fn applied(&self, a: Applied) {
+    fn count(&self, a: Applied) {
         self.counters.replans.fetch_add(1, Ordering::Relaxed);
         self.counters.lists_changed.fetch_add(a.lists, Ordering::Relaxed);
     }
@@ -328,54 +349,6 @@ impl CacheCtl {
         }));
     }
 
-    /// The dynamic policy, between batches (no batch may be in flight): after every `epoch` observed
-    /// queries a new plan is made from the decayed use on a thread of its own ([`Self::start_plan`]),
-    /// and the first call after it is made applies the difference, the GPU waiting only for the
-    /// copies. With `wait`, a plan still being made is waited for: for a caller whose next call is
-    /// far off (a closed-loop chunk of thousands of queries), not one that calls at every batch.
-    pub fn maybe_replan(&self, gpu: &mut GpuSearcher, wait: bool) -> std::result::Result<(), GpuError> {
-        let Some(d) = &self.dynamic else {
-            return Ok(());
-        };
-        let started = Instant::now();
-        let made = {
-            let mut d = d.lock().expect("no panics under the lock");
-            d.cap = Some(headroom(gpu.cache_capacity()));
-            self.start_plan(&mut d);
-            match d.next.take() {
-                Some(h) if wait || h.is_finished() => Some(h),
-                next => {
-                    d.next = next;
-                    None
-                }
-            }
-        };
-        let Some(plan) = made else {
-            return Ok(());
-        };
-        // Joined without the lock: the observers of queries still answering need it meanwhile.
-        let (plan, worth) = plan
-            .join()
-            .map_err(|_| GpuError::Unsupported("the cache planning thread panicked".into()))?;
-        if !worth {
-            self.counters.plans_skipped.fetch_add(1, Ordering::Relaxed);
-            return Ok(());
-        }
-        let applied = gpu.set_plan(&plan);
-        self.counters
-            .replan_us
-            .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
-        // A failed change leaves the cache empty.
-        let holds = if applied.is_ok() {
-            plan
-        } else {
-            CachePlan::empty(self.scorer.index())
-        };
-        d.lock().expect("no panics under the lock").current = Arc::new(holds);
-        self.applied(applied?);
-        Ok(())
-    }
-
     /// The counters so far, resetting them.
     pub fn take_stats(&self) -> CacheStats {
         let c = &self.counters;
@@ -389,6 +362,58 @@ impl CacheCtl {
             lists_changed: take(&c.lists_changed),
             replan_seconds: take(&c.replan_us) as f64 / 1e6,
             plans_skipped: take(&c.plans_skipped),
+        }
+    }
+}
+
+/// The dynamic policy's plans, applied by the GPU while its batches run: after every `epoch` observed
+/// queries a new plan is made from the decayed use on a thread of its own ([`CacheCtl::start_plan`]);
+/// the GPU applies it after the first batch it submits once it is made, if it is worth its copies.
+impl PlanFeed for CacheCtl {
+    fn ready(&self) -> Option<CachePlan> {
+        let d = self.dynamic.as_ref()?;
+        let started = Instant::now();
+        let made = {
+            let mut d = d.lock().expect("no panics under the lock");
+            self.start_plan(&mut d);
+            match d.next.take() {
+                Some(h) if self.wait_for_plans || h.is_finished() => h,
+                next => {
+                    d.next = next;
+                    return None;
+                }
+            }
+        };
+        // Joined without the lock: the observers of queries still answering need it meanwhile. A
+        // planning thread that panicked leaves the cache as it is.
+        let joined = made.join();
+        self.counters
+            .replan_us
+            .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        match joined {
+            Ok((plan, true)) => Some(plan),
+            Ok((_, false)) => {
+                self.counters.plans_skipped.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
+    fn applied(&self, plan: CachePlan, result: std::result::Result<Applied, &GpuError>, seconds: f64) {
+        self.counters
+            .replan_us
+            .fetch_add((seconds * 1e6) as u64, Ordering::Relaxed);
+        // A failed change leaves the cache empty.
+        let holds = match result {
+            Ok(a) => {
+                self.count(a);
+                plan
+            }
+            Err(_) => CachePlan::empty(self.scorer.index()),
+        };
+        if let Some(d) = &self.dynamic {
+            d.lock().expect("no panics under the lock").current = Arc::new(holds);
         }
     }
 }

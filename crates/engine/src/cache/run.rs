@@ -31,9 +31,6 @@ pub fn search_batch(
     let chunk = gpu.batch_size().max(1);
     rayon::scope(|scope| {
         for (c, reqs) in requests.chunks(chunk).enumerate() {
-            // A replan that fails leaves an empty cache: slower, still exact. The next call is a whole
-            // chunk away: a plan being made is waited for.
-            let _ = ctl.maybe_replan(gpu, true);
             let base = c * chunk;
             let splits: Vec<Split> = reqs.iter().map(|r| ctl.split(gpu, r, all)).collect();
             // One GPU request per range: `Two` gives two, adjacent.

@@ -202,8 +202,6 @@ pub(super) fn gpu_dispatcher(s: &Arc<Shared>, mut gpu: GpuSearcher) {
                 (batch, requests, ranges)
             }
             Some(c) => {
-                // A failed replan leaves an empty cache: slower, still exact.
-                let _ = c.maybe_replan(&mut gpu, false);
                 let split = split_by_cache(s, c, &gpu, batch);
                 if split.0.is_empty() {
                     continue;
