@@ -14,13 +14,15 @@
 #   drift  trained on the log's queries whose first word sorts before "m", run on the others (25%);
 #   vfb    vfb at 25% and 10%, and qtf at 25%, AND and OR (after a change to the staging path);
 #   dyn    vfb and dynamic alone at 25% and 10% (after a change to the dynamic policy);
+#   long   vfb and dynamic at 25% on longer streams (LONG_TEST queries, 20,000): the stationary one
+#          (TREC 2005 queries from 25,001) and the drift (queries from "m" on, trained before "m");
 #   gs     the passages in global-score order with bm25-static (early termination; the CPU completes):
 #          cache S_c of 25% and 10% of the index plus 64 MiB of staging (carried as .device/gs-part1 and
 #          .device/wiki-gs-rest.tar.xz);
 #   identical  `search` with a cache vs the CPU's run, byte for byte (after gs);
 #   sweep  at a 25% budget, the split between cache S_c and staging S_b (for the throughput model).
 # Output under $OUT: cache.log, cache-table.txt (one row per run), reports/*.json.
-# usage: scripts/device-cache.sh [tests] [synth] [and] [or] [base] [vfb] [drift] [dyn] [gs] [identical] [sweep]
+# usage: scripts/device-cache.sh [tests] [synth] [and] [or] [base] [vfb] [drift] [dyn] [long] [gs] [identical] [sweep]
 set -uo pipefail
 source scripts/device-common.sh
 log=$out/cache.log
@@ -37,6 +39,9 @@ sed -n '1,25000p' $dev/trec05-efficiency.txt >$work/train.txt
 sed -n "${QUERIES_TEST:-25001,30000}p" $dev/trec05-efficiency.txt >$work/test.txt
 awk '$1 < "m"' $dev/trec05-efficiency.txt | head -n 25000 >$work/drift-train.txt
 awk '$1 >= "m"' $dev/trec05-efficiency.txt | head -n 5000 >$work/drift-test.txt
+long=${LONG_TEST:-20000}
+awk '$1 >= "m"' $dev/trec05-efficiency.txt | head -n "$long" >$work/drift-long.txt
+sed -n "25001,$((25000 + long))p" $dev/trec05-efficiency.txt >$work/test-long.txt
 [ -f "$table" ] || printf "%-5s %-8s %-7s %-8s %10s %8s %8s %6s %9s %7s %7s %8s %8s %8s %8s %8s\n" mode policy budget buffer \
   "queries/s" p50_ms p99_ms hit "KiB/q" partial cpu_only "compl_s" "replan_s" host_ms wait_ms kern_ms >"$table"
 
@@ -118,6 +123,14 @@ for part in $parts; do
     for mode in and or; do
       for policy in vfb dynamic; do
         run $mode $policy 0.25 0.25 $work/drift-train.txt $work/drift-test.txt drift
+      done
+    done
+    ;;
+  long)
+    for mode in and or; do
+      for policy in vfb dynamic; do
+        run $mode $policy 0.25 0.25 $work/train.txt $work/test-long.txt long
+        run $mode $policy 0.25 0.25 $work/drift-train.txt $work/drift-long.txt drift-long
       done
     done
     ;;

@@ -743,12 +743,11 @@ fn cached_engine_equals_the_oracle_on_wikipedia_passages() {
     }
 }
 
-/// The dynamic policy's plans applied while a call's batches run: calls of 64 queries whose blocks
-/// outside an eighth of the index fill 4 MiB of staging in a few of them, so that a call makes several
-/// batches, a plan (every 16 queries) lands behind its first, and the rest of the call is batched
-/// again for the new cache (a query whose uncached blocks then exceed the staging space goes to the
-/// CPU). Passages, trained on TREC 2005 queries 1–1,000, run three times on 1,001–3,000: every answer
-/// equals the oracle, and plans were applied.
+/// The dynamic policy's plans applied while batches run: calls of 64 queries whose blocks outside an
+/// eighth of the index fill 4 MiB of staging in a few of them, so that a call makes several batches
+/// and a plan (one every 16 queries) lands behind the last, with the one before it still in flight.
+/// Passages, trained on TREC 2005 queries 1–1,000, run three times on 1,001–3,000: every answer equals
+/// the oracle, and plans were applied.
 #[test]
 fn dynamic_plans_applied_while_batches_run_keep_answers_exact() {
     let Some(_gpu) = gpu() else { return };

@@ -4,7 +4,7 @@
 //! to answer elsewhere; this module never prints.
 
 use std::borrow::Borrow;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,13 +23,6 @@ use crate::launch::{self, BatchArgs, Pinned};
 use crate::residency::{mib, ptr, Applied, DeviceIndex, IndexArgs, Residency};
 use crate::stage::{self, Stage};
 use crate::{Gpu, GpuError};
-
-/// A query the staging space cannot carry: the caller answers it elsewhere.
-fn over_staging() -> GpuError {
-    GpuError::Unsupported(
-        "the blocks this query needs outside the GPU cache exceed a batch's staging space".into(),
-    )
-}
 
 /// `out_count` of a query the kernel could not answer (a malformed block): the CPU answers it.
 const COUNT_FAILED: u32 = u32::MAX;
@@ -217,6 +210,8 @@ struct InFlight {
     staged: u64,
     /// The cost above which its queries were cut.
     split_cost: u64,
+    /// Blocks of its ranges read from the cache, and staged.
+    blocks: (u64, u64),
 }
 
 /// One pipeline slot: a stream and the buffers of one batch.
@@ -479,8 +474,9 @@ impl GpuSearcher {
         Ok(applied)
     }
 
-    /// Takes the cache's plan changes from `feed` from now on: after each batch it submits, the searcher
-    /// applies a plan the feed has ready behind the batches in flight (a cached searcher only).
+    /// Takes the cache's plan changes from `feed` from now on: after the last batch of each call
+    /// ([`GpuSearcher::search_batch_in`]) is submitted, the searcher applies a plan the feed has ready
+    /// behind the batches in flight (a cached searcher only).
     pub fn set_feed(&mut self, feed: Option<Arc<dyn PlanFeed>>) {
         self.feed = feed.filter(|_| self.caches());
     }
@@ -488,13 +484,13 @@ impl GpuSearcher {
     /// Applies the feed's plan, if one is ready, while the batches in flight compute: its copies are
     /// queued on slot `s`'s stream behind the batch just submitted there and wait for the other
     /// slots' batches, whose kernels read the cache as it was; the host meanwhile places the lists
-    /// and gathers their blocks. Returns whether the cache's contents changed (or were forgotten).
-    fn apply_fed_plan(&mut self, s: usize) -> bool {
+    /// and gathers their blocks.
+    fn apply_fed_plan(&mut self, s: usize) {
         let Some(feed) = self.feed.clone() else {
-            return false;
+            return;
         };
         let Some(plan) = feed.ready() else {
-            return false;
+            return;
         };
         let started = Instant::now();
         let stream = self.slots[s].stream.clone();
@@ -517,7 +513,6 @@ impl GpuSearcher {
             self.stats.cache_fill_bytes += a.bytes;
         }
         feed.applied(plan, result.as_ref().copied(), started.elapsed().as_secs_f64());
-        true
     }
 
     /// The last docID up to which the GPU should answer `query`, given the cache:
@@ -636,7 +631,9 @@ impl GpuSearcher {
                     r.k, self.gopts.max_k
                 ))));
             } else if self.caches() && !self.fits_staging(r, ranges.map(|x| x[i])) {
-                answers[i] = Some(Err(over_staging()));
+                answers[i] = Some(Err(GpuError::Unsupported(
+                    "the blocks this query needs outside the GPU cache exceed a batch's staging space".into(),
+                )));
             } else if r.query.matches_nothing(first) || empty(i) {
                 // and-or sends it to the OR pass below if it has known terms.
                 answers[i] = Some(Ok(Answer {
@@ -647,9 +644,12 @@ impl GpuSearcher {
                 groups.entry((first == Mode::Or, r.k)).or_default().push(i);
             }
         }
-        for ((or, k), which) in &groups {
+        // The cache may change behind the call's last run: and-or's OR pass, if any, comes after.
+        let andor = requests.iter().any(|r| r.borrow().mode == Mode::AndOr);
+        for (g, ((or, k), which)) in groups.iter().enumerate() {
             let mode = if *or { Mode::Or } else { Mode::And };
-            self.run(mode, *k, requests, ranges, which, &mut answers);
+            let last = !andor && g + 1 == groups.len();
+            self.run(mode, *k, requests, ranges, which, &mut answers, last);
         }
         // and-or: the OR pass for the queries whose AND found fewer than k.
         let mut again: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
@@ -663,7 +663,7 @@ impl GpuSearcher {
                 again.entry(r.k).or_default().push(i);
             }
         }
-        for (k, which) in &again {
+        for (g, (k, which)) in again.iter().enumerate() {
             let before: Vec<Duration> = which
                 .iter()
                 .map(|&i| match &answers[i] {
@@ -671,7 +671,15 @@ impl GpuSearcher {
                     _ => Duration::ZERO,
                 })
                 .collect();
-            self.run(Mode::Or, *k, requests, ranges, which, &mut answers);
+            self.run(
+                Mode::Or,
+                *k,
+                requests,
+                ranges,
+                which,
+                &mut answers,
+                g + 1 == again.len(),
+            );
             for (&i, d) in which.iter().zip(before) {
                 if let Some(Ok(a)) = &mut answers[i] {
                     a.latency += d;
@@ -696,7 +704,9 @@ impl GpuSearcher {
         self.dev.stage_capacity().holds(need)
     }
 
-    /// Runs `which` in `mode` at `k` through the pipeline, writing `answers`.
+    /// Runs `which` in `mode` at `k` through the pipeline, writing `answers`; with `last` (the call's
+    /// last run), applies the plan feed's ready plan behind its last batch.
+    #[allow(clippy::too_many_arguments)]
     fn run<R: Borrow<Request> + Sync>(
         &mut self,
         mode: Mode,
@@ -705,6 +715,7 @@ impl GpuSearcher {
         ranges: Option<&[DocRange]>,
         which: &[usize],
         answers: &mut Slots,
+        last: bool,
     ) {
         let nslots = self.slots.len();
         // Batches are formed at the coarsest split; an AND batch is then cut finer (Split::for_batch).
@@ -725,26 +736,20 @@ impl GpuSearcher {
             ranges.map_or((0, last), |r| (r[i].first, r[i].last.min(last)))
         };
         let cap = self.dev.stage_capacity();
-        // Batches within the staging space, for what the cache holds now.
-        let form = |this: &Self, which: &[usize]| -> VecDeque<Vec<usize>> {
-            let need = |i: usize| {
-                let (lo, hi) = range(i);
-                stage::spans(
-                    &index,
-                    this.dev.residency(),
-                    &requests[i].borrow().query.terms,
-                    lo,
-                    hi,
-                )
-            };
-            batches(&index, requests, which, split, this.gopts.batch_size, cap, need).into()
+        let need = |i: usize| {
+            let (lo, hi) = range(i);
+            stage::spans(
+                &index,
+                self.dev.residency(),
+                &requests[i].borrow().query.terms,
+                lo,
+                hi,
+            )
         };
-        let mut chunks = form(self, which);
-        let mut b = 0;
-        while let Some(chunk) = chunks.pop_front() {
+        let chunks = batches(&index, requests, which, split, self.gopts.batch_size, cap, need);
+        for (b, chunk) in chunks.iter().enumerate() {
             let chunk = &chunk[..];
             let s = b % nslots;
-            b += 1;
             self.harvest(s, answers);
             let started = Instant::now();
             let mut stage = Stage::new(self.dev.stage_base(s), cap);
@@ -792,18 +797,13 @@ impl GpuSearcher {
                 k,
                 staged,
                 split_cost: split.cost,
+                blocks: (stage.cached_blocks, stage.staged_blocks),
             });
-            if self.apply_fed_plan(s) {
-                // The rest was batched for the cache as it was: again for the new one. A query whose
-                // blocks outside the new cache exceed the staging space is left to the caller.
-                let rest: Vec<usize> = chunks.drain(..).flatten().collect();
-                let (fit, over): (Vec<usize>, Vec<usize>) = rest
-                    .into_iter()
-                    .partition(|&i| self.fits_staging(requests[i].borrow(), ranges.map(|r| r[i])));
-                for i in over {
-                    answers[i] = Some(Err(over_staging()));
-                }
-                chunks = form(self, &fit);
+            if last && b + 1 == chunks.len() {
+                // The call's last batch: a plan ready now changes the cache while it computes. (Not
+                // earlier: the caller chose each query's docID ranges for the cache as it was, and a
+                // term is read from the cache only where its cached prefix covers a whole range.)
+                self.apply_fed_plan(s);
             }
             // Collect the previous batch while this one computes.
             self.harvest((s + nslots - 1) % nslots, answers);
@@ -946,11 +946,12 @@ impl GpuSearcher {
         self.stats.d2h_ms += d2h;
         if self.trace {
             eprintln!(
-                "gpu batch: {} tasks (cut above {} postings), {:.1} MiB staged; host→device {h2d:.2} ms, kernel {kernel:.2} ms, \
-                 device→host {d2h:.2} ms, {:.2} ms from preparation to answers",
+                "gpu batch: {} tasks (cut above {} postings), {:.1} MiB staged, hit rate {:.3}; host→device {h2d:.2} ms, \
+                 kernel {kernel:.2} ms, device→host {d2h:.2} ms, {:.2} ms from preparation to answers",
                 p.queries.len(),
                 job.split_cost,
                 job.staged as f64 / (1u64 << 20) as f64,
+                job.blocks.0 as f64 / (job.blocks.0 + job.blocks.1).max(1) as f64,
                 job.started.elapsed().as_secs_f64() * 1e3
             );
         }

@@ -139,8 +139,8 @@ struct Dynamic {
     usage: Usage,
     seen: usize,
     /// The next plan, made on a thread of its own from a snapshot of `usage` while batches run, and
-    /// applied by the GPU after the first batch it submits once the plan is made, if it is worth its
-    /// copies ([`PlanFeed::ready`]).
+    /// applied by the GPU behind the last batch of a call after it is made, if it is worth its copies
+    /// ([`PlanFeed::ready`]).
     next: Option<JoinHandle<(CachePlan, bool)>>,
     /// The plan the cache holds.
     current: Arc<CachePlan>,
@@ -233,8 +233,8 @@ impl CacheCtl {
         (self.policy != Policy::Dynamic).then(|| plan.need(index))
     }
 
-    /// Whether the GPU waits for a dynamic plan still being made at the first batch it submits after
-    /// the plan was started: for a GPU whose batches come in calls of thousands of queries.
+    /// Whether the GPU waits for a dynamic plan still being made (at the last batch of a call) rather
+    /// than leave it for a later call: for a GPU whose batches come in calls of thousands of queries.
     pub fn waiting_for_plans(mut self, wait: bool) -> CacheCtl {
         self.wait_for_plans = wait;
         self
@@ -368,7 +368,7 @@ impl CacheCtl {
 
 /// The dynamic policy's plans, applied by the GPU while its batches run: after every `epoch` observed
 /// queries a new plan is made from the decayed use on a thread of its own ([`CacheCtl::start_plan`]);
-/// the GPU applies it after the first batch it submits once it is made, if it is worth its copies.
+/// the GPU applies it behind the last batch of its next call, if it is worth its copies.
 impl PlanFeed for CacheCtl {
     fn ready(&self) -> Option<CachePlan> {
         let d = self.dynamic.as_ref()?;

@@ -61,11 +61,11 @@ impl Capacity {
 }
 
 /// Where a searcher finds plan changes to make while its batches run (the engine's dynamic policy).
-/// [`crate::GpuSearcher::run`] asks after each batch it submits, and applies a plan behind the batches
-/// in flight, so that the GPU computes while the host places lists and gathers their blocks.
+/// The searcher asks after the last batch of each call is submitted, and applies a plan behind the
+/// batches in flight, so that the GPU computes while the host places lists and gathers their blocks.
 pub trait PlanFeed: Send + Sync {
-    /// A plan to apply now, if one is ready; asked after every batch submitted, so it should be cheap
-    /// unless the feed chooses to wait for a plan still being made.
+    /// A plan to apply now, if one is ready; asked once per call, so it should be cheap unless the
+    /// feed chooses to wait for a plan still being made.
     fn ready(&self) -> Option<CachePlan>;
     /// What applying `plan` did, and the seconds it took the searcher's thread. On an error the cache
     /// holds nothing (every list is then staged: slower, still exact).
