@@ -34,7 +34,8 @@ def load(path):
     stage = float(path.rsplit("-", 1)[1][: -len(".json")])  # the buffer's share of the budget
     return {
         "path": path, "share_b": stage, "qps": c["qps"], "queries": n,
-        "n": g["queries"] / max(g["batches"], 1), "dq": k["staged_bytes_per_query"],
+        # Queries (not tasks) per batch: AND queries are cut into more tasks the fewer a batch holds.
+        "n": n / max(g["batches"], 1), "dq": k["staged_bytes_per_query"],
         "t": (g["h2d_ms"] / 1e3, g["h2d_bytes"]),
     }
 

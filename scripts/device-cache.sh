@@ -205,7 +205,8 @@ for part in $parts; do
     ;;
   esac
 done
-# At most 8 files come back from a call: the reports travel as one archive.
-tar -C "$out" -czf "$out/reports.tgz" reports && rm -rf "$out/reports"
+# At most 8 files come back from a call: the reports travel as one archive (one per TAG, so that a
+# second run of this script in the same call keeps the first one's).
+tar -C "$out" -czf "$out/reports${TAG:+-$TAG}.tgz" reports && rm -rf "$out/reports"
 say "== table"
 cat "$table"
