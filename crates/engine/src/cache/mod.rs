@@ -308,22 +308,29 @@ impl CacheCtl {
     /// Tells the dynamic policy of a query and the top k found (the k-th score bounds where early
     /// termination stopped it); nothing for the static policies.
     pub fn observe(&self, request: &Request, hits: Option<&[Scored]>) {
+        self.observe_all([(request, kth(request, hits))]);
+    }
+
+    /// [`CacheCtl::observe`] for many queries at once, each with the k-th score of its answer when it
+    /// found k documents ([`kth`]), under one lock: for a caller that observes a batch off the GPU's
+    /// thread.
+    pub fn observe_all<'r>(&self, seen: impl IntoIterator<Item = (&'r Request, Option<f32>)>) {
         let Some(d) = &self.dynamic else {
             return;
         };
         let index: &Index = self.scorer.index();
-        let stop = match (self.scorer.early_termination(), index.global_scores(), hits) {
-            (true, Some(gs), Some(h)) if request.k > 0 && h.len() >= request.k => {
-                let kth = h[request.k - 1].score;
-                // Global scores fall with the docID: the first document that cannot beat the k-th.
-                Some(gs.partition_point(|&g| g > kth) as u32)
-            }
-            _ => None,
-        };
+        let early = self.scorer.early_termination();
         let mut d = d.lock().expect("no panics under the lock");
-        d.usage.add(index, &request.query, request.mode, stop, 1.0);
-        d.seen += 1;
-        self.start_plan(&mut d);
+        for (request, kth) in seen {
+            let stop = match (early, index.global_scores(), kth) {
+                // Global scores fall with the docID: the first document that cannot beat the k-th.
+                (true, Some(gs), Some(kth)) => Some(gs.partition_point(|&g| g > kth) as u32),
+                _ => None,
+            };
+            d.usage.add(index, &request.query, request.mode, stop, 1.0);
+            d.seen += 1;
+            self.start_plan(&mut d);
+        }
     }
 
     /// Once `epoch` queries were observed since the last plan started, starts the next one on a thread
@@ -416,6 +423,12 @@ impl PlanFeed for CacheCtl {
             d.lock().expect("no panics under the lock").current = Arc::new(holds);
         }
     }
+}
+
+/// The k-th score of `hits` for `request`, when it found k documents.
+pub fn kth(request: &Request, hits: Option<&[Scored]>) -> Option<f32> {
+    hits.filter(|h| request.k > 0 && h.len() >= request.k)
+        .map(|h| h[request.k - 1].score)
 }
 
 /// `range` cut after docID `m` (inside it).

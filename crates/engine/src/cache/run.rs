@@ -11,7 +11,7 @@ use warpsearch_gpu::GpuSearcher;
 use warpsearch_index::{IndexError, Result};
 use warpsearch_query::{merge_top_k, Answer, DocRange, Mode, Request};
 
-use super::{complete, gpu_request, CacheCtl, Partial, Split};
+use super::{complete, gpu_request, kth, CacheCtl, Partial, Split};
 
 /// Answers every request, in order, exactly once: the GPU's parts, completed on the CPU; what the GPU
 /// fails or cannot take, on the CPU. Also returns how many the GPU failed.
@@ -29,9 +29,11 @@ pub fn search_batch(
         last: cpu.scorer().index().num_docs().saturating_sub(1),
     };
     let chunk = gpu.batch_size().max(1);
+    let trace = warpsearch_gpu::cache::tracing();
     rayon::scope(|scope| {
         for (c, reqs) in requests.chunks(chunk).enumerate() {
             let base = c * chunk;
+            let started = Instant::now();
             let splits: Vec<Split> = reqs.iter().map(|r| ctl.split(gpu, r, all)).collect();
             // One GPU request per range: `Two` gives two, adjacent.
             let mut on_gpu: Vec<(usize, DocRange)> = Vec::new();
@@ -51,9 +53,14 @@ pub fn search_batch(
                 .map(|&(i, _)| gpu_request(&reqs[i], splits[i]))
                 .collect();
             let ranges: Vec<DocRange> = on_gpu.iter().map(|&(_, r)| r).collect();
+            let split_at = started.elapsed();
             let mut answers = gpu.search_batch_in(&gpu_reqs, Some(&ranges)).into_iter();
+            let gpu_at = started.elapsed();
             // What the CPU does for this batch: completions, failures, queries the GPU cannot take.
             let mut work: Vec<(usize, Option<(Partial, Answer)>)> = Vec::new();
+            // The GPU's whole answers, for the dynamic policy: observed on the CPU while the GPU runs
+            // the next chunk, not on the GPU's thread (a microsecond or more a query).
+            let mut seen: Vec<(usize, Option<f32>)> = Vec::new();
             let mut j = 0;
             while j < on_gpu.len() {
                 let i = on_gpu[j].0;
@@ -87,7 +94,7 @@ pub fn search_batch(
                         work.push((base + i, Some((partial, a))));
                     }
                     (Ok(a), None) => {
-                        ctl.observe(&reqs[i], Some(&a.hits));
+                        seen.push((base + i, kth(&reqs[i], Some(&a.hits))));
                         out[base + i] = Some(Ok(a));
                     }
                     (Err(_), _) => {
@@ -99,8 +106,19 @@ pub fn search_batch(
             for i in (0..reqs.len()).filter(|&i| splits[i] == Split::Cpu) {
                 work.push((base + i, None));
             }
+            if trace {
+                let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+                eprintln!(
+                    "cache chunk: {} queries; splits {:.1} ms, GPU {:.1} ms, answers sorted {:.1} ms",
+                    reqs.len(),
+                    ms(split_at),
+                    ms(gpu_at - split_at),
+                    ms(started.elapsed() - gpu_at)
+                );
+            }
             let tx = tx.clone();
             scope.spawn(move |_| {
+                ctl.observe_all(seen.iter().map(|&(i, kth)| (&requests[i], kth)));
                 work.into_par_iter().for_each_with(tx, |tx, (i, job)| {
                     let request = &requests[i];
                     let result = match job {

@@ -78,7 +78,7 @@ pub trait PlanFeed: Send + Sync {
 }
 
 /// Whether `WARPSEARCH_CACHE_TRACE` asks for a line per batch and per plan change on standard error.
-pub(crate) fn tracing() -> bool {
+pub fn tracing() -> bool {
     std::env::var_os("WARPSEARCH_CACHE_TRACE").is_some()
 }
 
