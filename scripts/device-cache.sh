@@ -14,8 +14,9 @@
 #   drift  trained on the log's queries whose first word sorts before "m", run on the others (25%);
 #   vfb    vfb at 25% and 10%, and qtf at 25%, AND and OR (after a change to the staging path);
 #   dyn    vfb and dynamic alone at 25% and 10% (after a change to the dynamic policy);
-#   long   vfb and dynamic at 25% on longer streams (LONG_TEST queries, 20,000): the stationary one
-#          (TREC 2005 queries from 25,001) and the drift (queries from "m" on, trained before "m");
+#   long   vfb and dynamic on longer streams (LONG_TEST queries, 20,000) at budgets LONG_SHARES (0.25):
+#          the stationary one (TREC 2005 queries from 25,001) and the drift (queries from "m" on,
+#          trained on those before "m");
 #   gs     the passages in global-score order with bm25-static (early termination; the CPU completes):
 #          cache S_c of 25% and 10% of the index plus 64 MiB of staging (carried as .device/gs-part1 and
 #          .device/wiki-gs-rest.tar.xz);
@@ -127,10 +128,12 @@ for part in $parts; do
     done
     ;;
   long)
-    for mode in and or; do
-      for policy in vfb dynamic; do
-        run $mode $policy 0.25 0.25 $work/train.txt $work/test-long.txt long
-        run $mode $policy 0.25 0.25 $work/drift-train.txt $work/drift-long.txt drift-long
+    for share in ${LONG_SHARES:-0.25}; do
+      for mode in and or; do
+        for policy in vfb dynamic; do
+          run $mode $policy $share 0.25 $work/train.txt $work/test-long.txt long
+          run $mode $policy $share 0.25 $work/drift-train.txt $work/drift-long.txt drift-long
+        done
       done
     done
     ;;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
 use warpsearch_query::{
-    merge_top_k, Algorithm, Answer, DocRange, Mode, Prior, Query, Ranking, Request, Scored, Scorer,
+    merge_top_k, Algorithm, Answer, DocRange, Mode, Prior, Ranking, Request, Scored, Scorer,
 };
 
 use crate::batch::{batches, prepare, Prepared, QueryDesc, Split, TermDesc};
@@ -22,6 +22,7 @@ use crate::device::{
 use crate::launch::{self, BatchArgs, Pinned};
 use crate::residency::{mib, ptr, Applied, DeviceIndex, IndexArgs, Residency};
 use crate::stage::{self, Stage};
+use crate::view::CacheView;
 use crate::{Gpu, GpuError};
 
 /// `out_count` of a query the kernel could not answer (a malformed block): the CPU answers it.
@@ -515,47 +516,15 @@ impl GpuSearcher {
         feed.applied(plan, result.as_ref().copied(), started.elapsed().as_secs_f64());
     }
 
-    /// The last docID up to which the GPU should answer `query`, given the cache:
-    /// - `prune` (papers/000 section 3.4): through the smallest docID covered by the cached prefix of a
-    ///   partly cached list (m = min max ℓ*(t)); lists with nothing cached are staged up to it;
-    /// - else through the last document, every uncached block staged;
-    ///
-    /// in both cases no further than one batch's staging space reaches. Documents after it are left
-    /// for the CPU to complete. `u32::MAX` when the whole index is on the device.
-    pub fn cover(&self, query: &Query, prune: bool) -> Option<u32> {
-        if !self.caches() {
-            return Some(u32::MAX);
+    /// What the cache holds and a batch's staging space, for deciding on any thread where each
+    /// query's GPU part ends ([`CacheView::cover`], [`CacheView::fits_staging`]).
+    pub fn view(&self) -> CacheView<'_> {
+        CacheView {
+            index: self.scorer.index(),
+            residency: self.dev.residency(),
+            stage: self.dev.stage_capacity(),
+            caches: self.caches(),
         }
-        let index = self.scorer.index();
-        let last = index.num_docs().saturating_sub(1);
-        let r = self.dev.residency();
-        let mut m = last;
-        if prune {
-            for &(id, _) in &query.terms {
-                if let Some(c) = stage::cached_through(index, r, id) {
-                    m = m.min(c);
-                }
-            }
-        }
-        let cap = self.dev.stage_capacity();
-        let fits = |hi: u32| cap.holds(stage::need(index, r, &query.terms, 0, hi));
-        if !fits(m) {
-            // The farthest docID whose staging fits (need grows with it).
-            let (mut lo, mut hi) = (0u64, m as u64 + 1);
-            while lo < hi {
-                let mid = (lo + hi) / 2;
-                if fits(mid as u32) {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
-            if lo == 0 {
-                return None;
-            }
-            m = (lo - 1) as u32;
-        }
-        Some(if m >= last { u32::MAX } else { m })
     }
 
     /// Queries per kernel launch.
@@ -630,7 +599,7 @@ impl GpuSearcher {
                     "k = {} is above this GPU searcher's limit of {}",
                     r.k, self.gopts.max_k
                 ))));
-            } else if self.caches() && !self.fits_staging(r, ranges.map(|x| x[i])) {
+            } else if self.caches() && !self.view().fits_staging(r, ranges.map(|x| x[i])) {
                 answers[i] = Some(Err(GpuError::Unsupported(
                     "the blocks this query needs outside the GPU cache exceed a batch's staging space".into(),
                 )));
@@ -690,18 +659,6 @@ impl GpuSearcher {
             .into_iter()
             .map(|a| a.expect("every query answered"))
             .collect()
-    }
-
-    /// Whether the blocks `r` needs outside the cache over `range` fit one batch's staging space.
-    pub fn fits_staging(&self, r: &Request, range: Option<DocRange>) -> bool {
-        let index = self.scorer.index();
-        let last = index.num_docs().saturating_sub(1);
-        let (lo, hi) = range.map_or((0, last), |d| (d.first, d.last.min(last)));
-        if lo > hi {
-            return true;
-        }
-        let need = stage::need(index, self.dev.residency(), &r.query.terms, lo, hi);
-        self.dev.stage_capacity().holds(need)
     }
 
     /// Runs `which` in `mode` at `k` through the pipeline, writing `answers`; with `last` (the call's

@@ -6,6 +6,7 @@
 //!   where each list's blocks are.
 //! - [`cache`]: the list cache's host side: plans of cached list prefixes, device space, placement.
 //! - [`stage`]: where a batch finds each term's blocks: the cache, or staged with the batch.
+//! - [`view`]: the cache's contents as the engine reads them, on any thread, to cut queries' ranges.
 //! - [`batch`]: the descriptors of a batch of queries as the kernels read them.
 //! - [`engine`]: [`GpuSearcher`], the batch pipeline (two streams, pinned buffers); what it fails it
 //!   returns as [`GpuError`]s (the engine crate answers those on the CPU).
@@ -28,11 +29,13 @@ pub mod kernels;
 mod launch;
 pub mod residency;
 pub mod stage;
+pub mod view;
 
 pub use cache::{CachePlan, Capacity};
 pub use device::Gpu;
 pub use engine::{CacheBudget, GpuOptions, GpuSearcher, GpuStats};
 pub use residency::DeviceIndex;
+pub use view::CacheView;
 
 /// What can go wrong on the GPU side.
 #[derive(Debug, thiserror::Error)]

@@ -17,7 +17,7 @@ use rayon::prelude::*;
 use warpsearch_cpu::CpuSearcher;
 use warpsearch_gpu::cache::PlanFeed;
 use warpsearch_gpu::residency::Applied;
-use warpsearch_gpu::{CachePlan, GpuError, GpuSearcher};
+use warpsearch_gpu::{CachePlan, CacheView, GpuError, GpuSearcher};
 use warpsearch_index::{Index, Result};
 use warpsearch_query::{DocRange, Request, Scored, Scorer};
 
@@ -266,8 +266,8 @@ impl CacheCtl {
         self.policy
     }
 
-    /// Where `request`'s documents in `range` run, given what `gpu` caches; counts the choice.
-    pub fn split(&self, gpu: &GpuSearcher, request: &Request, range: DocRange) -> Split {
+    /// Where `request`'s documents in `range` run, given what the GPU caches; counts the choice.
+    pub fn split(&self, gpu: &CacheView, request: &Request, range: DocRange) -> Split {
         let c = &self.counters;
         if !self.prune {
             // Staging all: cut where the cached prefixes end, when the rest fits a batch's staging.

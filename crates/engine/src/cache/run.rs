@@ -34,7 +34,9 @@ pub fn search_batch(
         for (c, reqs) in requests.chunks(chunk).enumerate() {
             let base = c * chunk;
             let started = Instant::now();
-            let splits: Vec<Split> = reqs.iter().map(|r| ctl.split(gpu, r, all)).collect();
+            // On all cores: a chunk's splits took the GPU's thread 15–30 ms on the 25M collection.
+            let view = gpu.view();
+            let splits: Vec<Split> = reqs.par_iter().map(|r| ctl.split(&view, r, all)).collect();
             // One GPU request per range: `Two` gives two, adjacent.
             let mut on_gpu: Vec<(usize, DocRange)> = Vec::new();
             for (i, split) in splits.iter().enumerate() {

@@ -290,16 +290,17 @@ fn split_by_cache(
 ) -> (Vec<(Task, Pick)>, Vec<Request>, Vec<DocRange>) {
     let last = s.cpu.scorer().index().num_docs().saturating_sub(1);
     let (mut keep, mut requests, mut ranges, mut to_cpu) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let view = gpu.view();
     for (mut t, pick) in batch {
         let range = t.range.unwrap_or(DocRange::ALL);
         let whole = DocRange {
             first: range.first,
             last: range.last.min(last),
         };
-        let split = match c.split(gpu, &t.job.request, whole) {
+        let split = match c.split(&view, &t.job.request, whole) {
             // One GPU task per scheduler task: its whole range, staged where the cache lacks it, when
             // that fits a batch's staging space; else the CPU completes the second range.
-            Split::Two(..) if gpu.fits_staging(&t.job.request, Some(whole)) => Split::Gpu,
+            Split::Two(..) if view.fits_staging(&t.job.request, Some(whole)) => Split::Gpu,
             Split::Two(a, b) => Split::Partial(a, b),
             s => s,
         };
