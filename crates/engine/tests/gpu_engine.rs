@@ -18,8 +18,10 @@ use warpsearch_engine::{
     HybridOptions, Policy,
 };
 use warpsearch_gpu::{Gpu, GpuOptions, GpuSearcher};
-use warpsearch_index::{Bm25Params, Index};
-use warpsearch_query::{Algorithm, DocRange, Mode, Part, Query, Ranking, Request, Scorer, SearchOptions};
+use warpsearch_index::{Bm25Params, Index, IndexError};
+use warpsearch_query::{
+    Algorithm, Answer, DocRange, Mode, Part, Query, Ranking, Request, Scorer, SearchOptions,
+};
 
 use common::{build, check_hybrid, oracle, random_index, random_queries, requests, same, Rng};
 
@@ -685,19 +687,49 @@ fn cached_engine_equals_the_oracle_on_random_indexes() {
     }
 }
 
+/// The passages for the cache tests ([`wiki_cached`]).
+struct WikiCached {
+    index: Arc<Index>,
+    /// The first TREC 2005 queries.
+    queries: Vec<Query>,
+    /// The index's bytes on the device.
+    whole: u64,
+    options: SearchOptions,
+    oracle: CpuSearcher,
+}
+
+/// The passages with their first `n` TREC 2005 queries and the oracle; None (saying why) without them.
+fn wiki_cached(n: usize) -> Option<WikiCached> {
+    let (index, queries_path) = wiki()?;
+    let text = std::fs::read_to_string(&queries_path).unwrap();
+    let queries: Vec<Query> = text.lines().take(n).map(|q| Query::parse(&index, q)).collect();
+    let whole = warpsearch_gpu::residency::device_bytes(&index) as u64;
+    let options = SearchOptions::new(&index);
+    let oracle = oracle(&index, options);
+    Some(WikiCached {
+        index,
+        queries,
+        whole,
+        options,
+        oracle,
+    })
+}
+
+/// How many answers differ from the oracle's (every answer must be a success).
+fn differing(got: &[Result<Answer, IndexError>], want: &[Result<Answer, IndexError>]) -> usize {
+    got.iter()
+        .zip(want)
+        .filter(|(g, w)| !same(&g.as_ref().unwrap().hits, &w.as_ref().unwrap().hits))
+        .count()
+}
+
 /// The passages with a quarter and a tenth of the index cached, trained on the first 2,500 TREC 2005
 /// queries and run on the next 2,500, against the oracle.
 #[test]
 fn cached_engine_equals_the_oracle_on_wikipedia_passages() {
     let Some(_gpu) = gpu() else { return };
-    let Some((index, queries_path)) = wiki() else {
-        return;
-    };
-    let text = std::fs::read_to_string(&queries_path).unwrap();
-    let queries: Vec<Query> = text.lines().take(5000).map(|q| Query::parse(&index, q)).collect();
-    let whole = warpsearch_gpu::residency::device_bytes(&index) as u64;
-    let options = SearchOptions::new(&index);
-    let oracle = oracle(&index, options);
+    let Some(w) = wiki_cached(5000) else { return };
+    let (index, queries, whole, options, oracle) = (w.index, w.queries, w.whole, w.options, w.oracle);
     for mode in [Mode::And, Mode::Or] {
         let reqs = requests(&queries, mode, 10);
         let want = oracle.search_batch(&reqs[2500..]);
@@ -719,11 +751,7 @@ fn cached_engine_equals_the_oracle_on_wikipedia_passages() {
                 reqs[..2500].to_vec(),
             );
             let got = engine.search_batch(&reqs[2500..]);
-            let differ = got
-                .iter()
-                .zip(&want)
-                .filter(|(g, w)| !same(&g.as_ref().unwrap().hits, &w.as_ref().unwrap().hits))
-                .count();
+            let differ = differing(&got, &want);
             assert_eq!(
                 differ,
                 0,
@@ -751,14 +779,8 @@ fn cached_engine_equals_the_oracle_on_wikipedia_passages() {
 #[test]
 fn dynamic_plans_applied_while_batches_run_keep_answers_exact() {
     let Some(_gpu) = gpu() else { return };
-    let Some((index, queries_path)) = wiki() else {
-        return;
-    };
-    let text = std::fs::read_to_string(&queries_path).unwrap();
-    let queries: Vec<Query> = text.lines().take(3000).map(|q| Query::parse(&index, q)).collect();
-    let whole = warpsearch_gpu::residency::device_bytes(&index) as u64;
-    let options = SearchOptions::new(&index);
-    let oracle = oracle(&index, options);
+    let Some(w) = wiki_cached(3000) else { return };
+    let (index, queries, whole, options, oracle) = (w.index, w.queries, w.whole, w.options, w.oracle);
     let base = GpuOptions {
         batch_size: 64,
         ..GpuOptions::default()
@@ -780,16 +802,16 @@ fn dynamic_plans_applied_while_batches_run_keep_answers_exact() {
         );
         for pass in 0..3 {
             let got = engine.search_batch(&reqs[1000..]);
-            let differ = got
-                .iter()
-                .zip(&want)
-                .filter(|(g, w)| !same(&g.as_ref().unwrap().hits, &w.as_ref().unwrap().hits))
-                .count();
+            let differ = differing(&got, &want);
             assert_eq!(differ, 0, "{mode:?} pass {pass}: {differ} of 2000 differ");
         }
         let stats = engine.take_cache_stats().expect("a cached engine");
         // The first plan, then (at an epoch of 16 queries) one in nearly every call.
         assert!(stats.replans >= 3, "{mode:?}: {} plans applied", stats.replans);
+        // Calls of several batches, so that a plan lands with another batch still in flight.
+        let calls = 3 * 2000u64.div_ceil(64);
+        let batches = engine.take_gpu_stats().expect("a GPU").batches;
+        assert!(batches > calls, "{mode:?}: {batches} batches in {calls} calls");
         eprintln!(
             "dynamic mid-call {mode:?}: 3 x 2000 queries equal the oracle; {} plans applied, {} lists changed, {} to the CPU",
             stats.replans, stats.lists_changed, stats.cpu_only
