@@ -32,6 +32,7 @@ synth=/root/synth
 idx=$synth
 extra=${EXTRA:-}  # more `bench` options for every run (EXTRA="--gpu-split 50000")
 # WARMUP=0: no warm-up pass (the dynamic policy then meets the measured queries for the first time).
+# BACKEND=hybrid: the hybrid (CPU workers beside the GPU, which keeps its cache) instead of the GPU alone.
 mkdir -p "$out/reports"
 touch "$log"
 parts=${*:-tests synth and or drift sweep}
@@ -56,7 +57,7 @@ run() {
   local name=${TAG:+$TAG-}$tag-$mode-$policy-$share-$buf json
   json=$out/reports/$name.json
   mkdir -p "$out/reports"
-  local args=(--index $idx --queries $test --mode $mode --k 10 --backend gpu --warmup ${WARMUP:-1} --json $json $extra)
+  local args=(--index $idx --queries $test --mode $mode --k 10 --backend ${BACKEND:-gpu} --warmup ${WARMUP:-1} --json $json $extra)
   if [ "$policy" != none ]; then
     local total=$(( $(index_bytes $idx) ))
     local budget
