@@ -7,7 +7,7 @@
 mod common;
 
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use std::time::Duration;
 use warpsearch_codec::Codec;
@@ -17,6 +17,7 @@ use warpsearch_engine::{
     Backend, BackendChoice, CacheBudget, CacheOptions, Completion, Engine, EngineOptions, Hybrid,
     HybridOptions, Policy,
 };
+use warpsearch_gpu::testing::{gpu, say};
 use warpsearch_gpu::{Gpu, GpuOptions, GpuSearcher};
 use warpsearch_index::{Bm25Params, Index, IndexError};
 use warpsearch_query::{
@@ -24,23 +25,6 @@ use warpsearch_query::{
 };
 
 use common::{build, check_hybrid, oracle, random_index, random_queries, requests, same, Rng};
-
-fn gpu() -> Option<Arc<Gpu>> {
-    static GPU: OnceLock<Result<Arc<Gpu>, String>> = OnceLock::new();
-    match GPU.get_or_init(|| Gpu::open(0).map(Arc::new).map_err(|e| e.to_string())) {
-        Ok(g) => Some(g.clone()),
-        Err(why) => {
-            say(&format!("skipped: no CUDA device ({why})"));
-            None
-        }
-    }
-}
-
-/// Writes a line to stderr past the test harness's capture, so that skips show in every log.
-fn say(line: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "{line}");
-}
 
 /// The GPU searcher for `options`.
 fn gpu_searcher(

@@ -7,6 +7,7 @@
 //! - [`cache`]: the list cache's host side: plans of cached list prefixes, device space, placement.
 //! - [`stage`]: where a batch finds each term's blocks: the cache, or staged with the batch.
 //! - [`view`]: the cache's contents as the engine reads them, on any thread, to cut queries' ranges.
+//! - [`testing`]: the device opened once per test process, and skips that say why.
 //! - [`batch`]: the descriptors of a batch of queries as the kernels read them.
 //! - [`engine`]: [`GpuSearcher`], the batch pipeline (two streams, pinned buffers); what it fails it
 //!   returns as [`GpuError`]s (the engine crate answers those on the CPU).
@@ -29,6 +30,7 @@ pub mod kernels;
 mod launch;
 pub mod residency;
 pub mod stage;
+pub mod testing;
 pub mod view;
 
 pub use cache::{CachePlan, Capacity};

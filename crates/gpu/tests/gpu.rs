@@ -4,29 +4,10 @@
 //! Every test needs a CUDA device; where there is none it prints "skipped: no CUDA device" and returns.
 //! On the lent GPU machine they run (scripts/device-check.sh).
 
-use std::sync::{Arc, OnceLock};
-
 use warpsearch_codec::{Codec, BLOCK_LEN};
 use warpsearch_gpu::kernels::{decode_raw, topk_segments, RawList};
-use warpsearch_gpu::Gpu;
+use warpsearch_gpu::testing::{gpu, say};
 use warpsearch_index::BlockMeta;
-
-fn gpu() -> Option<Arc<Gpu>> {
-    static GPU: OnceLock<Result<Arc<Gpu>, String>> = OnceLock::new();
-    match GPU.get_or_init(|| Gpu::open(0).map(Arc::new).map_err(|e| e.to_string())) {
-        Ok(g) => Some(g.clone()),
-        Err(why) => {
-            say(&format!("skipped: no CUDA device ({why})"));
-            None
-        }
-    }
-}
-
-/// Writes a line to stderr past the test harness's capture, so that skips show in every log.
-fn say(line: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "{line}");
-}
 
 struct Rng(u64);
 
