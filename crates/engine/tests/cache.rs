@@ -10,8 +10,11 @@ use warpsearch_codec::Codec;
 use warpsearch_cpu::CpuSearcher;
 use warpsearch_engine::cache::policy::{plan, worth_changing, Policy};
 use warpsearch_engine::cache::usage::Usage;
-use warpsearch_engine::cache::{complete, gpu_mode, Partial};
+use warpsearch_engine::cache::{complete, gpu_mode, CacheCtl, Partial};
+use warpsearch_engine::CacheOptions;
 use warpsearch_gpu::cache::prefix_need;
+use warpsearch_gpu::cache::PlanFeed;
+use warpsearch_gpu::residency::Applied;
 use warpsearch_gpu::{CachePlan, Capacity};
 use warpsearch_index::Index;
 use warpsearch_query::{DocRange, Mode, Part, Query, Ranking, Request, Scorer, SearchOptions};
@@ -418,4 +421,67 @@ fn and_batches_are_cut_to_their_size() {
         ..coarse
     };
     assert_eq!(or.for_batch(&ix, &reqs, &all, 2, 2, 1, 10_000).cost, or.cost);
+}
+
+/// The dynamic policy's plan feed, without a GPU: nothing before an epoch of queries is observed; then
+/// the plan made from them, within the budget less the room lists move through, and caching lists
+/// they read; after it is applied, nothing until the next epoch. A plan that saves less than its
+/// copies is held back and counted.
+#[test]
+fn the_dynamic_policy_feeds_one_plan_per_epoch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ix = index_with_long_list(tmp.path());
+    let long = longest(&ix);
+    let cpu = CpuSearcher::new(Arc::new(
+        Scorer::new(ix.clone(), SearchOptions::new(&ix)).unwrap(),
+    ));
+    let whole = warpsearch_gpu::residency::device_bytes(&ix) as u64;
+    let seen: Vec<Request> = (0..8)
+        .map(|_| Request::new(query(&[long]), Mode::Or, 10))
+        .collect();
+    let feed = |min_gain: f64| {
+        let options = CacheOptions {
+            policy: Policy::Dynamic,
+            epoch: 8,
+            min_gain,
+            ..CacheOptions::default()
+        };
+        let (ctl, first) = CacheCtl::prepare(&cpu, options, whole / 2).unwrap();
+        // No training log: the first plan caches nothing.
+        assert!(first.blocks.iter().all(|&b| b == 0));
+        Arc::new(ctl.waiting_for_plans(true))
+    };
+
+    let ctl = feed(0.0);
+    assert!(ctl.ready().is_none(), "no plan before an epoch of queries");
+    ctl.observe_all(seen[..7].iter().map(|r| (r, None)));
+    assert!(ctl.ready().is_none(), "no plan before an epoch of queries");
+    ctl.observe_all(seen[7..].iter().map(|r| (r, None)));
+    let plan = ctl.ready().expect("a plan after an epoch");
+    assert!(
+        plan.blocks[long as usize] > 0,
+        "the list every query read is cached"
+    );
+    assert!(
+        Capacity::of_bytes(&ix, whole / 2).holds(plan.need(&ix)),
+        "the plan fits the budget"
+    );
+    let lists = plan.blocks.iter().filter(|&&b| b > 0).count() as u64;
+    let applied = Applied {
+        lists,
+        bytes: plan.need(&ix).bytes(),
+        skipped: 0,
+    };
+    ctl.applied(plan, Ok(applied), 0.25);
+    assert!(ctl.ready().is_none(), "one plan per epoch");
+    let stats = ctl.take_stats();
+    assert_eq!((stats.replans, stats.lists_changed), (1, lists));
+    assert!(stats.replan_seconds >= 0.25);
+
+    // The same plan under a gain the epoch's savings cannot reach: held back, and counted.
+    let ctl = feed(1e12);
+    ctl.observe_all(seen.iter().map(|r| (r, None)));
+    assert!(ctl.ready().is_none());
+    let stats = ctl.take_stats();
+    assert_eq!((stats.replans, stats.plans_skipped), (0, 1));
 }

@@ -144,8 +144,9 @@ struct Dynamic {
     next: Option<JoinHandle<(CachePlan, bool)>>,
     /// The plan the cache holds.
     current: Arc<CachePlan>,
-    /// The space plans fill (the GPU's cache less headroom), known once the first plan is installed.
-    cap: Option<warpsearch_gpu::Capacity>,
+    /// The space plans fill (the GPU's cache less headroom): from the budget, then from the GPU's
+    /// cache once the first plan is installed.
+    cap: warpsearch_gpu::Capacity,
 }
 
 /// The cache's policy at run time, shared by whatever drives the GPU.
@@ -196,6 +197,9 @@ impl CacheCtl {
             Completion::Auto => scorer.early_termination(),
             c => c == Completion::Cpu,
         };
+        // The dynamic policy's plans must fit the cache the GPU allocates for its budget (which has
+        // no static plan to shape it), less the room lists move through.
+        let cap = headroom(warpsearch_gpu::Capacity::of_bytes(&index, cache_bytes));
         let ctl = CacheCtl {
             scorer,
             policy: options.policy,
@@ -211,18 +215,14 @@ impl CacheCtl {
                     usage: usage.clone(),
                     seen: 0,
                     next: None,
-                    cap: None,
+                    cap,
                     current: Arc::new(CachePlan::empty(&index)),
                 })
             }),
             counters: Counters::default(),
         };
         let plan = match ctl.policy {
-            // The dynamic policy's later plans must fit the cache the GPU allocates for its budget.
-            Policy::Dynamic => {
-                let cap = headroom(warpsearch_gpu::Capacity::of_bytes(&index, cache_bytes));
-                policy::plan(&index, &usage, ctl.policy, cap, ctl.ratio, ctl.group)
-            }
+            Policy::Dynamic => policy::plan(&index, &usage, ctl.policy, cap, ctl.ratio, ctl.group),
             p => policy::plan_in_bytes(&index, &usage, p, cache_bytes, ctl.ratio, ctl.group),
         };
         Ok((ctl, plan))
@@ -250,7 +250,7 @@ impl CacheCtl {
         if let Some(d) = &self.dynamic {
             let mut d = d.lock().expect("no panics under the lock");
             d.current = Arc::new(plan.clone());
-            d.cap = Some(headroom(gpu.cache_capacity()));
+            d.cap = headroom(gpu.cache_capacity());
             gpu.set_feed(Some(self.clone()));
         }
         Ok(())
@@ -337,9 +337,7 @@ impl CacheCtl {
     /// of its own, from a snapshot of the use so far, and decays the use. Started as the epoch's last
     /// query is observed (not at the next batch), so that it is made by the batch after.
     fn start_plan(&self, d: &mut Dynamic) {
-        let Some(cap) = d.cap else {
-            return;
-        };
+        let cap = d.cap;
         if d.seen < self.epoch || d.next.is_some() {
             return;
         }
