@@ -126,6 +126,13 @@ impl<'p, 'a> Cursor<'p, 'a> {
     /// Moves to the first posting with docID ≥ `target` (or [`END`]); never moves backwards.
     #[inline]
     pub fn next_geq(&mut self, target: u32) -> Result<()> {
+        self.next_geq_inline(target)
+    }
+
+    /// [`Cursor::next_geq`], always inlined: for a loop compiled for a wider instruction set (ranked
+    /// AND's AVX2 copy), whose counts within a block then use it.
+    #[inline(always)]
+    pub(crate) fn next_geq_inline(&mut self, target: u32) -> Result<()> {
         if target <= self.doc {
             return Ok(());
         }
