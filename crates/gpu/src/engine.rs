@@ -460,19 +460,37 @@ impl GpuSearcher {
         }
         let started = Instant::now();
         self.gpu.ctx.bind_to_thread()?;
-        let stream = self.slots[0].stream.clone();
-        let index = self.scorer.index().clone();
-        let applied = match self.dev.apply(&stream, &index, plan) {
-            Ok(a) => a,
-            Err(e) => {
-                // A copy may have failed half way: serve nothing from the cache rather than stale data.
-                self.dev.forget();
-                return Err(e);
-            }
-        };
-        self.stats.cache_fill_bytes += applied.bytes;
+        let applied = self.apply_on(0, plan)?;
         self.stats.prepare_ms += started.elapsed().as_secs_f64() * 1e3;
         Ok(applied)
+    }
+
+    /// Applies `plan` on slot `s`'s stream, behind what runs there; the copies first wait for the
+    /// other slots' batches in flight, whose kernels read the cache as it was (none between calls).
+    /// A failure leaves the cache empty: a copy may have failed half way, and nothing stale is served.
+    fn apply_on(&mut self, s: usize, plan: &CachePlan) -> Result<Applied, GpuError> {
+        let stream = self.slots[s].stream.clone();
+        let index = self.scorer.index().clone();
+        // The event recorded after each such batch's results were copied back.
+        let waited = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(o, slot)| *o != s && slot.in_flight.is_some())
+            .try_for_each(|(_, slot)| stream.wait(&slot.events[3]));
+        match waited
+            .map_err(GpuError::from)
+            .and_then(|_| self.dev.apply(&stream, &index, plan))
+        {
+            Ok(applied) => {
+                self.stats.cache_fill_bytes += applied.bytes;
+                Ok(applied)
+            }
+            Err(e) => {
+                self.dev.forget();
+                Err(e)
+            }
+        }
     }
 
     /// Takes the cache's plan changes from `feed` from now on: after the last batch of each call
@@ -494,25 +512,7 @@ impl GpuSearcher {
             return;
         };
         let started = Instant::now();
-        let stream = self.slots[s].stream.clone();
-        let index = self.scorer.index().clone();
-        let mut result = Ok(());
-        for (o, slot) in self.slots.iter().enumerate() {
-            if o != s && slot.in_flight.is_some() {
-                // The event recorded after that batch's results were copied back.
-                result = result.and_then(|_| stream.wait(&slot.events[3]));
-            }
-        }
-        let result = result
-            .map_err(GpuError::from)
-            .and_then(|_| self.dev.apply(&stream, &index, &plan));
-        if result.is_err() {
-            // A copy may have failed half way: serve nothing from the cache rather than stale data.
-            self.dev.forget();
-        }
-        if let Ok(a) = &result {
-            self.stats.cache_fill_bytes += a.bytes;
-        }
+        let result = self.apply_on(s, &plan);
         feed.applied(plan, result.as_ref().copied(), started.elapsed().as_secs_f64());
     }
 
