@@ -13,6 +13,8 @@
 #   base   AND and OR with the whole index resident (no cache): what the budgets' shares are of;
 #   drift  trained on the log's queries whose first word sorts before "m", run on the others (25%);
 #   vfb    vfb at 25% and 10%, and qtf at 25%, AND and OR (after a change to the staging path);
+#   hybrid vfb at 25%, AND and OR, on the GPU alone and on the hybrid (HYBRID_RUNS, "workers:host threads" pairs: those to try
+#          besides the defaults);
 #   dyn    vfb and dynamic alone at 25% and 10% (after a change to the dynamic policy);
 #   long   vfb and dynamic on longer streams (LONG_TEST queries, 20,000) at budgets LONG_SHARES (0.25):
 #          the stationary one (TREC 2005 queries from 25,001) and the drift (queries from "m" on,
@@ -23,7 +25,7 @@
 #   identical  `search` with a cache vs the CPU's run, byte for byte (after gs);
 #   sweep  at a 25% budget, the split between cache S_c and staging S_b (for the throughput model).
 # Output under $OUT: cache.log, cache-table.txt (one row per run), reports/*.json.
-# usage: scripts/device-cache.sh [tests] [synth] [and] [or] [base] [vfb] [drift] [dyn] [long] [gs] [identical] [sweep]
+# usage: scripts/device-cache.sh [tests] [synth] [and] [or] [base] [vfb] [hybrid] [drift] [dyn] [long] [gs] [identical] [sweep]
 set -uo pipefail
 source scripts/device-common.sh
 log=$out/cache.log
@@ -46,7 +48,7 @@ long=${LONG_TEST:-20000}
 awk '$1 >= "m"' $dev/trec05-efficiency.txt | head -n "$long" >$work/drift-long.txt
 sed -n "25001,$((25000 + long))p" $dev/trec05-efficiency.txt >$work/test-long.txt
 [ -f "$table" ] || printf "%-5s %-8s %-7s %-8s %10s %8s %8s %6s %9s %7s %7s %8s %8s %8s %8s %8s\n" mode policy budget buffer \
-  "queries/s" p50_ms p99_ms hit "KiB/q" partial cpu_only "compl_s" "replan_s" host_ms wait_ms kern_ms >"$table"
+  "queries/s" p50_ms p99_ms hit "KiB/q" partial cpu_only "compl_s" "replan_s" host_ms wait_ms kern_ms run >"$table"
 
 # The index's bytes on the device (postings words and 20 bytes of skip data per block).
 index_bytes() { python3 -c "import os,sys; d=sys.argv[1]; print(os.path.getsize(d+'/postings.bin') + os.path.getsize(d+'/blocks.bin'))" "$1"; }
@@ -72,21 +74,21 @@ run() {
   say "== $name: ${args[*]}"
   $bin bench "${args[@]}" >>"$log" 2>&1 || { say "$name failed"; return; }
   grep -E "^(closed|GPU cache|GPU:)" "$log" | tail -n 3
-  python3 - "$json" "$mode" "$policy" "$share" "$buf" "$table" <<'PY'
+  python3 - "$json" "$mode" "$policy" "$share" "$buf" "$table" "${LABEL:-${TAG:--}}" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))["closed_loop"]
 c = r.get("cache") or {}
 n = json.load(open(sys.argv[1]))["num_queries"]
 l = r["latency_ms"]
 g = r.get("gpu") or {}
-row = "%-5s %-8s %-7s %-8s %10.0f %8.3f %8.3f %6s %9s %7s %7s %8s %8s %8.0f %8.0f %8.0f\n" % (
+row = "%-5s %-8s %-7s %-8s %10.0f %8.3f %8.3f %6s %9s %7s %7s %8s %8s %8.0f %8.0f %8.0f %s\n" % (
     sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], r["qps"], l["p50"], l["p99"],
     "%.3f" % c["hit_rate"] if c.get("hit_rate") is not None else "-",
     "%.1f" % (c["staged_bytes_per_query"] / 1024) if c.get("staged_bytes_per_query") is not None else "-",
     c.get("partial", "-"), c.get("cpu_only", "-"),
     "%.2f" % c["completion_seconds"] if "completion_seconds" in c else "-",
     "%.3f" % c["replan_seconds"] if "replan_seconds" in c else "-",
-    g.get("prepare_ms", 0) + g.get("stage_ms", 0), g.get("wait_ms", 0), g.get("kernel_ms", 0))
+    g.get("prepare_ms", 0) + g.get("stage_ms", 0), g.get("wait_ms", 0), g.get("kernel_ms", 0), sys.argv[7])
 open(sys.argv[6], "a").write(row)
 PY
 }
@@ -145,6 +147,18 @@ for part in $parts; do
         run $mode vfb $share 0.25 $work/train.txt $work/test.txt vfb
       done
       run $mode qtf 0.25 0.25 $work/train.txt $work/test.txt vfb
+    done
+    ;;
+  hybrid)
+    # vfb at 25%: the GPU alone, then the hybrid with its default workers and host threads, then with
+    # each of HYBRID_RUNS ("workers:host threads") instead (the run column says which).
+    for mode in and or; do
+      LABEL=${TAG:+$TAG-}gpu BACKEND=gpu run $mode vfb 0.25 0.25 $work/train.txt $work/test.txt hyb-gpu
+      LABEL=${TAG:+$TAG-}hybrid BACKEND=hybrid run $mode vfb 0.25 0.25 $work/train.txt $work/test.txt hyb
+      for wh in ${HYBRID_RUNS-15:4 11:2 8:4}; do
+        LABEL=${TAG:+$TAG-}hybrid-$wh BACKEND=hybrid extra="$extra --hybrid-workers ${wh%:*} --hybrid-host-threads ${wh#*:}" \
+          run $mode vfb 0.25 0.25 $work/train.txt $work/test.txt hyb-$wh
+      done
     done
     ;;
   dyn)

@@ -6,7 +6,7 @@
 out=${OUT:-device-out}
 mkdir -p "$out"
 dev=.device
-bin=$dev/warpsearch
+bin=${BIN:-$dev/warpsearch}  # BIN=.device/warpsearch-old: an earlier build
 wiki=${WARPSEARCH_WIKI_INDEX:-/root/wiki-pfor}
 say() { echo "$@" | tee -a "$log"; }
 unxz() { python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)' "$1"; }

@@ -472,6 +472,11 @@ pub struct GpuArgs {
     /// half the cores on a machine of 8 or more, leaving the rest to its HTTP handlers).
     #[arg(long)]
     pub hybrid_workers: Option<usize>,
+    /// Hybrid with a GPU list cache: threads of the GPU's own for its batches' host work (cutting
+    /// queries by what the cache holds, gathering the blocks they carry), taken from the CPU workers'
+    /// cores (default: a quarter of the cores).
+    #[arg(long)]
+    pub hybrid_host_threads: Option<usize>,
     /// Hybrid: the GPU batch's latency target in ms (a batch of queries with deadlines grows until its
     /// predicted time reaches it, or half of what its oldest query's deadline has left if that is longer).
     #[arg(long, default_value_t = 20.0)]

@@ -104,12 +104,13 @@ pub fn cache_stats_line(c: &CacheStats, g: Option<&GpuStats>, queries: usize) ->
     });
     format!(
         "GPU cache: hit rate {:.3} (blocks of the GPU's ranges found in the cache); {:.1} KiB carried per \
-         query; GPU whole {}, GPU part + CPU completion {}, CPU only {}; completion {:.3} s of CPU ({:.3} ms per \
+         query; GPU whole {} ({} as two ranges), GPU part + CPU completion {}, CPU only {}; completion {:.3} s of CPU ({:.3} ms per \
          query); {} plans applied ({} left as not worth their copies), {} lists changed, {:.1} MiB copied into the \
          cache, {:.3} s replanning",
         hit,
         staged as f64 / q / 1024.0,
         c.gpu_whole,
+        c.two_ranges,
         c.partial,
         c.cpu_only,
         c.completion_seconds,
@@ -130,6 +131,7 @@ pub fn cache_json(c: &CacheStats, g: Option<&GpuStats>, queries: usize) -> Value
         "staged_bytes_per_query": g.map(|g| g.staged_bytes as f64 / queries.max(1) as f64),
         "cache_fill_bytes": g.map(|g| g.cache_fill_bytes),
         "gpu_whole": c.gpu_whole,
+        "two_ranges": c.two_ranges,
         "partial": c.partial,
         "cpu_only": c.cpu_only,
         "completion_seconds": c.completion_seconds,

@@ -182,7 +182,11 @@ impl Engine {
             Runner::Hybrid(h) => format!(
                 "hybrid ({} CPU workers{})",
                 h.options().cpu_workers,
-                if h.has_gpu() { " and the GPU" } else { ", no GPU" }
+                match (h.has_gpu(), h.options().host_threads) {
+                    (false, _) => ", no GPU".to_string(),
+                    (true, 0) => " and the GPU".to_string(),
+                    (true, n) => format!(" and the GPU, with {n} host threads of its own"),
+                }
             ),
         }
     }

@@ -4,20 +4,21 @@
 mod common;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::{oracle, random_index, random_queries, requests, same};
 use warpsearch_codec::Codec;
 use warpsearch_cpu::CpuSearcher;
 use warpsearch_engine::cache::policy::{plan, worth_changing, Policy};
 use warpsearch_engine::cache::usage::Usage;
-use warpsearch_engine::cache::{complete, gpu_mode, CacheCtl, Partial};
+use warpsearch_engine::cache::{complete, gpu_mode, join_two, CacheCtl, Partial};
 use warpsearch_engine::CacheOptions;
 use warpsearch_gpu::cache::prefix_need;
 use warpsearch_gpu::cache::PlanFeed;
 use warpsearch_gpu::residency::Applied;
 use warpsearch_gpu::{CachePlan, Capacity};
 use warpsearch_index::Index;
-use warpsearch_query::{DocRange, Mode, Part, Query, Ranking, Request, Scorer, SearchOptions};
+use warpsearch_query::{Answer, DocRange, Mode, Part, Query, Ranking, Request, Scorer, SearchOptions};
 
 fn query(terms: &[u32]) -> Query {
     Query {
@@ -203,6 +204,41 @@ fn check_completion(ix: &Arc<Index>, options: SearchOptions, what: &str) {
                     };
                     let got = complete(&cpu, &r, &partial, f32::NEG_INFINITY).unwrap();
                     assert!(same(&got, &w), "{what} {mode:?} k {k} cut at {m}: {:?}", r.query);
+                    // Both ranges on the GPU (a `Split::Two`): the two answers joined, and-or's OR
+                    // pass completed on the CPU where the AND pass found fewer than k documents.
+                    let second = cpu.search_part(
+                        &r,
+                        gpu_mode(mode),
+                        Part {
+                            range: partial.rest,
+                            floor: f32::NEG_INFINITY,
+                        },
+                    );
+                    let answer = |hits| Answer {
+                        hits,
+                        latency: Duration::ZERO,
+                    };
+                    let first = Ok(answer(partial.hits.clone()));
+                    let (joined, or_pass) = join_two(&r, first, second.map(answer));
+                    let mut got = joined.unwrap().hits;
+                    assert_eq!(
+                        or_pass,
+                        mode == Mode::AndOr && got.len() < k,
+                        "{what} {mode:?} k {k}"
+                    );
+                    if or_pass {
+                        let rest = Partial {
+                            hits: got,
+                            rest: DocRange::EMPTY,
+                            whole: DocRange::ALL,
+                        };
+                        got = complete(&cpu, &r, &rest, f32::NEG_INFINITY).unwrap();
+                    }
+                    assert!(
+                        same(&got, &w),
+                        "{what} {mode:?} k {k} two ranges cut at {m}: {:?}",
+                        r.query
+                    );
                 }
             }
         }

@@ -595,6 +595,7 @@ fn cached_engine(
 fn cached_engine_equals_the_oracle_on_random_indexes() {
     let Some(_gpu) = gpu() else { return };
     let policies = [Policy::Vfb, Policy::Qtf, Policy::QtfDf, Policy::Dynamic];
+    let mut hybrid_two_ranges = 0;
     for seed in 0..8u64 {
         let tmp = tempfile::tempdir().unwrap();
         let codec = Codec::ALL[seed as usize % Codec::ALL.len()];
@@ -660,15 +661,26 @@ fn cached_engine_equals_the_oracle_on_random_indexes() {
                 }
             }
             assert_eq!(engine.fallback_queries(), 0, "{what}: no GPU failure");
+            let stats = engine.take_cache_stats().expect("a cached engine");
             // The GPU backend waits for a plan being made: the dynamic policy changed the cache (the
             // first plan, then at least one replan), and none of its plans failed to apply.
             if policy == Policy::Dynamic && backend == BackendChoice::Gpu && cache < whole {
-                let stats = engine.take_cache_stats().expect("a cached engine");
                 assert!(stats.replans >= 2, "{what}: {} plans applied", stats.replans);
+            }
+            if backend == BackendChoice::Hybrid {
+                hybrid_two_ranges += stats.two_ranges;
             }
         }
         eprintln!("cache seed {seed}: every budget, policy and backend equals the oracle");
     }
+    // The hybrid's GPU ran queries as two ranges (the cached one and the staged rest) and merged them.
+    assert!(
+        hybrid_two_ranges > 0,
+        "the hybrid never ran a query as two ranges"
+    );
+    say(&format!(
+        "the hybrid ran {hybrid_two_ranges} queries as two ranges"
+    ));
 }
 
 /// The passages for the cache tests ([`wiki_cached`]).

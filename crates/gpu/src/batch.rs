@@ -11,7 +11,7 @@ use warpsearch_query::plan::{bound_slack, term_weights};
 use warpsearch_query::{DocRange, Query, Request, Scorer};
 
 use crate::cache::Capacity;
-use crate::residency::DeviceIndex;
+use crate::residency::Residency;
 use crate::stage::{cached_term, SpanKey, Stage};
 use crate::GpuError;
 
@@ -240,7 +240,7 @@ struct Built {
 #[allow(clippy::too_many_arguments)]
 pub fn prepare<R: Borrow<Request> + Sync>(
     scorer: &Scorer,
-    dev: &DeviceIndex,
+    residency: &Residency,
     queries: &[R],
     which: &[usize],
     split: Split,
@@ -265,7 +265,6 @@ pub fn prepare<R: Borrow<Request> + Sync>(
         .collect();
     order.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let num_docs = index.num_docs() as u64;
-    let residency = dev.residency();
     let range = |i: usize| match ranges {
         Some(r) => (r[i].first as u64, (r[i].last as u64).min(num_docs.max(1) - 1)),
         None => (0, num_docs.max(1) - 1),

@@ -307,6 +307,8 @@ pub struct GpuSearcher {
     trace: bool,
     /// Plan changes to make while batches run ([`GpuSearcher::set_feed`]).
     feed: Option<Arc<dyn PlanFeed>>,
+    /// Threads of its own for a batch's host work ([`GpuSearcher::set_host_pool`]).
+    host_pool: Option<Arc<rayon::ThreadPool>>,
 }
 
 impl GpuSearcher {
@@ -412,6 +414,7 @@ impl GpuSearcher {
             stats: GpuStats::default(),
             trace: crate::cache::tracing(),
             feed: None,
+            host_pool: None,
         })
     }
 
@@ -498,6 +501,14 @@ impl GpuSearcher {
     /// behind the batches in flight (a cached searcher only).
     pub fn set_feed(&mut self, feed: Option<Arc<dyn PlanFeed>>) {
         self.feed = feed.filter(|_| self.caches());
+    }
+
+    /// Runs a batch's host work (its descriptors and the gather of its staged blocks) on `pool`'s
+    /// threads, in parallel, instead of rayon's global pool (or this thread, without
+    /// [`GpuOptions::parallel_host`]): the hybrid gives the GPU cores of its own this way, where its
+    /// CPU workers keep the others busy.
+    pub fn set_host_pool(&mut self, pool: Arc<rayon::ThreadPool>) {
+        self.host_pool = Some(pool);
     }
 
     /// Applies the feed's plan, if one is ready, while the batches in flight compute: its copies are
@@ -719,16 +730,13 @@ impl GpuSearcher {
                 self.gopts.and_split_cost,
                 self.batch_size(),
             );
-            let prepared = match prepare(
-                &self.scorer,
-                &self.dev,
-                requests,
-                chunk,
-                split,
-                ranges,
-                &mut stage,
-                self.gopts.parallel_host,
-            ) {
+            let parallel = self.gopts.parallel_host || self.host_pool.is_some();
+            let (scorer, residency) = (&self.scorer, self.dev.residency());
+            let prepared = match on_host(&self.host_pool, || {
+                prepare(
+                    scorer, residency, requests, chunk, split, ranges, &mut stage, parallel,
+                )
+            }) {
                 Ok(p) => p,
                 Err(e) => {
                     let why = e.to_string();
@@ -843,7 +851,11 @@ impl GpuSearcher {
         if stage.used().blocks > 0 {
             let (w, b) = self.dev.stage_base(s);
             let gathered = Instant::now();
-            let bytes = copy_stage(st, &mut slot.h_stage, stage, self.scorer.index(), &ix, w, b)?;
+            let index = self.scorer.index();
+            let h = &mut slot.h_stage;
+            // Gathered from the index on all cores (the batch's largest host cost), or the host pool's.
+            on_host(&self.host_pool, || stage.fill(index, h.as_mut_slice()));
+            let bytes = copy_stage(st, h, stage, &ix, w, b)?;
             self.stats.stage_ms += gathered.elapsed().as_secs_f64() * 1e3;
             self.stats.staged_bytes += bytes;
             self.stats.h2d_bytes += bytes;
@@ -992,21 +1004,26 @@ impl GpuSearcher {
         )
     }
 }
-/// Copies a batch's staged blocks through the slot's pinned buffer `h` to the staging region at word
+/// Runs `f` in `pool` (its parallel iterators on the pool's threads), or where it is called.
+fn on_host<T: Send>(pool: &Option<Arc<rayon::ThreadPool>>, f: impl FnOnce() -> T + Send) -> T {
+    match pool {
+        Some(p) => p.install(f),
+        None => f(),
+    }
+}
+
+/// Copies a batch's staged blocks, gathered into the slot's pinned buffer `h`, to the staging region at word
 /// `w` and block `b` of the device arrays `ix` points at (asynchronously on `stream`); returns the bytes.
 fn copy_stage(
     stream: &CudaStream,
-    h: &mut Pinned<u32>,
+    h: &Pinned<u32>,
     stage: &Stage,
-    index: &warpsearch_index::Index,
     ix: &IndexArgs,
     w: u64,
     b: u64,
 ) -> Result<u64, GpuError> {
     let used = stage.used();
     let (nw, nb) = (used.words as usize, used.blocks as usize);
-    // Gathered from the index on all cores (the batch's largest host cost).
-    stage.fill(index, h.as_mut_slice());
     let buf = h.as_slice();
     launch::copy_to_device(stream, ix.words + w * 4, &buf[..nw])?;
     let targets = [ix.blk_first, ix.blk_last, ix.blk_off, ix.blk_foff, ix.blk_max];

@@ -6,7 +6,7 @@
 
 use warpsearch_cpu::CpuSearcher;
 use warpsearch_index::Result;
-use warpsearch_query::{merge_top_k, DocRange, Mode, Part, Request, Scored};
+use warpsearch_query::{merge_top_k, Answer, DocRange, Mode, Part, Request, Scored};
 
 /// What the GPU answered of a query and what is left.
 #[derive(Debug, Clone)]
@@ -64,4 +64,22 @@ pub fn complete(cpu: &CpuSearcher, request: &Request, partial: &Partial, floor: 
         );
     }
     Ok(merged)
+}
+
+/// A query the GPU ran as two adjacent ranges ([`super::Split::Two`]): its two answers merged into
+/// one top k, and whether and-or still needs its OR pass (fewer than k documents hold every term; the
+/// GPU ran its AND pass only).
+pub fn join_two<E>(
+    request: &Request,
+    first: Result<Answer, E>,
+    second: Result<Answer, E>,
+) -> (Result<Answer, E>, bool) {
+    let both = first.and_then(|x| {
+        second.map(|y| Answer {
+            hits: merge_top_k(&[x.hits, y.hits], request.k),
+            latency: x.latency.max(y.latency),
+        })
+    });
+    let or_pass = request.mode == Mode::AndOr && both.as_ref().is_ok_and(|a| a.hits.len() < request.k);
+    (both, or_pass)
 }

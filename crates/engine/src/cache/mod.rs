@@ -21,7 +21,7 @@ use warpsearch_gpu::{CachePlan, CacheView, GpuError, GpuSearcher};
 use warpsearch_index::{Index, Result};
 use warpsearch_query::{DocRange, Request, Scored, Scorer};
 
-pub use complete::{complete, gpu_mode, Partial};
+pub use complete::{complete, gpu_mode, join_two, Partial};
 pub use policy::Policy;
 use usage::Usage;
 
@@ -105,6 +105,9 @@ pub enum Split {
 pub struct CacheStats {
     /// Queries the GPU answered whole.
     pub gpu_whole: u64,
+    /// Of them, queries run as two ranges: where the cached prefixes reach, and the rest with its
+    /// blocks staged ([`Split::Two`]).
+    pub two_ranges: u64,
     /// Queries the GPU answered in part, the CPU completing them.
     pub partial: u64,
     /// Queries left to the CPU entirely.
@@ -126,6 +129,7 @@ pub struct CacheStats {
 #[derive(Default)]
 struct Counters {
     gpu_whole: AtomicU64,
+    two_ranges: AtomicU64,
     partial: AtomicU64,
     cpu_only: AtomicU64,
     completion_us: AtomicU64,
@@ -276,6 +280,7 @@ impl CacheCtl {
                     let (a, b) = cut(range, m);
                     if gpu.fits_staging(request, Some(b)) {
                         c.gpu_whole.fetch_add(1, Ordering::Relaxed);
+                        c.two_ranges.fetch_add(1, Ordering::Relaxed);
                         return Split::Two(a, b);
                     }
                 }
@@ -360,6 +365,7 @@ impl CacheCtl {
         let take = |a: &AtomicU64| a.swap(0, Ordering::Relaxed);
         CacheStats {
             gpu_whole: take(&c.gpu_whole),
+            two_ranges: take(&c.two_ranges),
             partial: take(&c.partial),
             cpu_only: take(&c.cpu_only),
             completion_seconds: take(&c.completion_us) as f64 / 1e6,

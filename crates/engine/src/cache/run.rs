@@ -9,9 +9,9 @@ use rayon::prelude::*;
 use warpsearch_cpu::CpuSearcher;
 use warpsearch_gpu::GpuSearcher;
 use warpsearch_index::{IndexError, Result};
-use warpsearch_query::{merge_top_k, Answer, DocRange, Mode, Request};
+use warpsearch_query::{Answer, DocRange, Request};
 
-use super::{complete, gpu_request, kth, CacheCtl, Partial, Split};
+use super::{complete, gpu_request, join_two, kth, CacheCtl, Partial, Split};
 
 /// Answers every request, in order, exactly once: the GPU's parts, completed on the CPU; what the GPU
 /// fails or cannot take, on the CPU. Also returns how many the GPU failed.
@@ -71,16 +71,8 @@ pub fn search_batch(
                     Split::Two(..) => {
                         j += 1;
                         let second = answers.next().expect("one answer per GPU request");
-                        let both = answer.and_then(|x| {
-                            second.map(|y| Answer {
-                                hits: merge_top_k(&[x.hits, y.hits], reqs[i].k),
-                                latency: x.latency.max(y.latency),
-                            })
-                        });
-                        // and-or with fewer than k AND documents still needs its OR pass.
-                        let done = reqs[i].mode != Mode::AndOr
-                            || both.as_ref().is_ok_and(|a| a.hits.len() >= reqs[i].k);
-                        (both, (!done).then_some(DocRange::EMPTY))
+                        let (both, or_pass) = join_two(&reqs[i], answer, second);
+                        (both, or_pass.then_some(DocRange::EMPTY))
                     }
                     Split::Partial(_, rest) => (answer, Some(rest)),
                     _ => (answer, None),

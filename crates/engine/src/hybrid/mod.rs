@@ -41,9 +41,13 @@ pub use stats::HybridStats;
 /// How the hybrid scheduler runs.
 #[derive(Debug, Clone, Copy)]
 pub struct HybridOptions {
-    /// CPU worker threads; 0: every core but one when a GPU takes part (its dispatcher's), else every
-    /// core.
+    /// CPU worker threads; 0: every core but one when a GPU takes part (its dispatcher's), and but
+    /// `host_threads` more when it caches part of the index; else every core.
     pub cpu_workers: usize,
+    /// Threads of the GPU's own for its batches' host work when it caches part of the index (cutting
+    /// queries by what the cache holds, descriptors, gathering staged blocks), beside the CPU workers;
+    /// 0: a quarter of the cores. Without a cache the GPU needs little host work and has none.
+    pub host_threads: usize,
     /// Most queries in one GPU batch.
     pub max_batch: usize,
     /// The GPU batch's latency target: a batch grows until its predicted time reaches this.
@@ -68,6 +72,7 @@ impl Default for HybridOptions {
     fn default() -> HybridOptions {
         HybridOptions {
             cpu_workers: 0,
+            host_threads: 0,
             max_batch: 8192,
             batch_target: Duration::from_millis(20),
             urgency: 0.5,
@@ -111,6 +116,8 @@ struct Shared {
     gpu_stats: Mutex<GpuStats>,
     /// The GPU's list cache policy, when it caches part of the index.
     cache: Option<Arc<CacheCtl>>,
+    /// The GPU's threads for its batches' host work (with a cache; [`HybridOptions::host_threads`]).
+    host_pool: Option<Arc<rayon::ThreadPool>>,
 }
 
 /// The running scheduler: CPU worker threads and, with a GPU, its dispatcher thread.
@@ -136,14 +143,35 @@ impl Hybrid {
         options: HybridOptions,
     ) -> Hybrid {
         let cache = gpu.as_ref().and_then(|g| g.1.clone());
-        let gpu = gpu.map(|g| g.0);
+        let mut gpu = gpu.map(|g| g.0);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // A cached GPU gathers what its batches stage on threads of its own: on the cores the CPU
+        // workers keep busy, the gather of a batch took 3x as long as with the cores to itself
+        // (bench/RESULTS.md, the hybrid with a cache).
+        let host_threads = match options.host_threads {
+            _ if cache.is_none() || gpu.is_none() => 0,
+            0 => (cores / 4).max(1),
+            n => n,
+        };
+        let host_pool = (host_threads > 0).then(|| {
+            Arc::new(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(host_threads)
+                    .thread_name(|i| format!("warpsearch-gpu-host-{i}"))
+                    .build()
+                    .expect("threads can be started"),
+            )
+        });
+        if let (Some(g), Some(pool)) = (gpu.as_mut(), &host_pool) {
+            g.set_host_pool(pool.clone());
+        }
         let options = HybridOptions {
             cpu_workers: match options.cpu_workers {
-                0 if gpu.is_some() => cores.saturating_sub(1).max(1),
+                0 if gpu.is_some() => cores.saturating_sub(1 + host_threads).max(1),
                 0 => cores,
                 n => n,
             },
+            host_threads,
             ..options
         };
         let shared = Arc::new(Shared {
@@ -164,6 +192,7 @@ impl Hybrid {
             unreported_fallbacks: AtomicU64::new(0),
             gpu_stats: Mutex::new(GpuStats::default()),
             cache,
+            host_pool,
         });
         let mut threads: Vec<JoinHandle<()>> = (0..options.cpu_workers.max(1))
             .map(|i| {

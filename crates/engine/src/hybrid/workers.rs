@@ -7,6 +7,8 @@ use std::sync::mpsc::{channel, Receiver};
 use std::sync::Arc;
 use std::time::Instant;
 
+use rayon::prelude::*;
+
 use warpsearch_gpu::{GpuError, GpuSearcher};
 use warpsearch_query::{Answer, DocRange, Mode, Part, Request};
 
@@ -14,7 +16,7 @@ use super::job::{Processor, ServedBy};
 use super::queues::{Pick, Policy, Preference, Task};
 use super::stats::bump;
 use super::{ewma, lock, Shared};
-use crate::cache::{complete, gpu_request, CacheCtl, Partial, Split};
+use crate::cache::{complete, gpu_request, join_two, CacheCtl, Partial, Split};
 use crate::cost::Features;
 
 fn policy(s: &Shared) -> Policy {
@@ -192,23 +194,22 @@ pub(super) fn gpu_dispatcher(s: &Arc<Shared>, mut gpu: GpuSearcher) {
             &c.urgent,
             batch.iter().filter(|(_, p)| *p == Pick::Urgent).count() as u64,
         );
-        let (batch, requests, ranges) = match &s.cache {
-            None => {
-                let requests: Vec<Request> = batch.iter().map(|(t, _)| t.job.request.clone()).collect();
-                let ranges: Vec<DocRange> = batch
-                    .iter()
-                    .map(|(t, _)| t.range.unwrap_or(DocRange::ALL))
-                    .collect();
-                (batch, requests, ranges)
-            }
+        let share = match &s.cache {
+            None => GpuShare::whole(batch),
             Some(c) => {
-                let split = split_by_cache(s, c, &gpu, batch);
-                if split.0.is_empty() {
+                let share = split_by_cache(s, c, &gpu, batch);
+                if share.tasks.is_empty() {
                     continue;
                 }
-                split
+                share
             }
         };
+        let GpuShare {
+            tasks: batch,
+            requests,
+            ranges,
+            two,
+        } = share;
         let started = Instant::now();
         let answers = gpu.search_batch_in(&requests, Some(&ranges));
         let seconds = started.elapsed().as_secs_f64();
@@ -225,7 +226,7 @@ pub(super) fn gpu_dispatcher(s: &Arc<Shared>, mut gpu: GpuSearcher) {
             st.queues.gpu_in_flight -= n;
             st.post_pending += 1;
         }
-        let finished: Finished = batch.into_iter().map(|(t, _)| t).zip(answers).collect();
+        let finished = join_answers(batch, &two, answers);
         if tx.send(finished).is_err() {
             return;
         }
@@ -279,49 +280,108 @@ fn post_process(s: &Shared, rx: Receiver<Finished>) {
     }
 }
 
+/// What a batch sends the GPU: its tasks, and per task one request and docID range, or two
+/// (`two`: a [`Split::Two`], the second range's blocks staged from where the cached prefixes end).
+struct GpuShare {
+    tasks: Vec<(Task, Pick)>,
+    requests: Vec<Request>,
+    ranges: Vec<DocRange>,
+    two: Vec<bool>,
+}
+
+impl GpuShare {
+    /// Every task whole, one request each (no list cache: the GPU holds the whole index).
+    fn whole(tasks: Vec<(Task, Pick)>) -> GpuShare {
+        GpuShare {
+            requests: tasks.iter().map(|(t, _)| t.job.request.clone()).collect(),
+            ranges: tasks
+                .iter()
+                .map(|(t, _)| t.range.unwrap_or(DocRange::ALL))
+                .collect(),
+            two: vec![false; tasks.len()],
+            tasks,
+        }
+    }
+}
+
+/// Each task's answer: a task sent as two ranges gets their two answers merged, and when and-or still
+/// needs its OR pass, a completion over its documents (nothing left to search but that pass).
+fn join_answers(tasks: Vec<(Task, Pick)>, two: &[bool], answers: Vec<Result<Answer, GpuError>>) -> Finished {
+    let mut answers = answers.into_iter();
+    let mut next = || answers.next().expect("one answer per GPU request");
+    tasks
+        .into_iter()
+        .zip(two)
+        .map(|((mut t, _), &two)| {
+            let first = next();
+            if !two {
+                return (t, first);
+            }
+            let (answer, or_pass) = join_two(&t.job.request, first, next());
+            if or_pass {
+                let whole = t.range.unwrap_or(DocRange::ALL);
+                t.completion = Some(Box::new(Partial {
+                    hits: Vec::new(),
+                    rest: DocRange::EMPTY,
+                    whole,
+                }));
+            }
+            (t, answer)
+        })
+        .collect()
+}
+
 /// The GPU's share of each task of `batch` by what the list cache covers: tasks the GPU cannot start go
-/// back to the CPU; tasks it answers in part carry their completion. Returns the tasks for the GPU,
-/// their requests (and-or's AND pass for a part) and docID ranges.
-fn split_by_cache(
-    s: &Shared,
-    c: &CacheCtl,
-    gpu: &GpuSearcher,
-    batch: Vec<(Task, Pick)>,
-) -> (Vec<(Task, Pick)>, Vec<Request>, Vec<DocRange>) {
+/// back to the CPU; tasks it answers in part carry their completion; tasks whose lists are cached in
+/// part run as two ranges, the cached one and the rest, staged (papers/000 section 3.1: a batch
+/// carries only the blocks the cache lacks).
+fn split_by_cache(s: &Shared, c: &CacheCtl, gpu: &GpuSearcher, batch: Vec<(Task, Pick)>) -> GpuShare {
     let last = s.cpu.scorer().index().num_docs().saturating_sub(1);
-    let (mut keep, mut requests, mut ranges, mut to_cpu) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut share = GpuShare {
+        tasks: Vec::new(),
+        requests: Vec::new(),
+        ranges: Vec::new(),
+        two: Vec::new(),
+    };
+    let mut to_cpu = Vec::new();
     let view = gpu.view();
-    for (mut t, pick) in batch {
+    let whole = |t: &Task| {
         let range = t.range.unwrap_or(DocRange::ALL);
-        let whole = DocRange {
+        DocRange {
             first: range.first,
             last: range.last.min(last),
-        };
-        let split = match c.split(&view, &t.job.request, whole) {
-            // One GPU task per scheduler task: its whole range, staged where the cache lacks it, when
-            // that fits a batch's staging space; else the CPU completes the second range.
-            Split::Two(..) if view.fits_staging(&t.job.request, Some(whole)) => Split::Gpu,
-            Split::Two(a, b) => Split::Partial(a, b),
-            s => s,
-        };
+        }
+    };
+    let cut = |(t, _): &(Task, Pick)| c.split(&view, &t.job.request, whole(t));
+    let splits: Vec<Split> = match &s.host_pool {
+        Some(pool) => pool.install(|| batch.par_iter().map(cut).collect()),
+        None => batch.iter().map(cut).collect(),
+    };
+    for ((mut t, pick), split) in batch.into_iter().zip(splits) {
+        let range = t.range.unwrap_or(DocRange::ALL);
+        let request = gpu_request(&t.job.request, split);
         match split {
-            Split::Cpu => to_cpu.push(t),
-            split => {
-                requests.push(gpu_request(&t.job.request, split));
-                match split {
-                    Split::Partial(g, rest) => {
-                        ranges.push(g);
-                        t.completion = Some(Box::new(Partial {
-                            hits: Vec::new(),
-                            rest,
-                            whole: range,
-                        }));
-                    }
-                    _ => ranges.push(range),
-                }
-                keep.push((t, pick));
+            Split::Cpu => {
+                to_cpu.push(t);
+                continue;
+            }
+            Split::Gpu => share.ranges.push(range),
+            Split::Partial(g, rest) => {
+                share.ranges.push(g);
+                t.completion = Some(Box::new(Partial {
+                    hits: Vec::new(),
+                    rest,
+                    whole: range,
+                }));
+            }
+            Split::Two(a, b) => {
+                share.ranges.extend([a, b]);
+                share.requests.push(request.clone());
             }
         }
+        share.requests.push(request);
+        share.two.push(matches!(split, Split::Two(..)));
+        share.tasks.push((t, pick));
     }
     if !to_cpu.is_empty() {
         let mut st = lock(&s.state);
@@ -333,5 +393,5 @@ fn split_by_cache(
         drop(st);
         s.cpu_ready.notify_all();
     }
-    (keep, requests, ranges)
+    share
 }
