@@ -18,7 +18,7 @@ use warpsearch_engine::{
     HybridOptions, Policy,
 };
 use warpsearch_gpu::testing::{gpu, say};
-use warpsearch_gpu::{Gpu, GpuOptions, GpuSearcher};
+use warpsearch_gpu::{Gpu, GpuError, GpuOptions, GpuSearcher};
 use warpsearch_index::{Bm25Params, Index, IndexError};
 use warpsearch_query::{
     Algorithm, Answer, DocRange, Mode, Part, Query, Ranking, Request, Scorer, SearchOptions,
@@ -427,6 +427,79 @@ fn gpu_ranges_equal_the_cpu_parts() {
                 }
             }
         }
+    }
+}
+
+/// Calls handed over before the last one's answers are back (the hybrid's pipeline), in kernel
+/// batches small enough that one call's batches and the next one's share the slots: every call's
+/// answers are the oracle's, whether collected as they finish, or waited for in or out of order.
+#[test]
+fn overlapping_calls_equal_the_oracle() {
+    let Some(gpu) = gpu() else { return };
+    for seed in 0..4u64 {
+        let tmp = tempfile::tempdir().unwrap();
+        let codec = Codec::ALL[seed as usize % Codec::ALL.len()];
+        let (index, v) = random_index(tmp.path(), 0xCA11 + seed * 7919, codec, None);
+        let queries = random_queries(&index, v, seed);
+        let options = SearchOptions::new(&index);
+        let oracle = oracle(&index, options);
+        let gopts = GpuOptions {
+            batch_size: 16,
+            ..small_window()
+        };
+        let mut searcher = gpu_searcher(&gpu, &index, options, gopts);
+        let half = DocRange::half_open(0, index.num_docs() / 2);
+        // Four calls: AND, OR (on the first half of the documents), and-or (its OR pass waits for its
+        // AND pass), OR at k 1000.
+        let calls: Vec<(Vec<Request>, Option<DocRange>)> = vec![
+            (requests(&queries, Mode::And, 10), None),
+            (requests(&queries, Mode::Or, 10), Some(half)),
+            (requests(&queries, Mode::AndOr, 10), None),
+            (requests(&queries, Mode::Or, 1000), None),
+        ];
+        let ranges: Vec<Option<Vec<DocRange>>> = calls
+            .iter()
+            .map(|(reqs, r)| r.map(|r| vec![r; reqs.len()]))
+            .collect();
+        let mut got: Vec<Option<Vec<Result<Answer, GpuError>>>> = vec![None, None, None, None];
+        let mut ids = Vec::new();
+        for (c, (reqs, _)) in calls.iter().enumerate() {
+            ids.push(searcher.submit_in(reqs, ranges[c].as_deref()));
+            while let Some((id, answers)) = searcher.take_done() {
+                let c = ids.iter().position(|&x| x == id).unwrap();
+                assert!(got[c].is_none(), "seed {seed}: call {c} came back twice");
+                got[c] = Some(answers);
+            }
+        }
+        // What has not come back, waited for newest first.
+        for c in (0..calls.len()).rev() {
+            if got[c].is_none() {
+                got[c] = Some(searcher.wait(ids[c]));
+            }
+        }
+        for (c, (reqs, range)) in calls.iter().enumerate() {
+            let answers = got[c].take().unwrap();
+            assert_eq!(answers.len(), reqs.len());
+            for (i, (r, a)) in reqs.iter().zip(answers).enumerate() {
+                let want = match range {
+                    Some(range) => oracle.search_part(r, r.mode, Part::range(*range)).unwrap(),
+                    None => oracle.search(r).unwrap(),
+                };
+                let hits = a.unwrap().hits;
+                assert!(
+                    same(&hits, &want),
+                    "seed {seed} call {c} ({:?} k {}) query {i} {:?}",
+                    r.mode,
+                    r.k,
+                    r.query.terms
+                );
+            }
+        }
+        assert_eq!(
+            searcher.take_stats().failed_queries,
+            0,
+            "seed {seed}: no GPU failure"
+        );
     }
 }
 

@@ -16,6 +16,7 @@ use warpsearch_query::{
 
 use crate::batch::{batches, prepare, Prepared, QueryDesc, Split, TermDesc};
 use crate::cache::{CachePlan, Capacity, PlanFeed};
+use crate::calls::{CallId, Calls};
 use crate::device::{
     and_shared_bytes, chunk, or_shared_bytes, threads, BLOCK_LEN, MAX_K, MAX_SMALL_OR, MAX_WINDOW, TOPK_CAP,
 };
@@ -204,6 +205,8 @@ impl GpuStats {
 
 /// A batch on its way through a slot.
 struct InFlight {
+    /// The call its queries came in.
+    call: CallId,
     prepared: Prepared,
     started: Instant,
     k: usize,
@@ -283,9 +286,6 @@ impl Slot {
     }
 }
 
-/// A request's place in a batch: failed, or not answered yet.
-type Slots = [Option<Result<Answer, GpuError>>];
-
 /// Exact batched search on the GPU.
 pub struct GpuSearcher {
     gpu: Arc<Gpu>,
@@ -309,6 +309,10 @@ pub struct GpuSearcher {
     feed: Option<Arc<dyn PlanFeed>>,
     /// Threads of its own for a batch's host work ([`GpuSearcher::set_host_pool`]).
     host_pool: Option<Arc<rayon::ThreadPool>>,
+    /// The calls whose answers are not yet taken back.
+    calls: Calls,
+    /// The slot the next kernel batch goes to (round robin, across calls).
+    next_slot: usize,
 }
 
 impl GpuSearcher {
@@ -415,6 +419,8 @@ impl GpuSearcher {
             trace: crate::cache::tracing(),
             feed: None,
             host_pool: None,
+            calls: Calls::default(),
+            next_slot: 0,
         })
     }
 
@@ -583,62 +589,94 @@ impl GpuSearcher {
         requests: &[R],
         ranges: Option<&[DocRange]>,
     ) -> Vec<Result<Answer, GpuError>> {
+        let call = self.submit_in(requests, ranges);
+        self.wait(call)
+    }
+
+    /// Hands over the requests of [`GpuSearcher::search_batch_in`] and returns once they are on the GPU
+    /// (and-or's queries once answered: their OR pass depends on their AND pass), collecting the
+    /// batches of earlier calls that finished meanwhile. Take the answers back with
+    /// [`GpuSearcher::take_done`] or [`GpuSearcher::wait`]: a caller that prepares its next call while
+    /// this one computes keeps the GPU busy while the host works.
+    pub fn submit_in<R: Borrow<Request> + Sync>(
+        &mut self,
+        requests: &[R],
+        ranges: Option<&[DocRange]>,
+    ) -> CallId {
         if let Some(r) = ranges {
             assert_eq!(r.len(), requests.len(), "one range per request");
         }
+        let call = self.calls.open(requests.len());
         let num_docs = self.scorer.index().num_docs();
         // The raw driver calls of `launch` need the context current on this thread (the searcher may
         // have moved to another thread since it was made).
         if let Err(e) = self.gpu.ctx.bind_to_thread() {
             let why = format!("the GPU context cannot be used on this thread ({e})");
-            return requests
-                .iter()
-                .map(|_| Err(GpuError::Failed(why.clone())))
-                .collect();
+            for i in 0..requests.len() {
+                self.calls.answer(call, i, Err(GpuError::Failed(why.clone())));
+            }
+            self.calls.close(call);
+            return call;
         }
         let empty = |i: usize| ranges.is_some_and(|r| r[i].is_empty() || r[i].first >= num_docs);
-        let mut answers: Vec<Option<Result<Answer, GpuError>>> = (0..requests.len()).map(|_| None).collect();
         // One launch serves one mode and one k: group the requests (and-or starts with its AND pass).
         let mut groups: BTreeMap<(bool, usize), Vec<usize>> = BTreeMap::new();
         for (i, r) in requests.iter().enumerate() {
             let r = r.borrow();
             let first = if r.mode == Mode::Or { Mode::Or } else { Mode::And };
-            if let Err(e) = self.scorer.check(r) {
-                answers[i] = Some(Err(GpuError::Index(e)));
+            let known = if let Err(e) = self.scorer.check(r) {
+                Err(GpuError::Index(e))
             } else if r.k > self.gopts.max_k {
-                answers[i] = Some(Err(GpuError::Unsupported(format!(
+                Err(GpuError::Unsupported(format!(
                     "k = {} is above this GPU searcher's limit of {}",
                     r.k, self.gopts.max_k
-                ))));
+                )))
             } else if self.caches() && !self.view().fits_staging(r, ranges.map(|x| x[i])) {
-                answers[i] = Some(Err(GpuError::Unsupported(
+                Err(GpuError::Unsupported(
                     "the blocks this query needs outside the GPU cache exceed a batch's staging space".into(),
-                )));
+                ))
             } else if r.query.matches_nothing(first) || empty(i) {
                 // and-or sends it to the OR pass below if it has known terms.
-                answers[i] = Some(Ok(Answer {
+                Ok(Answer {
                     hits: Vec::new(),
                     latency: Duration::ZERO,
-                }));
+                })
             } else {
                 groups.entry((first == Mode::Or, r.k)).or_default().push(i);
-            }
+                continue;
+            };
+            self.calls.answer(call, i, known);
         }
         // The cache may change behind the call's last run: and-or's OR pass, if any, comes after.
         let andor = requests.iter().any(|r| r.borrow().mode == Mode::AndOr);
         for (g, ((or, k), which)) in groups.iter().enumerate() {
             let mode = if *or { Mode::Or } else { Mode::And };
             let last = !andor && g + 1 == groups.len();
-            self.run(mode, *k, requests, ranges, which, &mut answers, last);
+            self.run(call, mode, *k, requests, ranges, which, last);
         }
-        // and-or: the OR pass for the queries whose AND found fewer than k.
+        if andor {
+            self.and_or_pass(call, requests, ranges, empty);
+        }
+        self.calls.close(call);
+        call
+    }
+
+    /// and-or: the OR pass of call `call`'s queries whose AND found fewer than k, once it is back.
+    fn and_or_pass<R: Borrow<Request> + Sync>(
+        &mut self,
+        call: CallId,
+        requests: &[R],
+        ranges: Option<&[DocRange]>,
+        empty: impl Fn(usize) -> bool,
+    ) {
+        self.drain(call);
         let mut again: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         for (i, r) in requests.iter().enumerate() {
             let r = r.borrow();
             if r.mode == Mode::AndOr
                 && !r.query.matches_nothing(Mode::Or)
                 && !empty(i)
-                && matches!(&answers[i], Some(Ok(a)) if a.hits.len() < r.k)
+                && matches!(self.calls.answered(call, i), Some(Ok(a)) if a.hits.len() < r.k)
             {
                 again.entry(r.k).or_default().push(i);
             }
@@ -646,43 +684,53 @@ impl GpuSearcher {
         for (g, (k, which)) in again.iter().enumerate() {
             let before: Vec<Duration> = which
                 .iter()
-                .map(|&i| match &answers[i] {
+                .map(|&i| match self.calls.answered(call, i) {
                     Some(Ok(a)) => a.latency,
                     _ => Duration::ZERO,
                 })
                 .collect();
-            self.run(
-                Mode::Or,
-                *k,
-                requests,
-                ranges,
-                which,
-                &mut answers,
-                g + 1 == again.len(),
-            );
+            self.run(call, Mode::Or, *k, requests, ranges, which, g + 1 == again.len());
+            self.drain(call);
             for (&i, d) in which.iter().zip(before) {
-                if let Some(Ok(a)) = &mut answers[i] {
+                if let Some(Ok(a)) = self.calls.answer_mut(call, i) {
                     a.latency += d;
                 }
             }
         }
-        answers
-            .into_iter()
-            .map(|a| a.expect("every query answered"))
-            .collect()
     }
 
-    /// Runs `which` in `mode` at `k` through the pipeline, writing `answers`; with `last` (the call's
-    /// last run), applies the plan feed's ready plan behind its last batch.
+    /// The answers of call `call`, in request order, once its batches are back (waiting for them).
+    pub fn wait(&mut self, call: CallId) -> Vec<Result<Answer, GpuError>> {
+        self.drain(call);
+        self.calls.take(call)
+    }
+
+    /// The oldest call not yet taken back, if all its answers are in (without waiting).
+    pub fn take_done(&mut self) -> Option<(CallId, Vec<Result<Answer, GpuError>>)> {
+        self.calls.take_done()
+    }
+
+    /// Collects every batch of call `call` still on the GPU (waiting for each).
+    fn drain(&mut self, call: CallId) {
+        for s in 0..self.slots.len() {
+            if self.slots[s].in_flight.as_ref().is_some_and(|j| j.call == call) {
+                self.harvest(s);
+            }
+        }
+    }
+
+    /// Sends `which` of call `call` in `mode` at `k` through the pipeline (their answers come back as
+    /// slots are reused, or by [`GpuSearcher::drain`]); with `last` (the call's last run), applies the
+    /// plan feed's ready plan behind its last batch.
     #[allow(clippy::too_many_arguments)]
     fn run<R: Borrow<Request> + Sync>(
         &mut self,
+        call: CallId,
         mode: Mode,
         k: usize,
         requests: &[R],
         ranges: Option<&[DocRange]>,
         which: &[usize],
-        answers: &mut Slots,
         last: bool,
     ) {
         let nslots = self.slots.len();
@@ -717,8 +765,9 @@ impl GpuSearcher {
         let chunks = batches(&index, requests, which, split, self.gopts.batch_size, cap, need);
         for (b, chunk) in chunks.iter().enumerate() {
             let chunk = &chunk[..];
-            let s = b % nslots;
-            self.harvest(s, answers);
+            let s = self.next_slot;
+            self.next_slot = (s + 1) % nslots;
+            self.harvest(s);
             let started = Instant::now();
             let mut stage = Stage::new(self.dev.stage_base(s), cap);
             let split = split.for_batch(
@@ -740,7 +789,7 @@ impl GpuSearcher {
                 Ok(p) => p,
                 Err(e) => {
                     let why = e.to_string();
-                    self.fail(chunk, answers, |n| {
+                    self.fail(call, chunk, |n| {
                         format!("a GPU batch of {n} queries failed ({why})")
                     });
                     continue;
@@ -750,13 +799,15 @@ impl GpuSearcher {
             self.stats.cached_blocks += stage.cached_blocks;
             self.stats.staged_blocks += stage.staged_blocks;
             if let Err(e) = self.submit(s, &prepared, &stage, mode, k) {
-                self.fail(chunk, answers, |n| {
+                self.fail(call, chunk, |n| {
                     format!("a GPU batch of {n} queries failed ({e})")
                 });
                 continue;
             }
             let staged = stage.used().bytes();
+            self.calls.batch_sent(call);
             self.slots[s].in_flight = Some(InFlight {
+                call,
                 prepared,
                 started,
                 k,
@@ -770,11 +821,8 @@ impl GpuSearcher {
                 // term is read from the cache only where its cached prefix covers a whole range.)
                 self.apply_fed_plan(s);
             }
-            // Collect the previous batch while this one computes.
-            self.harvest((s + nslots - 1) % nslots, answers);
-        }
-        for s in 0..nslots {
-            self.harvest(s, answers);
+            // Collect the previous batch (of this call or an earlier one) while this one computes.
+            self.harvest((s + nslots - 1) % nslots);
         }
     }
 
@@ -885,10 +933,17 @@ impl GpuSearcher {
     }
 
     /// Waits for slot `s`'s batch, if any, and turns its results into answers.
-    fn harvest(&mut self, s: usize, answers: &mut Slots) {
+    fn harvest(&mut self, s: usize) {
         let Some(job) = self.slots[s].in_flight.take() else {
             return;
         };
+        let call = job.call;
+        self.collect(s, job);
+        self.calls.batch_back(call);
+    }
+
+    /// Writes the answers of `job`, the batch slot `s` ran (waiting for it).
+    fn collect(&mut self, s: usize, job: InFlight) {
         let slot = &self.slots[s];
         let wait = Instant::now();
         let synced = slot.events[3].synchronize();
@@ -904,7 +959,7 @@ impl GpuSearcher {
                 // The parts of a query cut into docID ranges are adjacent: one answer each.
                 let mut which: Vec<usize> = p.slots.clone();
                 which.dedup();
-                self.fail(&which, answers, |n| {
+                self.fail(job.call, &which, |n| {
                     format!("a GPU batch of {n} queries failed ({e})")
                 });
                 return;
@@ -969,26 +1024,26 @@ impl GpuSearcher {
                     } else {
                         merge_top_k(&parts, k)
                     };
-                    answers[i] = Some(Ok(Answer { hits, latency }));
+                    self.calls.answer(job.call, i, Ok(Answer { hits, latency }));
                 }
                 None => failed.push(i),
             }
             out = end;
         }
-        self.fail(&failed, answers, |n| {
+        self.fail(job.call, &failed, |n| {
             format!("{n} queries failed on the GPU (a malformed block)")
         });
     }
 
-    /// Marks `which` failed, with `why(number of queries)` as the reason.
-    fn fail(&mut self, which: &[usize], answers: &mut Slots, why: impl Fn(usize) -> String) {
+    /// Marks requests `which` of call `call` failed, with `why(number of queries)` as the reason.
+    fn fail(&mut self, call: CallId, which: &[usize], why: impl Fn(usize) -> String) {
         if which.is_empty() {
             return;
         }
         let why = why(which.len());
         self.stats.failed_queries += which.len() as u64;
         for &i in which {
-            answers[i] = Some(Err(GpuError::Failed(why.clone())));
+            self.calls.answer(call, i, Err(GpuError::Failed(why.clone())));
         }
     }
 

@@ -10,7 +10,8 @@
 //! - [`testing`]: the device opened once per test process, and skips that say why.
 //! - [`batch`]: the descriptors of a batch of queries as the kernels read them.
 //! - [`engine`]: [`GpuSearcher`], the batch pipeline (two streams, pinned buffers); what it fails it
-//!   returns as [`GpuError`]s (the engine crate answers those on the CPU).
+//!   returns as [`GpuError`]s (the engine crate answers those on the CPU). `calls` holds the answers of
+//!   the calls in flight, so that a caller may hand over its next call before the last one returns.
 //! - [`kernels`]: thin wrappers that run the decode and top-k kernels alone, for tests and benchmarks.
 //! - `launch`: every `unsafe` kernel launch, copy and pinned allocation, each with its contract.
 //!
@@ -24,6 +25,7 @@
 
 pub mod batch;
 pub mod cache;
+mod calls;
 pub mod device;
 pub mod engine;
 pub mod kernels;
@@ -34,6 +36,7 @@ pub mod testing;
 pub mod view;
 
 pub use cache::{CachePlan, Capacity};
+pub use calls::CallId;
 pub use device::Gpu;
 pub use engine::{CacheBudget, GpuOptions, GpuSearcher, GpuStats};
 pub use residency::DeviceIndex;

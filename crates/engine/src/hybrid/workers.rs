@@ -3,13 +3,14 @@
 //! (papers/000 section 3.1: a second CPU thread post-processes while the next batch computes). All
 //! pick under the state lock ([`super::queues`]) and work outside it.
 
+use std::collections::VecDeque;
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::Arc;
 use std::time::Instant;
 
 use rayon::prelude::*;
 
-use warpsearch_gpu::{GpuError, GpuSearcher};
+use warpsearch_gpu::{CallId, GpuError, GpuSearcher};
 use warpsearch_query::{Answer, DocRange, Mode, Part, Request};
 
 use super::job::{Processor, ServedBy};
@@ -150,8 +151,53 @@ pub(super) fn cpu_worker(s: &Arc<Shared>) {
 /// A GPU batch's tasks and their answers, for the post-processing thread.
 type Finished = Vec<(Task, Result<Answer, GpuError>)>;
 
+/// What the GPU dispatcher takes from the queues.
+enum Take {
+    Batch(Vec<(Task, Pick)>),
+    /// Nothing now, with a call on the GPU to collect instead of waiting.
+    Nothing,
+    /// The scheduler stops and nothing is left.
+    Stop,
+}
+
+/// The next GPU batch; waits for one only when no call is on the GPU (`busy`).
+fn take(s: &Shared, busy: bool) -> Take {
+    let p = policy(s);
+    let mut st = lock(&s.state);
+    loop {
+        let batch = st.queues.next_for_gpu(Instant::now(), &p);
+        if !batch.is_empty() {
+            st.queues.gpu_in_flight += batch.len();
+            return Take::Batch(batch);
+        }
+        if busy {
+            return Take::Nothing;
+        }
+        if st.shutdown {
+            return Take::Stop;
+        }
+        st = s
+            .gpu_ready
+            .wait(st)
+            .expect("no scheduler thread panics under a lock");
+    }
+}
+
+/// A call on the GPU: its tasks (one request each, or two where `two`), the one mode of its requests
+/// (if they share one), their predicted work, and when it was handed over.
+struct OnGpu {
+    call: CallId,
+    tasks: Vec<(Task, Pick)>,
+    two: Vec<bool>,
+    mode: Option<Mode>,
+    work: f64,
+    submitted: Instant,
+}
+
 /// Runs batches on the GPU until the scheduler stops and nothing is left; answers go to the
-/// post-processing thread.
+/// post-processing thread. A batch is handed to the GPU while the one before computes (at most two
+/// calls on it), so that its host work (cutting by the cache, descriptors, staging) overlaps the
+/// kernels.
 pub(super) fn gpu_dispatcher(s: &Arc<Shared>, mut gpu: GpuSearcher) {
     let (tx, rx) = channel::<Finished>();
     let post = {
@@ -161,27 +207,48 @@ pub(super) fn gpu_dispatcher(s: &Arc<Shared>, mut gpu: GpuSearcher) {
             .spawn(move || post_process(&s, rx))
             .expect("a thread can be started")
     };
-    loop {
-        let batch = {
-            let p = policy(s);
+    let mut on_gpu: VecDeque<OnGpu> = VecDeque::new();
+    // When the GPU's last call came back: the calls run one after the other, so the next one's GPU
+    // time starts there or at its hand-over, whichever is later.
+    let mut last_back = Instant::now();
+    let mut deliver = |gpu: &mut GpuSearcher, c: OnGpu, answers: Vec<Result<Answer, GpuError>>| {
+        let now = Instant::now();
+        let seconds = (now - c.submitted.max(last_back)).as_secs_f64();
+        last_back = now;
+        let n = c.tasks.len();
+        lock(&s.rates).observe_gpu_batch(n, seconds);
+        if let Some(mode) = c.mode {
+            lock(&s.model).observe_gpu(mode, c.work, seconds);
+        }
+        lock(&s.gpu_stats).add(&gpu.take_stats());
+        {
             let mut st = lock(&s.state);
-            loop {
-                let batch = st.queues.next_for_gpu(Instant::now(), &p);
-                if !batch.is_empty() {
-                    st.queues.gpu_in_flight += batch.len();
-                    break batch;
-                }
-                if st.shutdown {
-                    drop(st);
-                    drop(tx);
-                    let _ = post.join();
+            st.queues.gpu_in_flight -= n;
+            st.post_pending += 1;
+        }
+        tx.send(join_answers(c.tasks, &c.two, answers)).is_ok()
+    };
+    loop {
+        let batch = match take(s, !on_gpu.is_empty()) {
+            Take::Batch(batch) if on_gpu.len() < 2 => batch,
+            Take::Batch(batch) => {
+                // Two calls on the GPU already: collect the older first.
+                let c = on_gpu.pop_front().expect("a call on the GPU");
+                let answers = gpu.wait(c.call);
+                if !deliver(&mut gpu, c, answers) {
                     return;
                 }
-                st = s
-                    .gpu_ready
-                    .wait(st)
-                    .expect("no scheduler thread panics under a lock");
+                batch
             }
+            Take::Nothing => {
+                let c = on_gpu.pop_front().expect("a call on the GPU");
+                let answers = gpu.wait(c.call);
+                if !deliver(&mut gpu, c, answers) {
+                    return;
+                }
+                continue;
+            }
+            Take::Stop => break,
         };
         let c = &s.counters;
         bump(&c.gpu_batches, 1);
@@ -196,41 +263,35 @@ pub(super) fn gpu_dispatcher(s: &Arc<Shared>, mut gpu: GpuSearcher) {
         );
         let share = match &s.cache {
             None => GpuShare::whole(batch),
-            Some(c) => {
-                let share = split_by_cache(s, c, &gpu, batch);
-                if share.tasks.is_empty() {
-                    continue;
-                }
-                share
-            }
+            Some(c) => split_by_cache(s, c, &gpu, batch),
         };
-        let GpuShare {
-            tasks: batch,
-            requests,
-            ranges,
-            two,
-        } = share;
-        let started = Instant::now();
-        let answers = gpu.search_batch_in(&requests, Some(&ranges));
-        let seconds = started.elapsed().as_secs_f64();
-        let n = batch.len();
-        lock(&s.rates).observe_gpu_batch(n, seconds);
-        let modes = requests.iter().map(|r| r.mode);
-        if let Some(mode) = modes.clone().next().filter(|m| modes.clone().all(|x| x == *m)) {
-            let work: f64 = batch.iter().map(|(t, _)| t.work).sum();
-            lock(&s.model).observe_gpu(mode, work, seconds);
+        if share.tasks.is_empty() {
+            continue;
         }
-        lock(&s.gpu_stats).add(&gpu.take_stats());
-        {
-            let mut st = lock(&s.state);
-            st.queues.gpu_in_flight -= n;
-            st.post_pending += 1;
-        }
-        let finished = join_answers(batch, &two, answers);
-        if tx.send(finished).is_err() {
-            return;
+        let modes = share.requests.iter().map(|r| r.mode);
+        let mode = modes.clone().next().filter(|m| modes.clone().all(|x| x == *m));
+        let work = share.tasks.iter().map(|(t, _)| t.work).sum();
+        let submitted = Instant::now();
+        let call = gpu.submit_in(&share.requests, Some(&share.ranges));
+        on_gpu.push_back(OnGpu {
+            call,
+            tasks: share.tasks,
+            two: share.two,
+            mode,
+            work,
+            submitted,
+        });
+        // Handing over a call collects the batches before it that finished meanwhile.
+        while let Some((id, answers)) = gpu.take_done() {
+            let c = on_gpu.pop_front().expect("a call on the GPU");
+            debug_assert_eq!(c.call, id, "calls come back in order");
+            if !deliver(&mut gpu, c, answers) {
+                return;
+            }
         }
     }
+    drop(tx);
+    let _ = post.join();
 }
 
 /// Answers the GPU's results; a task the GPU failed goes back to the CPU as a part (run first).
