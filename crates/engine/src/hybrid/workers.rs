@@ -1,7 +1,8 @@
 //! The scheduler's threads: a CPU worker per core runs one task at a time; the GPU dispatcher owns the
-//! GPU searcher and runs one batch at a time; a post-processing thread answers the GPU's results
-//! (papers/000 section 3.1: a second CPU thread post-processes while the next batch computes). All
-//! pick under the state lock ([`super::queues`]) and work outside it.
+//! GPU searcher and hands it a batch while the last one computes (at most two on it); a
+//! post-processing thread answers the GPU's results (papers/000 section 3.1: a second CPU thread
+//! post-processes while the next batch computes). All pick under the state lock ([`super::queues`])
+//! and work outside it.
 
 use std::collections::VecDeque;
 use std::sync::mpsc::{channel, Receiver};
