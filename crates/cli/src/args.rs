@@ -522,6 +522,10 @@ pub struct GpuArgs {
     /// at least this many times the bytes it copies into the cache (0: every plan).
     #[arg(long, default_value_t = 1.0)]
     pub gpu_cache_min_gain: f64,
+    /// The share of the cache the dynamic policy leaves free for lists to grow into while their old
+    /// prefixes are still in place (0–0.9).
+    #[arg(long, default_value_t = 0.1)]
+    pub gpu_cache_headroom: f64,
 }
 
 /// A share in [0, 1], or none (`model`: the engine decides).

@@ -90,6 +90,7 @@ pub fn cache_options(
             completion,
             epoch: g.gpu_cache_epoch.max(1),
             min_gain: g.gpu_cache_min_gain.max(0.0),
+            headroom: g.gpu_cache_headroom,
             ..CacheOptions::default()
         },
     )))

@@ -68,6 +68,9 @@ pub struct CacheOptions {
     /// The dynamic policy applies a new plan only where the bytes it saves batches over an epoch are
     /// at least this many times the bytes it copies ([`policy::worth_changing`]); 0: every plan.
     pub min_gain: f64,
+    /// The share of the cache the dynamic policy leaves free, for lists to grow into while their old
+    /// prefixes are still in place (a list that finds no room keeps its old prefix).
+    pub headroom: f64,
 }
 
 impl Default for CacheOptions {
@@ -81,6 +84,7 @@ impl Default for CacheOptions {
             epoch: 4096,
             decay: 0.5,
             min_gain: 1.0,
+            headroom: 0.1,
         }
     }
 }
@@ -162,6 +166,8 @@ pub struct CacheCtl {
     epoch: usize,
     decay: f64,
     min_gain: f64,
+    /// [`CacheOptions::headroom`].
+    headroom: f64,
     prune: bool,
     /// Whether the GPU waits for a plan still being made (when it is asked next only thousands of
     /// queries later, as in the GPU backend's closed loop), or goes on without it (the hybrid).
@@ -203,7 +209,8 @@ impl CacheCtl {
         };
         // The dynamic policy's plans must fit the cache the GPU allocates for its budget (which has
         // no static plan to shape it), less the room lists move through.
-        let cap = headroom(warpsearch_gpu::Capacity::of_bytes(&index, cache_bytes));
+        let headroom = options.headroom.clamp(0.0, 0.9);
+        let cap = planned(warpsearch_gpu::Capacity::of_bytes(&index, cache_bytes), headroom);
         let ctl = CacheCtl {
             scorer,
             policy: options.policy,
@@ -212,6 +219,7 @@ impl CacheCtl {
             epoch: options.epoch.max(1),
             decay: options.decay.clamp(0.0, 1.0),
             min_gain: options.min_gain.max(0.0),
+            headroom,
             prune,
             wait_for_plans: false,
             dynamic: (options.policy == Policy::Dynamic).then(|| {
@@ -254,7 +262,7 @@ impl CacheCtl {
         if let Some(d) = &self.dynamic {
             let mut d = d.lock().expect("no panics under the lock");
             d.current = Arc::new(plan.clone());
-            d.cap = headroom(gpu.cache_capacity());
+            d.cap = planned(gpu.cache_capacity(), self.headroom);
             gpu.set_feed(Some(self.clone()));
         }
         Ok(())
@@ -449,12 +457,13 @@ fn cut(range: DocRange, m: u32) -> (DocRange, DocRange) {
     )
 }
 
-/// The share of the cache the dynamic policy plans for: the rest is room for lists to grow into while
-/// their old prefixes are still in place (they move on the device).
-fn headroom(c: warpsearch_gpu::Capacity) -> warpsearch_gpu::Capacity {
+/// The space of `c` the dynamic policy plans for, `headroom` of it left as room for lists to grow into
+/// while their old prefixes are still in place (they move on the device).
+fn planned(c: warpsearch_gpu::Capacity, headroom: f64) -> warpsearch_gpu::Capacity {
+    let keep = |x: u64| (x as f64 * (1.0 - headroom)) as u64;
     warpsearch_gpu::Capacity {
-        words: c.words / 10 * 9,
-        blocks: c.blocks / 10 * 9,
+        words: keep(c.words),
+        blocks: keep(c.blocks),
     }
 }
 
