@@ -231,26 +231,19 @@ pub(super) fn gpu_dispatcher(s: &Arc<Shared>, mut gpu: GpuSearcher) {
     };
     loop {
         let batch = match take(s, !on_gpu.is_empty()) {
-            Take::Batch(batch) if on_gpu.len() < 2 => batch,
-            Take::Batch(batch) => {
-                // Two calls on the GPU already: collect the older first.
-                let c = on_gpu.pop_front().expect("a call on the GPU");
-                let answers = gpu.wait(c.call);
-                if !deliver(&mut gpu, c, answers) {
-                    return;
-                }
-                batch
-            }
-            Take::Nothing => {
-                let c = on_gpu.pop_front().expect("a call on the GPU");
-                let answers = gpu.wait(c.call);
-                if !deliver(&mut gpu, c, answers) {
-                    return;
-                }
-                continue;
-            }
+            Take::Batch(batch) => Some(batch),
+            Take::Nothing => None,
             Take::Stop => break,
         };
+        // Nothing new, or two calls on the GPU already: collect the oldest first.
+        if batch.is_none() || on_gpu.len() >= 2 {
+            let c = on_gpu.pop_front().expect("a call on the GPU");
+            let answers = gpu.wait(c.call);
+            if !deliver(&mut gpu, c, answers) {
+                return;
+            }
+        }
+        let Some(batch) = batch else { continue };
         let c = &s.counters;
         bump(&c.gpu_batches, 1);
         bump(&c.gpu_tasks, batch.len() as u64);
