@@ -522,6 +522,10 @@ pub struct GpuArgs {
     /// at least this many times the bytes it copies into the cache (0: every plan).
     #[arg(long, default_value_t = 1.0)]
     pub gpu_cache_min_gain: f64,
+    /// The weight the dynamic policy keeps of what it has seen at each replan (0–1: lower follows a
+    /// drifting stream sooner, higher estimates a steady one better).
+    #[arg(long, default_value_t = 0.5)]
+    pub gpu_cache_decay: f64,
     /// The share of the cache the dynamic policy leaves free for lists to grow into while their old
     /// prefixes are still in place (0–0.9).
     #[arg(long, default_value_t = 0.1)]
