@@ -92,7 +92,6 @@ pub fn cache_options(
             min_gain: g.gpu_cache_min_gain.max(0.0),
             headroom: g.gpu_cache_headroom,
             decay: g.gpu_cache_decay.clamp(0.0, 1.0),
-            ..CacheOptions::default()
         },
     )))
 }
