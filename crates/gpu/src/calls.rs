@@ -107,3 +107,105 @@ fn finish(c: Call) -> Vec<Result<Answer, GpuError>> {
         .map(|a| a.expect("every query answered"))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use warpsearch_query::Scored;
+
+    use super::*;
+
+    fn answer(doc: u32) -> Result<Answer, GpuError> {
+        Ok(Answer {
+            hits: vec![Scored { doc, score: 1.0 }],
+            latency: Duration::ZERO,
+        })
+    }
+
+    fn docs(answers: &[Result<Answer, GpuError>]) -> Vec<u32> {
+        answers
+            .iter()
+            .map(|a| a.as_ref().map_or(u32::MAX, |a| a.hits[0].doc))
+            .collect()
+    }
+
+    #[test]
+    fn only_the_oldest_call_comes_back_and_only_when_all_its_batches_are() {
+        let mut calls = Calls::default();
+        let a = calls.open(2);
+        calls.batch_sent(a);
+        calls.batch_sent(a);
+        let b = calls.open(1);
+        calls.batch_sent(b);
+        calls.close(a);
+        calls.close(b);
+        // b is back, a is not: nothing comes back (a is older).
+        calls.answer(b, 0, answer(7));
+        calls.batch_back(b);
+        assert!(calls.take_done().is_none());
+        // One of a's two batches back: still nothing.
+        calls.answer(a, 1, answer(2));
+        calls.batch_back(a);
+        assert!(calls.take_done().is_none());
+        calls.answer(a, 0, answer(1));
+        calls.batch_back(a);
+        let (id, got) = calls.take_done().expect("a is back");
+        assert_eq!(id, a);
+        assert_eq!(docs(&got), vec![1, 2], "answers in request order");
+        let (id, got) = calls.take_done().expect("then b");
+        assert_eq!((id, docs(&got)), (b, vec![7]));
+        assert!(calls.take_done().is_none());
+    }
+
+    #[test]
+    fn a_call_still_being_submitted_does_not_come_back() {
+        let mut calls = Calls::default();
+        let a = calls.open(1);
+        calls.answer(a, 0, answer(3));
+        // Every answer is in and no batch is out, but more may still be sent.
+        assert!(calls.take_done().is_none());
+        calls.close(a);
+        assert_eq!(docs(&calls.take_done().expect("closed").1), vec![3]);
+    }
+
+    #[test]
+    fn a_call_is_taken_back_out_of_order_and_the_others_stay() {
+        let mut calls = Calls::default();
+        let a = calls.open(1);
+        let b = calls.open(1);
+        calls.batch_sent(a);
+        for (id, doc) in [(a, 10), (b, 20)] {
+            calls.answer(id, 0, answer(doc));
+            calls.close(id);
+        }
+        // b is waited for first, while a's batch is still out.
+        assert_eq!(docs(&calls.take(b)), vec![20]);
+        assert!(calls.take_done().is_none());
+        calls.batch_back(a);
+        assert_eq!(
+            calls.take_done().map(|(id, g)| (id, docs(&g))),
+            Some((a, vec![10]))
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "a call is taken back when its batches are")]
+    fn a_call_with_batches_out_cannot_be_taken() {
+        let mut calls = Calls::default();
+        let a = calls.open(0);
+        calls.batch_sent(a);
+        calls.close(a);
+        calls.take(a);
+    }
+
+    #[test]
+    #[should_panic(expected = "every query answered")]
+    fn a_call_missing_an_answer_cannot_be_taken() {
+        let mut calls = Calls::default();
+        let a = calls.open(2);
+        calls.answer(a, 0, answer(1));
+        calls.close(a);
+        calls.take(a);
+    }
+}
