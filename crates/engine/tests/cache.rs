@@ -11,7 +11,7 @@ use warpsearch_codec::Codec;
 use warpsearch_cpu::CpuSearcher;
 use warpsearch_engine::cache::policy::{plan, worth_changing, Policy};
 use warpsearch_engine::cache::usage::Usage;
-use warpsearch_engine::cache::{complete, gpu_mode, join_two, CacheCtl, Partial};
+use warpsearch_engine::cache::{complete, gpu_mode, take_answer, CacheCtl, Partial, Split};
 use warpsearch_engine::CacheOptions;
 use warpsearch_gpu::cache::prefix_need;
 use warpsearch_gpu::cache::PlanFeed;
@@ -206,20 +206,29 @@ fn check_completion(ix: &Arc<Index>, options: SearchOptions, what: &str) {
                     assert!(same(&got, &w), "{what} {mode:?} k {k} cut at {m}: {:?}", r.query);
                     // Both ranges on the GPU (a `Split::Two`): the two answers joined, and-or's OR
                     // pass completed on the CPU where the AND pass found fewer than k documents.
-                    let second = cpu.search_part(
-                        &r,
-                        gpu_mode(mode),
-                        Part {
-                            range: partial.rest,
-                            floor: f32::NEG_INFINITY,
-                        },
-                    );
-                    let answer = |hits| Answer {
-                        hits,
-                        latency: Duration::ZERO,
+                    let split = Split::Two(gpu_part, partial.rest);
+                    let whole = DocRange {
+                        first: 0,
+                        last: n - 1,
                     };
-                    let first = Ok(answer(partial.hits.clone()));
-                    let (joined, or_pass) = join_two(&r, first, second.map(answer));
+                    let ranges: Vec<DocRange> = split.gpu_ranges(whole).collect();
+                    assert_eq!(
+                        ranges,
+                        vec![gpu_part, partial.rest],
+                        "{what}: a GPU request per range"
+                    );
+                    let mut answers = ranges.iter().map(|&range| {
+                        let part = Part {
+                            range,
+                            floor: f32::NEG_INFINITY,
+                        };
+                        cpu.search_part(&r, gpu_mode(mode), part).map(|hits| Answer {
+                            hits,
+                            latency: Duration::ZERO,
+                        })
+                    });
+                    let (joined, or_pass) = take_answer(split, &r, &mut answers);
+                    assert!(answers.next().is_none(), "{what}: both answers taken");
                     let mut got = joined.unwrap().hits;
                     assert_eq!(
                         or_pass,

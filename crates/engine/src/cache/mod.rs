@@ -19,7 +19,7 @@ use warpsearch_gpu::cache::PlanFeed;
 use warpsearch_gpu::residency::Applied;
 use warpsearch_gpu::{CachePlan, CacheView, GpuError, GpuSearcher};
 use warpsearch_index::{Index, Result};
-use warpsearch_query::{DocRange, Request, Scored, Scorer};
+use warpsearch_query::{Answer, DocRange, Request, Scored, Scorer};
 
 pub use complete::{complete, gpu_mode, join_two, Partial};
 pub use policy::Policy;
@@ -102,6 +102,35 @@ pub enum Split {
     Two(DocRange, DocRange),
     /// All on the CPU (the GPU could not even stage the first document's blocks).
     Cpu,
+}
+
+impl Split {
+    /// The docID ranges the GPU runs for this split of `whole` (the range it was cut from), in order:
+    /// none for `Cpu`, the two adjacent ones of `Two`, else one. Each is one GPU request.
+    pub fn gpu_ranges(self, whole: DocRange) -> impl Iterator<Item = DocRange> {
+        let (a, b) = match self {
+            Split::Cpu => (None, None),
+            Split::Gpu => (Some(whole), None),
+            Split::Partial(g, _) => (Some(g), None),
+            Split::Two(a, b) => (Some(a), Some(b)),
+        };
+        a.into_iter().chain(b)
+    }
+}
+
+/// A query's answer from the GPU's answers to its ranges ([`Split::gpu_ranges`]), taken in order from
+/// `answers`: `Two`'s two joined ([`join_two`]); and whether and-or still needs its OR pass.
+pub fn take_answer<E>(
+    split: Split,
+    request: &Request,
+    answers: &mut impl Iterator<Item = std::result::Result<Answer, E>>,
+) -> (std::result::Result<Answer, E>, bool) {
+    let mut next = || answers.next().expect("one answer per GPU range");
+    let first = next();
+    match split {
+        Split::Two(..) => join_two(request, first, next()),
+        _ => (first, false),
+    }
 }
 
 /// Counters of the cache's work.

@@ -11,7 +11,7 @@ use warpsearch_gpu::GpuSearcher;
 use warpsearch_index::{IndexError, Result};
 use warpsearch_query::{Answer, DocRange, Request};
 
-use super::{complete, gpu_request, join_two, kth, CacheCtl, Partial, Split};
+use super::{complete, gpu_request, kth, take_answer, CacheCtl, Partial, Split};
 
 /// Answers every request, in order, exactly once: the GPU's parts, completed on the CPU; what the GPU
 /// fails or cannot take, on the CPU. Also returns how many the GPU failed.
@@ -38,18 +38,11 @@ pub fn search_batch(
             let view = gpu.view();
             let splits: Vec<Split> = reqs.par_iter().map(|r| ctl.split(&view, r, all)).collect();
             // One GPU request per range: `Two` gives two, adjacent.
-            let mut on_gpu: Vec<(usize, DocRange)> = Vec::new();
-            for (i, split) in splits.iter().enumerate() {
-                match *split {
-                    Split::Cpu => {}
-                    Split::Gpu => on_gpu.push((i, all)),
-                    Split::Partial(g, _) => on_gpu.push((i, g)),
-                    Split::Two(x, y) => {
-                        on_gpu.push((i, x));
-                        on_gpu.push((i, y));
-                    }
-                }
-            }
+            let on_gpu: Vec<(usize, DocRange)> = splits
+                .iter()
+                .enumerate()
+                .flat_map(|(i, s)| s.gpu_ranges(all).map(move |r| (i, r)))
+                .collect();
             let gpu_reqs: Vec<Request> = on_gpu
                 .iter()
                 .map(|&(i, _)| gpu_request(&reqs[i], splits[i]))
@@ -63,21 +56,13 @@ pub fn search_batch(
             // The GPU's whole answers, for the dynamic policy: observed on the CPU while the GPU runs
             // the next chunk, not on the GPU's thread (a microsecond or more a query).
             let mut seen: Vec<(usize, Option<f32>)> = Vec::new();
-            let mut j = 0;
-            while j < on_gpu.len() {
-                let i = on_gpu[j].0;
-                let answer = answers.next().expect("one answer per GPU request");
-                let (answer, rest) = match splits[i] {
-                    Split::Two(..) => {
-                        j += 1;
-                        let second = answers.next().expect("one answer per GPU request");
-                        let (both, or_pass) = join_two(&reqs[i], answer, second);
-                        (both, or_pass.then_some(DocRange::EMPTY))
-                    }
-                    Split::Partial(_, rest) => (answer, Some(rest)),
-                    _ => (answer, None),
+            for (i, &split) in splits.iter().enumerate().filter(|&(_, &s)| s != Split::Cpu) {
+                let (answer, or_pass) = take_answer(split, &reqs[i], &mut answers);
+                // and-or with fewer than k AND documents still needs its OR pass (nothing else left).
+                let rest = match split {
+                    Split::Partial(_, rest) => Some(rest),
+                    _ => or_pass.then_some(DocRange::EMPTY),
                 };
-                j += 1;
                 match (answer, rest) {
                     (Ok(a), Some(rest)) => {
                         let partial = Partial {

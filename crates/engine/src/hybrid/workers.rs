@@ -18,7 +18,7 @@ use super::job::{Processor, ServedBy};
 use super::queues::{Pick, Policy, Preference, Task};
 use super::stats::bump;
 use super::{ewma, lock, Shared};
-use crate::cache::{complete, gpu_request, join_two, CacheCtl, Partial, Split};
+use crate::cache::{complete, gpu_request, take_answer, CacheCtl, Partial, Split};
 use crate::cost::Features;
 
 fn policy(s: &Shared) -> Policy {
@@ -184,12 +184,12 @@ fn take(s: &Shared, busy: bool) -> Take {
     }
 }
 
-/// A call on the GPU: its tasks (one request each, or two where `two`), the one mode of its requests
+/// A call on the GPU: its tasks (one request per range of their splits), the one mode of its requests
 /// (if they share one), their predicted work, and when it was handed over.
 struct OnGpu {
     call: CallId,
     tasks: Vec<(Task, Pick)>,
-    two: Vec<bool>,
+    splits: Vec<Split>,
     mode: Option<Mode>,
     work: f64,
     submitted: Instant,
@@ -227,7 +227,7 @@ pub(super) fn gpu_dispatcher(s: &Arc<Shared>, mut gpu: GpuSearcher) {
             st.queues.gpu_in_flight -= n;
             st.post_pending += 1;
         }
-        tx.send(join_answers(c.tasks, &c.two, answers)).is_ok()
+        tx.send(join_answers(c.tasks, &c.splits, answers)).is_ok()
     };
     loop {
         let batch = match take(s, !on_gpu.is_empty()) {
@@ -270,7 +270,7 @@ pub(super) fn gpu_dispatcher(s: &Arc<Shared>, mut gpu: GpuSearcher) {
         on_gpu.push_back(OnGpu {
             call,
             tasks: share.tasks,
-            two: share.two,
+            splits: share.splits,
             mode,
             work,
             submitted,
@@ -335,13 +335,14 @@ fn post_process(s: &Shared, rx: Receiver<Finished>) {
     }
 }
 
-/// What a batch sends the GPU: its tasks, and per task one request and docID range, or two
-/// (`two`: a [`Split::Two`], the second range's blocks staged from where the cached prefixes end).
+/// What a batch sends the GPU: its tasks, and per task one request and docID range, or two for a
+/// [`Split::Two`] (the second range's blocks staged from where the cached prefixes end).
 struct GpuShare {
     tasks: Vec<(Task, Pick)>,
+    /// How each task was split (its requests and ranges are [`Split::gpu_ranges`]'s, in order).
+    splits: Vec<Split>,
     requests: Vec<Request>,
     ranges: Vec<DocRange>,
-    two: Vec<bool>,
 }
 
 impl GpuShare {
@@ -353,7 +354,7 @@ impl GpuShare {
                 .iter()
                 .map(|(t, _)| t.range.unwrap_or(DocRange::ALL))
                 .collect(),
-            two: vec![false; tasks.len()],
+            splits: vec![Split::Gpu; tasks.len()],
             tasks,
         }
     }
@@ -361,18 +362,17 @@ impl GpuShare {
 
 /// Each task's answer: a task sent as two ranges gets their two answers merged, and when and-or still
 /// needs its OR pass, a completion over its documents (nothing left to search but that pass).
-fn join_answers(tasks: Vec<(Task, Pick)>, two: &[bool], answers: Vec<Result<Answer, GpuError>>) -> Finished {
+fn join_answers(
+    tasks: Vec<(Task, Pick)>,
+    splits: &[Split],
+    answers: Vec<Result<Answer, GpuError>>,
+) -> Finished {
     let mut answers = answers.into_iter();
-    let mut next = || answers.next().expect("one answer per GPU request");
     tasks
         .into_iter()
-        .zip(two)
-        .map(|((mut t, _), &two)| {
-            let first = next();
-            if !two {
-                return (t, first);
-            }
-            let (answer, or_pass) = join_two(&t.job.request, first, next());
+        .zip(splits)
+        .map(|((mut t, _), &split)| {
+            let (answer, or_pass) = take_answer(split, &t.job.request, &mut answers);
             if or_pass {
                 let whole = t.range.unwrap_or(DocRange::ALL);
                 t.completion = Some(Box::new(Partial {
@@ -394,9 +394,9 @@ fn split_by_cache(s: &Shared, c: &CacheCtl, gpu: &GpuSearcher, batch: Vec<(Task,
     let last = s.cpu.scorer().index().num_docs().saturating_sub(1);
     let mut share = GpuShare {
         tasks: Vec::new(),
+        splits: Vec::new(),
         requests: Vec::new(),
         ranges: Vec::new(),
-        two: Vec::new(),
     };
     let mut to_cpu = Vec::new();
     let view = gpu.view();
@@ -414,28 +414,27 @@ fn split_by_cache(s: &Shared, c: &CacheCtl, gpu: &GpuSearcher, batch: Vec<(Task,
     };
     for ((mut t, pick), split) in batch.into_iter().zip(splits) {
         let range = t.range.unwrap_or(DocRange::ALL);
-        let request = gpu_request(&t.job.request, split);
         match split {
             Split::Cpu => {
                 to_cpu.push(t);
                 continue;
             }
-            Split::Gpu => share.ranges.push(range),
-            Split::Partial(g, rest) => {
-                share.ranges.push(g);
+            Split::Partial(_, rest) => {
                 t.completion = Some(Box::new(Partial {
                     hits: Vec::new(),
                     rest,
                     whole: range,
                 }));
             }
-            Split::Two(a, b) => {
-                share.ranges.extend([a, b]);
-                share.requests.push(request.clone());
-            }
+            Split::Gpu | Split::Two(..) => {}
         }
-        share.requests.push(request);
-        share.two.push(matches!(split, Split::Two(..)));
+        let before = share.ranges.len();
+        share.ranges.extend(split.gpu_ranges(range));
+        let request = gpu_request(&t.job.request, split);
+        share
+            .requests
+            .extend(std::iter::repeat_n(request, share.ranges.len() - before));
+        share.splits.push(split);
         share.tasks.push((t, pick));
     }
     if !to_cpu.is_empty() {
