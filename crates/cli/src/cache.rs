@@ -91,7 +91,7 @@ pub fn cache_options(
             epoch: g.gpu_cache_epoch.max(1),
             min_gain: g.gpu_cache_min_gain.max(0.0),
             headroom: g.gpu_cache_headroom,
-            decay: g.gpu_cache_decay.clamp(0.0, 1.0),
+            decay: g.gpu_cache_decay,
         },
     )))
 }
