@@ -81,7 +81,7 @@ impl Engine {
                     let copts = options.cache.clone().unwrap_or_default();
                     let (ctl, plan) = CacheCtl::prepare(&cpu, copts, budget.cache_bytes)?;
                     gopts.cache = Some(CacheBudget {
-                        shape: ctl.shape(scorer.index(), &plan),
+                        shape: Some(ctl.shape(scorer.index(), &plan)),
                         ..budget
                     });
                     Some((ctl, plan))

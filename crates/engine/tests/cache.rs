@@ -530,3 +530,54 @@ fn the_dynamic_policy_feeds_one_plan_per_epoch() {
     let stats = ctl.take_stats();
     assert_eq!((stats.replans, stats.plans_skipped), (0, 1));
 }
+
+/// The dynamic policy's cache on the device: without a training log, the budget divided in the
+/// index's proportion; with one, as VFB's plan of that log for the budget divides it (5% more block
+/// slots than it uses), within the budget, and its first plan fits it.
+#[test]
+fn the_dynamic_policy_shapes_its_cache_like_vfb_of_its_training_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ix = index_with_long_list(tmp.path());
+    let cpu = CpuSearcher::new(Arc::new(
+        Scorer::new(ix.clone(), SearchOptions::new(&ix)).unwrap(),
+    ));
+    let bytes = warpsearch_gpu::residency::device_bytes(&ix) as u64 / 3;
+    let v = ix.term_records().len();
+    let train: Vec<Request> = random_queries(&ix, v, 7)
+        .into_iter()
+        .map(|q| Request::new(q, Mode::And, 10))
+        .collect();
+    let prepare = |policy: Policy, train: &[Request]| {
+        let options = CacheOptions {
+            policy,
+            train: train.to_vec(),
+            ..CacheOptions::default()
+        };
+        CacheCtl::prepare(&cpu, options, bytes).unwrap()
+    };
+
+    let (untrained, _) = prepare(Policy::Dynamic, &[]);
+    let empty = CachePlan::empty(&ix);
+    assert_eq!(untrained.shape(&ix, &empty), Capacity::of_bytes(&ix, bytes));
+
+    let (vfb, vfb_plan) = prepare(Policy::Vfb, &train);
+    let need = vfb_plan.need(&ix);
+    assert!(need.blocks > 0, "the log reads cached lists");
+    assert_eq!(
+        vfb.shape(&ix, &vfb_plan),
+        need,
+        "a static plan's cache is its need"
+    );
+    let (dynamic, first) = prepare(Policy::Dynamic, &train);
+    let shape = dynamic.shape(&ix, &first);
+    let slots = (need.blocks as f64 * 1.05) as u64;
+    assert_eq!(shape.blocks, slots.min(bytes / warpsearch_gpu::cache::META_BYTES));
+    let meta = warpsearch_gpu::cache::META_BYTES;
+    assert_eq!(
+        shape.words,
+        (bytes - shape.blocks * meta) / 4,
+        "the rest of the budget in words"
+    );
+    assert!(shape.holds(first.need(&ix)), "the first plan fits");
+    assert_ne!(shape, Capacity::of_bytes(&ix, bytes), "shaped by the log");
+}

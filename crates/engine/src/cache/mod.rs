@@ -197,6 +197,8 @@ pub struct CacheCtl {
     min_gain: f64,
     /// [`CacheOptions::headroom`].
     headroom: f64,
+    /// The device cache the dynamic policy asks for (its words and block slots).
+    dynamic_shape: warpsearch_gpu::Capacity,
     prune: bool,
     /// Whether the GPU waits for a plan still being made (when it is asked next only thousands of
     /// queries later, as in the GPU backend's closed loop), or goes on without it (the hybrid).
@@ -236,10 +238,25 @@ impl CacheCtl {
             Completion::Auto => scorer.early_termination(),
             c => c == Completion::Cpu,
         };
-        // The dynamic policy's plans must fit the cache the GPU allocates for its budget (which has
-        // no static plan to shape it), less the room lists move through.
+        // The dynamic policy's plans must fit the cache the GPU allocates for its budget, less the
+        // room lists move through. With a training log, that cache takes the shape of VFB's plan for
+        // it (see `dynamic_shape`), else the index's.
         let headroom = options.headroom.clamp(0.0, 0.9);
-        let cap = planned(warpsearch_gpu::Capacity::of_bytes(&index, cache_bytes), headroom);
+        let shape = match options.policy {
+            Policy::Dynamic if !options.train.is_empty() => {
+                let vfb = policy::plan_in_bytes(
+                    &index,
+                    &usage,
+                    Policy::Vfb,
+                    cache_bytes,
+                    options.ratio,
+                    options.group.max(1),
+                );
+                dynamic_shape(vfb.need(&index), cache_bytes)
+            }
+            _ => warpsearch_gpu::Capacity::of_bytes(&index, cache_bytes),
+        };
+        let cap = planned(shape, headroom);
         let ctl = CacheCtl {
             scorer,
             policy: options.policy,
@@ -249,6 +266,7 @@ impl CacheCtl {
             decay: options.decay.clamp(0.0, 1.0),
             min_gain: options.min_gain.max(0.0),
             headroom,
+            dynamic_shape: shape,
             prune,
             wait_for_plans: false,
             dynamic: (options.policy == Policy::Dynamic).then(|| {
@@ -269,9 +287,13 @@ impl CacheCtl {
         Ok((ctl, plan))
     }
 
-    /// The cache's shape for `plan`: exactly its need for a static policy, else none (the budget's).
-    pub fn shape(&self, index: &Index, plan: &CachePlan) -> Option<warpsearch_gpu::Capacity> {
-        (self.policy != Policy::Dynamic).then(|| plan.need(index))
+    /// The cache's shape on the device: exactly `plan`'s need for a static policy; for the dynamic
+    /// one, the budget divided as its training log suggests ([`dynamic_shape`]).
+    pub fn shape(&self, index: &Index, plan: &CachePlan) -> warpsearch_gpu::Capacity {
+        match self.policy {
+            Policy::Dynamic => self.dynamic_shape,
+            _ => plan.need(index),
+        }
     }
 
     /// Whether the GPU waits for a dynamic plan still being made (at the last batch of a call) rather
@@ -484,6 +506,23 @@ fn cut(range: DocRange, m: u32) -> (DocRange, DocRange) {
             last: range.last,
         },
     )
+}
+
+/// The dynamic policy's cache of `bytes`, divided between words and block slots as `vfb` (VFB's plan
+/// of the training log for those bytes) divides them, with 5% more slots than it uses: its later plans
+/// cache other lists. The index's average division ([`warpsearch_gpu::Capacity::of_bytes`]) keeps a
+/// quarter more slots than an average block needs, but the blocks queries visit hold more words than
+/// the average (those of long lists' prefixes): on the synthetic 8M collection at a quarter of the
+/// index, the dynamic policy's plans filled its words and left 40% of its slots empty, and it read
+/// 1.2–1.6 points fewer of its blocks from the cache than with this division (an offline replay of
+/// the TREC 2005 queries).
+fn dynamic_shape(vfb: warpsearch_gpu::Capacity, bytes: u64) -> warpsearch_gpu::Capacity {
+    let meta = warpsearch_gpu::cache::META_BYTES;
+    let blocks = ((vfb.blocks as f64 * 1.05) as u64).min(bytes / meta);
+    warpsearch_gpu::Capacity {
+        words: (bytes - blocks * meta) / 4,
+        blocks,
+    }
 }
 
 /// The space of `c` the dynamic policy plans for, `headroom` of it left as room for lists to grow into
