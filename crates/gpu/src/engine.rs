@@ -487,10 +487,20 @@ impl GpuSearcher {
             .enumerate()
             .filter(|(o, slot)| *o != s && slot.in_flight.is_some())
             .try_for_each(|(_, slot)| stream.wait(&slot.events[3]));
-        match waited
+        let applied = waited
             .map_err(GpuError::from)
             .and_then(|_| self.dev.apply(&stream, &index, plan))
-        {
+            .and_then(|applied| {
+                // The other slots' later batches read the new cache: behind its copies (this slot's
+                // are behind them in its stream's order).
+                if let Some(copies) = self.dev.copies() {
+                    for (_, slot) in self.slots.iter().enumerate().filter(|(o, _)| *o != s) {
+                        slot.stream.wait(copies)?;
+                    }
+                }
+                Ok(applied)
+            });
+        match applied {
             Ok(applied) => {
                 self.stats.cache_fill_bytes += applied.bytes;
                 Ok(applied)
@@ -505,8 +515,18 @@ impl GpuSearcher {
     /// Takes the cache's plan changes from `feed` from now on: after the last batch of each call
     /// ([`GpuSearcher::search_batch_in`]) is submitted, the searcher applies a plan the feed has ready
     /// behind the batches in flight (a cached searcher only).
-    pub fn set_feed(&mut self, feed: Option<Arc<dyn PlanFeed>>) {
+    pub fn set_feed(&mut self, feed: Option<Arc<dyn PlanFeed>>) -> Result<(), GpuError> {
         self.feed = feed.filter(|_| self.caches());
+        if self.feed.is_some() {
+            // A change of a few hundred lists (up to 314 MiB at a quarter of the 25M collection) fits
+            // a quarter of the cache: copied without the GPU's thread waiting for the batches in
+            // flight, where through 64 MiB it waited for them, then gathered and copied the rest
+            // with the GPU idle.
+            let bytes = (self.dev.cache_capacity().bytes() / 4).clamp(64 << 20, 1 << 30);
+            self.gpu.ctx.bind_to_thread()?;
+            self.dev.reserve_bounce(&self.gpu, bytes as usize / 4)?;
+        }
+        Ok(())
     }
 
     /// Runs a batch's host work (its descriptors and the gather of its staged blocks) on `pool`'s

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr};
 use warpsearch_index::{BlockMeta, Index};
 
 use crate::cache::extents::Extents;
@@ -106,6 +106,10 @@ pub struct DeviceIndex {
     /// how much of it holds data whose copies may still be in flight (reset by [`Self::settle`]).
     bounce: Option<Pinned<u32>>,
     bounce_at: usize,
+    /// Recorded behind the last plan change's copies, which [`Self::apply`] does not wait for: its
+    /// bounce buffer contents are free once it has completed ([`Self::reclaim`]), and the streams of
+    /// batches that read the cache wait for it ([`Self::copies`]).
+    copied: Option<CudaEvent>,
     /// The kernel's codec number ([`crate::kernels::codec_id`]).
     pub(crate) codec: u32,
     pub(crate) num_docs: u32,
@@ -225,6 +229,7 @@ impl DeviceIndex {
             stages,
             bounce: Some(Pinned::new(gpu, BOUNCE_WORDS)?),
             bounce_at: 0,
+            copied: None,
             codec: crate::kernels::codec_id(index.codec()),
             num_docs: index.num_docs(),
         };
@@ -295,6 +300,7 @@ impl DeviceIndex {
             stages: 0,
             bounce: None,
             bounce_at: 0,
+            copied: None,
             codec: 0,
             num_docs: 0,
         };
@@ -332,8 +338,11 @@ impl DeviceIndex {
 
     /// Makes the cache hold `plan` (which must fit its capacity), copying only the lists that change;
     /// lays the whole cache out anew when the free space is too fragmented. The copies run on `stream`
-    /// in its order, and are waited for before this returns: a batch still reading the cache on another
-    /// stream must be put before them by the caller ([`crate::GpuSearcher`] makes `stream` wait for it).
+    /// in its order. A batch still reading the cache on another stream must be put before them by the
+    /// caller ([`crate::GpuSearcher`] makes `stream` wait for it), and a batch on another stream
+    /// that reads the new cache after them ([`Self::copies`]): a change from a non-empty cache returns
+    /// without waiting for its copies, which run behind the batches in flight while the host goes on.
+    /// (It waits only where the change exceeds the bounce buffer.)
     pub fn apply(
         &mut self,
         stream: &Arc<CudaStream>,
@@ -341,6 +350,7 @@ impl DeviceIndex {
         plan: &CachePlan,
     ) -> Result<Applied, GpuError> {
         let started = Instant::now();
+        self.reclaim()?;
         let need = plan.need(index);
         if !self.cache.holds(need) {
             return Err(GpuError::Unsupported(format!(
@@ -425,33 +435,64 @@ impl DeviceIndex {
         }
         let placed = started.elapsed();
         self.put_all(stream, &puts)?;
-        let queued = started.elapsed();
-        self.settle(stream)?;
+        self.copied =
+            Some(stream.record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))?);
         if crate::cache::tracing() {
             let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
             eprintln!(
                 "cache plan change: {} lists, {:.1} MiB; scan {:.1} ms, placed and moves queued {:.1} ms, \
-                 gathered and queued {:.1} ms, copies waited for {:.1} ms",
+                 gathered and queued {:.1} ms (bounce buffer {} MiB)",
                 applied.lists,
                 mib(applied.bytes as usize),
                 ms(scanned),
                 ms(placed - scanned),
-                ms(queued - placed),
-                ms(started.elapsed() - queued)
+                ms(started.elapsed() - placed),
+                self.bounce.as_ref().map_or(0, |b| b.as_slice().len() >> 18)
             );
         }
         Ok(applied)
     }
 
+    /// The event behind the last plan change's copies, for the streams of later batches to wait for.
+    pub(crate) fn copies(&self) -> Option<&CudaEvent> {
+        self.copied.as_ref()
+    }
+
+    /// Waits for the last plan change's copies (long done by the next change): the bounce buffer is
+    /// free again.
+    fn reclaim(&mut self) -> Result<(), GpuError> {
+        if let Some(e) = self.copied.take() {
+            e.synchronize()?;
+            self.bounce_at = 0;
+        }
+        Ok(())
+    }
+
+    /// Makes the bounce buffer hold at least `words` (for a cache whose plan changes are fed while
+    /// batches run: a change that fits it is copied without the host waiting for the GPU).
+    pub(crate) fn reserve_bounce(&mut self, gpu: &Gpu, words: usize) -> Result<(), GpuError> {
+        let Some(have) = self.bounce.as_ref().map(|b| b.as_slice().len()) else {
+            return Ok(());
+        };
+        if words > have {
+            self.reclaim()?;
+            self.bounce = Some(Pinned::new(gpu, words)?);
+            self.bounce_at = 0;
+        }
+        Ok(())
+    }
+
     /// Waits for the copies on `stream`, the bounce buffer's included: it is free again.
     fn settle(&mut self, stream: &Arc<CudaStream>) -> Result<(), GpuError> {
         stream.synchronize()?;
+        self.copied = None;
         self.bounce_at = 0;
         Ok(())
     }
 
     /// Forgets what the cache holds (after a failed copy): every list is then staged.
     pub(crate) fn forget(&mut self) {
+        self.copied = None;
         let r = &mut self.residency;
         r.lists.iter_mut().for_each(|c| *c = Cached::default());
         r.words = Extents::new(self.cache.words);
@@ -741,4 +782,13 @@ pub(crate) fn ptr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
 
 pub(crate) fn mib(bytes: usize) -> f64 {
     bytes as f64 / (1u64 << 20) as f64
+}
+
+impl Drop for DeviceIndex {
+    /// The bounce buffer is freed with the index: not while a plan change's copies still read it.
+    fn drop(&mut self) {
+        if let Some(e) = self.copied.take() {
+            let _ = e.synchronize();
+        }
+    }
 }

@@ -314,7 +314,7 @@ impl CacheCtl {
             let mut d = d.lock().expect("no panics under the lock");
             d.current = Arc::new(plan.clone());
             d.cap = planned(gpu.cache_capacity(), self.headroom);
-            gpu.set_feed(Some(self.clone()));
+            gpu.set_feed(Some(self.clone()))?;
         }
         Ok(())
     }
