@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use clap::{Args, Parser, Subcommand};
-use warpsearch_engine::BackendChoice;
+use warpsearch_engine::{BackendChoice, CacheOptions};
 use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, WriterOptions};
 use warpsearch_query::{Algorithm, Mode};
 
@@ -524,11 +524,11 @@ pub struct GpuArgs {
     pub gpu_cache_min_gain: f64,
     /// The weight the dynamic policy keeps of what it has seen at each replan (0–1: lower follows a
     /// drifting stream sooner, higher estimates a steady one better).
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = CacheOptions::default().decay)]
     pub gpu_cache_decay: f64,
     /// The share of the cache the dynamic policy leaves free for lists to grow into while their old
     /// prefixes are still in place (0–0.9).
-    #[arg(long, default_value_t = 0.1)]
+    #[arg(long, default_value_t = CacheOptions::default().headroom)]
     pub gpu_cache_headroom: f64,
 }
 

@@ -5,21 +5,21 @@
 //!
 //! ```text
 //! cargo run --release -p warpsearch-engine --example cache_replay -- INDEX and|or SHARE \
-//!     [drift] [decay=0.5] [headroom=0.1] [shape=vfb|index] [min_gain=1]
+//!     [drift] [decay=D] [headroom=H] [shape=vfb|index] [min_gain=G]
 //! ```
 //! Training log: the first 25,000 TREC 2005 efficiency queries, stream: the next 20,000 (`drift`: the
 //! queries starting before "m", then those from "m" on). The cache is 3/4 of SHARE of the index (the
-//! device scripts' split).
+//! device scripts' split). The dynamic policy's options default to the engine's.
 
 use warpsearch_engine::cache::policy::{plan, plan_in_bytes, worth_changing, Policy};
 use warpsearch_engine::cache::usage::Usage;
+use warpsearch_engine::CacheOptions;
 use warpsearch_gpu::cache::META_BYTES;
 use warpsearch_gpu::{CachePlan, Capacity};
 use warpsearch_index::Index;
 use warpsearch_query::{Mode, Query};
 
 const QUERIES: &str = "../shared/data/queries/trec05-efficiency.txt";
-const EPOCH: usize = 4096;
 const GROUP: u32 = 2;
 
 /// Blocks of `q`'s lists visited, and of those, cached by `plan` (as [`Usage::add`] counts visits).
@@ -48,7 +48,12 @@ fn main() {
     };
     let drift = rest.iter().any(|a| a == "drift");
     let by_index = rest.iter().any(|a| a == "shape=index");
-    let (decay, headroom, min_gain) = (opt("decay", 0.5), opt("headroom", 0.1), opt("min_gain", 1.0));
+    let d = CacheOptions::default();
+    let (decay, headroom, min_gain) = (
+        opt("decay", d.decay),
+        opt("headroom", d.headroom),
+        opt("min_gain", d.min_gain),
+    );
     let ix = Index::open(index).expect("an index");
     let mode = if mode == "or" { Mode::Or } else { Mode::And };
     let text = std::fs::read_to_string(QUERIES).expect("the shared query log");
@@ -101,8 +106,9 @@ fn main() {
         words: keep(shape.words),
         blocks: keep(shape.blocks),
     };
+    let epoch = d.epoch;
     let mut live = Usage::default();
-    let w = EPOCH as f64 / train.len() as f64;
+    let w = epoch as f64 / train.len() as f64;
     for q in &train {
         live.add(&ix, q, mode, None, w);
     }
@@ -113,9 +119,9 @@ fn main() {
             let (h, n) = blocks(&ix, &current, q, mode);
             (hit, all) = (hit + h, all + n);
             live.add(&ix, q, mode, None, 1.0);
-            if (i + 1) % EPOCH == 0 {
+            if (i + 1) % epoch == 0 {
                 let next = plan(&ix, &live, Policy::Dynamic, cap, 1.0, GROUP);
-                if worth_changing(&ix, &live, &current, &next, EPOCH, min_gain) {
+                if worth_changing(&ix, &live, &current, &next, epoch, min_gain) {
                     current = next;
                 } else {
                     skipped += 1;
