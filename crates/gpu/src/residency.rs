@@ -4,8 +4,9 @@
 //! preparation asks it for each query term. The device arrays (postings words and the skip data's
 //! columns) hold two regions:
 //! - the **cache** (S_c): each list's cached leading blocks ([`CachePlan`]), contiguous, placed first-fit;
-//!   a plan is applied incrementally behind the batches in flight ([`DeviceIndex::apply`]), compacting
-//!   when the free space is too fragmented;
+//!   a plan is applied incrementally behind the batches in flight ([`DeviceIndex::apply`]); a list
+//!   that grows where the free space is too fragmented for it keeps its old prefix (counted in
+//!   [`Applied::skipped`]);
 //! - one **staging** region per pipeline slot (together S_b): the blocks a batch needs that the cache
 //!   lacks, copied with the batch.
 //!
@@ -336,8 +337,9 @@ impl DeviceIndex {
         )
     }
 
-    /// Makes the cache hold `plan` (which must fit its capacity), copying only the lists that change;
-    /// lays the whole cache out anew when the free space is too fragmented. The copies run on `stream`
+    /// Makes the cache hold `plan` (which must fit its capacity), copying only the lists that change,
+    /// as far as the free space allows: a growing list that finds no room keeps its old prefix
+    /// ([`Applied::skipped`]; a later plan may place it). The copies run on `stream`
     /// in its order. A batch still reading the cache on another stream must be put before them by the
     /// caller ([`crate::GpuSearcher`] makes `stream` wait for it), and a batch on another stream
     /// that reads the new cache after them ([`Self::copies`]): a change from a non-empty cache returns
@@ -440,9 +442,11 @@ impl DeviceIndex {
         if crate::cache::tracing() {
             let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
             eprintln!(
-                "cache plan change: {} lists, {:.1} MiB; scan {:.1} ms, placed and moves queued {:.1} ms, \
-                 gathered and queued {:.1} ms (bounce buffer {} MiB)",
+                "cache plan change: {} lists ({} left as they were, for want of room), {:.1} MiB; scan \
+                 {:.1} ms, placed and moves queued {:.1} ms, gathered and queued {:.1} ms (bounce buffer \
+                 {} MiB)",
                 applied.lists,
+                applied.skipped,
                 mib(applied.bytes as usize),
                 ms(scanned),
                 ms(placed - scanned),
