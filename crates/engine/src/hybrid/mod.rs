@@ -20,7 +20,7 @@ mod submit;
 mod workers;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{channel, Sender};
+use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -262,19 +262,17 @@ impl Hybrid {
 
     /// Answers every request (closed loop: all submitted at once, no deadlines), in order.
     pub fn search_batch(&self, requests: &[Request]) -> Vec<Result<Answer>> {
-        let (tx, rx) = channel();
         let all = requests
             .iter()
             .cloned()
             .enumerate()
             .map(|(i, r)| (i as u64, r))
             .collect();
-        self.submit_many(all, None, Arc::new(tx));
-        let mut out: Vec<Option<Result<Answer>>> = (0..requests.len()).map(|_| None).collect();
-        for done in rx.iter().take(requests.len()) {
-            out[done.id as usize] = Some(done.result);
-        }
-        out.into_iter()
+        let collect = Arc::new(Collect::new(requests.len()));
+        self.submit_many(all, None, collect.clone());
+        collect
+            .wait()
+            .into_iter()
             .map(|a| a.unwrap_or_else(|| Err(IndexError::Invalid("the scheduler lost a query".into()))))
             .collect()
     }
@@ -303,6 +301,47 @@ impl Hybrid {
     /// The CPU searcher.
     pub fn cpu(&self) -> &CpuSearcher {
         &self.shared.cpu
+    }
+}
+
+/// A batch's answers, put in place by the threads that finish them; the caller is woken once, by the
+/// last. A channel woke it at every answer: a futex call on the answering thread per query, which
+/// took 5–6% of a closed loop's samples on the development machine.
+struct Collect {
+    state: Mutex<(Vec<Option<Result<Answer>>>, usize)>,
+    all_in: Condvar,
+}
+
+impl Collect {
+    fn new(n: usize) -> Collect {
+        Collect {
+            state: Mutex::new(((0..n).map(|_| None).collect(), n)),
+            all_in: Condvar::new(),
+        }
+    }
+
+    /// The answers, once every one is in.
+    fn wait(&self) -> Vec<Option<Result<Answer>>> {
+        let mut st = lock(&self.state);
+        while st.1 > 0 {
+            st = self.all_in.wait(st).expect("no scheduler thread panics under a lock");
+        }
+        std::mem::take(&mut st.0)
+    }
+}
+
+impl Reply for Collect {
+    fn send(&self, done: Done) {
+        let mut st = lock(&self.state);
+        let Some(slot) = st.0.get_mut(done.id as usize) else {
+            return;
+        };
+        if slot.replace(done.result).is_none() {
+            st.1 -= 1;
+            if st.1 == 0 {
+                self.all_in.notify_one();
+            }
+        }
     }
 }
 
