@@ -324,7 +324,10 @@ impl Collect {
     fn wait(&self) -> Vec<Option<Result<Answer>>> {
         let mut st = lock(&self.state);
         while st.1 > 0 {
-            st = self.all_in.wait(st).expect("no scheduler thread panics under a lock");
+            st = self
+                .all_in
+                .wait(st)
+                .expect("no scheduler thread panics under a lock");
         }
         std::mem::take(&mut st.0)
     }
