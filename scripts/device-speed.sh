@@ -27,6 +27,9 @@
 #              CPU_SCALING=0 leaves out the runs on 2,000 queries;
 #   cpuab      the CPU engine, this binary against the earlier one in alternation, two rounds: AND and OR
 #              on all cores (closed loop, as bench);
+#   hybab      the hybrid (CPU workers beside the GPU), this binary against the earlier one and, where
+#              carried, .device/warpsearch-mid (a build between them), in alternation, two rounds, AND
+#              and OR (closed loop, as bench; SYNTH=/root/wiki-simdbp RUN_QUERIES=… for the passages);
 #   cpu1       one thread each, the first 2,000 queries: perf.data of our engine and of PISA under $OUT, for
 #              `perf annotate` at home (run after cpu, which makes PISA's export).
 # Output under $OUT: speed.log, speed-table.txt, reports.tgz (the JSON reports).
@@ -201,6 +204,21 @@ for part in $parts; do
       say "$name profile $mode:"
       $bin search --index $synth --queries $work/q20000.txt --mode $mode --k 10 --backend gpu --gpu-profile \
         --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s|^GPU" | tee -a "$log"
+    done
+    ;;
+  hybab)
+    for round in 1 2; do
+      for mode in and or; do
+        for build in before mid now; do
+          if [ $build = mid ]; then
+            [ -x $dev/warpsearch-mid ] || continue
+            exe=$dev/warpsearch-mid
+          else
+            exe=$(build_exe $build) || continue
+          fi
+          row_run $exe "hybab round $round $mode $build" $mode hybrid hybrid $build $out/reports/$name-hybab$round-$mode-$build.json
+        done
+      done
     done
     ;;
   cpuab)
