@@ -30,6 +30,8 @@
 #   hybab      the hybrid (CPU workers beside the GPU), this binary against the earlier one and, where
 #              carried, .device/warpsearch-mid (a build between them), in alternation, two rounds, AND
 #              and OR (closed loop, as bench; SYNTH=/root/wiki-simdbp RUN_QUERIES=… for the passages);
+#   hybhost    the hybrid with each of HOST_THREADS (default "0 2 4") as --hybrid-host-threads, in
+#              alternation, two rounds, AND and OR (the table's backend column says h<N>);
 #   cpu1       one thread each, the first 2,000 queries: perf.data of our engine and of PISA under $OUT, for
 #              `perf annotate` at home (run after cpu, which makes PISA's export).
 # Output under $OUT: speed.log, speed-table.txt, reports.tgz (the JSON reports).
@@ -217,6 +219,16 @@ for part in $parts; do
             exe=$(build_exe $build) || continue
           fi
           row_run $exe "hybab round $round $mode $build" $mode hybrid hybrid $build $out/reports/$name-hybab$round-$mode-$build.json
+        done
+      done
+    done
+    ;;
+  hybhost)
+    for round in 1 2; do
+      for mode in and or; do
+        for h in ${HOST_THREADS:-0 2 4}; do
+          row_run $bin "hybhost round $round $mode h$h" $mode hybrid h$h now \
+            $out/reports/$name-hybhost$round-$mode-h$h.json --hybrid-host-threads $h
         done
       done
     done

@@ -472,9 +472,9 @@ pub struct GpuArgs {
     /// half the cores on a machine of 8 or more, leaving the rest to its HTTP handlers).
     #[arg(long)]
     pub hybrid_workers: Option<usize>,
-    /// Hybrid with a GPU list cache: threads of the GPU's own for its batches' host work (cutting
-    /// queries by what the cache holds, gathering the blocks they carry), taken from the CPU workers'
-    /// cores (default: a quarter of the cores).
+    /// Hybrid: threads of the GPU's own for its batches' host work (descriptors; with a list cache,
+    /// cutting queries by what it holds and gathering the blocks they carry), taken from the CPU
+    /// workers' cores (default: a quarter of the cores with a cache, else none).
     #[arg(long)]
     pub hybrid_host_threads: Option<usize>,
     /// Hybrid: the GPU batch's latency target in ms (a batch of queries with deadlines grows until its

@@ -44,9 +44,9 @@ pub struct HybridOptions {
     /// CPU worker threads; 0: every core but one when a GPU takes part (its dispatcher's), and but
     /// `host_threads` more when it caches part of the index; else every core.
     pub cpu_workers: usize,
-    /// Threads of the GPU's own for its batches' host work when it caches part of the index (cutting
-    /// queries by what the cache holds, descriptors, gathering staged blocks), beside the CPU workers;
-    /// 0: a quarter of the cores. Without a cache the GPU needs little host work and has none.
+    /// Threads of the GPU's own for its batches' host work (cutting queries by what the cache holds,
+    /// descriptors, gathering staged blocks), beside the CPU workers; 0: a quarter of the cores when
+    /// it caches part of the index, else none (its dispatcher prepares each batch alone).
     pub host_threads: usize,
     /// Most queries in one GPU batch.
     pub max_batch: usize,
@@ -149,7 +149,8 @@ impl Hybrid {
         // workers keep busy, the gather of a batch took 3x as long as with the cores to itself
         // (bench/RESULTS.md, the hybrid with a cache).
         let host_threads = match options.host_threads {
-            _ if cache.is_none() || gpu.is_none() => 0,
+            _ if gpu.is_none() => 0,
+            0 if cache.is_none() => 0,
             0 => (cores / 4).max(1),
             n => n,
         };
