@@ -78,12 +78,12 @@ pub(super) fn submit(
     reply: &Arc<dyn Reply>,
 ) {
     let index = s.cpu.scorer().index().clone();
-    let features: Vec<Features> = requests
-        .iter()
-        .map(|(_, r)| Features::of(&index, &r.query))
-        .collect();
     let gpu_latency = lock(&s.rates).gpu_latency;
-    let estimates: Vec<Estimate> = {
+    let estimates = |requests: &[(u64, Request)]| -> Vec<Estimate> {
+        let features: Vec<Features> = requests
+            .iter()
+            .map(|(_, r)| Features::of(&index, &r.query))
+            .collect();
         let mut model = lock(&s.model);
         requests
             .iter()
@@ -92,19 +92,22 @@ pub(super) fn submit(
             .collect()
     };
     if requests.len() > 1 {
-        // A burst (a closed loop): never split, and push in chunks so that the workers start on the
-        // first tasks while the rest are queued.
-        let tasks: Vec<Task> = requests
-            .into_iter()
-            .zip(estimates)
-            .map(|((id, request), e)| {
-                whole(Job::new(id, request, e.features, deadline, reply.clone(), 1), &e)
-            })
-            .collect();
-        let mut tasks = tasks.into_iter().peekable();
-        while tasks.peek().is_some() {
+        // A burst (a closed loop): never split, and made and pushed a chunk at a time, so that the
+        // workers start on the first tasks while the rest are made. Made all before the first was
+        // pushed, a burst of 500,000 queries kept the workers waiting for most of a second.
+        let mut requests = requests.into_iter().peekable();
+        while requests.peek().is_some() {
+            let chunk: Vec<(u64, Request)> = requests.by_ref().take(BURST_CHUNK).collect();
+            let e = estimates(&chunk);
+            let tasks: Vec<Task> = chunk
+                .into_iter()
+                .zip(e)
+                .map(|((id, request), e)| {
+                    whole(Job::new(id, request, e.features, deadline, reply.clone(), 1), &e)
+                })
+                .collect();
             let mut st = lock(&s.state);
-            for t in tasks.by_ref().take(BURST_CHUNK) {
+            for t in tasks {
                 st.queues.push(t);
             }
             drop(st);
@@ -113,7 +116,8 @@ pub(super) fn submit(
         }
         return;
     }
-    if let Some(((id, request), e)) = requests.into_iter().zip(estimates).next() {
+    let e = estimates(&requests);
+    if let Some(((id, request), e)) = requests.into_iter().zip(e).next() {
         submit_one(s, id, request, e, deadline, reply);
     }
 }
