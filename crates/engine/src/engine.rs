@@ -42,7 +42,7 @@ impl Default for EngineOptions {
 enum Runner {
     Cpu,
     Gpu(Box<GpuSearcher>, Option<Arc<CacheCtl>>),
-    Hybrid(Hybrid),
+    Hybrid(Arc<Hybrid>),
 }
 
 /// Answers requests on the chosen backend, with the CPU as the GPU's fallback.
@@ -113,7 +113,7 @@ impl Engine {
                     g.0.describe()
                 );
                 engine.choice = Some(line);
-                engine.runner = Runner::Hybrid(hybrid(Some(g)));
+                engine.runner = Runner::Hybrid(Arc::new(hybrid(Some(g))));
             }
             (Err(e), BackendChoice::Gpu) => return Err(EngineError::GpuRequired(e)),
             (Err(e), BackendChoice::Hybrid) => {
@@ -122,7 +122,7 @@ impl Engine {
                     "backend hybrid: the CPU alone, {} workers, long queries split among them ({e})",
                     h.options().cpu_workers
                 ));
-                engine.runner = Runner::Hybrid(h);
+                engine.runner = Runner::Hybrid(Arc::new(h));
             }
             (Err(e), _) => {
                 engine.choice = Some(format!(
@@ -170,6 +170,15 @@ impl Engine {
     pub fn hybrid(&self) -> Option<&Hybrid> {
         match &self.runner {
             Runner::Hybrid(h) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// The hybrid scheduler, shared: for callers that submit from many threads at once (a server's
+    /// handlers) without holding the engine.
+    pub fn shared_hybrid(&self) -> Option<Arc<Hybrid>> {
+        match &self.runner {
+            Runner::Hybrid(h) => Some(h.clone()),
             _ => None,
         }
     }

@@ -34,8 +34,13 @@ pub struct Pending {
 /// The engine and its CPU searcher.
 pub struct Searcher {
     /// Behind a lock only because an engine that could hold the GPU alone is not `Sync`; the lock is
-    /// held to submit a request (the scheduler's own queue lock is taken then anyway) or read counters.
+    /// held to read counters.
     engine: Mutex<Engine>,
+    /// The engine's hybrid scheduler, submitted to without the engine's lock: handlers make their
+    /// requests' tasks (features, cost estimates) at once. Under that lock they took turns, and the
+    /// server answered about 300,000 OR queries/s on the passages where the hybrid in process made
+    /// 350,000.
+    hybrid: Option<Arc<Hybrid>>,
     cpu: CpuSearcher,
     describe: String,
     deadline: Duration,
@@ -106,6 +111,7 @@ impl Searcher {
         Searcher {
             cpu: engine.cpu().clone(),
             describe: engine.describe(),
+            hybrid: engine.shared_hybrid(),
             engine: Mutex::new(engine),
             deadline,
         }
@@ -138,7 +144,7 @@ impl Searcher {
         let queries = requests.len();
         let (tx, rx) = oneshot::channel();
         let gather = Arc::new(Gather::new(started, queries, tx));
-        if let Some(hybrid) = lock(&self.engine).hybrid() {
+        if let Some(hybrid) = &self.hybrid {
             let requests = requests
                 .into_iter()
                 .enumerate()
