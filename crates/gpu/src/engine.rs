@@ -506,7 +506,7 @@ impl GpuSearcher {
                 Ok(applied)
             }
             Err(e) => {
-                self.dev.forget();
+                self.dev.forget(&stream);
                 Err(e)
             }
         }
@@ -524,6 +524,7 @@ impl GpuSearcher {
             // with the GPU idle.
             let bytes = (self.dev.cache_capacity().bytes() / 4).clamp(64 << 20, 1 << 30);
             self.gpu.ctx.bind_to_thread()?;
+            // Without that much pinned memory, changes go through the buffer there is.
             self.dev.reserve_bounce(&self.gpu, bytes as usize / 4)?;
         }
         Ok(())

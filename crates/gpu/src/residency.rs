@@ -473,17 +473,23 @@ impl DeviceIndex {
     }
 
     /// Makes the bounce buffer hold at least `words` (for a cache whose plan changes are fed while
-    /// batches run: a change that fits it is copied without the host waiting for the GPU).
-    pub(crate) fn reserve_bounce(&mut self, gpu: &Gpu, words: usize) -> Result<(), GpuError> {
+    /// batches run: a change that fits it is copied without the host waiting for the GPU). Where that
+    /// much pinned memory cannot be had, the buffer stays as it is (changes then wait where they
+    /// exceed it); returns whether it grew.
+    pub(crate) fn reserve_bounce(&mut self, gpu: &Gpu, words: usize) -> Result<bool, GpuError> {
         let Some(have) = self.bounce.as_ref().map(|b| b.as_slice().len()) else {
-            return Ok(());
+            return Ok(false);
         };
-        if words > have {
-            self.reclaim()?;
-            self.bounce = Some(Pinned::new(gpu, words)?);
-            self.bounce_at = 0;
+        if words <= have {
+            return Ok(true);
         }
-        Ok(())
+        let Ok(grown) = Pinned::new(gpu, words) else {
+            return Ok(false);
+        };
+        self.reclaim()?;
+        self.bounce = Some(grown);
+        self.bounce_at = 0;
+        Ok(true)
     }
 
     /// Waits for the copies on `stream`, the bounce buffer's included: it is free again.
@@ -494,14 +500,19 @@ impl DeviceIndex {
         Ok(())
     }
 
-    /// Forgets what the cache holds (after a failed copy): every list is then staged.
-    pub(crate) fn forget(&mut self) {
-        self.copied = None;
+    /// Forgets what the cache holds (after a failed change on `stream`): every list is then staged.
+    /// It first waits for what may still be in flight, so that nothing still reads the bounce buffer or
+    /// writes the cache once it is reused: the copies the failed change queued before failing (on
+    /// `stream`), and the last change's (its event).
+    pub(crate) fn forget(&mut self, stream: &Arc<CudaStream>) {
+        let _ = stream.synchronize();
+        if let Some(e) = self.copied.take() {
+            let _ = e.synchronize();
+        }
         let r = &mut self.residency;
         r.lists.iter_mut().for_each(|c| *c = Cached::default());
         r.words = Extents::new(self.cache.words);
         r.blocks = Extents::new(self.cache.blocks);
-        // After a failed copy nothing is in flight that could still read the buffer.
         self.bounce_at = 0;
     }
 
