@@ -9,8 +9,11 @@
 //! ```
 //! Training log: the first 25,000 TREC 2005 efficiency queries, stream: the next 20,000 (`drift`: the
 //! queries starting before "m", then those from "m" on). The cache is 3/4 of SHARE of the index (the
-//! device scripts' split). The dynamic policy's options default to the engine's.
+//! device scripts' split). The dynamic policy's options default to the engine's. Visits run to the
+//! end of the lists (AND: of the shortest), as on an index without early termination; on a
+//! global-score-ordered index the engine counts shorter visits.
 
+use warpsearch_engine::cache::dynamic_shape;
 use warpsearch_engine::cache::policy::{plan, plan_in_bytes, worth_changing, Policy};
 use warpsearch_engine::cache::usage::Usage;
 use warpsearch_engine::CacheOptions;
@@ -55,7 +58,11 @@ fn main() {
         opt("min_gain", d.min_gain),
     );
     let ix = Index::open(index).expect("an index");
-    let mode = if mode == "or" { Mode::Or } else { Mode::And };
+    let mode = match mode.as_str() {
+        "or" => Mode::Or,
+        "and" => Mode::And,
+        m => panic!("mode {m}: and or or"),
+    };
     let text = std::fs::read_to_string(QUERIES).expect("the shared query log");
     let lines: Vec<&str> = text.lines().collect();
     let before_m = |l: &&str| l.split_whitespace().next().is_none_or(|w| w < "m");
@@ -69,6 +76,7 @@ fn main() {
             .collect();
         (a, b)
     } else {
+        assert!(lines.len() >= 45000, "{QUERIES}: 45,000 queries needed");
         (lines[..25000].to_vec(), lines[25000..45000].to_vec())
     };
     let parse = |r: &[&str]| -> Vec<Query> { r.iter().map(|l| Query::parse(&ix, l)).collect() };
@@ -95,11 +103,7 @@ fn main() {
     let shape = if by_index {
         Capacity::of_bytes(&ix, bytes)
     } else {
-        let slots = (need.blocks as f64 * 1.05) as u64;
-        Capacity {
-            words: (bytes - slots * META_BYTES) / 4,
-            blocks: slots,
-        }
+        dynamic_shape(&ix, need, bytes)
     };
     let keep = |x: u64| (x as f64 * (1.0 - headroom)) as u64;
     let cap = Capacity {
@@ -108,7 +112,7 @@ fn main() {
     };
     let epoch = d.epoch;
     let mut live = Usage::default();
-    let w = epoch as f64 / train.len() as f64;
+    let w = (epoch as f64 / train.len() as f64).min(1.0);
     for q in &train {
         live.add(&ix, q, mode, None, w);
     }

@@ -531,9 +531,9 @@ fn the_dynamic_policy_feeds_one_plan_per_epoch() {
     assert_eq!((stats.replans, stats.plans_skipped), (0, 1));
 }
 
-/// The dynamic policy's cache on the device: without a training log, the budget divided in the
-/// index's proportion; with one, as VFB's plan of that log for the budget divides it (5% more block
-/// slots than it uses), within the budget, and its first plan fits it.
+/// The dynamic policy's cache on the device: without a training log (or with one that reads no list),
+/// the budget divided in the index's proportion; with one, in the proportion of VFB's plan of that
+/// log (5% more block slots), the whole budget and no more, and its first plan fits it.
 #[test]
 fn the_dynamic_policy_shapes_its_cache_like_vfb_of_its_training_log() {
     let tmp = tempfile::tempdir().unwrap();
@@ -559,6 +559,9 @@ fn the_dynamic_policy_shapes_its_cache_like_vfb_of_its_training_log() {
     let (untrained, _) = prepare(Policy::Dynamic, &[]);
     let empty = CachePlan::empty(&ix);
     assert_eq!(untrained.shape(&ix, &empty), Capacity::of_bytes(&ix, bytes));
+    let unknown = [Request::new(Query::parse(&ix, "unknownterm"), Mode::And, 10)];
+    let (unread, _) = prepare(Policy::Dynamic, &unknown);
+    assert_eq!(unread.shape(&ix, &empty), Capacity::of_bytes(&ix, bytes));
 
     let (vfb, vfb_plan) = prepare(Policy::Vfb, &train);
     let need = vfb_plan.need(&ix);
@@ -570,9 +573,13 @@ fn the_dynamic_policy_shapes_its_cache_like_vfb_of_its_training_log() {
     );
     let (dynamic, first) = prepare(Policy::Dynamic, &train);
     let shape = dynamic.shape(&ix, &first);
-    let slots = (need.blocks as f64 * 1.05) as u64;
-    assert_eq!(shape.blocks, slots.min(bytes / warpsearch_gpu::cache::META_BYTES));
     let meta = warpsearch_gpu::cache::META_BYTES;
+    let slots = (need.blocks as f64 * (bytes as f64 / need.bytes() as f64) * 1.05) as u64;
+    assert_eq!(
+        shape.blocks,
+        slots.min(bytes / meta),
+        "VFB's proportion, 5% more slots"
+    );
     assert_eq!(
         shape.words,
         (bytes - shape.blocks * meta) / 4,

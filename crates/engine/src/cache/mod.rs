@@ -156,7 +156,8 @@ pub struct CacheStats {
     pub lists_changed: u64,
     /// Seconds the GPU's thread spent on the dynamic policy's plan changes (while the batches in
     /// flight computed): waiting for a plan still being made (where the backend waits for it), placing
-    /// lists, gathering and copying their blocks.
+    /// lists, gathering their blocks and queueing their copies (which run behind the batches in flight
+    /// and are not waited for: since 62ce44a they are not in this).
     pub replan_seconds: f64,
     /// The dynamic policy's plans left unapplied, as saving less than their copies cost.
     pub plans_skipped: u64,
@@ -255,7 +256,7 @@ impl CacheCtl {
                     options.ratio,
                     options.group.max(1),
                 );
-                dynamic_shape(vfb.need(&index), cache_bytes)
+                dynamic_shape(&index, vfb.need(&index), cache_bytes)
             }
             _ => warpsearch_gpu::Capacity::of_bytes(&index, cache_bytes),
         };
@@ -511,17 +512,22 @@ fn cut(range: DocRange, m: u32) -> (DocRange, DocRange) {
     )
 }
 
-/// The dynamic policy's cache of `bytes`, divided between words and block slots as `vfb` (VFB's plan
-/// of the training log for those bytes) divides them, with 5% more slots than it uses: its later plans
-/// cache other lists. The index's average division ([`warpsearch_gpu::Capacity::of_bytes`]) keeps a
-/// quarter more slots than an average block needs, but the blocks queries visit hold more words than
-/// the average (those of long lists' prefixes): on the synthetic 8M collection at a quarter of the
-/// index, the dynamic policy's plans filled its words and left 40% of its slots empty, and it read
-/// 1.2–1.6 points fewer of its blocks from the cache than with this division (an offline replay of
-/// the TREC 2005 queries).
-fn dynamic_shape(vfb: warpsearch_gpu::Capacity, bytes: u64) -> warpsearch_gpu::Capacity {
+/// The dynamic policy's cache of `bytes`, divided between words and block slots in the proportion of
+/// `vfb` (the need of VFB's plan of the training log for those bytes, which may take less than them),
+/// with 5% more slots: its later plans cache other lists. The index's average division
+/// ([`warpsearch_gpu::Capacity::of_bytes`], also where `vfb` is empty) keeps a quarter more slots
+/// than an average block needs, but the blocks queries visit hold more words than the average (those
+/// of long lists' prefixes): on the synthetic 8M collection at a quarter of the index, the dynamic
+/// policy's plans filled its words and left 40% of its slots empty, and it read 1.2–1.6 points fewer
+/// of its blocks from the cache than with this division (an offline replay of the TREC 2005 queries,
+/// `examples/cache_replay.rs`).
+pub fn dynamic_shape(index: &Index, vfb: warpsearch_gpu::Capacity, bytes: u64) -> warpsearch_gpu::Capacity {
+    if vfb.blocks == 0 || vfb.bytes() == 0 {
+        return warpsearch_gpu::Capacity::of_bytes(index, bytes);
+    }
     let meta = warpsearch_gpu::cache::META_BYTES;
-    let blocks = ((vfb.blocks as f64 * 1.05) as u64).min(bytes / meta);
+    let scale = bytes as f64 / vfb.bytes() as f64;
+    let blocks = ((vfb.blocks as f64 * scale * 1.05) as u64).min(bytes / meta);
     warpsearch_gpu::Capacity {
         words: (bytes - blocks * meta) / 4,
         blocks,
