@@ -321,14 +321,16 @@ impl Collect {
         }
     }
 
-    /// The answers, once every one is in.
-    fn wait(&self) -> Vec<Option<Result<Answer>>> {
+    /// The answers, once every one is in, or once no job holds this any more (a scheduler thread
+    /// that panicked took its jobs with it): those missing are then `None`.
+    fn wait(self: &Arc<Self>) -> Vec<Option<Result<Answer>>> {
         let mut st = lock(&self.state);
-        while st.1 > 0 {
+        while st.1 > 0 && Arc::strong_count(self) > 1 {
             st = self
                 .all_in
-                .wait(st)
-                .expect("no scheduler thread panics under a lock");
+                .wait_timeout(st, Duration::from_millis(100))
+                .expect("no scheduler thread panics under a lock")
+                .0;
         }
         std::mem::take(&mut st.0)
     }

@@ -104,13 +104,17 @@ pub(super) fn cpu_worker(s: &Arc<Shared>) {
                 let now = Instant::now();
                 if let Some(next) = st.queues.next_for_cpu(now, &p, s.has_gpu) {
                     let mut cost = next.0.cpu_cost;
+                    // More only where no worker waits for work (it would take them) and none is
+                    // urgent (it would wait behind the others here, unseen by the other workers).
+                    let mut more = next.1 != Pick::Urgent && st.idle_cpu == 0;
                     mine.push_back(next);
-                    while mine.len() < TAKE_MAX && cost < TAKE_SECONDS {
-                        let Some(more) = st.queues.next_for_cpu(now, &p, s.has_gpu) else {
+                    while more && mine.len() < TAKE_MAX && cost < TAKE_SECONDS {
+                        let Some(next) = st.queues.next_for_cpu(now, &p, s.has_gpu) else {
                             break;
                         };
-                        cost += more.0.cpu_cost;
-                        mine.push_back(more);
+                        cost += next.0.cpu_cost;
+                        more = next.1 != Pick::Urgent;
+                        mine.push_back(next);
                     }
                     break;
                 }
