@@ -122,6 +122,9 @@ pub struct Queues {
     pub parts: Lane,
     /// Tasks the GPU has taken and not finished.
     pub gpu_in_flight: usize,
+    /// Tasks of closed-loop bursts still being made, to be queued: a closed loop's GPU batch is its
+    /// share of these too, or it would be its share of the first chunks only.
+    pub incoming: usize,
 }
 
 /// How the queues are served: limits, and the processors' measured speeds. Waits are estimated from
@@ -230,7 +233,7 @@ impl Queues {
     /// idle at the end while the other works.
     pub fn next_for_gpu(&mut self, now: Instant, policy: &Policy) -> Vec<(Task, Pick)> {
         let urgent = |t: &Task| t.is_urgent(now, policy.urgency);
-        let waiting = self.gpu.len() + self.cpu.len() + self.either.len();
+        let waiting = self.gpu.len() + self.cpu.len() + self.either.len() + self.incoming;
         let share = policy.gpu_rate / (policy.gpu_rate + policy.cpu_rate).max(1e-9);
         let closed_cap = ((waiting as f64 * share).ceil() as usize).max(1);
         let mut batch: Vec<(Task, Pick)> = Vec::new();
@@ -386,6 +389,13 @@ mod tests {
         for _ in 0..30 {
             q.push(task(1.0, Preference::Gpu, None));
         }
+        assert_eq!(q.next_for_gpu(now, &policy()).len(), 3);
+        // A burst still being queued counts: its share of 6 waiting and 3 to come is 3.
+        let mut q = Queues::default();
+        for _ in 0..6 {
+            q.push(task(1.0, Preference::Gpu, None));
+        }
+        q.incoming = 3;
         assert_eq!(q.next_for_gpu(now, &policy()).len(), 3);
         // One task always goes, whatever its cost.
         let mut q = Queues::default();

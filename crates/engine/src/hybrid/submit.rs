@@ -95,6 +95,7 @@ pub(super) fn submit(
         // A burst (a closed loop): never split, and made and pushed a chunk at a time, so that the
         // workers start on the first tasks while the rest are made. Made all before the first was
         // pushed, a burst of 500,000 queries kept the workers waiting for most of a second.
+        lock(&s.state).queues.incoming += requests.len();
         let mut requests = requests.into_iter().peekable();
         while requests.peek().is_some() {
             let chunk: Vec<(u64, Request)> = requests.by_ref().take(BURST_CHUNK).collect();
@@ -107,6 +108,7 @@ pub(super) fn submit(
                 })
                 .collect();
             let mut st = lock(&s.state);
+            st.queues.incoming -= tasks.len();
             for t in tasks {
                 st.queues.push(t);
             }
