@@ -152,17 +152,7 @@ impl Policy {
     pub fn batch_time(&self, n: usize) -> f64 {
         self.gpu_latency + n as f64 / self.gpu_rate.max(1e-9)
     }
-
-    /// Tasks in a batch whose work is at least [`EFFICIENT`] times the GPU's fixed cost per batch (at
-    /// most `max_batch`, at least 1).
-    pub fn efficient_batch(&self) -> usize {
-        let n = (EFFICIENT * self.gpu_latency * self.gpu_rate).ceil();
-        (n.min(self.max_batch as f64) as usize).max(1)
-    }
 }
-
-/// A GPU batch is efficient where its tasks take this many times its fixed cost (80% of its time).
-const EFFICIENT: f64 = 4.0;
 
 /// How many tasks at the head of the CPU queue are looked at for the cheapest (small jobs first,
 /// papers/001: "small jobs should get priority to minimize average delay").
@@ -231,18 +221,6 @@ impl Queues {
             return None;
         }
         self.gpu.remove(i).map(|t| (t, Pick::Stolen))
-    }
-
-    /// Tasks waiting for a processor (split queries' parts left out: they are the CPU's).
-    pub fn waiting(&self) -> usize {
-        self.gpu.len() + self.cpu.len() + self.either.len()
-    }
-
-    /// Whether the oldest task of the GPU's or the "either" queue has waited `urgency` of its deadline.
-    pub fn oldest_urgent(&self, now: Instant, policy: &Policy) -> bool {
-        [&self.gpu, &self.either]
-            .iter()
-            .any(|q| q.front().is_some_and(|t| t.is_urgent(now, policy.urgency)))
     }
 
     /// The next GPU batch: the GPU queue, then the "either" queue, oldest first; then, while the CPU
@@ -423,25 +401,6 @@ mod tests {
         let mut q = Queues::default();
         q.push(task(1.0, Preference::Either, deadline));
         assert_eq!(q.next_for_gpu(now, &policy()).len(), 1);
-    }
-
-    #[test]
-    fn an_efficient_batch_outweighs_the_gpus_fixed_cost_four_times() {
-        // 1 ms at 250 tasks/s: one task (4 ms) already does.
-        assert_eq!(policy().efficient_batch(), 1);
-        let p = |latency: f64, rate: f64, max_batch: usize| Policy {
-            gpu_latency: latency,
-            gpu_rate: rate,
-            max_batch,
-            ..policy()
-        };
-        assert_eq!(p(0.0005, 1e6, 8192).efficient_batch(), 2000);
-        assert_eq!(
-            p(0.003, 1e6, 8192).efficient_batch(),
-            8192,
-            "at most a full batch"
-        );
-        assert_eq!(p(0.0, 1e6, 8192).efficient_batch(), 1, "at least one task");
     }
 
     #[test]

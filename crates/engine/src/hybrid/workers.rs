@@ -184,20 +184,12 @@ enum Take {
     Stop,
 }
 
-/// The next GPU batch; waits for one only when no call is on the GPU (`busy`). While a call is on it,
-/// fewer waiting tasks than an efficient batch ([`Policy::efficient_batch`]) are left to grow until
-/// that call is back (unless the oldest is urgent): on the passages, where CPU workers drain the
-/// queues fast, the GPU otherwise took batches of ~500 AND tasks, whose fixed cost kept the hybrid
-/// below the GPU alone.
+/// The next GPU batch; waits for one only when no call is on the GPU (`busy`).
 fn take(s: &Shared, busy: bool) -> Take {
     let p = policy(s);
     let mut st = lock(&s.state);
     loop {
-        let now = Instant::now();
-        if busy && st.queues.waiting() < p.efficient_batch() && !st.queues.oldest_urgent(now, &p) {
-            return Take::Nothing;
-        }
-        let batch = st.queues.next_for_gpu(now, &p);
+        let batch = st.queues.next_for_gpu(Instant::now(), &p);
         if !batch.is_empty() {
             st.queues.gpu_in_flight += batch.len();
             return Take::Batch(batch);
