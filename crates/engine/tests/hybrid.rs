@@ -82,3 +82,30 @@ fn hybrid_without_a_gpu_says_so_and_runs_on_the_cpu() {
         assert!(same(&a.unwrap().hits, &oracle.search(r).unwrap()));
     }
 }
+
+/// A closed loop of several chunks (1,024 queries each, made into tasks on several threads and queued
+/// in no set order): every answer in its place, equal to the oracle's, with the workers taking several
+/// tasks at a time.
+#[test]
+fn a_closed_loop_of_many_chunks_equals_the_oracle() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (index, v) = random_index(tmp.path(), 77, Codec::SimdBp, None);
+    let queries = random_queries(&index, v, 3);
+    let search = SearchOptions::new(&index);
+    let oracle = oracle(&index, search);
+    let cpu = CpuSearcher::new(Arc::new(Scorer::new(index.clone(), search).unwrap()));
+    let hybrid = Hybrid::new(cpu, None, options(false));
+    for mode in [Mode::And, Mode::Or] {
+        let one = requests(&queries, mode, 10);
+        let want_one: Vec<_> = one.iter().map(|r| oracle.search(r).unwrap()).collect();
+        // 60 distinct queries over and over, 3,000 in all: three chunks and part of a fourth.
+        let reqs: Vec<_> = one.iter().cycle().take(3000).cloned().collect();
+        let answers = hybrid.search_batch(&reqs);
+        assert_eq!(answers.len(), reqs.len());
+        for (i, a) in answers.iter().enumerate() {
+            let hits = &a.as_ref().unwrap().hits;
+            assert!(same(hits, &want_one[i % one.len()]), "{mode:?}: query {i}");
+        }
+    }
+    assert_eq!(hybrid.take_stats().cpu_queries, 6000, "each answered once");
+}
