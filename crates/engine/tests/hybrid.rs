@@ -98,7 +98,7 @@ fn a_closed_loop_of_many_chunks_equals_the_oracle() {
     for mode in [Mode::And, Mode::Or] {
         let one = requests(&queries, mode, 10);
         let want_one: Vec<_> = one.iter().map(|r| oracle.search(r).unwrap()).collect();
-        // 60 distinct queries over and over, 3,000 in all: three chunks and part of a fourth.
+        // 60 distinct queries over and over, 3,000 in all: two chunks of 1,024 and one of 952.
         let reqs: Vec<_> = one.iter().cycle().take(3000).cloned().collect();
         let answers = hybrid.search_batch(&reqs);
         assert_eq!(answers.len(), reqs.len());

@@ -325,6 +325,7 @@ impl Collect {
     /// that panicked took its jobs with it): those missing are then `None`.
     fn wait(self: &Arc<Self>) -> Vec<Option<Result<Answer>>> {
         let mut st = lock(&self.state);
+        // The timeout is only there to notice the jobs gone: an answer wakes this at once.
         while st.1 > 0 && Arc::strong_count(self) > 1 {
             st = self
                 .all_in

@@ -99,6 +99,8 @@ pub(super) fn submit(
         // pushed, a burst of 500,000 queries kept the workers waiting for most of a second.
         lock(&s.state).queues.incoming += requests.len();
         let queue = |chunk: Vec<(u64, Request)>| {
+            // Counted out of `incoming` however this ends (a panic included), once.
+            let mut coming = Incoming { s, left: chunk.len() };
             let e = estimates(&chunk);
             let tasks: Vec<Task> = chunk
                 .into_iter()
@@ -108,7 +110,7 @@ pub(super) fn submit(
                 })
                 .collect();
             let mut st = lock(&s.state);
-            st.queues.incoming -= tasks.len();
+            st.queues.incoming -= std::mem::take(&mut coming.left);
             for t in tasks {
                 st.queues.push(t);
             }
@@ -116,10 +118,20 @@ pub(super) fn submit(
             s.cpu_ready.notify_all();
             s.gpu_ready.notify_all();
         };
-        // Chunks are made on all cores (in no set order: every answer goes to its id): one thread
-        // made about 870,000 tasks a second (the development machine, one worker beside it), which bounds a closed loop
-        // of cheap queries where the processors together answer more.
-        requests.into_par_iter().chunks(BURST_CHUNK).for_each(queue);
+        // A burst of several chunks is made on all cores (in no set order: every answer goes to its
+        // id): one thread made about 870,000 tasks a second (the development machine, one worker
+        // beside it), which bounds a closed loop of cheap queries where the processors together
+        // answer more. One chunk (a server's request) is made where it is submitted, and so is a
+        // burst submitted from a rayon thread: that thread may hold a lock (the Python package's
+        // engine) that a job stolen while it waits would take again.
+        if requests.len() <= BURST_CHUNK || rayon::current_thread_index().is_some() {
+            let mut requests = requests.into_iter().peekable();
+            while requests.peek().is_some() {
+                queue(requests.by_ref().take(BURST_CHUNK).collect());
+            }
+        } else {
+            requests.into_par_iter().chunks(BURST_CHUNK).for_each(queue);
+        }
         return;
     }
     let e = estimates(&requests);
@@ -207,6 +219,26 @@ fn submit_one(
 
 /// Tasks pushed per lock acquisition in a burst.
 const BURST_CHUNK: usize = 1024;
+
+/// Tasks of a burst's chunk not yet queued, taken out of [`super::queues::Queues::incoming`] when
+/// dropped: so that a chunk that panics while it is made does not leave them counted for good.
+struct Incoming<'a> {
+    s: &'a Shared,
+    left: usize,
+}
+
+impl Drop for Incoming<'_> {
+    fn drop(&mut self) {
+        if self.left > 0 {
+            let mut st = self
+                .s
+                .state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            st.queues.incoming -= self.left;
+        }
+    }
+}
 
 /// The one task of an unsplit query.
 fn whole_task(job: Arc<Job>, e: &Estimate) -> Task {

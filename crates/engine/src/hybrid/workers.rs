@@ -114,7 +114,12 @@ pub(super) fn cpu_worker(s: &Arc<Shared>) {
                         };
                         cost += next.0.cpu_cost;
                         more = next.1 != Pick::Urgent;
-                        mine.push_back(next);
+                        // An urgent one runs first.
+                        if more {
+                            mine.push_back(next);
+                        } else {
+                            mine.push_front(next);
+                        }
                     }
                     break;
                 }
