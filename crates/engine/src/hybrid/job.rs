@@ -124,12 +124,15 @@ impl Job {
         self.gathered.lock().expect("no panics under the lock").floor
     }
 
-    /// Records one part's result; the last part sends the answer and returns what was sent.
+    /// Records one part's result; the last part calls `count` with who answered, the latency and
+    /// whether the deadline was missed, then sends the answer (counted first, so that a caller woken
+    /// by the last answer reads counters that include it).
     pub fn finish_part(
         &self,
         result: Result<Vec<Scored>>,
         by: Processor,
-    ) -> Option<(ServedBy, Duration, bool)> {
+        count: impl FnOnce(ServedBy, Duration, bool),
+    ) {
         let mut g = self.gathered.lock().expect("no panics under the lock");
         match by {
             Processor::Cpu => g.cpu = true,
@@ -150,7 +153,7 @@ impl Job {
         }
         g.remaining -= 1;
         if g.remaining > 0 {
-            return None;
+            return;
         }
         let latency = self.arrival.elapsed();
         let served_by = match (g.cpu, g.gpu) {
@@ -171,12 +174,12 @@ impl Job {
                 Ok(Answer { hits, latency })
             }
         };
+        count(served_by, latency, missed);
         self.reply.send(Done {
             id: self.id,
             result,
             served_by,
             missed_deadline: missed,
         });
-        Some((served_by, latency, missed))
     }
 }

@@ -33,9 +33,9 @@ fn policy(s: &Shared) -> Policy {
     }
 }
 
-/// Counts a finished query.
-fn count_done(s: &Shared, done: Option<(ServedBy, std::time::Duration, bool)>) {
-    if let Some((by, _, missed)) = done {
+/// Counts a finished query (before its answer is sent: [`super::job::Job::finish_part`]).
+fn count_done(s: &Shared) -> impl FnOnce(ServedBy, std::time::Duration, bool) + '_ {
+    move |by, _, missed| {
         let c = &s.counters;
         bump(
             match by {
@@ -163,7 +163,7 @@ pub(super) fn cpu_worker(s: &Arc<Shared>) {
                     c.observe(&job.request, Some(h));
                 }
             }
-            count_done(s, job.finish_part(result, Processor::Both));
+            job.finish_part(result, Processor::Both, count_done(s));
             continue;
         }
         let result = s.cpu.search_part(&job.request, job.request.mode, part);
@@ -173,7 +173,7 @@ pub(super) fn cpu_worker(s: &Arc<Shared>) {
         }
         seen.tasks += 1;
         seen.seconds += seconds;
-        count_done(s, job.finish_part(result, Processor::Cpu));
+        job.finish_part(result, Processor::Cpu, count_done(s));
     }
 }
 
@@ -336,7 +336,7 @@ fn post_process(s: &Shared, rx: Receiver<Finished>) {
                     if let Some(c) = &s.cache {
                         c.observe(&task.job.request, Some(&a.hits));
                     }
-                    count_done(s, task.job.finish_part(Ok(a.hits), Processor::Gpu))
+                    task.job.finish_part(Ok(a.hits), Processor::Gpu, count_done(s))
                 }
                 (Err(_), partial) => {
                     let mut t = task;
