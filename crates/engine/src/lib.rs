@@ -21,7 +21,7 @@ pub mod hybrid;
 pub use backend::{Backend, BackendChoice};
 pub use cache::{CacheOptions, CacheStats, Completion, Policy};
 pub use engine::{Engine, EngineOptions};
-pub use hybrid::{Done, Hybrid, HybridOptions, HybridStats, Reply, ServedBy};
+pub use hybrid::{Done, Hybrid, HybridOptions, HybridStats, Reply, ServedBy, Slots};
 pub use warpsearch_gpu::{CacheBudget, GpuOptions, GpuStats};
 
 /// What can go wrong when an engine is made.

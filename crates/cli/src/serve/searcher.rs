@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 use warpsearch_cpu::CpuSearcher;
-use warpsearch_engine::{Done, Engine, Hybrid, HybridStats, Reply, ServedBy};
+use warpsearch_engine::{Done, Engine, Hybrid, HybridStats, Reply, ServedBy, Slots};
 use warpsearch_query::{Answer, Request, Scorer};
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -53,8 +53,7 @@ struct Gather {
 }
 
 struct Gathering {
-    answers: Vec<Option<Answered>>,
-    left: usize,
+    answers: Slots<Answered>,
     tx: Option<oneshot::Sender<Vec<Answered>>>,
 }
 
@@ -63,8 +62,7 @@ impl Gather {
         Gather {
             started,
             state: Mutex::new(Gathering {
-                answers: (0..queries).map(|_| None).collect(),
-                left: queries,
+                answers: Slots::new(queries),
                 tx: Some(tx),
             }),
         }
@@ -73,18 +71,10 @@ impl Gather {
     /// Query `i`'s answer; the last one sends them all.
     fn put(&self, i: usize, answered: Answered) {
         let mut g = lock(&self.state);
-        let Some(slot) = g.answers.get_mut(i) else {
-            return;
-        };
-        if slot.replace(answered).is_none() {
-            g.left -= 1;
-        }
-        if g.left == 0 {
+        if g.answers.put(i, answered) {
             if let Some(tx) = g.tx.take() {
-                let answers = g
-                    .answers
-                    .iter_mut()
-                    .map(|a| a.take().expect("every query answered"));
+                let answers = g.answers.take().into_iter();
+                let answers = answers.map(|a| a.expect("every query answered"));
                 // The handler may be gone (its client hung up); the answers are then unwanted.
                 let _ = tx.send(answers.collect());
             }

@@ -60,6 +60,46 @@ impl Reply for Sender<Done> {
     }
 }
 
+/// Answers to many queries, put in place in any order by the threads that finish them, until every
+/// one is in: what a [`Reply`] that wakes its waiter once (not once per answer) keeps under its lock.
+pub struct Slots<T> {
+    items: Vec<Option<T>>,
+    left: usize,
+}
+
+impl<T> Slots<T> {
+    /// `n` empty slots.
+    pub fn new(n: usize) -> Slots<T> {
+        Slots {
+            items: (0..n).map(|_| None).collect(),
+            left: n,
+        }
+    }
+
+    /// Puts the answer to query `i` (a second one replaces the first; one out of range, or after
+    /// [`Slots::take`], is dropped); returns whether it filled the last empty slot.
+    pub fn put(&mut self, i: usize, item: T) -> bool {
+        let Some(slot) = self.items.get_mut(i) else {
+            return false;
+        };
+        if slot.replace(item).is_some() {
+            return false;
+        }
+        self.left -= 1;
+        self.left == 0
+    }
+
+    /// How many slots are still empty.
+    pub fn left(&self) -> usize {
+        self.left
+    }
+
+    /// The answers in order (`None` where none came); the slots are then gone.
+    pub fn take(&mut self) -> Vec<Option<T>> {
+        std::mem::take(&mut self.items)
+    }
+}
+
 struct Gathered {
     remaining: usize,
     hits: Vec<Vec<Scored>>,
@@ -181,5 +221,25 @@ impl Job {
             served_by,
             missed_deadline: missed,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Slots;
+
+    #[test]
+    fn slots_fill_in_any_order_and_say_once_when_full() {
+        let mut s = Slots::new(3);
+        assert!(!s.put(2, "c"));
+        assert!(!s.put(7, "out of range"));
+        assert!(!s.put(0, "a"));
+        assert!(!s.put(0, "a again"), "a second answer fills nothing");
+        assert_eq!(s.left(), 1);
+        assert!(s.put(1, "b"), "the last empty slot");
+        assert_eq!(s.left(), 0);
+        assert_eq!(s.take(), vec![Some("a again"), Some("b"), Some("c")]);
+        assert!(!s.put(1, "late"), "after take, dropped");
+        assert!(s.take().is_empty());
     }
 }

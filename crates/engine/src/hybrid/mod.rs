@@ -32,7 +32,7 @@ use warpsearch_query::{Answer, Request};
 
 use crate::cache::CacheCtl;
 use crate::cost::CostModel;
-pub use job::{Done, Job, Processor, Reply, ServedBy};
+pub use job::{Done, Job, Processor, Reply, ServedBy, Slots};
 use queues::Queues;
 use rates::Rates;
 use stats::Counters;
@@ -309,14 +309,14 @@ impl Hybrid {
 /// last. A channel woke it at every answer: a futex call on the answering thread per query, which
 /// took 5–6% of a closed loop's samples on the development machine.
 struct Collect {
-    state: Mutex<(Vec<Option<Result<Answer>>>, usize)>,
+    state: Mutex<Slots<Result<Answer>>>,
     all_in: Condvar,
 }
 
 impl Collect {
     fn new(n: usize) -> Collect {
         Collect {
-            state: Mutex::new(((0..n).map(|_| None).collect(), n)),
+            state: Mutex::new(Slots::new(n)),
             all_in: Condvar::new(),
         }
     }
@@ -326,28 +326,21 @@ impl Collect {
     fn wait(self: &Arc<Self>) -> Vec<Option<Result<Answer>>> {
         let mut st = lock(&self.state);
         // The timeout is only there to notice the jobs gone: an answer wakes this at once.
-        while st.1 > 0 && Arc::strong_count(self) > 1 {
+        while st.left() > 0 && Arc::strong_count(self) > 1 {
             st = self
                 .all_in
                 .wait_timeout(st, Duration::from_millis(100))
                 .expect("no scheduler thread panics under a lock")
                 .0;
         }
-        std::mem::take(&mut st.0)
+        st.take()
     }
 }
 
 impl Reply for Collect {
     fn send(&self, done: Done) {
-        let mut st = lock(&self.state);
-        let Some(slot) = st.0.get_mut(done.id as usize) else {
-            return;
-        };
-        if slot.replace(done.result).is_none() {
-            st.1 -= 1;
-            if st.1 == 0 {
-                self.all_in.notify_one();
-            }
+        if lock(&self.state).put(done.id as usize, done.result) {
+            self.all_in.notify_one();
         }
     }
 }
