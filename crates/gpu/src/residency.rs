@@ -475,21 +475,21 @@ impl DeviceIndex {
     /// Makes the bounce buffer hold at least `words` (for a cache whose plan changes are fed while
     /// batches run: a change that fits it is copied without the host waiting for the GPU). Where that
     /// much pinned memory cannot be had, the buffer stays as it is (changes then wait where they
-    /// exceed it); returns whether it grew.
-    pub(crate) fn reserve_bounce(&mut self, gpu: &Gpu, words: usize) -> Result<bool, GpuError> {
+    /// exceed it).
+    pub(crate) fn reserve_bounce(&mut self, gpu: &Gpu, words: usize) -> Result<(), GpuError> {
         let Some(have) = self.bounce.as_ref().map(|b| b.as_slice().len()) else {
-            return Ok(false);
+            return Ok(());
         };
         if words <= have {
-            return Ok(true);
+            return Ok(());
         }
         let Ok(grown) = Pinned::new(gpu, words) else {
-            return Ok(false);
+            return Ok(());
         };
         self.reclaim()?;
         self.bounce = Some(grown);
         self.bounce_at = 0;
-        Ok(true)
+        Ok(())
     }
 
     /// Waits for the copies on `stream`, the bounce buffer's included: it is free again.
@@ -506,9 +506,7 @@ impl DeviceIndex {
     /// `stream`), and the last change's (its event).
     pub(crate) fn forget(&mut self, stream: &Arc<CudaStream>) {
         let _ = stream.synchronize();
-        if let Some(e) = self.copied.take() {
-            let _ = e.synchronize();
-        }
+        let _ = self.reclaim();
         let r = &mut self.residency;
         r.lists.iter_mut().for_each(|c| *c = Cached::default());
         r.words = Extents::new(self.cache.words);
@@ -802,8 +800,6 @@ pub(crate) fn mib(bytes: usize) -> f64 {
 impl Drop for DeviceIndex {
     /// The bounce buffer is freed with the index: not while a plan change's copies still read it.
     fn drop(&mut self) {
-        if let Some(e) = self.copied.take() {
-            let _ = e.synchronize();
-        }
+        let _ = self.reclaim();
     }
 }
