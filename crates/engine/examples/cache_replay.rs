@@ -116,7 +116,8 @@ fn main() {
     for q in &train {
         live.add(&ix, q, mode, None, w);
     }
-    let mut current = plan(&ix, &live, Policy::Dynamic, cap, 1.0, GROUP);
+    // The first plan fills the whole cache, as in `CacheCtl::prepare`.
+    let mut current = plan(&ix, &live, Policy::Dynamic, shape, 1.0, GROUP);
     for pass in 1..=2 {
         let (mut hit, mut all, mut skipped) = (0, 0, 0);
         for (i, q) in stream.iter().enumerate() {

@@ -587,4 +587,24 @@ fn the_dynamic_policy_shapes_its_cache_like_vfb_of_its_training_log() {
     );
     assert!(shape.holds(first.need(&ix)), "the first plan fits");
     assert_ne!(shape, Capacity::of_bytes(&ix, bytes), "shaped by the log");
+
+    // The first plan is VFB's of the log in the whole cache, headroom and all (a log shorter than an
+    // epoch weighs 1 a query, as here).
+    let o = CacheOptions::default();
+    assert!(train.len() < o.epoch);
+    let mut usage = Usage::default();
+    for r in &train {
+        usage.add(&ix, &r.query, r.mode, None, 1.0);
+    }
+    let whole = plan(&ix, &usage, Policy::Vfb, shape, o.ratio, o.group);
+    assert_eq!(
+        first.blocks, whole.blocks,
+        "VFB's plan of the log in the whole cache"
+    );
+    let room = |x: u64| (x as f64 * (1.0 - o.headroom)) as u64;
+    let need = first.need(&ix);
+    assert!(
+        need.words > room(shape.words) || need.blocks > room(shape.blocks),
+        "the log asks for more than all but the headroom, so the first plan fills that too"
+    );
 }

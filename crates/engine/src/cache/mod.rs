@@ -284,8 +284,12 @@ impl CacheCtl {
             }),
             counters: Counters::default(),
         };
+        // The dynamic policy's first plan is VFB's of the training log and fills the whole cache, as
+        // VFB's does: on a stream like the log, later plans (in all but the headroom) then save less
+        // than their copies cost and the cache stays as VFB's. The headroom is made by the first
+        // change a drifting stream pays for, from the lists it drops.
         let plan = match ctl.policy {
-            Policy::Dynamic => policy::plan(&index, &usage, ctl.policy, cap, ctl.ratio, ctl.group),
+            Policy::Dynamic => policy::plan(&index, &usage, ctl.policy, shape, ctl.ratio, ctl.group),
             p => policy::plan_in_bytes(&index, &usage, p, cache_bytes, ctl.ratio, ctl.group),
         };
         Ok((ctl, plan))
