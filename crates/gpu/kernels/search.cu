@@ -22,7 +22,6 @@
 #define MAX_WINDOW 32768u   // OR accumulator window (shared floats)
 #define MAX_SMALL_OR 4096u  // postings of the largest OR query the sort path takes
 #define SMALL_OR_BLOCKS 256u  // blocks of the largest OR query the sort path takes
-#define SENTINEL (-__int_as_float(0x7f800000))  // -inf marks an untouched accumulator
 
 #define CODEC_PFOR 0u
 #define CODEC_EF 1u
@@ -1063,12 +1062,28 @@ __device__ __forceinline__ u32 slot_of_pair(const QueryShared* s, u32 n, u32 p) 
     return lo;
 }
 
+// Adds contribution c to window offset i's accumulator. `seen` holds a bit per window document, set
+// once its accumulator holds a sum: the first contribution starts the sum (0 + c, as the CPU adds), and
+// the bits let the window's reset and its top-k pass visit only the documents the lists touched (a
+// window of 16,384 documents holds a few thousand). Within one list each document is added by one
+// thread, so reading the word without an atomic sees this document's bit as this thread left it;
+// the atomic OR keeps other threads' bits of the word.
+__device__ __forceinline__ void acc_add(float* acc, u32* seen, u32 i, float c) {
+    u32 m = 1u << (i & 31u);
+    if (seen[i >> 5] & m) {
+        acc[i] = acc[i] + c;
+    } else {
+        acc[i] = 0.0f + c;
+        atomicOr(&seen[i >> 5], m);
+    }
+}
+
 // Adds one OR window's postings to the accumulators (at most THREADS terms): every (list, block) pair that
 // overlaps the window is decoded first, one warp per pair and all warps at once, into the CTA's scratch;
 // then the lists are added in plan slot order, all threads on one list's postings at a time (a barrier
 // between lists keeps each document's sum in slot order). More than THREADS pairs go in rounds, in order.
 __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 w0, u32 r0, u32 r1,
-                          QueryShared* s, float* acc, u32* dec_doc, u32* dec_tf, PhaseClock& clk) {
+                          QueryShared* s, float* acc, u32* seen, u32* dec_doc, u32* dec_tf, PhaseClock& clk) {
     u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     u32 cnt = 0;
     if (tid < n) {
@@ -1108,11 +1123,7 @@ __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32
                 u32 nb = block_postings(t, local);
                 if (i < nb) {
                     u32 d = dec_doc[(p - q0) * BLOCK_LEN + i];
-                    if (d >= r0 && d <= r1) {
-                        float c = contribution(ix, t, d, dec_tf[(p - q0) * BLOCK_LEN + i]);
-                        float av = acc[d - w0];
-                        acc[d - w0] = (av == SENTINEL ? 0.0f : av) + c;
-                    }
+                    if (d >= r0 && d <= r1) acc_add(acc, seen, d - w0, contribution(ix, t, d, dec_tf[(p - q0) * BLOCK_LEN + i]));
                 }
             }
             __syncthreads();
@@ -1203,7 +1214,8 @@ __device__ void or_small(const IndexArgs& ix, const BatchArgs& ba, const TermDes
 // are added in plan slot order (one list at a time), so sums round as the CPU's. A window whose block-max
 // bound cannot beat the k-th score is skipped; with early termination the scan stops on the global score.
 __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n, QueryShared* s,
-                         float* acc, u32* wdoc, u32* wtf, u32* dec_doc, u32* dec_tf, u64* buf, PhaseClock& clk) {
+                         float* acc, u32* wdoc, u32* wtf, u32* seen, u32* dec_doc, u32* dec_tf, u64* buf,
+                         PhaseClock& clk) {
     u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     u32 W = ba.window;
     // Small whole queries are sorted instead (postings and blocks summed by one thread; n is small then).
@@ -1273,10 +1285,10 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         }
         clk.lap(PH_SELECT);
         if (skip) continue;
-        for (u32 i = tid; i < W; i += THREADS) acc[i] = SENTINEL;
+        for (u32 i = tid; i < W / 32u; i += THREADS) seen[i] = 0u;
         __syncthreads();
         if (n <= THREADS) {
-            or_window(ix, terms, n, w0, r0, r1, s, acc, dec_doc, dec_tf, clk);
+            or_window(ix, terms, n, w0, r0, r1, s, acc, seen, dec_doc, dec_tf, clk);
             __syncthreads();
         }
         for (u32 slot = 0; n > THREADS && slot < n; slot++) {
@@ -1294,10 +1306,7 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
                 u32 nb = block_postings(t, bi);
                 for (u32 i = lane; i < nb; i += 32) {
                     u32 d = dd[i];
-                    if (d >= r0 && d <= r1) {
-                        float a = acc[d - w0];
-                        acc[d - w0] = (a == SENTINEL ? 0.0f : a) + contribution(ix, t, d, tt[i]);
-                    }
+                    if (d >= r0 && d <= r1) acc_add(acc, seen, d - w0, contribution(ix, t, d, tt[i]));
                 }
                 __syncwarp();
             }
@@ -1306,11 +1315,14 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         clk.lap(PH_SCORE);
         if (s->top.failed) return;
         topk_make_room(buf, ba.k, &s->top, W);
-        for (u32 i = tid; i < W; i += THREADS) {
-            float a = acc[i];
-            bool valid = a != SENTINEL && (u64)w0 + i < (u64)ix.num_docs;
-            u32 d = w0 + i;
-            topk_push(buf, &s->top, valid, valid ? finish(ix, d, a) : 0.0f, d);
+        // The touched documents only, a word of `seen` at a time.
+        for (u32 j = tid; j < W / 32u; j += THREADS) {
+            for (u32 word = seen[j]; word != 0u; word &= word - 1u) {
+                u32 i = j * 32u + (u32)(__ffs(word) - 1);
+                u32 d = w0 + i;
+                bool valid = (u64)w0 + i < (u64)ix.num_docs;
+                topk_push(buf, &s->top, valid, valid ? finish(ix, d, acc[i]) : 0.0f, d);
+            }
         }
         __syncthreads();
         clk.lap(PH_TOPK);
@@ -1318,7 +1330,7 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) search_batch(const IndexArgs ix, const BatchArgs ba) {
-    extern __shared__ __align__(16) float dyn[];  // AND: candidate arrays; OR: window accumulators, then decode staging
+    extern __shared__ __align__(16) float dyn[];  // AND: candidate arrays; OR: window accumulators, decode staging, bits of touched documents
     __shared__ QueryShared s;
     u32 cta = blockIdx.x;
     u64* buf = ba.topbuf + (u64)cta * TOPK_CAP;
@@ -1353,7 +1365,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) search_batch(con
             and_query(ix, ba, terms, qd.num_terms, &s, buf, dec_doc, dec_tf, clk);
         else
             or_query(ix, ba, terms, qd.num_terms, &s, dyn, (u32*)(dyn + ba.window),
-                     (u32*)(dyn + ba.window) + WARPS * BLOCK_LEN, dec_doc, dec_tf, buf, clk);
+                     (u32*)(dyn + ba.window) + WARPS * BLOCK_LEN, (u32*)(dyn + ba.window) + 2 * WARPS * BLOCK_LEN,
+                     dec_doc, dec_tf, buf, clk);
         __syncthreads();
         u32* od = ba.out_doc + (u64)qd.out_slot * ba.k;
         float* os = ba.out_score + (u64)qd.out_slot * ba.k;

@@ -43,10 +43,11 @@ pub const MAX_WINDOW: u32 = 32768;
 /// Postings per block.
 pub const BLOCK_LEN: usize = 128;
 
-/// Dynamic shared memory of an OR launch with a window of `window` documents: the accumulators and
-/// per-warp decode staging (docIDs and frequencies of one block per warp).
+/// Dynamic shared memory of an OR launch with a window of `window` documents: the accumulators,
+/// per-warp decode staging (docIDs and frequencies of one block per warp) and a bit per document of the
+/// window (those its lists touched).
 pub fn or_shared_bytes(window: u32) -> u32 {
-    window * 4 + 2 * (threads() / 32) * BLOCK_LEN as u32 * 4
+    window * 4 + 2 * (threads() / 32) * BLOCK_LEN as u32 * 4 + window / 8
 }
 
 /// Dynamic shared memory of an AND launch: four arrays of [`chunk`] words (candidates, their first
