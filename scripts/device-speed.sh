@@ -32,6 +32,8 @@
 #              and OR (closed loop, as bench; SYNTH=/root/wiki-simdbp RUN_QUERIES=… for the passages);
 #   hybhost    the hybrid with each of HOST_THREADS (default "0 2 4") as --hybrid-host-threads, in
 #              alternation, two rounds, AND and OR (the table's backend column says h<N>);
+#   ctas       the query kernel compiled for CTAS (default "1 2 3") resident CTAs per SM
+#              (WARPSEARCH_GPU_MIN_CTAS): registers, then AND and OR (windows 16,384 and 8,192), two rounds;
 #   cpu1       one thread each, the first 2,000 queries: perf.data of our engine and of PISA under $OUT, for
 #              `perf annotate` at home (run after cpu, which makes PISA's export).
 # Output under $OUT: speed.log, speed-table.txt, reports.tgz (the JSON reports).
@@ -67,11 +69,13 @@ build_exe() {
   if [ "$1" = now ]; then echo $bin; else [ -x $dev/warpsearch-old ] && echo $dev/warpsearch-old; fi
 }
 
-# row_run <binary> <label> <mode> <backend> <column> <build> <json>: closed_run with a JSON report, and a
-# table row of its queries/s, p50 and p99 ("-" where the run failed); <column> fills the table's third.
+# row_run <binary> <label> <mode> <backend> <column> <build> <json> [bench options…]: closed_run with a
+# JSON report (and the options), and a table row of its queries/s, p50 and p99 ("-" where the run
+# failed); <column> fills the table's third.
 row_run() {
   local exe=$1 label=$2 mode=$3 backend=$4 column=$5 build=$6 json=$7
-  closed_run $exe "$label" $mode $backend --json $json
+  shift 7
+  closed_run $exe "$label" $mode $backend --json $json "$@"
   read -r qps p50 p99 < <(python3 -c '
 import json, sys
 c = json.load(open(sys.argv[1]))["closed_loop"]
@@ -229,6 +233,25 @@ for part in $parts; do
         for h in ${HOST_THREADS:-0 2 4}; do
           row_run $bin "hybhost round $round $mode h$h" $mode hybrid h$h now \
             $out/reports/$name-hybhost$round-$mode-h$h.json --hybrid-host-threads $h
+        done
+      done
+    done
+    ;;
+  ctas)
+    # The query kernel compiled for each of CTAS (default "1 2 3") resident CTAs per SM
+    # (WARPSEARCH_GPU_MIN_CTAS caps its registers): its resources, then AND, and OR at windows of
+    # 16,384 and 8,192 (three CTAs' shared memory fits an SM only at the smaller), in alternation, two
+    # rounds (the table's backend column says c<N>, w<window>).
+    for c in ${CTAS:-1 2 3}; do
+      WARPSEARCH_GPU_MIN_CTAS=$c $bin gpu-check | grep -E "search_batch" | sed "s/^/min CTAs $c: /" | tee -a "$log"
+    done
+    for round in 1 2; do
+      for c in ${CTAS:-1 2 3}; do
+        WARPSEARCH_GPU_MIN_CTAS=$c row_run $bin "ctas round $round and c$c" and gpu c$c now \
+          $out/reports/$name-ctas$round-and-c$c.json
+        for w in 16384 8192; do
+          WARPSEARCH_GPU_MIN_CTAS=$c row_run $bin "ctas round $round or c$c w$w" or gpu c$c-w$w now \
+            $out/reports/$name-ctas$round-or-c$c-w$w.json --gpu-window $w
         done
       done
     done
