@@ -218,8 +218,11 @@ pub fn min_ctas() -> u32 {
         .unwrap_or(DEFAULT_MIN_CTAS)
 }
 
-/// The default of [`min_ctas`].
-pub const DEFAULT_MIN_CTAS: u32 = 1;
+/// The default of [`min_ctas`]: three CTAs of 256 threads per SM, which caps the query kernel at 80
+/// registers a thread (it takes 124 uncapped, two CTAs per SM). On the H200 (25M collection, 2026-11-25)
+/// AND rose 24% with it, and OR 8% with the window of 8,192 that lets three CTAs' shared memory fit an
+/// SM ([`GpuOptions::window`](crate::GpuOptions)); bench/RESULTS.md, issue 14.
+pub const DEFAULT_MIN_CTAS: u32 = 3;
 
 /// Compiles the kernel source to PTX without a device (NVRTC alone), for a compile check.
 pub fn compile_check() -> Result<String, GpuError> {

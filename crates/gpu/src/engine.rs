@@ -36,7 +36,9 @@ pub const PHASES: [&str; 5] = ["block selection", "decode", "intersect", "score"
 pub struct GpuOptions {
     /// Queries per kernel launch.
     pub batch_size: usize,
-    /// OR accumulator window in documents (a power of two from 256 to 32768).
+    /// OR accumulator window in documents (a power of two from 256 to 32768). The default, 8,192, is the
+    /// largest whose shared memory lets three CTAs share an SM (see [`crate::device::DEFAULT_MIN_CTAS`]);
+    /// it also bounds the sort path's queries (`small_or`) at 2,048 postings.
     pub window: u32,
     /// Device memory the index may take, in bytes; `None`: 90% of what is free.
     pub memory_budget: Option<usize>,
@@ -84,7 +86,7 @@ impl Default for GpuOptions {
     fn default() -> Self {
         GpuOptions {
             batch_size: 8192,
-            window: 16384,
+            window: 8192,
             memory_budget: None,
             instrument: false,
             split_cost: 200_000,
