@@ -6,7 +6,9 @@
 #
 # Parts (arguments, in order; default: all):
 #   tests      the GPU test suite (kernels, then the engine and the hybrid against the oracle, with the
-#              passages), and the engine's tests again at 128 threads a CTA; full output in tests.log;
+#              passages), and the engine's tests again at 128 threads a CTA (TESTS_128=0: not); full output
+#              in tests.log; where it fails, the suite of .device/gpu-tests-head and engine-tests-head (an
+#              earlier commit's, if carried) in tests-head.log;
 #   synth      generates the collection into $SYNTH (default /root/synth; kept for later parts and calls)
 #              in the codec $CODEC (default simdbp, the index's default);
 #   identical  OR, AND and and-or at k 10 and 1000 over the first 5,000 queries: the GPU's run and the CPU's,
@@ -18,7 +20,8 @@
 #   sweep      the GPU's parameters, closed loop, top-10: AND by --gpu-merge-ratio, OR by --gpu-window,
 #              and both at 128 threads a CTA (WARPSEARCH_GPU_THREADS);
 #   ab         this binary against the earlier one in alternation, two rounds: OR at k 10 and 1000, AND at
-#              k 10 (closed loop, as bench; rows in the table, with k in the backend column);
+#              k 10, or AB_RUNS (e.g. "or 10,and 10") (closed loop, as bench; rows in the table, with k in
+#              the backend column);
 #   profile    kernel phases (--gpu-profile) and the kernel's registers and CTAs per SM;
 #   cpu        the CPU engine against PISA on the same postings (PISA's best per mode here:
 #              block_max_ranked_and, maxscore): all cores on the 20,000 queries, then one and all cores on
@@ -145,8 +148,19 @@ for part in $parts; do
     $dev/gpu-tests --test-threads=4 >"$out/tests.log" 2>&1 || rc=1
     WARPSEARCH_WIKI_INDEX=$wiki WARPSEARCH_QUERIES=$dev/trec05-efficiency.txt \
       $dev/engine-tests --test-threads=4 --nocapture >>"$out/tests.log" 2>&1 || rc=1
-    WARPSEARCH_GPU_THREADS=128 $dev/engine-tests --test-threads=4 --skip wikipedia >>"$out/tests.log" 2>&1 || rc=1
-    grep -E "^test result|FAILED|panicked|skipped|wiki " "$out/tests.log" | tee -a "$log"
+    if [ "${TESTS_128:-1}" = 1 ]; then
+      WARPSEARCH_GPU_THREADS=128 $dev/engine-tests --test-threads=4 --skip wikipedia >>"$out/tests.log" 2>&1 || rc=1
+    fi
+    grep -E "^test result|FAILED|panicked|skipped|wiki |damaged" "$out/tests.log" | tee -a "$log"
+    # Where this build's suite failed, the earlier commit's (carried as .device/*-tests-head), for a verdict
+    # on that commit from the same call.
+    if [ $rc != 0 ] && [ -x $dev/gpu-tests-head ]; then
+      say "[${SECONDS}s] tests of the earlier build (.device/*-tests-head)"
+      $dev/gpu-tests-head --test-threads=4 >"$out/tests-head.log" 2>&1
+      WARPSEARCH_WIKI_INDEX=$wiki WARPSEARCH_QUERIES=$dev/trec05-efficiency.txt \
+        $dev/engine-tests-head --test-threads=4 --nocapture >>"$out/tests-head.log" 2>&1
+      grep -E "^test result|FAILED|panicked" "$out/tests-head.log" | tee -a "$log"
+    fi
     ;;
   synth)
     if [ ! -f $synth/meta.json ]; then
@@ -189,8 +203,9 @@ for part in $parts; do
     for mode in and or; do WARPSEARCH_GPU_THREADS=128 closed_run $bin "sweep $mode 128 threads" $mode gpu; done
     ;;
   ab)
+    IFS=, read -ra mks <<<"${AB_RUNS:-or 10,or 1000,and 10}"
     for round in 1 2; do
-      for mk in "or 10" "or 1000" "and 10"; do
+      for mk in "${mks[@]}"; do
         read -r mode k <<<"$mk"
         for build in before now; do
           exe=$(build_exe $build) || continue

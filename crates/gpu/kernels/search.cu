@@ -463,6 +463,65 @@ __device__ bool simdbp_decode_warp(const u32* blk, u32 len, u32 foff, u32 first,
     return ok;
 }
 
+// Decodes SIMD-BP128 block `bi` (global block index) of list `t` into registers, by the whole warp: lane l
+// holds postings 4l .. 4l+3 (doc[j], tf[j]; j past the block's n postings hold 0) and the block's n in
+// *count. The checks are simdbp_decode_warp's, prefix_docs_warp's and decode_block_warp's, so a
+// malformed block fails here as it fails there (and on the CPU); returns the same verdict on every lane.
+// Nothing goes through memory: a full block's four values of a lane are adjacent words of its
+// BitPacker4x section (value i in SIMD lane i % 4 at position i / 4), loaded together.
+__device__ bool simdbp_block_regs(const IndexArgs& ix, const TermDesc& t, u32 bi, u32 doc[4], u32 tf[4],
+                                  u32* count) {
+    u32 lane = threadIdx.x & 31u;
+    u32 local = bi - t.block_base;
+    u32 n = block_postings(t, local);
+    *count = n;
+    const u32* blk = ix.words + t.word_base + ix.blk_off[bi];
+    u32 off = ix.blk_off[bi];
+    u32 end = local + 1 == t.num_blocks ? t.len_words : ix.blk_off[bi + 1];
+    u32 len = end - off, foff = ix.blk_foff[bi];
+    u32 first = ix.blk_first[bi], last = ix.blk_last[bi];
+    if (end <= off || n == 0 || n > BLOCK_LEN || foff > len) return false;
+    u32 header = blk[0];
+    u32 db = header & 0xffu, fb = (header >> 8) & 0xffu;
+    if ((header >> 16) != 0u || db > 32u || fb > 32u) return false;
+    if (foff != 1u + simdbp_words(n, db) || foff + simdbp_words(n, fb) > len) return false;
+    bool full = n == BLOCK_LEN;
+    // Sums in u32, wrapping: a step of the true (unbounded) sums is one gap, 1 to 2^32, so a sum that
+    // passed 2^32 shows as a docID not above the one before it. Strictly increasing docIDs from `first`
+    // to `last` are therefore prefix_docs_warp's check (no sum past 2^32 - 1, the skip data's ends).
+    u32 g[4], sum = 0u;
+    bool ok = true;
+#pragma unroll
+    for (u32 j = 0; j < 4; j++) {
+        u32 i = lane * 4u + j;
+        u32 v = 0u, f = 0u;
+        if (i < n) {
+            v = full ? bp4_one(blk + 1u, db, i) : unpack_one(blk + 1u, db, i);
+            f = full ? bp4_one(blk + foff, fb, i) : unpack_one(blk + foff, fb, i);
+            if (f == FULL_MASK) ok = false;
+        }
+        g[j] = i < n ? v + (i > 0u ? 1u : 0u) : 0u;
+        sum += g[j];
+        tf[j] = f + 1u;
+    }
+    u32 inc = warp_inclusive_scan(sum);
+    u32 acc = first + (inc - sum);
+    // The previous lane's last docID (lane 0 starts at `first`, checked as such).
+    u32 prev = __shfl_up_sync(FULL_MASK, first + inc, 1);
+#pragma unroll
+    for (u32 j = 0; j < 4; j++) {
+        u32 i = lane * 4u + j;
+        acc += g[j];
+        doc[j] = i < n ? acc : 0u;
+        if (i < n) {
+            // The block must start at the skip data's first docID and end at its last.
+            if ((i == 0u && acc != first) || (i > 0u && acc <= prev) || (i + 1u == n && acc != last)) ok = false;
+            prev = acc;
+        }
+    }
+    return __all_sync(FULL_MASK, ok);
+}
+
 // Decodes block `bi` (global block index) of list `t`. `xs` is per-warp shared scratch of 4 * BLOCK_LEN.
 __device__ bool decode_block_warp(const IndexArgs& ix, const TermDesc& t, u32 bi, u32* out_doc, u32* out_tf,
                                   u32* xs) {
@@ -875,9 +934,14 @@ __device__ void compact_candidates(QueryShared* s, const u32 (&tf)[CPT]) {
     __syncthreads();
 }
 
-__device__ __forceinline__ float contribution(const IndexArgs& ix, const TermDesc& t, u32 doc, u32 tf) {
+// BM25's contribution of a posting with frequency tf to a document whose length norm is `norm`.
+__device__ __forceinline__ float contribution_of(const IndexArgs& ix, const TermDesc& t, float norm, u32 tf) {
     float f = (float)tf;
-    return t.weight * (f * ix.k1p1 / (f + ix.norms[doc]));
+    return t.weight * (f * ix.k1p1 / (f + norm));
+}
+
+__device__ __forceinline__ float contribution(const IndexArgs& ix, const TermDesc& t, u32 doc, u32 tf) {
+    return contribution_of(ix, t, ix.norms[doc], tf);
 }
 
 __device__ __forceinline__ float finish(const IndexArgs& ix, u32 doc, float sum) {
@@ -1131,6 +1195,47 @@ __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32
     }
 }
 
+// or_window for SIMD-BP128 lists: list by list in plan slot order, the warps share the list's blocks that
+// overlap the window, each decoding its block into registers (simdbp_block_regs) and adding the postings
+// at once, their length norms loaded together; a barrier between lists keeps each document's sum in slot
+// order. No scratch memory and one barrier per list with blocks in the window, where or_window decodes
+// every list into global scratch first, then reads it back list by list. The last list's barrier orders
+// the adds before the window's top-k pass; a window without blocks adds nothing.
+__device__ void or_window_regs(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 w0, u32 r0, u32 r1,
+                               QueryShared* s, float* acc, u32* seen, PhaseClock& clk) {
+    u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    if (clk.out && threadIdx.x == 0) {
+        u32 total = 0;
+        for (u32 i = 0; i < n; i++) total += s->t_cnt[i];
+        clk.blocks(total);
+    }
+    for (u32 sl = 0; sl < n; sl++) {
+        u32 j = terms[sl].slot_term;  // window_blocks found each term's blocks
+        u32 cnt = s->t_cnt[j];
+        if (cnt == 0u) continue;
+        const TermDesc& t = terms[j];
+        u32 b0 = t.block_base + s->t_first[j];
+        for (u32 p = warp; p < cnt; p += WARPS) {
+            u32 doc[4], tf[4], nb;
+            if (!simdbp_block_regs(ix, t, b0 + p, doc, tf, &nb)) {
+                if (lane == 0) s->top.failed = 1;
+                break;
+            }
+            bool in[4];
+            float norm[4];
+#pragma unroll
+            for (u32 k = 0; k < 4; k++) {
+                in[k] = lane * 4u + k < nb && doc[k] >= r0 && doc[k] <= r1;
+                norm[k] = in[k] ? ix.norms[doc[k]] : 0.0f;
+            }
+#pragma unroll
+            for (u32 k = 0; k < 4; k++)
+                if (in[k]) acc_add(acc, seen, doc[k] - w0, contribution_of(ix, t, norm[k], tf[k]));
+        }
+        __syncthreads();
+    }
+}
+
 // OR of a small query by sorting, the alternative to dense accumulators: every block of every list is
 // decoded into the CTA's scratch, each posting becomes a (docID, plan slot) key with its contribution, a
 // bitonic sort in shared memory orders the keys, and one thread per run of equal docIDs sums the
@@ -1287,7 +1392,9 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         if (skip) continue;
         for (u32 i = tid; i < W / 32u; i += THREADS) seen[i] = 0u;
         __syncthreads();
-        if (n <= THREADS) {
+        if (n <= THREADS && ix.codec == CODEC_SIMDBP) {
+            or_window_regs(ix, terms, n, w0, r0, r1, s, acc, seen, clk);
+        } else if (n <= THREADS) {
             or_window(ix, terms, n, w0, r0, r1, s, acc, seen, dec_doc, dec_tf, clk);
             __syncthreads();
         }
@@ -1386,14 +1493,30 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) search_batch(con
 
 // Decodes the listed blocks (one warp per block, any number of warps): block j of the request is global
 // block bids[j] of term terms[tids[j]]; docIDs and frequencies go to out_*[j * BLOCK_LEN ..]; ok[j] = 0/1.
+// SIMD-BP128 blocks are decoded into registers as the OR windows decode them (simdbp_block_regs).
 extern "C" __global__ void decode_blocks(const IndexArgs ix, const TermDesc* terms, const u32* tids,
                                          const u32* bids, u32 count, u32* out_doc, u32* out_tf, u32* ok) {
     __shared__ u32 xs[WARPS][4 * BLOCK_LEN];
     u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
     u32 gw = blockIdx.x * WARPS + warp, nw = gridDim.x * WARPS;
     for (u32 j = gw; j < count; j += nw) {
-        bool good = decode_block_warp(ix, terms[tids[j]], bids[j], out_doc + (u64)j * BLOCK_LEN,
-                                      out_tf ? out_tf + (u64)j * BLOCK_LEN : (u32*)0, xs[warp]);
+        bool good;
+        if (ix.codec == CODEC_SIMDBP) {
+            // The decoder the OR windows use (decode_block_warp's SIMD-BP128 path serves AND).
+            u32 d[4], f[4], n;
+            good = simdbp_block_regs(ix, terms[tids[j]], bids[j], d, f, &n);
+#pragma unroll
+            for (u32 k = 0; k < 4; k++) {
+                u32 i = lane * 4u + k;
+                if (good && i < n) {
+                    out_doc[(u64)j * BLOCK_LEN + i] = d[k];
+                    if (out_tf) out_tf[(u64)j * BLOCK_LEN + i] = f[k];
+                }
+            }
+        } else {
+            good = decode_block_warp(ix, terms[tids[j]], bids[j], out_doc + (u64)j * BLOCK_LEN,
+                                     out_tf ? out_tf + (u64)j * BLOCK_LEN : (u32*)0, xs[warp]);
+        }
         if (lane == 0) ok[j] = good ? 1u : 0u;
     }
 }

@@ -161,17 +161,22 @@ fn cpu_decode(codec: Codec, list: &RawList, b: usize) -> Option<(Vec<u32>, Vec<u
     Some((d, f))
 }
 
-#[test]
-fn damaged_exceptions_fail_or_decode_exactly_as_on_the_cpu() {
-    // PForDelta blocks full of exceptions (large gaps and frequencies), each with one bit flipped
-    // somewhere: the GPU's warp-parallel exception path must agree with the CPU decoder, block by block,
-    // on whether the block is malformed and, if not, on every value.
-    let Some(gpu) = gpu() else { return };
-    let codec = Codec::PForDelta;
-    let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+/// Lists of `codec` with one bit flipped somewhere in each (`starts`: their first docIDs, in turn):
+/// the GPU's decoder must agree with the CPU decoder, block by block, on whether the block is malformed
+/// and, if not, on every value. Returns how many blocks both found malformed and how many both decoded.
+fn damaged_blocks_agree(codec: Codec, seed: u64, starts: &[u32]) -> (usize, usize) {
+    let gpu = gpu().expect("checked by the caller");
+    let mut rng = Rng(seed);
     let mut damaged = Vec::new();
     for trial in 0..600 {
-        let (mut list, _, _) = raw_list(codec, 129 + (trial % 200), 7, 2 + (trial % 5) as u32, &mut rng);
+        let start = starts[trial % starts.len()];
+        let (mut list, _, _) = raw_list(
+            codec,
+            129 + (trial % 200),
+            start,
+            2 + (trial % 5) as u32,
+            &mut rng,
+        );
         let at = rng.below(list.words.len() as u64) as usize;
         list.words[at] ^= 1 << rng.below(32);
         damaged.push(list);
@@ -183,7 +188,7 @@ fn damaged_exceptions_fail_or_decode_exactly_as_on_the_cpu() {
         assert_eq!(got[li].len(), list.blocks.len(), "list {li}");
         for (b, on_gpu) in got[li].iter().enumerate() {
             let cpu = cpu_decode(codec, list, b);
-            assert_eq!(on_gpu, &cpu, "list {li} block {b}: GPU and CPU disagree");
+            assert_eq!(on_gpu, &cpu, "{codec} list {li} block {b}: GPU and CPU disagree");
             if cpu.is_some() {
                 agreed_good += 1;
             } else {
@@ -192,9 +197,35 @@ fn damaged_exceptions_fail_or_decode_exactly_as_on_the_cpu() {
         }
     }
     say(&format!(
-        "damaged PForDelta blocks: {agreed_bad} malformed on both, {agreed_good} decoded alike"
+        "damaged {codec} blocks: {agreed_bad} malformed on both, {agreed_good} decoded alike"
     ));
-    assert!(agreed_bad > 100, "too few flips hit: {agreed_bad}");
+    (agreed_bad, agreed_good)
+}
+
+#[test]
+fn damaged_exceptions_fail_or_decode_exactly_as_on_the_cpu() {
+    // PForDelta blocks full of exceptions (large gaps and frequencies): the GPU's warp-parallel
+    // exception path.
+    if gpu().is_none() {
+        return;
+    }
+    let (bad, _) = damaged_blocks_agree(Codec::PForDelta, 0xD1B5_4A32_D192_ED03, &[7]);
+    assert!(bad > 100, "too few flips hit: {bad}");
+}
+
+#[test]
+fn damaged_simdbp_blocks_fail_or_decode_exactly_as_on_the_cpu() {
+    // SIMD-BP128 blocks as the OR windows decode them, into registers: a flip in a header, a docID gap
+    // (some sums then pass 2^32 - 1 near the top of the docID range) or a frequency.
+    if gpu().is_none() {
+        return;
+    }
+    let starts = [7, u32::MAX - 2_000_000, u32::MAX - 40_000];
+    let (bad, good) = damaged_blocks_agree(Codec::SimdBp, 0x5EED_B128_0DD5_F00D, &starts);
+    assert!(
+        bad > 100 && good > 100,
+        "too few flips hit or missed: {bad} malformed, {good} decoded"
+    );
 }
 
 fn sorted_top(hits: &[(u32, f32)], k: usize) -> Vec<(u32, f32)> {
