@@ -10,7 +10,8 @@
 #              in tests.log; where it fails, the suite of .device/gpu-tests-head and engine-tests-head (an
 #              earlier commit's, if carried) in tests-head.log;
 #   synth      generates the collection into $SYNTH (default /root/synth; kept for later parts and calls)
-#              in the codec $CODEC (default simdbp, the index's default);
+#              in the codec $CODEC (default simdbp, the index's default), of $SYNTH_DOCS documents
+#              (default 25,000,000);
 #   identical  OR, AND and and-or at k 10 and 1000 over the first 5,000 queries: the GPU's run and the CPU's,
 #              compared byte for byte;
 #   bench      closed-loop top-10 throughput (bench, one warm-up pass) of the first 20,000 TREC 2005
@@ -20,8 +21,8 @@
 #   sweep      the GPU's parameters, closed loop, top-10: AND by --gpu-merge-ratio, OR by --gpu-window,
 #              and both at 128 threads a CTA (WARPSEARCH_GPU_THREADS);
 #   ab         this binary against the earlier one in alternation, two rounds: OR at k 10 and 1000, AND at
-#              k 10, or AB_RUNS (e.g. "or 10,and 10") (closed loop, as bench; rows in the table, with k in
-#              the backend column);
+#              k 10, or AB_RUNS (e.g. "or 10,and 10"); AB_BUILDS="label=path …" compares those builds
+#              instead (closed loop, as bench; rows in the table, with k in the backend column);
 #   profile    kernel phases (--gpu-profile) and the kernel's registers and CTAs per SM;
 #   cpu        the CPU engine against PISA on the same postings (PISA's best per mode here:
 #              block_max_ranked_and, maxscore): all cores on the 20,000 queries, then one and all cores on
@@ -164,8 +165,8 @@ for part in $parts; do
     ;;
   synth)
     if [ ! -f $synth/meta.json ]; then
-      say "[${SECONDS}s] synth: 25M documents like $wiki"
-      $bin synth --like "$wiki" --output $synth --docs 25000000 --codec $codec --force 2>"$work/synth.err" ||
+      say "[${SECONDS}s] synth: ${SYNTH_DOCS:-25000000} documents like $wiki"
+      $bin synth --like "$wiki" --output $synth --docs ${SYNTH_DOCS:-25000000} --codec $codec --force 2>"$work/synth.err" ||
         { tail -n 5 "$work/synth.err" | tee -a "$log"; exit 1; }
     fi
     $bin inspect $synth | head -n 6 | tee -a "$log"
@@ -204,11 +205,15 @@ for part in $parts; do
     ;;
   ab)
     IFS=, read -ra mks <<<"${AB_RUNS:-or 10,or 1000,and 10}"
+    read -ra builds <<<"${AB_BUILDS:-before now}"
     for round in 1 2; do
       for mk in "${mks[@]}"; do
         read -r mode k <<<"$mk"
-        for build in before now; do
-          exe=$(build_exe $build) || continue
+        for b in "${builds[@]}"; do
+          case $b in
+          *=*) build=${b%%=*} exe=${b#*=} ;;
+          *) build=$b && exe=$(build_exe $b) || continue ;;
+          esac
           RUN_K=$k row_run $exe "ab round $round $mode k $k $build" $mode gpu k$k $build \
             $out/reports/$name-ab$round-$mode-k$k-$build.json
         done
