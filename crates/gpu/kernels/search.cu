@@ -779,15 +779,21 @@ struct QueryShared {
 #define PH_TOPK 4
 #define PH_BLOCKS 5   // not a phase: the blocks decoded (instrumented runs)
 
+// The phase clock's state, in shared memory rather than in every thread's registers (only thread 0 reads
+// the time, and only in instrumented runs): held in registers across the whole kernel, the two 64-bit
+// fields were spilled and reloaded at every lap once the OR windows' register decoding raised the
+// kernel's pressure.
+__shared__ u64* clock_out;  // this CTA's counters, or null (no instrumentation)
+__shared__ u64 clock_at;    // thread 0's last reading
+
 struct PhaseClock {
-    u64* out;
-    u64 t;
-    __device__ void start() { if (out && threadIdx.x == 0) t = clock64(); }
+    __device__ bool on() const { return clock_out != (u64*)0; }
+    __device__ void start() { if (threadIdx.x == 0 && clock_out) clock_at = clock64(); }
     __device__ void lap(int phase) {
-        if (out && threadIdx.x == 0) { u64 now = clock64(); out[phase] += now - t; t = now; }
+        if (threadIdx.x == 0 && clock_out) { u64 now = clock64(); clock_out[phase] += now - clock_at; clock_at = now; }
     }
     // Counts blocks decoded (any one thread per call).
-    __device__ void blocks(u32 n) { if (out) atomicAdd((unsigned long long*)&out[PH_BLOCKS], (u64)n); }
+    __device__ void blocks(u32 n) { if (clock_out) atomicAdd((unsigned long long*)&clock_out[PH_BLOCKS], (u64)n); }
 };
 
 // Looks up every candidate in list t (SvS step). Thread i holds candidates CPT*i .. CPT*i+CPT-1 (in docID
@@ -1204,7 +1210,7 @@ __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32
 __device__ void or_window_regs(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 w0, u32 r0, u32 r1,
                                QueryShared* s, float* acc, u32* seen, PhaseClock& clk) {
     u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-    if (clk.out && threadIdx.x == 0) {
+    if (clk.on() && threadIdx.x == 0) {
         u32 total = 0;
         for (u32 i = 0; i < n; i++) total += s->t_cnt[i];
         clk.blocks(total);
@@ -1449,11 +1455,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) search_batch(con
         s.cand_tf0 = and_arrays + CHUNK;
         s.blk = and_arrays + 2 * CHUNK;
         s.sel_blk = and_arrays + 3 * CHUNK;
+        clock_out = ba.phase_cycles ? ba.phase_cycles + (u64)cta * 8 : (u64*)0;
+        clock_at = 0;
     }
     __syncthreads();
     PhaseClock clk;
-    clk.out = ba.phase_cycles ? ba.phase_cycles + (u64)cta * 8 : (u64*)0;
-    clk.t = 0;
     for (;;) {
         if (threadIdx.x == 0) s.q = atomicAdd(ba.next_query, 1u);
         __syncthreads();
