@@ -464,8 +464,8 @@ __device__ bool simdbp_decode_warp(const u32* blk, u32 len, u32 foff, u32 first,
 }
 
 // Decodes SIMD-BP128 block `bi` (global block index) of list `t` into registers, by the whole warp: lane l
-// holds postings 4l .. 4l+3 (doc[j], tf[j]; j past the block's n postings hold 0) and the block's n in
-// *count. The checks are simdbp_decode_warp's, prefix_docs_warp's and decode_block_warp's, so a
+// holds postings 4l .. 4l+3 (doc[j], tf[j]; past the block's n postings doc[j] is 0 and tf[j] 1, read by
+// no caller) and the block's n in *count. The checks are simdbp_decode_warp's, prefix_docs_warp's and decode_block_warp's, so a
 // malformed block fails here as it fails there (and on the CPU); returns the same verdict on every lane.
 // Nothing goes through memory: a full block's four values of a lane are adjacent words of its
 // BitPacker4x section (value i in SIMD lane i % 4 at position i / 4), loaded together.
@@ -1516,6 +1516,7 @@ extern "C" __global__ void decode_blocks(const IndexArgs ix, const TermDesc* ter
                 u32 i = lane * 4u + k;
                 if (good && i < n) {
                     out_doc[(u64)j * BLOCK_LEN + i] = d[k];
+                    // (The hosts pass out_tf; the frequencies are decoded and checked either way.)
                     if (out_tf) out_tf[(u64)j * BLOCK_LEN + i] = f[k];
                 }
             }
