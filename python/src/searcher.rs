@@ -279,9 +279,9 @@ impl PySearcher {
                     .map(|i| PyString::new(py, &i.to_string()))
                     .collect(),
             };
-            let mut frame = Frame::new(py, &self.index, qids)?;
-            self.answer_chunks(py, &texts, mode, k, |answers| frame.push(&answers))?;
-            return frame.finish(&self.index);
+            let mut frame = Frame::new(py, qids)?;
+            self.answer_chunks(py, &texts, mode, k, |answers| frame.push(answers))?;
+            return frame.finish(&self.index, self.pool.as_ref());
         }
         let ids = self.doc_ids(py);
         let out = PyList::empty(py);

@@ -104,6 +104,21 @@ def test_threads_give_the_same_answers(index, trec05):
     assert index.searcher("hybrid", threads=2).search_batch(texts, k=50) == expected
 
 
+def test_frames_written_on_many_threads_equal_the_lists(index, trec05):
+    """The frame's columns are written by tasks of 512 queries on the searcher's threads (python/src/
+    frame.rs): with several tasks, one thread or all, every row is the lists' hit in place."""
+    pandas = pytest.importorskip("pandas")
+    texts = trec05[:3000]
+    lists = index.searcher("cpu").search_batch(texts, k=30, mode="or")
+    rows = [(str(q), d, r, s) for q, hits in enumerate(lists, 1) for r, (d, s) in enumerate(hits, 1)]
+    for threads in [1, None]:
+        frame = index.searcher("cpu", threads=threads).search_batch(texts, k=30, mode="or", as_frame=True)
+        assert isinstance(frame, pandas.DataFrame) and len(frame) == len(rows)
+        assert [tuple(r) for r in frame.itertuples(index=False)] == rows
+        docs = list(frame["docid"].cat.categories)
+        assert len(docs) == len({d for _, d, _, _ in rows})
+
+
 def test_concurrent_calls_share_one_searcher(index, trec05):
     texts = trec05[:2000]
     s = index.searcher("cpu")
