@@ -97,16 +97,13 @@ impl<'py> Frame<'py> {
         let answers = &self.answers;
         py.detach(|| on_pool(pool, || answers.par_iter().for_each(|a| hit.mark(a))));
         let hit = hit.ranked();
-        // Each task's queries and where their hits start.
-        let mut starts = Vec::with_capacity(self.answers.len() / QUERIES_PER_TASK + 2);
-        let mut total = 0;
-        for (i, a) in self.answers.iter().enumerate() {
-            if i % QUERIES_PER_TASK == 0 {
-                starts.push(total);
-            }
-            total += a.hits.len();
-        }
-        starts.push(total);
+        // Each task's queries are the next QUERIES_PER_TASK; its part of a column holds their hits.
+        let sizes: Vec<usize> = self
+            .answers
+            .chunks(QUERIES_PER_TASK)
+            .map(|c| c.iter().map(|a| a.hits.len()).sum())
+            .collect();
+        let total = sizes.iter().sum::<usize>();
         let columns = COLUMNS.map(|width| uninit_bytearray(py, total * width));
         let [qids, docs, ranks, scores] = columns;
         let (qids, docs, ranks, scores) = (qids?, docs?, ranks?, scores?);
@@ -123,15 +120,15 @@ impl<'py> Frame<'py> {
                     scores.as_bytes_mut(),
                 ]
             };
-            let tasks = split_tasks(bufs, &starts);
+            let tasks = split_tasks(bufs, &sizes);
             let (codes, hit) = (&self.codes, &hit);
             py.detach(|| {
                 on_pool(pool, || {
-                    tasks.into_par_iter().enumerate().for_each(|(t, task)| {
-                        let first = t * QUERIES_PER_TASK;
-                        let end = (first + QUERIES_PER_TASK).min(answers.len());
-                        write_task(task, &answers[first..end], &codes[first..end], hit);
-                    })
+                    tasks
+                        .into_par_iter()
+                        .zip(answers.par_chunks(QUERIES_PER_TASK))
+                        .zip(codes.par_chunks(QUERIES_PER_TASK))
+                        .for_each(|((task, answers), codes)| write_task(task, answers, codes, hit))
                 })
             });
         }
@@ -177,14 +174,14 @@ fn uninit_bytearray(py: Python<'_>, len: usize) -> PyResult<Bound<'_, PyByteArra
 /// One task's part of each column.
 type Task<'a> = [&'a mut [u8]; 4];
 
-/// The four columns cut into each task's part (`starts`: the tasks' first hits, then the total).
-fn split_tasks<'a>(mut rest: Task<'a>, starts: &[usize]) -> Vec<Task<'a>> {
-    starts
-        .windows(2)
-        .map(|w| {
+/// The four columns cut into each task's part (`sizes`: each task's hits).
+fn split_tasks<'a>(mut rest: Task<'a>, sizes: &[usize]) -> Vec<Task<'a>> {
+    sizes
+        .iter()
+        .map(|&hits| {
             let mut part: Task<'a> = Default::default();
             for (c, width) in COLUMNS.into_iter().enumerate() {
-                let (head, tail) = std::mem::take(&mut rest[c]).split_at_mut((w[1] - w[0]) * width);
+                let (head, tail) = std::mem::take(&mut rest[c]).split_at_mut(hits * width);
                 part[c] = head;
                 rest[c] = tail;
             }
