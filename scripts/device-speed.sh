@@ -68,6 +68,16 @@ closed_run() {
   say "$name $label: $(grep -hE "^closed" "$work/bench.out" "$work/bench.err" | tail -n 1)"
 }
 
+# suite <suffix> <log>: the kernel tests ($dev/gpu-tests<suffix>), then the engine's against the oracle with
+# the passages ($dev/engine-tests<suffix>), into <log>; fails if either fails.
+suite() {
+  local ok=0
+  $dev/gpu-tests$1 --test-threads=4 >"$2" 2>&1 || ok=1
+  WARPSEARCH_WIKI_INDEX=$wiki WARPSEARCH_QUERIES=$dev/trec05-efficiency.txt \
+    $dev/engine-tests$1 --test-threads=4 --nocapture >>"$2" 2>&1 || ok=1
+  return $ok
+}
+
 # build_exe <before|now>: the earlier binary (if carried) or this one; fails when there is none.
 build_exe() {
   if [ "$1" = now ]; then echo $bin; else [ -x $dev/warpsearch-old ] && echo $dev/warpsearch-old; fi
@@ -146,9 +156,7 @@ for part in $parts; do
   case $part in
   tests)
     say "[${SECONDS}s] tests"
-    $dev/gpu-tests --test-threads=4 >"$out/tests.log" 2>&1 || rc=1
-    WARPSEARCH_WIKI_INDEX=$wiki WARPSEARCH_QUERIES=$dev/trec05-efficiency.txt \
-      $dev/engine-tests --test-threads=4 --nocapture >>"$out/tests.log" 2>&1 || rc=1
+    suite "" "$out/tests.log" || rc=1
     if [ "${TESTS_128:-1}" = 1 ]; then
       WARPSEARCH_GPU_THREADS=128 $dev/engine-tests --test-threads=4 --skip wikipedia >>"$out/tests.log" 2>&1 || rc=1
     fi
@@ -157,9 +165,7 @@ for part in $parts; do
     # on that commit from the same call.
     if [ $rc != 0 ] && [ -x $dev/gpu-tests-head ]; then
       say "[${SECONDS}s] tests of the earlier build (.device/*-tests-head)"
-      $dev/gpu-tests-head --test-threads=4 >"$out/tests-head.log" 2>&1
-      WARPSEARCH_WIKI_INDEX=$wiki WARPSEARCH_QUERIES=$dev/trec05-efficiency.txt \
-        $dev/engine-tests-head --test-threads=4 --nocapture >>"$out/tests-head.log" 2>&1
+      suite -head "$out/tests-head.log"
       grep -E "^test result|FAILED|panicked" "$out/tests-head.log" | tee -a "$log"
     fi
     ;;
