@@ -465,8 +465,9 @@ __device__ bool simdbp_decode_warp(const u32* blk, u32 len, u32 foff, u32 first,
 
 // Decodes SIMD-BP128 block `bi` (global block index) of list `t` into registers, by the whole warp: lane l
 // holds postings 4l .. 4l+3 (doc[j], tf[j]; past the block's n postings doc[j] is 0 and tf[j] 1, read by
-// no caller) and the block's n in *count. The checks are simdbp_decode_warp's, prefix_docs_warp's and decode_block_warp's, so a
-// malformed block fails here as it fails there (and on the CPU); returns the same verdict on every lane.
+// no caller) and the block's n in *count. The checks are simdbp_decode_warp's, prefix_docs_warp's and
+// decode_block_warp's, so a malformed block fails here as it fails there (and on the CPU); returns the
+// same verdict on every lane.
 // Nothing goes through memory: a full block's four values of a lane are adjacent words of its
 // BitPacker4x section (value i in SIMD lane i % 4 at position i / 4), loaded together.
 __device__ bool simdbp_block_regs(const IndexArgs& ix, const TermDesc& t, u32 bi, u32 doc[4], u32 tf[4],
