@@ -90,7 +90,7 @@ for w in 4096 8192 32768; do
 done
 say "== register cap: WARPSEARCH_GPU_MIN_CTAS (k 10)"
 for m in 2 4 5 6; do
-  WARPSEARCH_GPU_MIN_CTAS=$m $bin gpu-check | grep search_batch | sed "s/^/min CTAs $m: /" | tee -a "$log"
+  WARPSEARCH_GPU_MIN_CTAS=$m $bin gpu-check | grep search_and | sed "s/^/min CTAs $m: /" | tee -a "$log"
   for mode in and or; do
     WARPSEARCH_GPU_MIN_CTAS=$m sweep "min CTAs $m" $mode
   done

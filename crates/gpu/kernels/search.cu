@@ -87,7 +87,7 @@ struct BatchArgs {
     const TermDesc* terms;
     u32 num_queries;
     u32 k;
-    u32 mode;
+    u32 mode;             // MODE_AND or MODE_OR: the host launches search_and or search_or for it
     u32 early;            // stop on the global-score bound (papers/000 Algorithm 1)
     u32 window;           // OR accumulator window in documents (<= MAX_WINDOW, multiple of THREADS)
     u32 small_or;         // OR queries of at most this many postings are sorted, not accumulated (0: never)
@@ -167,6 +167,28 @@ __device__ __forceinline__ u32 block_postings(const TermDesc& t, u32 b) {
 }
 
 // First index in [0, n) with a[i] >= x, or n.
+// Block `bi` (global block index) of list `t` as its skip data describe it: its words, postings,
+// length in words, the offset of its frequency section, and its first and last docIDs. False where the
+// skip data describe no block (no words, no postings or more than a block's, a frequency section past
+// the end): every decoder fails such a block, as the CPU's does.
+struct BlockSpan {
+    const u32* blk;
+    u32 n, len, foff, first, last;
+};
+
+__device__ __forceinline__ bool block_span(const IndexArgs& ix, const TermDesc& t, u32 bi, BlockSpan* sp) {
+    u32 local = bi - t.block_base;
+    u32 off = ix.blk_off[bi];
+    u32 end = local + 1 == t.num_blocks ? t.len_words : ix.blk_off[bi + 1];
+    sp->blk = ix.words + t.word_base + off;
+    sp->n = block_postings(t, local);
+    sp->len = end - off;
+    sp->foff = ix.blk_foff[bi];
+    sp->first = ix.blk_first[bi];
+    sp->last = ix.blk_last[bi];
+    return end > off && sp->n != 0u && sp->n <= BLOCK_LEN && sp->foff <= sp->len;
+}
+
 __device__ __forceinline__ u32 lower_bound(const u32* a, u32 n, u32 x) {
     u32 lo = 0, hi = n;
     while (lo < hi) {
@@ -447,12 +469,20 @@ __device__ bool simdbp_section_warp(const u32* blk, u32 from, u32 to, u32 b, u32
     return true;
 }
 
+// A SIMD-BP128 block's header: the widths of its docID section (*db) and frequency section (*fb); false
+// where its unused bits are set, a width passes 32, or the frequency section does not start where the
+// docID section ends (crates/codec/src/simdbp.rs checks the same). Both decoders take the header here.
+__device__ __forceinline__ bool simdbp_header(const u32* blk, u32 n, u32 foff, u32* db, u32* fb) {
+    u32 header = blk[0];
+    *db = header & 0xffu;
+    *fb = (header >> 8) & 0xffu;
+    return (header >> 16) == 0u && *db <= 32u && *fb <= 32u && foff == 1u + simdbp_words(n, *db);
+}
+
 __device__ bool simdbp_decode_warp(const u32* blk, u32 len, u32 foff, u32 first, u32 last, u32 n, u32* out_doc,
                                    u32* out_tf) {
-    u32 header = blk[0];
-    u32 db = header & 0xffu, fb = (header >> 8) & 0xffu;
-    if ((header >> 16) != 0u || db > 32u || fb > 32u) return false;
-    if (foff != 1u + simdbp_words(n, db)) return false;
+    u32 db, fb;
+    if (!simdbp_header(blk, n, foff, &db, &fb)) return false;
     bool ok = true;
     if (out_doc) {
         ok = simdbp_section_warp(blk, 1u, foff, db, out_doc, n);
@@ -465,27 +495,21 @@ __device__ bool simdbp_decode_warp(const u32* blk, u32 len, u32 foff, u32 first,
 
 // Decodes SIMD-BP128 block `bi` (global block index) of list `t` into registers, by the whole warp: lane l
 // holds postings 4l .. 4l+3 (doc[j], tf[j]; past the block's n postings doc[j] is 0 and tf[j] 1, read by
-// no caller) and the block's n in *count. The checks are simdbp_decode_warp's, prefix_docs_warp's and
-// decode_block_warp's, so a malformed block fails here as it fails there (and on the CPU); returns the
-// same verdict on every lane.
+// no caller) and the block's n in *count. The shape and header are checked by the helpers the
+// memory-writing decoder uses (block_span, simdbp_header), the docIDs as prefix_docs_warp checks them, so
+// a malformed block fails here as it fails there (and on the CPU); returns the same verdict on every lane.
 // Nothing goes through memory: a full block's four values of a lane are adjacent words of its
 // BitPacker4x section (value i in SIMD lane i % 4 at position i / 4), loaded together.
 __device__ bool simdbp_block_regs(const IndexArgs& ix, const TermDesc& t, u32 bi, u32 doc[4], u32 tf[4],
                                   u32* count) {
     u32 lane = threadIdx.x & 31u;
-    u32 local = bi - t.block_base;
-    u32 n = block_postings(t, local);
+    BlockSpan sp;
+    bool shaped = block_span(ix, t, bi, &sp);
+    u32 n = sp.n, foff = sp.foff, first = sp.first, last = sp.last;
+    const u32* blk = sp.blk;
     *count = n;
-    const u32* blk = ix.words + t.word_base + ix.blk_off[bi];
-    u32 off = ix.blk_off[bi];
-    u32 end = local + 1 == t.num_blocks ? t.len_words : ix.blk_off[bi + 1];
-    u32 len = end - off, foff = ix.blk_foff[bi];
-    u32 first = ix.blk_first[bi], last = ix.blk_last[bi];
-    if (end <= off || n == 0 || n > BLOCK_LEN || foff > len) return false;
-    u32 header = blk[0];
-    u32 db = header & 0xffu, fb = (header >> 8) & 0xffu;
-    if ((header >> 16) != 0u || db > 32u || fb > 32u) return false;
-    if (foff != 1u + simdbp_words(n, db) || foff + simdbp_words(n, fb) > len) return false;
+    u32 db, fb;
+    if (!shaped || !simdbp_header(blk, n, foff, &db, &fb) || foff + simdbp_words(n, fb) > sp.len) return false;
     bool full = n == BLOCK_LEN;
     // Sums in u32, wrapping: a step of the true (unbounded) sums is one gap, 1 to 2^32, so a sum that
     // passed 2^32 shows as a docID not above the one before it. Strictly increasing docIDs from `first`
@@ -526,16 +550,10 @@ __device__ bool simdbp_block_regs(const IndexArgs& ix, const TermDesc& t, u32 bi
 // Decodes block `bi` (global block index) of list `t`. `xs` is per-warp shared scratch of 4 * BLOCK_LEN.
 __device__ bool decode_block_warp(const IndexArgs& ix, const TermDesc& t, u32 bi, u32* out_doc, u32* out_tf,
                                   u32* xs) {
-    u32 local = bi - t.block_base;
-    u32 n = block_postings(t, local);
-    const u32* list = ix.words + t.word_base;
-    u32 off = ix.blk_off[bi];
-    u32 end = local + 1 == t.num_blocks ? t.len_words : ix.blk_off[bi + 1];
-    if (end <= off || n == 0 || n > BLOCK_LEN) return false;
-    const u32* blk = list + off;
-    u32 len = end - off, foff = ix.blk_foff[bi];
-    if (foff > len) return false;
-    u32 first = ix.blk_first[bi], last = ix.blk_last[bi];
+    BlockSpan sp;
+    if (!block_span(ix, t, bi, &sp)) return false;
+    const u32* blk = sp.blk;
+    u32 n = sp.n, len = sp.len, foff = sp.foff, first = sp.first, last = sp.last;
     u32 dp = t.params & 0xffu, fp = (t.params >> 8) & 0xffu;
     bool ok = true;
     if (ix.codec == CODEC_PFOR) {
@@ -1443,7 +1461,11 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
     }
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) search_batch(const IndexArgs ix, const BatchArgs ba) {
+// The query kernel's body for one mode. AND and OR are two entry points compiled from it (search_and,
+// search_or), so that each gets its own register allocation under the MIN_CTAS cap: in one kernel, OR's
+// window code raised AND's pressure and cost it 2.5-3% (bench/RESULTS.md, issue 14, tenth session).
+template <u32 MODE>
+__device__ __forceinline__ void search_body(const IndexArgs& ix, const BatchArgs& ba) {
     extern __shared__ __align__(16) float dyn[];  // AND: candidate arrays; OR: window accumulators, decode staging, bits of touched documents
     __shared__ QueryShared s;
     u32 cta = blockIdx.x;
@@ -1475,7 +1497,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) search_batch(con
             s.doc_hi = qd.doc_hi;
         }
         topk_reset(&s.top);
-        if (ba.mode == MODE_AND)
+        if (MODE == MODE_AND)
             and_query(ix, ba, terms, qd.num_terms, &s, buf, dec_doc, dec_tf, clk);
         else
             or_query(ix, ba, terms, qd.num_terms, &s, dyn, (u32*)(dyn + ba.window),
@@ -1495,21 +1517,31 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) search_batch(con
     }
 }
 
+// A batch of AND queries (ba.mode is MODE_AND) and a batch of OR queries (MODE_OR); see search_body.
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) search_and(const IndexArgs ix, const BatchArgs ba) {
+    search_body<MODE_AND>(ix, ba);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) search_or(const IndexArgs ix, const BatchArgs ba) {
+    search_body<MODE_OR>(ix, ba);
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Test and benchmark kernels.
 
 // Decodes the listed blocks (one warp per block, any number of warps): block j of the request is global
 // block bids[j] of term terms[tids[j]]; docIDs and frequencies go to out_*[j * BLOCK_LEN ..]; ok[j] = 0/1.
-// SIMD-BP128 blocks are decoded into registers as the OR windows decode them (simdbp_block_regs).
+// SIMD-BP128 has two decoders: with regs != 0 its blocks are decoded into registers as the OR windows
+// decode them (simdbp_block_regs), else into memory as AND and the small OR path do (decode_block_warp).
 extern "C" __global__ void decode_blocks(const IndexArgs ix, const TermDesc* terms, const u32* tids,
-                                         const u32* bids, u32 count, u32* out_doc, u32* out_tf, u32* ok) {
+                                         const u32* bids, u32 count, u32 regs, u32* out_doc, u32* out_tf,
+                                         u32* ok) {
     __shared__ u32 xs[WARPS][4 * BLOCK_LEN];
     u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
     u32 gw = blockIdx.x * WARPS + warp, nw = gridDim.x * WARPS;
     for (u32 j = gw; j < count; j += nw) {
         bool good;
-        if (ix.codec == CODEC_SIMDBP) {
-            // The decoder the OR windows use (decode_block_warp's SIMD-BP128 path serves AND).
+        if (ix.codec == CODEC_SIMDBP && regs != 0u) {
             u32 d[4], f[4], n;
             good = simdbp_block_regs(ix, terms[tids[j]], bids[j], d, f, &n);
 #pragma unroll

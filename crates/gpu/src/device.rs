@@ -59,7 +59,9 @@ pub fn and_shared_bytes() -> u32 {
 /// One opened GPU with the compiled kernels.
 pub struct Gpu {
     pub(crate) ctx: Arc<CudaContext>,
-    pub(crate) search: CudaFunction,
+    /// The query kernel's two entry points, compiled from one body (`search_body` in the source).
+    pub(crate) search_and: CudaFunction,
+    pub(crate) search_or: CudaFunction,
     pub(crate) decode: CudaFunction,
     pub(crate) topk: CudaFunction,
     _module: Arc<CudaModule>,
@@ -105,18 +107,20 @@ impl Gpu {
             .map_err(|e| GpuError::Compile(format!("{e}")))?;
         let compile_time = start.elapsed();
         let module = ctx.load_module(ptx)?;
-        let search = module.load_function("search_batch")?;
+        let search_and = module.load_function("search_and")?;
+        let search_or = module.load_function("search_or")?;
         let decode = module.load_function("decode_blocks")?;
         let topk = module.load_function("topk_segments")?;
         // The OR window's accumulators are dynamic shared memory above the 48 KiB default: allow the
         // largest window once (searchers with smaller windows launch with less).
-        search.set_attribute(
+        search_or.set_attribute(
             CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
             or_shared_bytes(MAX_WINDOW) as i32,
         )?;
         Ok(Gpu {
             ctx,
-            search,
+            search_and,
+            search_or,
             decode,
             topk,
             _module: module,
@@ -141,22 +145,25 @@ impl Gpu {
         self.compile_time
     }
 
-    /// Registers per thread, static shared memory per CTA, and resident CTAs per SM of the query kernel
-    /// (AND launch, OR launch with `window`) and of the decode kernel.
+    /// Registers per thread, static shared memory per CTA, and resident CTAs per SM of the query kernel's
+    /// entry points (AND; OR with `window`) and of the decode kernel.
     pub fn kernel_resources(&self, window: u32) -> Result<String, GpuError> {
-        let f = &self.search;
         let per_sm = |func: &CudaFunction, smem: u32| {
             func.occupancy_max_active_blocks_per_multiprocessor(threads(), smem as usize, None)
         };
+        let entry = |name: &str, func: &CudaFunction, smem: u32| -> Result<String, GpuError> {
+            Ok(format!(
+                "{name}: {} registers/thread, {} B static shared, {} CTAs/SM",
+                func.num_regs()?,
+                func.shared_size_bytes()?,
+                per_sm(func, smem)?,
+            ))
+        };
         Ok(format!(
-            "search_batch: {} registers/thread, {} B static shared, {} CTAs/SM for AND, {} for OR \
-             (window {window}); decode_blocks: {} registers/thread, {} CTAs/SM",
-            f.num_regs()?,
-            f.shared_size_bytes()?,
-            per_sm(f, and_shared_bytes())?,
-            per_sm(f, or_shared_bytes(window))?,
-            self.decode.num_regs()?,
-            per_sm(&self.decode, 0)?,
+            "{}; {} (window {window}); {}",
+            entry("search_and", &self.search_and, and_shared_bytes())?,
+            entry("search_or", &self.search_or, or_shared_bytes(window))?,
+            entry("decode_blocks", &self.decode, 0)?,
         ))
     }
 

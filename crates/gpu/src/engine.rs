@@ -1,4 +1,4 @@
-//! The GPU searcher: batches of queries through the `search_batch` kernel, two pipeline slots (a stream,
+//! The GPU searcher: batches of queries through the query kernel (`search_and`, `search_or`), two pipeline slots (a stream,
 //! pinned host buffers and device buffers each) so that batch i+1 is prepared and copied while batch i
 //! computes. A batch or query the GPU fails is returned as a typed error for the caller (the engine)
 //! to answer elsewhere; this module never prints.
@@ -391,14 +391,13 @@ impl GpuSearcher {
         };
         init.synchronize()?;
         let smem_or = or_shared_bytes(gopts.window);
-        let occupancy = |smem: u32| -> Result<u32, GpuError> {
+        let occupancy = |kernel: &cudarc::driver::CudaFunction, smem: u32| -> Result<u32, GpuError> {
             let per_sm =
-                gpu.search
-                    .occupancy_max_active_blocks_per_multiprocessor(threads(), smem as usize, None)?;
+                kernel.occupancy_max_active_blocks_per_multiprocessor(threads(), smem as usize, None)?;
             Ok(per_sm.max(1) * gpu.multiprocessors())
         };
-        let grid_and = occupancy(and_shared_bytes())?;
-        let grid_or = occupancy(smem_or)?;
+        let grid_and = occupancy(&gpu.search_and, and_shared_bytes())?;
+        let grid_or = occupancy(&gpu.search_or, smem_or)?;
         let grid = grid_and.max(grid_or);
         let slots = (0..2)
             .map(|_| Slot::new(&gpu, batch_size, gopts.max_k, grid, dev.stage_capacity()))

@@ -49,9 +49,9 @@ impl<'a> KernelBench<'a> {
         })
     }
 
-    /// Decodes every block of the index `reps` times with one kernel launch each; returns the best time
-    /// of a launch and the postings (docIDs + frequencies) decoded per launch.
-    pub fn decode_all_timed(&self, reps: usize) -> Result<(Duration, u64, u64), GpuError> {
+    /// Decodes every block of the index `reps` times with one kernel launch each, by `decoder`; returns
+    /// the best time of a launch and the postings (docIDs + frequencies) decoded per launch.
+    pub fn decode_all_timed(&self, reps: usize, decoder: Decoder) -> Result<(Duration, u64, u64), GpuError> {
         let mut tids = Vec::new();
         let mut bids = Vec::new();
         for (t, d) in self.term_descs.iter().enumerate() {
@@ -71,10 +71,9 @@ impl<'a> KernelBench<'a> {
                 &self.stream,
                 &ix,
                 &self.terms,
-                &tids_d,
-                &bids_d,
-                n,
+                (&tids_d, &bids_d, n),
                 grid,
+                decoder,
                 bufs.take(),
             )?);
             Ok(())
@@ -158,6 +157,16 @@ pub fn topk_segments(
         .collect())
 }
 
+/// Which of the GPU's two SIMD-BP128 decoders a decode runs (the other codecs have one decoder each, which
+/// both choices run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decoder {
+    /// Into registers, a lane's four postings at once: the OR windows' decoder.
+    Registers,
+    /// Into memory (a warp's scratch): the decoder of AND and of the small OR path.
+    Memory,
+}
+
 /// One posting list in raw form for [`decode_raw`]: its encoded words, skip data and codec parameters.
 #[derive(Debug, Clone)]
 pub struct RawList {
@@ -171,12 +180,13 @@ pub struct RawList {
     pub params: warpsearch_codec::ListParams,
 }
 
-/// Decodes every block of every list on the GPU (one warp per block) and returns, per list and block,
-/// the docIDs and frequencies, or `None` where the kernel found the block malformed.
+/// Decodes every block of every list on the GPU (one warp per block, by `decoder`) and returns, per list
+/// and block, the docIDs and frequencies, or `None` where the kernel found the block malformed.
 pub fn decode_raw(
     gpu: &Gpu,
     codec: warpsearch_codec::Codec,
     lists: &[RawList],
+    decoder: Decoder,
 ) -> Result<Vec<Vec<Decoded>>, GpuError> {
     let stream = gpu.ctx.new_stream()?;
     let (mut words, mut metas, mut terms) = (Vec::new(), Vec::new(), Vec::new());
@@ -214,7 +224,8 @@ pub fn decode_raw(
         return Ok(lists.iter().map(|_| Vec::new()).collect());
     }
     let (tids_d, bids_d) = (stream.memcpy_stod(&tids)?, stream.memcpy_stod(&bids)?);
-    let out = launch_decode_into(gpu, &stream, &ix, &terms_d, &tids_d, &bids_d, n, 0, None)?;
+    let blocks = (&tids_d, &bids_d, n);
+    let out = launch_decode_into(gpu, &stream, &ix, &terms_d, blocks, 0, decoder, None)?;
     let (docs, tfs, ok) = (
         stream.memcpy_dtov(&out.0)?,
         stream.memcpy_dtov(&out.1)?,
@@ -257,10 +268,9 @@ fn launch_decode_into(
     stream: &Arc<CudaStream>,
     ix: &IndexArgs,
     terms: &CudaSlice<u8>,
-    tids: &CudaSlice<u32>,
-    bids: &CudaSlice<u32>,
-    n: usize,
+    (tids, bids, n): (&CudaSlice<u32>, &CudaSlice<u32>, usize),
     grid: u32,
+    decoder: Decoder,
     reuse: Option<DecodeBuffers>,
 ) -> Result<DecodeBuffers, GpuError> {
     let mut out = match reuse {
@@ -284,7 +294,8 @@ fn launch_decode_into(
     } else {
         grid
     };
-    launch::decode_blocks(gpu, stream, grid, ix, terms, tids, bids, n as u32, &mut out)?;
+    let regs = decoder == Decoder::Registers;
+    launch::decode_blocks(gpu, stream, grid, ix, terms, tids, bids, n as u32, regs, &mut out)?;
     stream.synchronize()?;
     Ok(out)
 }

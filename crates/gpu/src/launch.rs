@@ -15,7 +15,7 @@ use crate::device::threads;
 use crate::residency::{ptr, IndexArgs};
 use crate::{Gpu, GpuError};
 
-/// The batch arguments of `search_batch` (mirrors `struct BatchArgs` in `kernels/search.cu`): device
+/// The batch arguments of the query kernel (mirrors `struct BatchArgs` in `kernels/search.cu`): device
 /// addresses of the descriptors, outputs and per-CTA scratch of one pipeline slot.
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
@@ -42,8 +42,8 @@ pub(crate) struct BatchArgs {
 unsafe impl DeviceRepr for BatchArgs {}
 const _: () = assert!(std::mem::size_of::<BatchArgs>() == 112);
 
-/// Launches `search_batch` on `stream`: `grid` persistent CTAs of `threads()` threads with `smem`
-/// bytes of dynamic shared memory.
+/// Launches the query kernel's entry point for `ba.mode` (`search_and` for 0, else `search_or`) on
+/// `stream`: `grid` persistent CTAs of `threads()` threads with `smem` bytes of dynamic shared memory.
 ///
 /// Contract (the caller, `engine::GpuSearcher::submit`, upholds it): `ix` points at a device index
 /// that lives as long as the searcher; `ba.queries` holds `ba.num_queries` `QueryDesc`s whose terms lie
@@ -59,7 +59,12 @@ pub(crate) fn search_batch(
     ix: &IndexArgs,
     ba: &BatchArgs,
 ) -> Result<(), GpuError> {
-    let mut launch = stream.launch_builder(&gpu.search);
+    let kernel = if ba.mode == 0 {
+        &gpu.search_and
+    } else {
+        &gpu.search_or
+    };
+    let mut launch = stream.launch_builder(kernel);
     launch.arg(ix).arg(ba);
     // SAFETY: the kernel takes exactly (IndexArgs, BatchArgs) by value, both `#[repr(C)]` mirrors of its
     // structs; every address in them is a live device allocation of the sizes stated above, owned by
@@ -75,7 +80,8 @@ pub(crate) fn search_batch(
 }
 
 /// Launches `decode_blocks`: decodes `count` blocks, block `bids[j]` of term `tids[j]`, into
-/// `out_doc`/`out_tf` at `j · BLOCK_LEN` and sets `ok[j]` to 1 for a well-formed block.
+/// `out_doc`/`out_tf` at `j · BLOCK_LEN` and sets `ok[j]` to 1 for a well-formed block. `regs`: SIMD-BP128
+/// blocks through the register decoder (the OR windows'), else through the one that writes to memory.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn decode_blocks(
     gpu: &Gpu,
@@ -86,8 +92,10 @@ pub(crate) fn decode_blocks(
     tids: &CudaSlice<u32>,
     bids: &CudaSlice<u32>,
     count: u32,
+    regs: bool,
     out: &mut (CudaSlice<u32>, CudaSlice<u32>, CudaSlice<u32>),
 ) -> Result<(), GpuError> {
+    let regs = regs as u32;
     let block_len = crate::device::BLOCK_LEN;
     assert!(tids.len() >= count as usize && bids.len() >= count as usize);
     assert!(out.0.len() >= count as usize * block_len && out.1.len() >= count as usize * block_len);
@@ -99,11 +107,12 @@ pub(crate) fn decode_blocks(
         .arg(tids)
         .arg(bids)
         .arg(&count)
+        .arg(&regs)
         .arg(&mut out.0)
         .arg(&mut out.1)
         .arg(&mut out.2);
     // SAFETY: the arguments match `decode_blocks(IndexArgs, const TermDesc*, const u32*, const u32*,
-    // u32, u32*, u32*, u32*)` in order and type; the asserts above check the output sizes the kernel
+    // u32, u32, u32*, u32*, u32*)` in order and type; the asserts above check the output sizes the kernel
     // writes for `count` blocks; `terms` holds a `TermDesc` for every id in `tids` and every `bids[j]` is
     // a block of that term (the callers build both from the same descriptors); the kernel writes only
     // the three outputs, which the launch borrows mutably until the caller synchronizes.

@@ -7,7 +7,7 @@ fn kernels_compile_with_nvrtc() {
             if let Some(path) = std::env::var_os("WARPSEARCH_PTX_OUT") {
                 std::fs::write(path, &ptx).unwrap();
             }
-            for name in ["search_batch", "decode_blocks", "topk_segments"] {
+            for name in ["search_and", "search_or", "decode_blocks", "topk_segments"] {
                 assert!(
                     ptx.contains(&format!(".entry {name}")),
                     "{name} missing from the PTX"

@@ -5,7 +5,7 @@
 //! On the lent GPU machine they run (scripts/device-check.sh).
 
 use warpsearch_codec::{Codec, BLOCK_LEN};
-use warpsearch_gpu::kernels::{decode_raw, topk_segments, RawList};
+use warpsearch_gpu::kernels::{decode_raw, topk_segments, Decoder, RawList};
 use warpsearch_gpu::testing::{gpu, say};
 use warpsearch_index::BlockMeta;
 
@@ -96,50 +96,53 @@ fn decode_kernel_equals_the_cpu_decoders() {
                 expected.push((docs, freqs));
             }
         }
-        let got = decode_raw(&gpu, codec, &lists).unwrap();
-        for (li, (list, (docs, freqs))) in lists.iter().zip(&expected).enumerate() {
-            assert_eq!(got[li].len(), list.blocks.len());
-            for (b, block) in got[li].iter().enumerate() {
-                let r = b * BLOCK_LEN..(b * BLOCK_LEN + BLOCK_LEN).min(docs.len());
-                // The CPU decoder is the reference; both must give the original postings.
-                let meta = &list.blocks[b];
-                let end = list
-                    .blocks
-                    .get(b + 1)
-                    .map_or(list.words.len(), |m| m.offset as usize);
-                let words = &list.words[meta.offset as usize..end];
-                let mut cd = vec![0u32; r.len()];
-                let mut cf = vec![0u32; r.len()];
-                codec
-                    .decode_docs(
-                        list.params,
-                        words,
-                        meta.freq_offset as usize,
-                        meta.first_doc,
-                        meta.last_doc,
-                        &mut cd,
-                    )
-                    .unwrap();
-                codec
-                    .decode_freqs(list.params, words, meta.freq_offset as usize, &mut cf)
-                    .unwrap();
-                let (gd, gf) = block
-                    .as_ref()
-                    .unwrap_or_else(|| panic!("{codec} list {li} block {b}: GPU says malformed"));
-                assert_eq!(gd, &docs[r.clone()], "{codec} list {li} block {b} docIDs");
-                assert_eq!(gf, &freqs[r.clone()], "{codec} list {li} block {b} freqs");
-                assert_eq!((&cd, &cf), (gd, gf));
-            }
-        }
-        // A block whose skip data disagrees with its contents is reported, not decoded into garbage.
         let (mut bad, _, _) = raw_list(codec, 200, 10, 4, &mut rng);
         bad.blocks[1].last_doc += 1;
-        let got = decode_raw(&gpu, codec, &[bad]).unwrap();
-        assert!(got[0][0].is_some());
-        assert!(
-            got[0][1].is_none(),
-            "{codec}: a wrong last docID must fail the block"
-        );
+        // SIMD-BP128 has two decoders on the GPU; the other codecs' one runs under both choices.
+        for decoder in [Decoder::Registers, Decoder::Memory] {
+            let got = decode_raw(&gpu, codec, &lists, decoder).unwrap();
+            for (li, (list, (docs, freqs))) in lists.iter().zip(&expected).enumerate() {
+                assert_eq!(got[li].len(), list.blocks.len());
+                for (b, block) in got[li].iter().enumerate() {
+                    let r = b * BLOCK_LEN..(b * BLOCK_LEN + BLOCK_LEN).min(docs.len());
+                    // The CPU decoder is the reference; both must give the original postings.
+                    let meta = &list.blocks[b];
+                    let end = list
+                        .blocks
+                        .get(b + 1)
+                        .map_or(list.words.len(), |m| m.offset as usize);
+                    let words = &list.words[meta.offset as usize..end];
+                    let mut cd = vec![0u32; r.len()];
+                    let mut cf = vec![0u32; r.len()];
+                    codec
+                        .decode_docs(
+                            list.params,
+                            words,
+                            meta.freq_offset as usize,
+                            meta.first_doc,
+                            meta.last_doc,
+                            &mut cd,
+                        )
+                        .unwrap();
+                    codec
+                        .decode_freqs(list.params, words, meta.freq_offset as usize, &mut cf)
+                        .unwrap();
+                    let (gd, gf) = block
+                        .as_ref()
+                        .unwrap_or_else(|| panic!("{codec} list {li} block {b}: GPU says malformed"));
+                    assert_eq!(gd, &docs[r.clone()], "{codec} list {li} block {b} docIDs");
+                    assert_eq!(gf, &freqs[r.clone()], "{codec} list {li} block {b} freqs");
+                    assert_eq!((&cd, &cf), (gd, gf));
+                }
+            }
+            // A block whose skip data disagrees with its contents is reported, not decoded into garbage.
+            let got = decode_raw(&gpu, codec, &[bad.clone()], decoder).unwrap();
+            assert!(got[0][0].is_some());
+            assert!(
+                got[0][1].is_none(),
+                "{codec} ({decoder:?}): a wrong last docID must fail the block"
+            );
+        }
     }
 }
 
@@ -162,9 +165,9 @@ fn cpu_decode(codec: Codec, list: &RawList, b: usize) -> Option<(Vec<u32>, Vec<u
 }
 
 /// Lists of `codec` with one bit flipped somewhere in each (`starts`: their first docIDs, in turn):
-/// the GPU's decoder must agree with the CPU decoder, block by block, on whether the block is malformed
+/// the GPU's `decoder` must agree with the CPU decoder, block by block, on whether the block is malformed
 /// and, if not, on every value. Returns how many blocks both found malformed and how many both decoded.
-fn damaged_blocks_agree(codec: Codec, seed: u64, starts: &[u32]) -> (usize, usize) {
+fn damaged_blocks_agree(codec: Codec, decoder: Decoder, seed: u64, starts: &[u32]) -> (usize, usize) {
     let gpu = gpu().expect("checked by the caller");
     let mut rng = Rng(seed);
     let mut damaged = Vec::new();
@@ -181,14 +184,17 @@ fn damaged_blocks_agree(codec: Codec, seed: u64, starts: &[u32]) -> (usize, usiz
         list.words[at] ^= 1 << rng.below(32);
         damaged.push(list);
     }
-    let got = decode_raw(&gpu, codec, &damaged).unwrap();
+    let got = decode_raw(&gpu, codec, &damaged, decoder).unwrap();
     assert_eq!(got.len(), damaged.len());
     let (mut agreed_bad, mut agreed_good) = (0, 0);
     for (li, list) in damaged.iter().enumerate() {
         assert_eq!(got[li].len(), list.blocks.len(), "list {li}");
         for (b, on_gpu) in got[li].iter().enumerate() {
             let cpu = cpu_decode(codec, list, b);
-            assert_eq!(on_gpu, &cpu, "{codec} list {li} block {b}: GPU and CPU disagree");
+            assert_eq!(
+                on_gpu, &cpu,
+                "{codec} ({decoder:?}) list {li} block {b}: GPU and CPU disagree"
+            );
             if cpu.is_some() {
                 agreed_good += 1;
             } else {
@@ -197,7 +203,7 @@ fn damaged_blocks_agree(codec: Codec, seed: u64, starts: &[u32]) -> (usize, usiz
         }
     }
     say(&format!(
-        "damaged {codec} blocks: {agreed_bad} malformed on both, {agreed_good} decoded alike"
+        "damaged {codec} blocks ({decoder:?}): {agreed_bad} malformed on both, {agreed_good} decoded alike"
     ));
     (agreed_bad, agreed_good)
 }
@@ -209,23 +215,28 @@ fn damaged_exceptions_fail_or_decode_exactly_as_on_the_cpu() {
     if gpu().is_none() {
         return;
     }
-    let (bad, _) = damaged_blocks_agree(Codec::PForDelta, 0xD1B5_4A32_D192_ED03, &[7]);
+    let seed = 0xD1B5_4A32_D192_ED03;
+    let (bad, _) = damaged_blocks_agree(Codec::PForDelta, Decoder::Memory, seed, &[7]);
     assert!(bad > 100, "too few flips hit: {bad}");
 }
 
 #[test]
 fn damaged_simdbp_blocks_fail_or_decode_exactly_as_on_the_cpu() {
-    // SIMD-BP128 blocks as the OR windows decode them, into registers: a flip in a header, a docID gap
-    // (some sums then pass 2^32 - 1 near the top of the docID range) or a frequency.
+    // SIMD-BP128 blocks with a flip in a header, a docID gap (some sums then pass 2^32 - 1 near the top
+    // of the docID range) or a frequency, through both decoders: into registers as the OR windows decode,
+    // into memory as AND and the small OR path decode.
     if gpu().is_none() {
         return;
     }
     let starts = [7, u32::MAX - 2_000_000, u32::MAX - 40_000];
-    let (bad, good) = damaged_blocks_agree(Codec::SimdBp, 0x5EED_B128_0DD5_F00D, &starts);
-    assert!(
-        bad > 100 && good > 100,
-        "too few flips hit or missed: {bad} malformed, {good} decoded"
-    );
+    for decoder in [Decoder::Registers, Decoder::Memory] {
+        let seed = 0x5EED_B128_0DD5_F00D;
+        let (bad, good) = damaged_blocks_agree(Codec::SimdBp, decoder, seed, &starts);
+        assert!(
+            bad > 100 && good > 100,
+            "{decoder:?}: too few flips hit or missed: {bad} malformed, {good} decoded"
+        );
+    }
 }
 
 fn sorted_top(hits: &[(u32, f32)], k: usize) -> Vec<(u32, f32)> {
