@@ -6,14 +6,16 @@
 #
 # Parts (arguments, in order; default: all):
 #   tests      the GPU test suite (kernels, then the engine and the hybrid against the oracle, with the
-#              passages), and the engine's tests again at 128 threads a CTA (TESTS_128=0: not); full output
+#              passages), and the engine's tests again at 128 threads a CTA (TESTS_128=0: not) and, with the
+#              passages, under the environment TESTS_ENV (e.g. WARPSEARCH_GPU_OR_SLICES=1) if set; full output
 #              in tests.log; where it fails, the suite of .device/gpu-tests-head and engine-tests-head (an
 #              earlier commit's, if carried) in tests-head.log;
 #   synth      generates the collection into $SYNTH (default /root/synth; kept for later parts and calls)
 #              in the codec $CODEC (default simdbp, the index's default), of $SYNTH_DOCS documents
 #              (default 25,000,000);
 #   identical  OR, AND and and-or at k 10 and 1000 over the first 5,000 queries: the GPU's run and the CPU's,
-#              compared byte for byte;
+#              compared byte for byte (the GPU's under each of GPU_ENVS, space-separated, "-" for none, e.g.
+#              "- WARPSEARCH_GPU_OR_SLICES=1"; default "-");
 #   bench      closed-loop top-10 throughput (bench, one warm-up pass) of the first 20,000 TREC 2005
 #              queries, OR and AND, this binary and the earlier one, on each backend of $BACKENDS
 #              (default gpu; "gpu cpu" adds the CPU engine on all cores);
@@ -23,7 +25,8 @@
 #   ab         this binary against the earlier one in alternation, two rounds: OR at k 10 and 1000, AND at
 #              k 10, or AB_RUNS (e.g. "or 10,and 10"); AB_BUILDS="label=path …" compares those builds
 #              instead (closed loop, as bench; rows in the table, with k in the backend column);
-#   profile    kernel phases (--gpu-profile) and the kernel's registers and CTAs per SM;
+#   profile    kernel phases (--gpu-profile) and the kernel's registers and CTAs per SM (under each of
+#              GPU_ENVS, as identical);
 #   cpu        the CPU engine against PISA on the same postings (PISA's best per mode here:
 #              block_max_ranked_and, maxscore): all cores on the 20,000 queries, then one and all cores on
 #              the first 2,000 (how each scales), with perf's cpu-clock profiles of both at all cores and
@@ -160,6 +163,11 @@ for part in $parts; do
     if [ "${TESTS_128:-1}" = 1 ]; then
       WARPSEARCH_GPU_THREADS=128 $dev/engine-tests --test-threads=4 --skip wikipedia >>"$out/tests.log" 2>&1 || rc=1
     fi
+    if [ -n "${TESTS_ENV:-}" ]; then
+      say "[${SECONDS}s] the engine's tests again with $TESTS_ENV"
+      env $TESTS_ENV WARPSEARCH_WIKI_INDEX=$wiki WARPSEARCH_QUERIES=$dev/trec05-efficiency.txt \
+        $dev/engine-tests --test-threads=4 --nocapture >>"$out/tests.log" 2>&1 || rc=1
+    fi
     grep -E "^test result|FAILED|panicked|skipped|wiki |damaged" "$out/tests.log" | tee -a "$log"
     # Where this build's suite failed, the earlier commit's (carried as .device/*-tests-head), for a verdict
     # on that commit from the same call.
@@ -180,16 +188,19 @@ for part in $parts; do
   identical)
     for mode in or and and-or; do
       for k in 10 1000; do
-        for backend in cpu gpu; do
-          $bin search --index $synth --queries $work/q5000.txt --mode $mode --k $k --backend $backend --force \
-            --output $work/run-$backend.txt 2>"$work/search.err" || { tail -n 3 "$work/search.err" | tee -a "$log"; rc=1; }
+        $bin search --index $synth --queries $work/q5000.txt --mode $mode --k $k --backend cpu --force \
+          --output $work/run-cpu.txt 2>"$work/search.err" || { tail -n 3 "$work/search.err" | tee -a "$log"; rc=1; }
+        for genv in ${GPU_ENVS:--}; do
+          [ "$genv" = - ] && genv=
+          env $genv $bin search --index $synth --queries $work/q5000.txt --mode $mode --k $k --backend gpu --force \
+            --output $work/run-gpu.txt 2>"$work/search.err" || { tail -n 3 "$work/search.err" | tee -a "$log"; rc=1; }
+          if cmp -s $work/run-cpu.txt $work/run-gpu.txt; then
+            say "$name $mode k $k${genv:+ ($genv)}: GPU run identical to the CPU run"
+          else
+            say "$name $mode k $k${genv:+ ($genv)}: GPU run DIFFERS from the CPU run"
+            rc=1
+          fi
         done
-        if cmp -s $work/run-cpu.txt $work/run-gpu.txt; then
-          say "$name $mode k $k: GPU run identical to the CPU run"
-        else
-          say "$name $mode k $k: GPU run DIFFERS from the CPU run"
-          rc=1
-        fi
       done
     done
     ;;
@@ -231,11 +242,14 @@ for part in $parts; do
     $bin gpu-check --index $synth 2>&1 | grep -viE "^warning" | tail -n 12 | tee -a "$log"
     ;;
   profile)
-    $bin gpu-check | grep -E "search_batch" | tee -a "$log"
-    for mode in or and; do
-      say "$name profile $mode:"
-      $bin search --index $synth --queries $work/q20000.txt --mode $mode --k 10 --backend gpu --gpu-profile \
-        --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s|^GPU" | tee -a "$log"
+    for genv in ${GPU_ENVS:--}; do
+      [ "$genv" = - ] && genv=
+      env $genv $bin gpu-check | grep -E "search_and" | tee -a "$log"
+      for mode in or and; do
+        say "$name profile $mode${genv:+ ($genv)}:"
+        env $genv $bin search --index $synth --queries $work/q20000.txt --mode $mode --k 10 --backend gpu --gpu-profile \
+          --warmup 1 --stats --output /dev/null 2>&1 | grep -E "queries/s|^GPU" | tee -a "$log"
+      done
     done
     ;;
   hybab)
@@ -269,7 +283,7 @@ for part in $parts; do
     # 16,384 and 8,192 (three CTAs' shared memory fits an SM only at the smaller), in alternation, two
     # rounds (the table's backend column says c<N>, w<window>).
     for c in ${CTAS:-1 2 3}; do
-      WARPSEARCH_GPU_MIN_CTAS=$c $bin gpu-check | grep -E "search_batch" | sed "s/^/min CTAs $c: /" | tee -a "$log"
+      WARPSEARCH_GPU_MIN_CTAS=$c $bin gpu-check | grep -E "search_and" | sed "s/^/min CTAs $c: /" | tee -a "$log"
     done
     for round in 1 2; do
       for c in ${CTAS:-1 2 3}; do
