@@ -7,7 +7,7 @@
 # Parts (arguments, in order; default: all):
 #   tests      the GPU test suite (kernels, then the engine and the hybrid against the oracle, with the
 #              passages), and the engine's tests again at 128 threads a CTA (TESTS_128=0: not) and, with the
-#              passages, under the environment TESTS_ENV (e.g. WARPSEARCH_GPU_OR_SLICES=1) if set; full output
+#              passages, under the environment TESTS_ENV (e.g. WARPSEARCH_GPU_THREADS=128) if set; full output
 #              in tests.log; where it fails, the suite of .device/gpu-tests-head and engine-tests-head (an
 #              earlier commit's, if carried) in tests-head.log;
 #   synth      generates the collection into $SYNTH (default /root/synth; kept for later parts and calls)
@@ -15,7 +15,7 @@
 #              (default 25,000,000);
 #   identical  OR, AND and and-or at k 10 and 1000 over the first 5,000 queries: the GPU's run and the CPU's,
 #              compared byte for byte (the GPU's under each of GPU_ENVS, space-separated, "-" for none, e.g.
-#              "- WARPSEARCH_GPU_OR_SLICES=1"; default "-");
+#              "- WARPSEARCH_GPU_THREADS=128"; default "-");
 #   bench      closed-loop top-10 throughput (bench, one warm-up pass) of the first 20,000 TREC 2005
 #              queries, OR and AND, this binary and the earlier one, on each backend of $BACKENDS
 #              (default gpu; "gpu cpu" adds the CPU engine on all cores);

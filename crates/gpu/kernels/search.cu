@@ -39,12 +39,6 @@
 #define MIN_CTAS 1
 #endif
 
-// 1: SIMD-BP128 OR windows by per-warp docID slices (or_window_slices); set at start-up from
-// WARPSEARCH_GPU_OR_SLICES (crates/gpu/src/device.rs).
-#ifndef OR_SLICES
-#define OR_SLICES 0
-#endif
-
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
@@ -1267,55 +1261,6 @@ __device__ void or_window_regs(const IndexArgs& ix, const TermDesc* terms, u32 n
     }
 }
 
-// or_window_regs without a barrier per list (compiled in with OR_SLICES=1; an experiment, bench/RESULTS.md
-// issue 14): warp w owns the window's docID slice [w0 + w * W / WARPS, w0 + (w + 1) * W / WARPS) and adds
-// every list's postings in it, list by list in plan slot order, so that each document's sum is made by one
-// warp in the CPU's order. A block that spans several slices is decoded by each of their warps (the
-// window's blocks overlapping [r0, r1], as window_blocks found them, so every one of them is decoded and
-// a malformed one fails the query as it does there). One barrier at the end, before the top-k pass.
-__device__ void or_window_slices(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 w0, u32 r0, u32 r1,
-                                 u32 W, QueryShared* s, float* acc, u32* seen, PhaseClock& clk) {
-    u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-    if (clk.on() && threadIdx.x == 0) {
-        u32 total = 0;
-        for (u32 i = 0; i < n; i++) total += s->t_cnt[i];
-        clk.blocks(total);
-    }
-    u32 span = W / WARPS;  // a multiple of 32 (W is of THREADS): no two warps share a word of `seen`
-    u32 s0 = max(w0 + warp * span, r0), s1 = min(w0 + warp * span + (span - 1u), r1);
-    bool bad = false;
-    for (u32 sl = 0; sl < n && s0 <= s1 && !bad; sl++) {
-        u32 j = terms[sl].slot_term;  // window_blocks found each term's blocks
-        u32 cnt = s->t_cnt[j];
-        if (cnt == 0u) continue;
-        const TermDesc& t = terms[j];
-        u32 b0 = t.block_base + s->t_first[j];
-        // The window's blocks of this list that reach this slice: from the first ending at or after s0
-        // to the last starting at or before s1.
-        for (u32 p = lower_bound(ix.blk_last + b0, cnt, s0); p < cnt && ix.blk_first[b0 + p] <= s1; p++) {
-            u32 doc[4], tf[4], nb;
-            if (!simdbp_block_regs(ix, t, b0 + p, doc, tf, &nb)) {
-                if (lane == 0) s->top.failed = 1;
-                bad = true;
-                break;
-            }
-            bool in[4];
-            float norm[4];
-#pragma unroll
-            for (u32 k = 0; k < 4; k++) {
-                in[k] = lane * 4u + k < nb && doc[k] >= s0 && doc[k] <= s1;
-                norm[k] = in[k] ? ix.norms[doc[k]] : 0.0f;
-            }
-#pragma unroll
-            for (u32 k = 0; k < 4; k++)
-                if (in[k]) acc_add(acc, seen, doc[k] - w0, contribution_of(ix, t, norm[k], tf[k]));
-        }
-        // The next list's adds to a document (by another lane, perhaps) come after this list's.
-        __syncwarp();
-    }
-    __syncthreads();
-}
-
 // OR of a small query by sorting, the alternative to dense accumulators: every block of every list is
 // decoded into the CTA's scratch, each posting becomes a (docID, plan slot) key with its contribution, a
 // bitonic sort in shared memory orders the keys, and one thread per run of equal docIDs sums the
@@ -1472,9 +1417,7 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         if (skip) continue;
         for (u32 i = tid; i < W / 32u; i += THREADS) seen[i] = 0u;
         __syncthreads();
-        if (n <= THREADS && ix.codec == CODEC_SIMDBP && OR_SLICES) {
-            or_window_slices(ix, terms, n, w0, r0, r1, W, s, acc, seen, clk);
-        } else if (n <= THREADS && ix.codec == CODEC_SIMDBP) {
+        if (n <= THREADS && ix.codec == CODEC_SIMDBP) {
             or_window_regs(ix, terms, n, w0, r0, r1, s, acc, seen, clk);
         } else if (n <= THREADS) {
             or_window(ix, terms, n, w0, r0, r1, s, acc, seen, dec_doc, dec_tf, clk);

@@ -210,7 +210,6 @@ fn compile_options(major: i32, minor: i32) -> CompileOptions {
             "-lineinfo".into(),
             format!("-DMIN_CTAS={}", min_ctas()),
             format!("-DTHREADS={}", threads()),
-            format!("-DOR_SLICES={}", or_slices() as u32),
         ],
         ..Default::default()
     }
@@ -224,13 +223,6 @@ pub fn min_ctas() -> u32 {
         .and_then(|v| v.parse().ok())
         .filter(|&n| (1..=8).contains(&n))
         .unwrap_or(DEFAULT_MIN_CTAS)
-}
-
-/// Whether OR windows over SIMD-BP128 lists are added by per-warp docID slices, without a barrier per
-/// list (`WARPSEARCH_GPU_OR_SLICES=1`; an experiment, bench/RESULTS.md issue 14), instead of by the
-/// warps together, one list at a time.
-pub fn or_slices() -> bool {
-    std::env::var("WARPSEARCH_GPU_OR_SLICES").is_ok_and(|v| v == "1")
 }
 
 /// The default of [`min_ctas`]: three CTAs of 256 threads per SM, which caps the query kernel at 80
