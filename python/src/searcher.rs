@@ -3,7 +3,7 @@
 //! turning answers into Python objects holds it.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use pyo3::exceptions::{PyRuntimeError, PyRuntimeWarning, PyUserWarning};
 use pyo3::prelude::*;
@@ -209,8 +209,7 @@ impl PySearcher {
     /// order as they are done, while the other threads go on. Calls of the engine's batch size would end
     /// each call on its slowest query, and the GIL's thread could convert only the call before; on 16
     /// cores that thread's work then followed the search instead of overlapping it (bench/RESULTS.md,
-    /// issue 15). The threads run at most four chunks each ahead of the hand-over. The answers are the
-    /// CPU engine's, as `Engine::search_batch` gives them.
+    /// issue 15). The answers are the CPU engine's, as `Engine::search_batch` gives them.
     fn answer_streamed(
         &self,
         py: Python<'_>,
@@ -223,15 +222,6 @@ impl PySearcher {
         let chunks: Vec<&[String]> = texts.chunks(STREAM_CHUNK).collect();
         let next = AtomicUsize::new(0);
         let stop = AtomicBool::new(false);
-        // Chunks handed over so far. A thread waits before it answers a chunk more than `lead` ahead of
-        // them: where the GIL's thread is the bottleneck (many hits), the threads then leave it a core
-        // instead of racing ahead of it.
-        let handed = (Mutex::new(0usize), Condvar::new());
-        let threads = self
-            .pool
-            .as_ref()
-            .map_or_else(rayon::current_num_threads, |p| p.current_num_threads());
-        let lead = 4 * threads;
         let (tx, rx) = std::sync::mpsc::channel::<(usize, Vec<warpsearch_index::Result<Answer>>)>();
         std::thread::scope(|scope| {
             let engine = scope.spawn(|| {
@@ -240,11 +230,6 @@ impl PySearcher {
                     while !stop.load(Ordering::Relaxed) {
                         let c = next.fetch_add(1, Ordering::Relaxed);
                         let Some(texts) = chunks.get(c) else { break };
-                        let mut h = handed.0.lock().expect("no panics under the lock");
-                        while c >= *h + lead && !stop.load(Ordering::Relaxed) {
-                            h = handed.1.wait(h).expect("no panics under the lock");
-                        }
-                        drop(h);
                         let answers = texts
                             .iter()
                             .map(|t| cpu.answer(&Request::new(Query::parse(&self.index, t), mode, k)))
@@ -271,16 +256,11 @@ impl PySearcher {
                     due += 1;
                     result = hand_over((answers, Vec::new()));
                     if result.is_err() {
+                        stop.store(true, Ordering::Relaxed);
                         break 'receive;
                     }
-                    *handed.0.lock().expect("no panics under the lock") = due;
-                    handed.1.notify_all();
                 }
             }
-            // Wakes the threads waiting for a hand-over that will not come (after an error).
-            stop.store(true, Ordering::Relaxed);
-            drop(handed.0.lock().expect("no panics under the lock"));
-            handed.1.notify_all();
             drop(rx);
             py.detach(|| engine.join())
                 .map_err(|_| PyRuntimeError::new_err("the engine's thread panicked"))?;
