@@ -2,7 +2,6 @@
 //! objects. The engine runs with the GIL released (query analysis too, on the engine's threads); only
 //! turning answers into Python objects holds it.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use pyo3::exceptions::{PyRuntimeError, PyRuntimeWarning, PyUserWarning};
@@ -16,11 +15,6 @@ use warpsearch_query::{Algorithm, Answer, Mode, Query, Ranking, Request, Scorer,
 use crate::errors::{engine_error, index_error, value_error, warn};
 use crate::frame::Frame;
 use crate::hits::{hit_lists, DocIds};
-
-/// Queries a thread of the CPU engine takes at a time in [`PySearcher::answer_streamed`]: small enough that
-/// the threads finish together and the GIL's thread starts converting at once; a chunk of the slowest
-/// queries (OR, top 1000, about 1 ms each on one core) still takes tens of milliseconds.
-const STREAM_CHUNK: usize = 64;
 
 /// A chunk's answers, one per query, and the engine's notes.
 type Answered = (Vec<warpsearch_index::Result<Answer>>, Vec<String>);
@@ -169,9 +163,6 @@ impl PySearcher {
             done += answers.len();
             take(answers)
         };
-        if self.backend == Backend::Cpu && texts.len() > STREAM_CHUNK {
-            return self.answer_streamed(py, texts, mode, k, hand_over);
-        }
         if texts.len() <= chunk {
             let answered = py.detach(|| self.answer(texts, mode, k))?;
             return hand_over(answered);
@@ -195,70 +186,6 @@ impl PySearcher {
                 result = answered.and_then(&mut hand_over);
                 if result.is_err() {
                     break;
-                }
-            }
-            drop(rx);
-            py.detach(|| engine.join())
-                .map_err(|_| PyRuntimeError::new_err("the engine's thread panicked"))?;
-            result
-        })
-    }
-
-    /// [`PySearcher::answer_chunks`] on the CPU engine: every thread of the searcher's pool takes the next
-    /// [`STREAM_CHUNK`] queries (analysed there) until none are left, and `hand_over` gets the chunks in
-    /// order as they are done, while the other threads go on. Calls of the engine's batch size would end
-    /// each call on its slowest query, and the GIL's thread could convert only the call before; on 16
-    /// cores that thread's work then followed the search instead of overlapping it (bench/RESULTS.md,
-    /// issue 15). The answers are the CPU engine's, as `Engine::search_batch` gives them.
-    fn answer_streamed(
-        &self,
-        py: Python<'_>,
-        texts: &[String],
-        mode: Mode,
-        k: usize,
-        mut hand_over: impl FnMut(Answered) -> PyResult<()>,
-    ) -> PyResult<()> {
-        let cpu = py.detach(|| self.engine().map(|e| e.cpu().clone()))?;
-        let chunks: Vec<&[String]> = texts.chunks(STREAM_CHUNK).collect();
-        let next = AtomicUsize::new(0);
-        let stop = AtomicBool::new(false);
-        let (tx, rx) = std::sync::mpsc::channel::<(usize, Vec<warpsearch_index::Result<Answer>>)>();
-        std::thread::scope(|scope| {
-            let engine = scope.spawn(|| {
-                let tx = tx;
-                let work = |_: rayon::BroadcastContext<'_>| {
-                    while !stop.load(Ordering::Relaxed) {
-                        let c = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(texts) = chunks.get(c) else { break };
-                        let answers = texts
-                            .iter()
-                            .map(|t| cpu.answer(&Request::new(Query::parse(&self.index, t), mode, k)))
-                            .collect();
-                        // The receiver is gone when `hand_over` failed: stop.
-                        if tx.send((c, answers)).is_err() {
-                            break;
-                        }
-                    }
-                };
-                match &self.pool {
-                    Some(pool) => drop(pool.broadcast(work)),
-                    None => drop(rayon::broadcast(work)),
-                }
-            });
-            // Chunks come back in about the order they were taken; those ahead of the next one wait here.
-            let mut ahead = std::collections::BTreeMap::new();
-            let mut due = 0;
-            let rx = Mutex::new(rx);
-            let mut result = Ok(());
-            'receive: while let Ok((c, answers)) = py.detach(|| rx.lock().expect("one user").recv()) {
-                ahead.insert(c, answers);
-                while let Some(answers) = ahead.remove(&due) {
-                    due += 1;
-                    result = hand_over((answers, Vec::new()));
-                    if result.is_err() {
-                        stop.store(true, Ordering::Relaxed);
-                        break 'receive;
-                    }
                 }
             }
             drop(rx);

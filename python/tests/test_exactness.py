@@ -77,9 +77,8 @@ def test_json_scores_are_the_cli_f32_bits(cli, cacm_cli_index, query_files, back
 
 @pytest.mark.parametrize("mode", ["and", "or"])
 def test_batches_answered_in_chunks_equal_cli(cli, cacm_cli_index, query_files, mode):
-    """10,000 queries: the CPU engine's threads take them 64 at a time and Python makes each chunk's
-    objects, in order, as it comes back, while the threads go on; the run is still the CLI's, and the
-    DataFrame holds the same rows."""
+    """10,000 queries: the CPU engine answers them 4,096 at a time while Python makes the objects of
+    the chunk before; the run is still the CLI's, and the DataFrame holds the same rows."""
     path = query_files["trec05-10k"]
     expected = cli("search", "--index", cacm_cli_index, "--queries", path, "--mode", mode, "--k", 100).stdout
     qs = warpsearch.read_queries(path)
