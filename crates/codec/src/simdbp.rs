@@ -8,7 +8,7 @@
 //! DocIDs are stored as `e[i] = d[i] − i`, a non-decreasing sequence that `BitPacker4x`'s sorted mode
 //! delta-encodes from `e[0] = first` (so its first delta is 0). Those deltas are the docID gaps minus
 //! one (the first 0), as PForDelta's values: the CPU decodes them with the strictly sorted SIMD prefix
-//! sum from `first − 1`, and the GPU kernel (`simdbp_decode_warp` in `crates/gpu/kernels/search.cu`)
+//! sum from `first − 1`, and the GPU kernel (`simdbp_decode_warp` in `crates/gpu/kernels/decode.cu`)
 //! reads value `i` of a section directly (the layout test in `tests.rs` pins it).
 //!
 //! A block of fewer than 128 postings (a list's last, and every block of the many short lists) would

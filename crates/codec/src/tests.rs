@@ -269,7 +269,7 @@ fn simdbp_gaps_that_wrap_past_u32_max_are_refused() {
     assert!(err.is_err(), "a wrapped block was accepted: {:?}", &out[..5]);
 }
 
-/// The layout the GPU kernel reads (`bp4_one` in `crates/gpu/kernels/search.cu`): in a full block's
+/// The layout the GPU kernel reads (`bp4_one` in `crates/gpu/kernels/decode.cu`): in a full block's
 /// section of width b, value i sits in lane i % 4 at position i / 4, each lane packed LSB-first in every
 /// fourth word; the docID values are the gaps minus one (the first 0), the frequency values tf − 1.
 #[test]

@@ -1,4 +1,4 @@
-//! The descriptors of a batch as the kernels read them (`TermDesc`, `QueryDesc` in `kernels/search.cu`),
+//! The descriptors of a batch as the kernels read them (`TermDesc`, `QueryDesc` in `kernels/common.cuh`),
 //! and their preparation from analysed queries.
 
 use std::borrow::Borrow;

@@ -9,8 +9,19 @@ use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 
 use crate::GpuError;
 
-/// The CUDA source of every kernel (one translation unit).
-pub const KERNEL_SOURCE: &str = include_str!("../kernels/search.cu");
+/// The CUDA source of every kernel: one translation unit, the files of `kernels/` in dependency order
+/// (`common.cuh` lists them).
+pub const KERNEL_SOURCE: &str = concat!(
+    include_str!("../kernels/common.cuh"),
+    include_str!("../kernels/decode.cu"),
+    include_str!("../kernels/topk.cu"),
+    include_str!("../kernels/query_state.cuh"),
+    include_str!("../kernels/score.cu"),
+    include_str!("../kernels/and.cu"),
+    include_str!("../kernels/or.cu"),
+    include_str!("../kernels/search.cu"),
+    include_str!("../kernels/check.cu"),
+);
 
 /// Threads per CTA of every kernel (`THREADS` in the source, set at compile time): 128 or 256 from
 /// `WARPSEARCH_GPU_THREADS`, else [`DEFAULT_THREADS`]. An AND chunk holds this many candidates.

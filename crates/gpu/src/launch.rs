@@ -4,7 +4,7 @@
 //! cudarc checks none of a kernel's argument contract (`driver/safe/launch.rs` says what it cannot
 //! check): the number and types of the arguments, the sizes of the buffers behind raw pointers, and
 //! whether those buffers outlive the asynchronous work. Each wrapper below restates the contract of its
-//! kernel in `kernels/search.cu` in a `// SAFETY:` comment, and its callers uphold it.
+//! kernel (in `kernels/`) in a `// SAFETY:` comment, and its callers uphold it.
 
 use std::sync::Arc;
 
@@ -15,7 +15,7 @@ use crate::device::threads;
 use crate::residency::{ptr, IndexArgs};
 use crate::{Gpu, GpuError};
 
-/// The batch arguments of the query kernel (mirrors `struct BatchArgs` in `kernels/search.cu`): device
+/// The batch arguments of the query kernel (mirrors `struct BatchArgs` in `kernels/common.cuh`): device
 /// addresses of the descriptors, outputs and per-CTA scratch of one pipeline slot.
 #[repr(C)]
 #[derive(Clone, Copy, Default)]

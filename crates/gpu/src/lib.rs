@@ -1,7 +1,7 @@
 //! Exact batched query processing on an NVIDIA GPU.
 //!
 //! - [`device`]: opening the GPU (never panicking where CUDA is absent) and the kernels, compiled from
-//!   `kernels/search.cu` by NVRTC at start-up.
+//!   the files of `kernels/` (one translation unit) by NVRTC at start-up.
 //! - [`residency`]: the index in device memory under a memory budget, behind one interface that says
 //!   where each list's blocks are.
 //! - [`cache`]: the list cache's host side: plans of cached list prefixes, device space, placement.

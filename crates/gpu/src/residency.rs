@@ -766,7 +766,7 @@ impl DeviceIndex {
     }
 }
 
-/// The kernels' `IndexArgs` (mirrors `struct IndexArgs` in `kernels/search.cu`): device addresses of the
+/// The kernels' `IndexArgs` (mirrors `struct IndexArgs` in `kernels/common.cuh`): device addresses of the
 /// index arrays and of the per-search arrays, the codec and the ranking's constants.
 #[repr(C)]
 #[derive(Clone, Copy, Default)]

@@ -1,0 +1,324 @@
+#line 2 "kernels/or.cu"
+// Ranked OR: document windows with dense accumulators in shared memory (lists added in plan slot order,
+// so that sums round as the CPU's), and small queries by sorting.
+
+// The plan slot of (list, block) pair p: the last slot whose first pair is at most p (it has blocks, as p
+// is before its end). s->t_off holds each slot's first pair.
+__device__ __forceinline__ u32 slot_of_pair(const QueryShared* s, u32 n, u32 p) {
+    u32 lo = 0, hi = n;
+    while (hi - lo > 1) {
+        u32 mid = (lo + hi) >> 1;
+        if (s->t_off[mid] <= p) lo = mid; else hi = mid;
+    }
+    return lo;
+}
+
+// Adds contribution c to window offset i's accumulator. `seen` holds a bit per window document, set
+// once its accumulator holds a sum: the first contribution starts the sum (0 + c, as the CPU adds), and
+// the bits let the window's reset and its top-k pass visit only the documents the lists touched (a
+// window of 16,384 documents holds a few thousand). Within one list each document is added by one
+// thread, so reading the word without an atomic sees this document's bit as this thread left it;
+// the atomic OR keeps other threads' bits of the word.
+__device__ __forceinline__ void acc_add(float* acc, u32* seen, u32 i, float c) {
+    u32 m = 1u << (i & 31u);
+    if (seen[i >> 5] & m) {
+        acc[i] = acc[i] + c;
+    } else {
+        acc[i] = 0.0f + c;
+        atomicOr(&seen[i >> 5], m);
+    }
+}
+
+// Adds one OR window's postings to the accumulators (at most THREADS terms): every (list, block) pair that
+// overlaps the window is decoded first, one warp per pair and all warps at once, into the CTA's scratch;
+// then the lists are added in plan slot order, all threads on one list's postings at a time (a barrier
+// between lists keeps each document's sum in slot order). More than THREADS pairs go in rounds, in order.
+__device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 w0, u32 r0, u32 r1,
+                          QueryShared* s, float* acc, u32* seen, u32* dec_doc, u32* dec_tf, PhaseClock& clk) {
+    u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    u32 cnt = 0;
+    if (tid < n) {
+        u32 j = terms[tid].slot_term;  // window_blocks found each term's blocks
+        cnt = s->t_cnt[j];
+        s->t_start[tid] = s->t_first[j];
+    }
+    u32 total;
+    u32 off = block_exclusive_scan(cnt, s->top.scan, &total);
+    if (tid < n) s->t_off[tid] = off;
+    if (tid == 0) {
+        s->t_off[n] = total;
+        clk.blocks(total);
+    }
+    __syncthreads();
+    clk.lap(PH_SELECT);
+    for (u32 q0 = 0; q0 < total; q0 += THREADS) {
+        u32 q1 = min(total, q0 + THREADS);
+        for (u32 p = q0 + warp; p < q1; p += WARPS) {
+            u32 lo = slot_of_pair(s, n, p);
+            const TermDesc& t = terms[terms[lo].slot_term];
+            u32 bi = t.block_base + s->t_start[lo] + (p - s->t_off[lo]);
+            bool good = decode_block_warp(ix, t, bi, dec_doc + (p - q0) * BLOCK_LEN, dec_tf + (p - q0) * BLOCK_LEN,
+                                          s->xs[warp]);
+            if (!good && lane == 0) s->top.failed = 1;
+        }
+        __syncthreads();
+        clk.lap(PH_DECODE);
+        if (s->top.failed) return;
+        for (u32 sl = 0; sl < n; sl++) {
+            u32 a = max(s->t_off[sl], q0), b = min(s->t_off[sl + 1], q1);
+            if (a >= b) continue;
+            const TermDesc& t = terms[terms[sl].slot_term];
+            for (u32 x = tid; x < (b - a) * BLOCK_LEN; x += THREADS) {
+                u32 p = a + x / BLOCK_LEN, i = x % BLOCK_LEN;
+                u32 local = s->t_start[sl] + (p - s->t_off[sl]);
+                u32 nb = block_postings(t, local);
+                if (i < nb) {
+                    u32 d = dec_doc[(p - q0) * BLOCK_LEN + i];
+                    if (d >= r0 && d <= r1) acc_add(acc, seen, d - w0, contribution(ix, t, d, dec_tf[(p - q0) * BLOCK_LEN + i]));
+                }
+            }
+            __syncthreads();
+        }
+    }
+}
+
+// or_window for SIMD-BP128 lists: list by list in plan slot order, the warps share the list's blocks that
+// overlap the window, each decoding its block into registers (simdbp_block_regs) and adding the postings
+// at once, their length norms loaded together; a barrier between lists keeps each document's sum in slot
+// order. No scratch memory and one barrier per list with blocks in the window, where or_window decodes
+// every list into global scratch first, then reads it back list by list. The last list's barrier orders
+// the adds before the window's top-k pass; a window without blocks adds nothing.
+__device__ void or_window_regs(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 w0, u32 r0, u32 r1,
+                               QueryShared* s, float* acc, u32* seen, PhaseClock& clk) {
+    u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    if (clk.on() && threadIdx.x == 0) {
+        u32 total = 0;
+        for (u32 i = 0; i < n; i++) total += s->t_cnt[i];
+        clk.blocks(total);
+    }
+    for (u32 sl = 0; sl < n; sl++) {
+        u32 j = terms[sl].slot_term;  // window_blocks found each term's blocks
+        u32 cnt = s->t_cnt[j];
+        if (cnt == 0u) continue;
+        const TermDesc& t = terms[j];
+        u32 b0 = t.block_base + s->t_first[j];
+        for (u32 p = warp; p < cnt; p += WARPS) {
+            u32 doc[4], tf[4], nb;
+            if (!simdbp_block_regs(ix, t, b0 + p, doc, tf, &nb)) {
+                if (lane == 0) s->top.failed = 1;
+                break;
+            }
+            bool in[4];
+            float norm[4];
+#pragma unroll
+            for (u32 k = 0; k < 4; k++) {
+                in[k] = lane * 4u + k < nb && doc[k] >= r0 && doc[k] <= r1;
+                norm[k] = in[k] ? ix.norms[doc[k]] : 0.0f;
+            }
+#pragma unroll
+            for (u32 k = 0; k < 4; k++)
+                if (in[k]) acc_add(acc, seen, doc[k] - w0, contribution_of(ix, t, norm[k], tf[k]));
+        }
+        __syncthreads();
+    }
+}
+
+// OR of a small query by sorting, the alternative to dense accumulators: every block of every list is
+// decoded into the CTA's scratch, each posting becomes a (docID, plan slot) key with its contribution, a
+// bitonic sort in shared memory orders the keys, and one thread per run of equal docIDs sums the
+// contributions in slot order (so sums round as the CPU's) and offers the document. The host sends only
+// queries of at most ba.small_or postings (a power of two that fits the launch's shared memory) and at
+// most SMALL_OR_BLOCKS blocks.
+__device__ void or_small(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n, u32 postings,
+                         QueryShared* s, u64* keys, float* vals, u32* dec_doc, u32* dec_tf, u64* buf,
+                         PhaseClock& clk) {
+    u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    // Per plan slot: its first block pair and its first posting (exclusive scans).
+    const TermDesc* mine = tid < n ? &terms[terms[tid].slot_term] : (const TermDesc*)0;
+    u32 total, total_postings;
+    u32 off = block_exclusive_scan(mine ? mine->num_blocks : 0u, s->top.scan, &total);
+    u32 first = block_exclusive_scan(mine ? mine->df : 0u, s->top.scan, &total_postings);
+    if (tid < n) {
+        s->t_off[tid] = off;
+        s->t_start[tid] = first;
+    }
+    if (tid == 0) s->t_off[n] = total;
+    u32 m = 1;
+    while (m < postings) m <<= 1;
+    for (u32 x = postings + tid; x < m; x += THREADS) keys[x] = ~0ull;
+    __syncthreads();
+    clk.lap(PH_SELECT);
+    if (tid == 0) clk.blocks(total);
+    for (u32 p = warp; p < total; p += WARPS) {
+        u32 lo = slot_of_pair(s, n, p);
+        const TermDesc& t = terms[terms[lo].slot_term];
+        u32 local = p - s->t_off[lo];
+        u32* dd = dec_doc + p * BLOCK_LEN;
+        u32* tt = dec_tf + p * BLOCK_LEN;
+        if (!decode_block_warp(ix, t, t.block_base + local, dd, tt, s->xs[warp])) {
+            if (lane == 0) s->top.failed = 1;
+            continue;
+        }
+        u32 nb = block_postings(t, local);
+        u32 x0 = s->t_start[lo] + local * BLOCK_LEN;
+        for (u32 i = lane; i < nb; i += 32) {
+            keys[x0 + i] = ((u64)dd[i] << 32) | lo;
+            vals[x0 + i] = contribution(ix, t, dd[i], tt[i]);
+        }
+        __syncwarp();
+    }
+    __syncthreads();
+    clk.lap(PH_DECODE);
+    if (s->top.failed) return;
+    for (u32 size = 2; size <= m; size <<= 1) {
+        for (u32 stride = size >> 1; stride > 0; stride >>= 1) {
+            for (u32 i = tid; i < m; i += THREADS) {
+                u32 j = i ^ stride;
+                if (j > i) {
+                    bool up = (i & size) == 0;
+                    u64 a = keys[i], b = keys[j];
+                    if (up ? (a > b) : (a < b)) {
+                        keys[i] = b;
+                        keys[j] = a;
+                        float v = vals[i];
+                        vals[i] = vals[j];
+                        vals[j] = v;
+                    }
+                }
+            }
+            __syncthreads();
+        }
+    }
+    clk.lap(PH_SCORE);
+    topk_make_room(buf, ba.k, &s->top, postings);
+    for (u32 i = tid; i < postings; i += THREADS) {
+        u32 d = (u32)(keys[i] >> 32);
+        if (i > 0 && (u32)(keys[i - 1] >> 32) == d) continue;
+        float sum = 0.0f;
+        for (u32 j = i; j < postings && (u32)(keys[j] >> 32) == d; j++) sum = sum + vals[j];
+        topk_push(buf, &s->top, true, finish(ix, d, sum), d);
+    }
+    __syncthreads();
+    clk.lap(PH_TOPK);
+}
+
+// OR of one query: document windows of ba.window docIDs with dense accumulators in shared memory; lists
+// are added in plan slot order (one list at a time), so sums round as the CPU's. A window whose block-max
+// bound cannot beat the k-th score is skipped; with early termination the scan stops on the global score.
+__device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n, QueryShared* s,
+                         float* acc, u32* wdoc, u32* wtf, u32* seen, u32* dec_doc, u32* dec_tf, u64* buf,
+                         PhaseClock& clk) {
+    u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    u32 W = ba.window;
+    // Small whole queries are sorted instead (postings and blocks summed by one thread; n is small then).
+    if (ba.small_or != 0u && s->doc_lo == 0u && s->doc_hi == 0xffffffffu && n <= THREADS) {
+        if (tid == 0) {
+            u64 postings = 0, blocks = 0;
+            for (u32 i = 0; i < n; i++) {
+                postings += terms[i].df;
+                blocks += terms[i].num_blocks;
+            }
+            s->wnext = postings <= ba.small_or && blocks <= SMALL_OR_BLOCKS ? (u32)postings : 0u;
+        }
+        __syncthreads();
+        u32 postings = s->wnext;
+        __syncthreads();
+        if (postings != 0u) {
+            or_small(ix, ba, terms, n, postings, s, (u64*)acc, (float*)((u64*)acc + ba.small_or), dec_doc,
+                     dec_tf, buf, clk);
+            return;
+        }
+    }
+    // First docID of any list.
+    if (tid == 0) s->wnext = 0xffffffffu;
+    __syncthreads();
+    u32 lo = s->doc_lo, hi = s->doc_hi;
+    for (u32 i = tid; i < n; i += THREADS) {
+        const TermDesc& t = terms[i];
+        u32 b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, lo);
+        if (b < t.num_blocks) atomicMin(&s->wnext, max(ix.blk_first[t.block_base + b], lo));
+        if (n <= THREADS) s->t_first[i] = b;
+    }
+    __syncthreads();
+    while (s->wnext != 0xffffffffu && s->wnext <= hi) {
+        u32 w0 = s->wnext / W * W;
+        __syncthreads();  // every thread has read wnext before it is reset below
+        u32 w1 = w0 + W - 1u;  // inclusive; W divides 2^32 so this never wraps past a window
+        // The part of the window inside this query part's range.
+        u32 r0 = max(w0, lo), r1 = min(w1, hi);
+        if (ba.early && topk_full(&s->top) && topk_threshold(&s->top) >= ix.gs[r0] * s->slack) break;
+        if (tid == 0) {
+            s->wnext = 0xffffffffu;
+            s->bound = ix.prior_max * s->slack;
+        }
+        __syncthreads();
+        bool skip = false;
+        if (n <= THREADS) {
+            // This window's blocks of every term, their bound, and the next window holding a posting.
+            window_blocks(ix, terms, n, r0, r1, w1, s);
+            __syncthreads();
+            skip = topk_full(&s->top) && s->bound * s->slack < topk_threshold(&s->top);
+        } else {
+            // Next window holding any posting after this one.
+            if (w1 != 0xffffffffu) {
+                for (u32 i = tid; i < n; i += THREADS) {
+                    const TermDesc& t = terms[i];
+                    u32 b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, w1 + 1u);
+                    if (b < t.num_blocks) {
+                        u32 f = ix.blk_first[t.block_base + b];
+                        atomicMin(&s->wnext, f > w1 ? f : w1 + 1u);
+                    }
+                }
+            }
+            if (topk_full(&s->top)) {
+                query_bound(ix, terms, n, r0, r1, s);
+                skip = s->bound * s->slack < topk_threshold(&s->top);
+            }
+        }
+        clk.lap(PH_SELECT);
+        if (skip) continue;
+        for (u32 i = tid; i < W / 32u; i += THREADS) seen[i] = 0u;
+        __syncthreads();
+        if (n <= THREADS && ix.codec == CODEC_SIMDBP) {
+            or_window_regs(ix, terms, n, w0, r0, r1, s, acc, seen, clk);
+        } else if (n <= THREADS) {
+            or_window(ix, terms, n, w0, r0, r1, s, acc, seen, dec_doc, dec_tf, clk);
+            __syncthreads();
+        }
+        for (u32 slot = 0; n > THREADS && slot < n; slot++) {
+            const TermDesc& t = terms[terms[slot].slot_term];
+            u32 b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, r0);
+            for (u32 bi = b + warp; bi < t.num_blocks; bi += WARPS) {
+                if (ix.blk_first[t.block_base + bi] > r1) break;
+                u32* dd = wdoc + warp * BLOCK_LEN;
+                u32* tt = wtf + warp * BLOCK_LEN;
+                if (lane == 0) clk.blocks(1);
+                if (!decode_block_warp(ix, t, t.block_base + bi, dd, tt, s->xs[warp])) {
+                    if (lane == 0) s->top.failed = 1;
+                    break;
+                }
+                u32 nb = block_postings(t, bi);
+                for (u32 i = lane; i < nb; i += 32) {
+                    u32 d = dd[i];
+                    if (d >= r0 && d <= r1) acc_add(acc, seen, d - w0, contribution(ix, t, d, tt[i]));
+                }
+                __syncwarp();
+            }
+            __syncthreads();
+        }
+        clk.lap(PH_SCORE);
+        if (s->top.failed) return;
+        topk_make_room(buf, ba.k, &s->top, W);
+        // The touched documents only, a word of `seen` at a time.
+        for (u32 j = tid; j < W / 32u; j += THREADS) {
+            for (u32 word = seen[j]; word != 0u; word &= word - 1u) {
+                u32 i = j * 32u + (u32)(__ffs(word) - 1);
+                u32 d = w0 + i;
+                bool valid = (u64)w0 + i < (u64)ix.num_docs;
+                topk_push(buf, &s->top, valid, valid ? finish(ix, d, acc[i]) : 0.0f, d);
+            }
+        }
+        __syncthreads();
+        clk.lap(PH_TOPK);
+    }
+}

@@ -1,0 +1,52 @@
+#line 2 "kernels/query_state.cuh"
+// The query kernel's shared state.
+
+struct QueryShared {
+    TopShared top;
+    u64 sort[MAX_K_GPU];
+    // AND: candidates and their blocks, CHUNK each, in the dynamic shared memory of an AND launch (an OR
+    // launch gives that memory to its window instead).
+    u32* cand_doc;
+    u32* cand_tf0;
+    u32* blk;
+    u32* sel_blk;
+    u32 xs[WARPS][4 * BLOCK_LEN];
+    u32 ncand;
+    u32 range_lo;       // AND step: the first block of the list that can hold a candidate
+    u32 range_hi;       // and the one that can hold the last candidate (num_blocks if none)
+    u32 q;
+    float bound;
+    u32 wnext;
+    float slack;        // this query's bound slack
+    u32 doc_lo;         // this (part of a) query's docID range, inclusive
+    u32 doc_hi;
+    u32 t_start[THREADS];      // OR window: per plan slot, the first block overlapping the window
+    u32 t_off[THREADS + 1];    // OR window: per plan slot, the offset of its blocks in the window's list
+    u32 t_first[THREADS];      // OR window: per term, the first block whose last docID reaches the window
+    u32 t_cnt[THREADS];        // OR window: per term, the blocks overlapping the window
+    u32 bound_bits;            // query_bound: one term's largest block bound (a non-negative float's bits)
+};
+
+#define PH_SELECT 0
+#define PH_DECODE 1
+#define PH_INTERSECT 2
+#define PH_SCORE 3
+#define PH_TOPK 4
+#define PH_BLOCKS 5   // not a phase: the blocks decoded (instrumented runs)
+
+// The phase clock's state, in shared memory rather than in every thread's registers (only thread 0 reads
+// the time, and only in instrumented runs): held in registers across the whole kernel, the two 64-bit
+// fields were spilled and reloaded at every lap once the OR windows' register decoding raised the
+// kernel's pressure.
+__shared__ u64* clock_out;  // this CTA's counters, or null (no instrumentation)
+__shared__ u64 clock_at;    // thread 0's last reading
+
+struct PhaseClock {
+    __device__ bool on() const { return clock_out != (u64*)0; }
+    __device__ void start() { if (threadIdx.x == 0 && clock_out) clock_at = clock64(); }
+    __device__ void lap(int phase) {
+        if (threadIdx.x == 0 && clock_out) { u64 now = clock64(); clock_out[phase] += now - clock_at; clock_at = now; }
+    }
+    // Counts blocks decoded (any one thread per call).
+    __device__ void blocks(u32 n) { if (clock_out) atomicAdd((unsigned long long*)&clock_out[PH_BLOCKS], (u64)n); }
+};

@@ -1,0 +1,99 @@
+#line 2 "kernels/score.cu"
+// Scoring and bounds: BM25 contributions, block-max bounds of a docID range, and the blocks of each term
+// that overlap an OR window.
+
+// BM25's contribution of a posting with frequency tf to a document whose length norm is `norm`.
+__device__ __forceinline__ float contribution_of(const IndexArgs& ix, const TermDesc& t, float norm, u32 tf) {
+    float f = (float)tf;
+    return t.weight * (f * ix.k1p1 / (f + norm));
+}
+
+__device__ __forceinline__ float contribution(const IndexArgs& ix, const TermDesc& t, u32 doc, u32 tf) {
+    return contribution_of(ix, t, ix.norms[doc], tf);
+}
+
+__device__ __forceinline__ float finish(const IndexArgs& ix, u32 doc, float sum) {
+    return ix.prior ? sum + ix.prior[doc] : sum;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (u32 d = 16; d > 0; d >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, d));
+    return v;
+}
+
+// Sum of the terms' upper bounds over docIDs [lo, hi] from their block maxima (+inf for a term without
+// block bounds), plus the prior's bound, in s->bound. One term at a time, its blocks in the range read by
+// all threads at once: a long list's range can span thousands of blocks (an AND chunk's range is that of
+// 1,024 postings of the shortest list). Each block bound is non-negative, so the largest one's float bits
+// are the largest integer (atomicMax).
+__device__ void query_bound(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 lo, u32 hi, QueryShared* s) {
+    u32 tid = threadIdx.x;
+    if (tid == 0) {
+        s->bound = ix.prior_max * s->slack;
+        s->bound_bits = 0u;
+    }
+    __syncthreads();
+    for (u32 i = 0; i < n; i++) {
+        const TermDesc& t = terms[i];
+        float m = 0.0f;
+        if (t.bound_scale < 0.0f) {
+            m = __int_as_float(0x7f800000);
+        } else {
+            u32 b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, lo);
+            for (u32 x = b + tid; x < t.num_blocks; x += THREADS) {
+                if (ix.blk_first[t.block_base + x] > hi) break;
+                m = fmaxf(m, ix.blk_max[t.block_base + x] * t.bound_scale);
+            }
+        }
+        m = warp_max(m);
+        if ((tid & 31u) == 0 && m > 0.0f) atomicMax(&s->bound_bits, __float_as_uint(m));
+        __syncthreads();
+        if (tid == 0) {
+            s->bound += __uint_as_float(s->bound_bits);
+            s->bound_bits = 0u;
+        }
+        __syncthreads();
+    }
+}
+
+// The blocks of each term i < n (one warp each) that overlap an OR window's range [r0, r1] (w1: the
+// window's last docID): s->t_first[i], the first whose last docID is at least r0, searched forward from
+// the previous window's (32 blocks at a time, then by bisection), and s->t_cnt[i] of them. Adds the
+// largest of their bounds to s->bound (set beforehand to the prior's bound) and lowers s->wnext to the
+// first docID after w1 in any of the term's blocks.
+__device__ void window_blocks(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 r0, u32 r1, u32 w1,
+                              QueryShared* s) {
+    u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    for (u32 i = warp; i < n; i += WARPS) {
+        const TermDesc& t = terms[i];
+        const u32* first = ix.blk_first + t.block_base;
+        const u32* last = ix.blk_last + t.block_base;
+        u32 nb = t.num_blocks, b = s->t_first[i];
+        u32 ahead = __ballot_sync(FULL_MASK, b + lane >= nb || last[b + lane] >= r0);
+        b = ahead ? b + __ffs(ahead) - 1u : b + 32u + lower_bound(last + b + 32u, nb - b - 32u, r0);
+        u32 cnt = 0;
+        float m = 0.0f;
+        for (u32 c = b;; c += 32u) {
+            u32 x = c + lane;
+            bool in = x < nb && first[x] <= r1;
+            if (in) m = fmaxf(m, ix.blk_max[t.block_base + x] * t.bound_scale);
+            u32 ins = __ballot_sync(FULL_MASK, in);
+            cnt += __popc(ins);
+            if (ins != FULL_MASK) break;
+        }
+        m = t.bound_scale < 0.0f ? __int_as_float(0x7f800000) : warp_max(m);
+        if (lane == 0) {
+            s->t_first[i] = b;
+            s->t_cnt[i] = cnt;
+            atomicAdd(&s->bound, m);
+            // Blocks before b + cnt start at or before r1; the next posting after w1 is in the last of them
+            // if it reaches past w1, else it is the next block's first.
+            u32 e = b + cnt, next = 0xffffffffu;
+            if (w1 != 0xffffffffu) {
+                if (cnt > 0u && last[e - 1u] > w1) next = w1 + 1u;
+                else if (e < nb) next = max(first[e], w1 + 1u);
+            }
+            atomicMin(&s->wnext, next);
+        }
+    }
+}

@@ -1,0 +1,139 @@
+#line 2 "kernels/topk.cu"
+// The running top-k of one CTA: keys in a global buffer, a threshold key below which nothing can enter.
+
+struct TopShared {
+    u32 count;        // keys in the buffer
+    u32 full;         // the buffer held k keys after a selection
+    u64 thresh;       // keys below this cannot enter the top k
+    u32 hist[256];
+    u32 scan[WARPS + 1];
+    u64 prefix;
+    u32 need;
+    u32 shift_done;
+    u32 failed;
+};
+
+// Finds T such that exactly `k` of buf[0..count) are >= T (keys are distinct), by MSB radix select over
+// 8-bit digits; stops early once the bucket holding the k-th key is taken whole.
+__device__ u64 radix_select(const u64* buf, u32 count, u32 k, TopShared* ts) {
+    if (threadIdx.x == 0) { ts->prefix = 0; ts->need = k; ts->shift_done = 0; }
+    __syncthreads();
+    for (int shift = 56; shift >= 0; shift -= 8) {
+        for (u32 i = threadIdx.x; i < 256; i += THREADS) ts->hist[i] = 0;
+        __syncthreads();
+        u64 prefix = ts->prefix;
+        u64 hi_mask = shift == 56 ? 0ull : (~0ull << (shift + 8));
+        for (u32 i = threadIdx.x; i < count; i += THREADS) {
+            u64 key = buf[i];
+            if ((key & hi_mask) == prefix) atomicAdd(&ts->hist[(key >> shift) & 0xffu], 1u);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            u32 need = ts->need, acc = 0;
+            int d = 255;
+            for (; d > 0; d--) {
+                if (acc + ts->hist[d] >= need) break;
+                acc += ts->hist[d];
+            }
+            ts->prefix = prefix | ((u64)d << shift);
+            ts->need = need - acc;
+            if (ts->hist[d] == ts->need) ts->shift_done = 1;
+        }
+        __syncthreads();
+        if (ts->shift_done) break;
+    }
+    u64 t = ts->prefix;
+    __syncthreads();
+    return t;
+}
+
+// Keeps the keys >= t (stable in-place compaction); returns how many.
+__device__ u32 compact_keys(u64* buf, u32 count, u64 t, TopShared* ts) {
+    u32 out = 0;
+    for (u32 base = 0; base < count; base += THREADS) {
+        u32 i = base + threadIdx.x;
+        u64 key = i < count ? buf[i] : 0ull;
+        u32 keep = (i < count && key >= t) ? 1u : 0u;
+        u32 total;
+        u32 pos = block_exclusive_scan(keep, ts->scan, &total);
+        if (keep) buf[out + pos] = key;
+        out += total;
+        __syncthreads();
+    }
+    return out;
+}
+
+__device__ void topk_reset(TopShared* ts) {
+    if (threadIdx.x == 0) { ts->count = 0; ts->full = 0; ts->thresh = 0; ts->failed = 0; }
+    __syncthreads();
+}
+
+// Shrinks the buffer to the top k and raises the threshold. All threads call it.
+__device__ void topk_shrink(u64* buf, u32 k, TopShared* ts) {
+    u32 count = ts->count;
+    if (count <= k) return;
+    u64 t = radix_select(buf, count, k, ts);
+    u32 kept = compact_keys(buf, count, t, ts);
+    if (threadIdx.x == 0) { ts->count = kept; ts->full = 1; if (t > ts->thresh) ts->thresh = t; }
+    __syncthreads();
+}
+
+// Makes room for up to `incoming` new keys: shrinks the buffer to the top k when it holds more than
+// max(2k, 512) keys (so that the threshold rises soon and block-max skipping starts) or when the new keys
+// would not fit. All threads call it; afterwards threads push with topk_push and then synchronise.
+__device__ void topk_make_room(u64* buf, u32 k, TopShared* ts, u32 incoming) {
+    u32 eager = max(2u * k, 512u);
+    u32 count = ts->count;
+    // Every thread must see the same count before any thread pushes (or the shrink would diverge).
+    __syncthreads();
+    if (count > eager || count + incoming > TOPK_CAP) topk_shrink(buf, k, ts);
+}
+
+// Appends one hit if it can still enter the top k (no synchronisation; see topk_make_room).
+__device__ __forceinline__ void topk_push(u64* buf, TopShared* ts, bool valid, float score, u32 doc) {
+    u64 key = hit_key(score, doc);
+    if (valid && key >= ts->thresh) {
+        u32 pos = atomicAdd(&ts->count, 1u);
+        buf[pos] = key;
+    }
+}
+
+// Offers one hit per calling thread (valid = false: none). All threads call it.
+__device__ void topk_offer(u64* buf, u32 k, TopShared* ts, bool valid, float score, u32 doc) {
+    topk_make_room(buf, k, ts, THREADS);
+    topk_push(buf, ts, valid, score, doc);
+    __syncthreads();
+}
+
+// Threshold score: no document scoring below it can enter (a lower bound of the k-th score once full).
+__device__ __forceinline__ bool topk_full(const TopShared* ts) { return ts->full != 0; }
+__device__ __forceinline__ float topk_threshold(const TopShared* ts) { return key_score(ts->thresh); }
+
+// Final selection and a bitonic sort (descending keys) in shared memory; writes up to k hits.
+__device__ u32 topk_finish(u64* buf, u32 k, TopShared* ts, u64* sort, u32* out_doc, float* out_score) {
+    topk_shrink(buf, k, ts);
+    u32 n = ts->count;
+    u32 m = 1;
+    while (m < n) m <<= 1;
+    for (u32 i = threadIdx.x; i < m; i += THREADS) sort[i] = i < n ? buf[i] : 0ull;
+    __syncthreads();
+    for (u32 size = 2; size <= m; size <<= 1) {
+        for (u32 stride = size >> 1; stride > 0; stride >>= 1) {
+            for (u32 i = threadIdx.x; i < m; i += THREADS) {
+                u32 j = i ^ stride;
+                if (j > i) {
+                    bool desc = (i & size) == 0;
+                    u64 a = sort[i], b = sort[j];
+                    if (desc ? (a < b) : (a > b)) { sort[i] = b; sort[j] = a; }
+                }
+            }
+            __syncthreads();
+        }
+    }
+    for (u32 i = threadIdx.x; i < n; i += THREADS) {
+        out_doc[i] = key_doc(sort[i]);
+        out_score[i] = key_score(sort[i]);
+    }
+    __syncthreads();
+    return n;
+}
