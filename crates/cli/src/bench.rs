@@ -153,7 +153,7 @@ fn gpu_json(s: &warpsearch_gpu::GpuStats) -> Value {
     let phases: serde_json::Map<String, Value> = s
         .phase_shares()
         .unwrap_or_else(|| {
-            warpsearch_gpu::engine::PHASES
+            warpsearch_gpu::stats::PHASES
                 .iter()
                 .map(|&name| (name, 0.0))
                 .collect()

@@ -9,8 +9,9 @@
 //! - [`view`]: the cache's contents as the engine reads them, on any thread, to cut queries' ranges.
 //! - [`testing`]: the device opened once per test process, and skips that say why.
 //! - [`batch`]: the descriptors of a batch of queries as the kernels read them.
-//! - [`engine`]: [`GpuSearcher`], the batch pipeline (two streams, pinned buffers); what it fails it
-//!   returns as [`GpuError`]s (the engine crate answers those on the CPU). `calls` holds the answers of
+//! - [`engine`]: [`GpuSearcher`], the batch pipeline (two streams, pinned buffers; `slot` holds one
+//!   stream's buffers); what it fails it returns as [`GpuError`]s (the engine crate answers those on the
+//!   CPU). [`options`]: its tunables; [`stats`]: what it counts. `calls` holds the answers of
 //!   the calls in flight, so that a caller may hand over its next call before the last one returns.
 //! - [`kernels`]: thin wrappers that run the decode and top-k kernels alone, for tests and benchmarks.
 //! - `launch`: every `unsafe` kernel launch, copy and pinned allocation, each with its contract.
@@ -30,16 +31,21 @@ pub mod device;
 pub mod engine;
 pub mod kernels;
 mod launch;
+pub mod options;
 pub mod residency;
+mod slot;
 pub mod stage;
+pub mod stats;
 pub mod testing;
 pub mod view;
 
 pub use cache::{CachePlan, Capacity};
 pub use calls::CallId;
 pub use device::Gpu;
-pub use engine::{CacheBudget, GpuOptions, GpuSearcher, GpuStats};
+pub use engine::GpuSearcher;
+pub use options::{CacheBudget, GpuOptions};
 pub use residency::DeviceIndex;
+pub use stats::GpuStats;
 pub use view::CacheView;
 
 /// What can go wrong on the GPU side.

@@ -1,0 +1,90 @@
+//! The GPU engine's tunables ([`GpuOptions`]) and how a memory budget divides between the list cache and
+//! the batches' staging ([`CacheBudget`]).
+
+use crate::cache::Capacity;
+use crate::device::MAX_K;
+
+/// Tunables of the GPU engine.
+#[derive(Debug, Clone, Copy)]
+pub struct GpuOptions {
+    /// Queries per kernel launch.
+    pub batch_size: usize,
+    /// OR accumulator window in documents (a power of two from 256 to 32768). The default, 8,192, is the
+    /// largest whose shared memory lets three CTAs share an SM (see [`crate::device::DEFAULT_MIN_CTAS`]);
+    /// it also bounds the sort path's queries (`small_or`) at 2,048 postings.
+    pub window: u32,
+    /// Device memory the index may take, in bytes; `None`: 90% of what is free.
+    pub memory_budget: Option<usize>,
+    /// Time the kernel's phases with clock counters (slightly slower).
+    pub instrument: bool,
+    /// An OR query whose cost (postings of all its lists) exceeds this is cut into docID ranges, one
+    /// CTA each, up to `max_parts`; with `split_waves`, also the cut of AND queries in full batches.
+    pub split_cost: u64,
+    /// For AND and and-or (whose cost is the postings of the shortest list): with `split_waves` 0,
+    /// the cost above which a query is cut; else the least cost a part may have.
+    pub and_split_cost: u64,
+    /// In a batch of AND or and-or queries with fewer than [`crate::batch::FULL_WAVES`] tasks per CTA,
+    /// queries are cut so that the largest task takes at most 1/`split_waves` of each CTA's average
+    /// share of the batch (0: cut at `and_split_cost`). An AND task takes a CTA milliseconds on a
+    /// large collection, and a batch of a few hundred queries (one that carries uncached lists) is
+    /// otherwise a single wave of tasks waiting for its longest: 1.7x the throughput with a quarter
+    /// of the 25M collection cached (bench/RESULTS.md). Every batch cut at 5,000 postings cost the
+    /// passages' batches of 8,192 tasks 25–39%, so fuller batches are left as they are.
+    pub split_waves: u32,
+    /// Most parts a query is cut into.
+    pub max_parts: u32,
+    /// OR queries of at most this many postings are scored by sorting their postings instead of dense
+    /// accumulators (0: never; rounded down to a power of two that fits the OR launch's shared memory).
+    pub small_or: u32,
+    /// An AND step merges (Parallel Merge Find of the candidates against the list's block last docIDs,
+    /// then merge-path intersection with the decoded blocks) when the list holds at most this many
+    /// postings per candidate in the candidates' docID range; else it binary-searches (papers/004
+    /// section 3.1.2 chooses by length ratio the same way). 0: always binary search.
+    pub merge_ratio: u32,
+    /// Largest k a request may ask for (result buffers are sized for it), at most 1,000.
+    pub max_k: usize,
+    /// Cache part of the index ([`CacheBudget`]) instead of uploading all of it; the cache starts
+    /// empty and holds what [`GpuSearcher::set_plan`] gives it.
+    pub cache: Option<CacheBudget>,
+    /// Build a batch's descriptors on all cores (rayon's pool). Off where other threads already keep
+    /// the cores busy (the hybrid's CPU workers): the pool's threads would then be time-sliced with
+    /// them, and the hybrid on the passages measured 27–32% slower with it on.
+    pub parallel_host: bool,
+    /// Fail every batch before launch (tests of the engine's CPU fallback).
+    #[doc(hidden)]
+    pub fail_batches: bool,
+}
+
+impl Default for GpuOptions {
+    fn default() -> Self {
+        GpuOptions {
+            batch_size: 8192,
+            window: 8192,
+            memory_budget: None,
+            instrument: false,
+            split_cost: 200_000,
+            and_split_cost: 2_000,
+            split_waves: 32,
+            parallel_host: true,
+            max_parts: 16,
+            small_or: 4096,
+            merge_ratio: 2,
+            max_k: MAX_K,
+            cache: None,
+            fail_batches: false,
+        }
+    }
+}
+
+/// How the device memory for the index is divided (papers/000 section 3.3.5): the list cache S_c and
+/// the batches' staging buffers S_b (both pipeline slots together).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheBudget {
+    /// Bytes for cached list prefixes (S_c).
+    pub cache_bytes: u64,
+    /// Bytes for the blocks batches carry (S_b), split between the two pipeline slots.
+    pub stage_bytes: u64,
+    /// The cache's exact shape when the plan is known in advance (at most `cache_bytes`); else words
+    /// and blocks in the index's proportion.
+    pub shape: Option<Capacity>,
+}

@@ -1,0 +1,104 @@
+//! One pipeline slot of the GPU searcher: a stream, the device buffers of one batch and their pinned host
+//! mirrors, and the batch on its way through them.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
+
+use crate::batch::{Prepared, QueryDesc, TermDesc};
+use crate::cache::Capacity;
+use crate::calls::CallId;
+use crate::device::{chunk, BLOCK_LEN, TOPK_CAP};
+use crate::launch::Pinned;
+use crate::{Gpu, GpuError};
+
+/// A batch on its way through a slot.
+pub(crate) struct InFlight {
+    /// The call its queries came in.
+    pub(crate) call: CallId,
+    pub(crate) prepared: Prepared,
+    pub(crate) started: Instant,
+    pub(crate) k: usize,
+    /// Bytes staged with the batch.
+    pub(crate) staged: u64,
+    /// The cost above which its queries were cut.
+    pub(crate) split_cost: u64,
+    /// Blocks of its ranges read from the cache, and staged.
+    pub(crate) blocks: (u64, u64),
+}
+
+/// One pipeline slot: a stream and the buffers of one batch.
+pub(crate) struct Slot {
+    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) desc: CudaSlice<u8>,
+    pub(crate) counter: CudaSlice<u32>,
+    pub(crate) out_doc: CudaSlice<u32>,
+    pub(crate) out_score: CudaSlice<f32>,
+    pub(crate) out_count: CudaSlice<u32>,
+    pub(crate) scratch_doc: CudaSlice<u32>,
+    pub(crate) scratch_tf: CudaSlice<u32>,
+    pub(crate) topbuf: CudaSlice<u64>,
+    pub(crate) phases: CudaSlice<u64>,
+    pub(crate) h_desc: Pinned<u8>,
+    pub(crate) h_doc: Pinned<u32>,
+    pub(crate) h_score: Pinned<f32>,
+    pub(crate) h_count: Pinned<u32>,
+    pub(crate) h_phases: Pinned<u64>,
+    pub(crate) h_zero: Pinned<u32>,
+    /// Staged blocks on their way: words, then the skip data's five columns.
+    pub(crate) h_stage: Pinned<u32>,
+    pub(crate) events: [CudaEvent; 4],
+    pub(crate) in_flight: Option<InFlight>,
+}
+
+impl Slot {
+    pub(crate) fn new(
+        gpu: &Gpu,
+        batch: usize,
+        k: usize,
+        grid: u32,
+        stage: Capacity,
+    ) -> Result<Self, GpuError> {
+        let stream = gpu.ctx.new_stream()?;
+        let ctas = grid as usize;
+        let desc_bytes = batch * (std::mem::size_of::<QueryDesc>() + 8 * std::mem::size_of::<TermDesc>());
+        let event = || gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT));
+        Ok(Slot {
+            desc: stream.alloc_zeros(desc_bytes)?,
+            counter: stream.alloc_zeros(1)?,
+            out_doc: stream.alloc_zeros(batch * k)?,
+            out_score: stream.alloc_zeros(batch * k)?,
+            out_count: stream.alloc_zeros(batch)?,
+            scratch_doc: stream.alloc_zeros(ctas * chunk() * BLOCK_LEN)?,
+            scratch_tf: stream.alloc_zeros(ctas * chunk() * BLOCK_LEN)?,
+            topbuf: stream.alloc_zeros(ctas * TOPK_CAP)?,
+            phases: stream.alloc_zeros(ctas * 8)?,
+            h_desc: Pinned::new(gpu, desc_bytes)?,
+            h_doc: Pinned::new(gpu, batch * k)?,
+            h_score: Pinned::new(gpu, batch * k)?,
+            h_count: Pinned::new(gpu, batch)?,
+            h_phases: Pinned::new(gpu, ctas * 8)?,
+            h_zero: {
+                let mut z = Pinned::new(gpu, 1)?;
+                z.as_mut_slice()[0] = 0;
+                z
+            },
+            h_stage: Pinned::new(gpu, (stage.words + 5 * stage.blocks) as usize)?,
+            events: [event()?, event()?, event()?, event()?],
+            stream,
+            in_flight: None,
+        })
+    }
+
+    /// Grows the descriptor buffers (the slot is idle).
+    pub(crate) fn reserve_desc(&mut self, gpu: &Gpu, bytes: usize) -> Result<(), GpuError> {
+        if bytes > self.desc.len() {
+            let bytes = bytes.next_power_of_two();
+            self.desc = self.stream.alloc_zeros(bytes)?;
+            self.h_desc = Pinned::new(gpu, bytes)?;
+        }
+        Ok(())
+    }
+}
