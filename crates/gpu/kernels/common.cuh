@@ -179,7 +179,6 @@ __device__ __forceinline__ u32 block_postings(const TermDesc& t, u32 b) {
     return b + 1u == t.num_blocks ? t.df - b * BLOCK_LEN : BLOCK_LEN;
 }
 
-// First index in [0, n) with a[i] >= x, or n.
 // Block `bi` (global block index) of list `t` as its skip data describe it: its words, postings,
 // length in words, the offset of its frequency section, and its first and last docIDs. False where the
 // skip data describe no block (no words, no postings or more than a block's, a frequency section past
@@ -202,6 +201,7 @@ __device__ __forceinline__ bool block_span(const IndexArgs& ix, const TermDesc& 
     return end > off && sp->n != 0u && sp->n <= BLOCK_LEN && sp->foff <= sp->len;
 }
 
+// First index in [0, n) with a[i] >= x, or n.
 __device__ __forceinline__ u32 lower_bound(const u32* a, u32 n, u32 x) {
     u32 lo = 0, hi = n;
     while (lo < hi) {

@@ -2,8 +2,9 @@
 // The query kernel: one body for both modes, compiled into two entry points (search_and, search_or).
 
 // The query kernel's body for one mode. AND and OR are two entry points compiled from it (search_and,
-// search_or), so that each gets its own register allocation under the MIN_CTAS cap: in one kernel, OR's
-// window code raised AND's pressure and cost it 2.5-3% (bench/RESULTS.md, issue 14, tenth session).
+// search_or), so that each gets its own register allocation under the MIN_CTAS cap: spills fell from 104
+// bytes to 32 (AND) and 12 (OR), and OR gained about 3% on the 25M collection (bench/RESULTS.md, issue
+// 14, eleventh session).
 template <u32 MODE>
 __device__ __forceinline__ void search_body(const IndexArgs& ix, const BatchArgs& ba) {
     extern __shared__ __align__(16) float dyn[];  // AND: candidate arrays; OR: window accumulators, decode staging, bits of touched documents

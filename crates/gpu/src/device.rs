@@ -123,11 +123,15 @@ impl Gpu {
         let decode = module.load_function("decode_blocks")?;
         let topk = module.load_function("topk_segments")?;
         // The OR window's accumulators are dynamic shared memory above the 48 KiB default: allow the
-        // largest window once (searchers with smaller windows launch with less).
-        search_or.set_attribute(
-            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            or_shared_bytes(MAX_WINDOW) as i32,
-        )?;
+        // largest window once (searchers with smaller windows launch with less). AND's arrays fit the
+        // default today (by under 3 KiB at 256 threads), but both entry points get the same allowance,
+        // as the one kernel had before them, so that a larger shared state cannot fail AND's launches.
+        for kernel in [&search_and, &search_or] {
+            kernel.set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                or_shared_bytes(MAX_WINDOW) as i32,
+            )?;
+        }
         Ok(Gpu {
             ctx,
             search_and,

@@ -1,7 +1,7 @@
-//! The GPU searcher: batches of queries through the query kernel (`search_and`, `search_or`), two pipeline slots (a stream,
-//! pinned host buffers and device buffers each) so that batch i+1 is prepared and copied while batch i
-//! computes. A batch or query the GPU fails is returned as a typed error for the caller (the engine)
-//! to answer elsewhere; this module never prints.
+//! The GPU searcher: batches of queries through the query kernel (`search_and`, `search_or`), two
+//! pipeline slots (a stream, pinned host buffers and device buffers each) so that batch i+1 is prepared
+//! and copied while batch i computes. A batch or query the GPU fails is returned as a typed error for
+//! the caller (the engine) to answer elsewhere; this module never prints.
 
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
