@@ -25,6 +25,8 @@ use rayon::prelude::*;
 use warpsearch_index::Index;
 use warpsearch_query::Answer;
 
+use crate::searcher::on_pool;
+
 /// Bytes per hit in each column: qid code (i32), docid code (i32), rank (i64), score (f32).
 const COLUMNS: [usize; 4] = [4, 4, 8, 4];
 
@@ -188,14 +190,6 @@ fn split_tasks<'a>(mut rest: Task<'a>, sizes: &[usize]) -> Vec<Task<'a>> {
             part
         })
         .collect()
-}
-
-/// Runs `work` on `pool`, or where it is called (rayon's global pool serves its parallel iterators).
-fn on_pool<R: Send>(pool: Option<&rayon::ThreadPool>, work: impl FnOnce() -> R + Send) -> R {
-    match pool {
-        Some(p) => p.install(work),
-        None => work(),
-    }
 }
 
 /// Writes one task's hits: per hit its qid's code, its document's code, its rank and its score.

@@ -215,10 +215,7 @@ impl PySearcher {
             let answers = engine.search_batch(&requests);
             Ok((answers, engine.take_notes()))
         };
-        match &self.pool {
-            Some(pool) => pool.install(run),
-            None => run(),
-        }
+        on_pool(self.pool.as_ref(), run)
     }
 }
 
@@ -309,6 +306,15 @@ impl PySearcher {
 
     fn __repr__(&self) -> String {
         format!("Searcher({})", self.describe)
+    }
+}
+
+/// Runs `work` on `pool`, or where it is called (rayon's global pool serves its parallel iterators): the
+/// searcher's threads when it was given a number of them.
+pub(crate) fn on_pool<R: Send>(pool: Option<&rayon::ThreadPool>, work: impl FnOnce() -> R + Send) -> R {
+    match pool {
+        Some(p) => p.install(work),
+        None => work(),
     }
 }
 
