@@ -106,27 +106,8 @@ fn decode_kernel_equals_the_cpu_decoders() {
                 for (b, block) in got[li].iter().enumerate() {
                     let r = b * BLOCK_LEN..(b * BLOCK_LEN + BLOCK_LEN).min(docs.len());
                     // The CPU decoder is the reference; both must give the original postings.
-                    let meta = &list.blocks[b];
-                    let end = list
-                        .blocks
-                        .get(b + 1)
-                        .map_or(list.words.len(), |m| m.offset as usize);
-                    let words = &list.words[meta.offset as usize..end];
-                    let mut cd = vec![0u32; r.len()];
-                    let mut cf = vec![0u32; r.len()];
-                    codec
-                        .decode_docs(
-                            list.params,
-                            words,
-                            meta.freq_offset as usize,
-                            meta.first_doc,
-                            meta.last_doc,
-                            &mut cd,
-                        )
-                        .unwrap();
-                    codec
-                        .decode_freqs(list.params, words, meta.freq_offset as usize, &mut cf)
-                        .unwrap();
+                    let (cd, cf) = cpu_decode(codec, list, b)
+                        .unwrap_or_else(|| panic!("{codec} list {li} block {b}: CPU says malformed"));
                     let (gd, gf) = block
                         .as_ref()
                         .unwrap_or_else(|| panic!("{codec} list {li} block {b}: GPU says malformed"));
