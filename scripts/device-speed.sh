@@ -71,13 +71,19 @@ closed_run() {
   say "$name $label: $(grep -hE "^closed" "$work/bench.out" "$work/bench.err" | tail -n 1)"
 }
 
-# suite <suffix> <log>: the kernel tests ($dev/gpu-tests<suffix>), then the engine's against the oracle with
-# the passages ($dev/engine-tests<suffix>), into <log>; fails if either fails.
+# engine_suite <suffix> <log>: the engine's tests against the oracle with the passages
+# ($dev/engine-tests<suffix>), appended to <log>.
+engine_suite() {
+  WARPSEARCH_WIKI_INDEX=$wiki WARPSEARCH_QUERIES=$dev/trec05-efficiency.txt \
+    $dev/engine-tests$1 --test-threads=4 --nocapture >>"$2" 2>&1
+}
+
+# suite <suffix> <log>: the kernel tests ($dev/gpu-tests<suffix>), then engine_suite, into <log>; fails if
+# either fails.
 suite() {
   local ok=0
   $dev/gpu-tests$1 --test-threads=4 >"$2" 2>&1 || ok=1
-  WARPSEARCH_WIKI_INDEX=$wiki WARPSEARCH_QUERIES=$dev/trec05-efficiency.txt \
-    $dev/engine-tests$1 --test-threads=4 --nocapture >>"$2" 2>&1 || ok=1
+  engine_suite "$1" "$2" || ok=1
   return $ok
 }
 
@@ -165,8 +171,7 @@ for part in $parts; do
     fi
     if [ -n "${TESTS_ENV:-}" ]; then
       say "[${SECONDS}s] the engine's tests again with $TESTS_ENV"
-      env $TESTS_ENV WARPSEARCH_WIKI_INDEX=$wiki WARPSEARCH_QUERIES=$dev/trec05-efficiency.txt \
-        $dev/engine-tests --test-threads=4 --nocapture >>"$out/tests.log" 2>&1 || rc=1
+      (export $TESTS_ENV && engine_suite "" "$out/tests.log") || rc=1
     fi
     grep -E "^test result|FAILED|panicked|skipped|wiki |damaged" "$out/tests.log" | tee -a "$log"
     # Where this build's suite failed, the earlier commit's (carried as .device/*-tests-head), for a verdict
