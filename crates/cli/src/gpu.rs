@@ -109,12 +109,12 @@ pub fn gpu_check(a: GpuCheckArgs) -> Result<()> {
     } else {
         &[(Decoder::Memory, "")]
     };
+    let blocks = index.block_metas().len() as f64;
     for &(decoder, how) in decoders {
         let (time, postings, bytes) = bench.decode_all_timed(a.reps, decoder)?;
         let secs = time.as_secs_f64();
         // Each posting is two integers (docID and frequency); bytes moved: encoded words read, skip data
         // read (20 bytes per block), two u32 written per posting.
-        let blocks = index.block_metas().len() as f64;
         let moved = bytes as f64 + blocks * 20.0 + postings as f64 * 8.0;
         println!(
             "decode ({} codec{how}): {} postings in {:.3} ms = {:.2} G integers/s; {:.1} GB/s moved ({:.0}% of \
