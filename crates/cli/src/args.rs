@@ -465,10 +465,6 @@ pub struct GpuArgs {
     /// this many postings per candidate in the candidates' range, else it binary-searches (0: never merge).
     #[arg(long, default_value_t = 2)]
     pub gpu_merge_ratio: u32,
-    /// OR on the GPU: once the k-th score exceeds the summed bounds of a query's longest lists, decode
-    /// those only where another list's postings make a candidate (MaxScore; false: every posting).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-    pub gpu_or_maxscore: bool,
     /// Time the GPU kernel's phases (with --stats; slightly slower).
     #[arg(long)]
     pub gpu_profile: bool,

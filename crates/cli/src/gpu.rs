@@ -26,7 +26,6 @@ pub fn engine_options(a: &ScorerArgs, max_k: usize) -> EngineOptions {
             split_waves: a.gpu.gpu_split_waves,
             small_or: a.gpu.gpu_small_or,
             merge_ratio: a.gpu.gpu_merge_ratio,
-            or_maxscore: a.gpu.gpu_or_maxscore,
             max_k,
             ..GpuOptions::default()
         },
@@ -79,12 +78,6 @@ pub fn gpu_stats_line(s: &GpuStats) -> String {
             s.decoded_blocks,
             100.0 * s.decoded_blocks as f64 / all.max(1) as f64
         ));
-        let [windows, maxscore, with_candidates, candidates] = s.or_windows;
-        if windows > 0 {
-            line.push_str(&format!(
-                "; OR windows scored {windows}, with non-essential lists {maxscore}, of them with candidates {with_candidates} ({candidates} candidates)"
-            ));
-        }
     }
     line
 }

@@ -99,8 +99,7 @@ fn engine_equals_the_oracle_on_random_indexes() {
         let queries = random_queries(&index, v, seed);
         // Batches of 7 and 4,096; small and large OR windows; long queries cut into docID ranges of
         // about 60 and 700 postings of cost, or never, or at the defaults; OR queries sorted up to 4,096 or 64 postings, or
-        // never; AND steps merged by the default ratio, never, always, or at lengths 1:1; OR windows
-        // with and without MaxScore.
+        // never; AND steps merged by the default ratio, never, always, or at lengths 1:1.
         let gopts = GpuOptions {
             batch_size: [7, 4096][seed as usize % 2],
             window: [256, 4096, 32768][seed as usize % 3],
@@ -111,9 +110,6 @@ fn engine_equals_the_oracle_on_random_indexes() {
             small_or: [4096, 0, 64][seed as usize % 3],
             // AND steps: the default, binary search only, merging always, merging only at 1:1.
             merge_ratio: [2, 0, u32::MAX, 1][(seed as usize / 2) % 4],
-            // OR windows with MaxScore (the default) on the SIMD-BP128 indexes of seeds 3 and 11, and
-            // without it on seed 7's.
-            or_maxscore: seed != 7,
             ..GpuOptions::default()
         };
         for mode in [Mode::And, Mode::Or, Mode::AndOr] {

@@ -68,8 +68,6 @@ struct TermDesc {
     u32 slot_term;    // position (in this query's processing order) of the term whose plan slot is this index
     float weight;     // multiplies BM25's tf part
     float bound_scale; // block max_score * bound_scale bounds a contribution; < 0: no block bounds
-    float max_score;  // the list's largest block max_score (times bound_scale: the list's bound)
-    u32 reserved;
 };
 
 struct QueryDesc {
@@ -108,7 +106,6 @@ struct BatchArgs {
     u32 small_or;         // OR queries of at most this many postings are sorted, not accumulated (0: never)
     u32 merge_ratio;      // AND steps merge (merge-find, merge-path) when the list's postings in the
                           // candidates' range are at most merge_ratio per candidate; else binary search
-    u32 or_maxscore;      // OR windows skip the lists that cannot lift a document into the top k (MaxScore)
     u32* next_query;      // work counter (zeroed before launch)
     u32* out_doc;
     float* out_score;

@@ -82,43 +82,27 @@ __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32
     }
 }
 
-// What one pass of or_window_regs adds.
-#define PASS_ALL 0         // every posting of every list (an exhaustive window)
-#define PASS_ESSENTIAL 1   // the essential lists' postings (terms before s->n_ess): partial sums for bounds
-#define PASS_CANDIDATES 2  // every list's postings of the candidates (bits in `seen`, their acc zeroed)
-
-// Whether block b of a list may hold a candidate of the window (a bit of `seen` among the docIDs it
-// spans inside [r0, r1]); the whole warp calls it and gets the same answer. Bits of the end words outside
-// the block only cost a decode that adds nothing.
-__device__ __forceinline__ bool block_has_candidate(const IndexArgs& ix, u32 b, u32 w0, u32 r0, u32 r1,
-                                                    const u32* seen) {
-    u32 lo = max(ix.blk_first[b], r0), hi = min(ix.blk_last[b], r1);
-    if (lo > hi) return false;
-    bool any = false;
-    for (u32 x = ((lo - w0) >> 5) + (threadIdx.x & 31u); x <= (hi - w0) >> 5; x += 32u) any |= seen[x] != 0u;
-    return __any_sync(FULL_MASK, any);
-}
-
 // or_window for SIMD-BP128 lists: list by list in plan slot order, the warps share the list's blocks that
 // overlap the window, each decoding its block into registers (simdbp_block_regs) and adding the postings
 // at once, their length norms loaded together; a barrier between lists keeps each document's sum in slot
 // order. No scratch memory and one barrier per list with blocks in the window, where or_window decodes
 // every list into global scratch first, then reads it back list by list. The last list's barrier orders
-// the adds before the window's top-k pass; a window without blocks adds nothing. PASS says which lists
-// and postings are added (PASS_ALL, PASS_ESSENTIAL, PASS_CANDIDATES: or_window_maxscore's two passes).
-template <u32 PASS>
+// the adds before the window's top-k pass; a window without blocks adds nothing.
 __device__ void or_window_regs(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 w0, u32 r0, u32 r1,
                                QueryShared* s, float* acc, u32* seen, PhaseClock& clk) {
     u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    if (clk.on() && threadIdx.x == 0) {
+        u32 total = 0;
+        for (u32 i = 0; i < n; i++) total += s->t_cnt[i];
+        clk.blocks(total);
+    }
     for (u32 sl = 0; sl < n; sl++) {
         u32 j = terms[sl].slot_term;  // window_blocks found each term's blocks
         u32 cnt = s->t_cnt[j];
-        if (cnt == 0u || (PASS == PASS_ESSENTIAL && j >= s->n_ess)) continue;
+        if (cnt == 0u) continue;
         const TermDesc& t = terms[j];
         u32 b0 = t.block_base + s->t_first[j];
         for (u32 p = warp; p < cnt; p += WARPS) {
-            if (PASS == PASS_CANDIDATES && !block_has_candidate(ix, b0 + p, w0, r0, r1, seen)) continue;
-            if (lane == 0 && clk.on()) clk.blocks(1);
             u32 doc[4], tf[4], nb;
             if (!simdbp_block_regs(ix, t, b0 + p, doc, tf, &nb)) {
                 if (lane == 0) s->top.failed = 1;
@@ -128,75 +112,15 @@ __device__ void or_window_regs(const IndexArgs& ix, const TermDesc* terms, u32 n
             float norm[4];
 #pragma unroll
             for (u32 k = 0; k < 4; k++) {
-                u32 i = doc[k] - w0;
-                in[k] = lane * 4u + k < nb && doc[k] >= r0 && doc[k] <= r1 &&
-                        (PASS != PASS_CANDIDATES || (seen[i >> 5] >> (i & 31u) & 1u) != 0u);
+                in[k] = lane * 4u + k < nb && doc[k] >= r0 && doc[k] <= r1;
                 norm[k] = in[k] ? ix.norms[doc[k]] : 0.0f;
             }
 #pragma unroll
-            for (u32 k = 0; k < 4; k++) {
-                if (!in[k]) continue;
-                float c = contribution_of(ix, t, norm[k], tf[k]);
-                if (PASS == PASS_CANDIDATES)
-                    acc[doc[k] - w0] = acc[doc[k] - w0] + c;  // zeroed: 0 + c starts the sum, as acc_add
-                else
-                    acc_add(acc, seen, doc[k] - w0, c);
-            }
+            for (u32 k = 0; k < 4; k++)
+                if (in[k]) acc_add(acc, seen, doc[k] - w0, contribution_of(ix, t, norm[k], tf[k]));
         }
         __syncthreads();
     }
-}
-
-// The terms (in df order) that stay essential at the current k-th score (thread 0; MaxScore): the
-// longest lists whose bounds, summed with the prior's, cannot reach it are non-essential, since a
-// document found only in them cannot enter the top k. Their window bounds usually are the lowest
-// (a long list's idf is low), and taking them from the end in df order keeps this a single pass.
-__device__ u32 essential_terms(const IndexArgs& ix, const TermDesc* terms, u32 n, const QueryShared* s) {
-    if (!topk_full(&s->top)) return n;
-    float thr = topk_threshold(&s->top), sum = ix.prior_max * s->slack;
-    u32 e = n;
-    for (; e > 0u; e--) {
-        const TermDesc& t = terms[e - 1u];
-        if (t.bound_scale < 0.0f) break;  // no bounds
-        float with = sum + t.max_score * t.bound_scale;  // at least each of its blocks' bounds
-        if (!(with * s->slack < thr)) break;
-        sum = with;
-    }
-    return e;
-}
-
-// An OR window with non-essential lists (MaxScore over the window's dense accumulators): the essential
-// lists' postings give each document they hold a partial sum (PASS_ESSENTIAL); a document whose partial
-// sum plus the non-essential lists' window bounds (s->ne_bound) can reach the k-th score is a candidate,
-// its `seen` bit kept and its sum restarted; then every list adds the candidates' postings in plan slot
-// order (PASS_CANDIDATES, decoding only the blocks that hold one), so that their sums are the exhaustive
-// ones, bit for bit. Afterwards `seen` holds the candidates, for the window's top-k pass.
-__device__ void or_window_maxscore(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 w0, u32 r0, u32 r1,
-                                   u32 W, QueryShared* s, float* acc, u32* seen, PhaseClock& clk) {
-    or_window_regs<PASS_ESSENTIAL>(ix, terms, n, w0, r0, r1, s, acc, seen, clk);
-    __syncthreads();  // the partial sums are complete (also where no essential list had a block here)
-    float ne = s->ne_bound, thr = topk_threshold(&s->top), slack = s->slack;
-    bool full = topk_full(&s->top);
-    u32 any = 0u;
-    for (u32 j = threadIdx.x; j < W / 32u; j += THREADS) {
-        u32 keep = 0u;
-        for (u32 word = seen[j]; word != 0u; word &= word - 1u) {
-            u32 bit = (u32)(__ffs(word) - 1), i = j * 32u + bit;
-            if (!(full && (acc[i] + ne) * slack < thr)) {
-                keep |= 1u << bit;
-                acc[i] = 0.0f;
-            }
-        }
-        seen[j] = keep;
-        any |= keep;
-    }
-    bool have = __syncthreads_or(any != 0u);
-    if (clk.on()) {  // instrumented runs: the candidates, and whether the window had any
-        u32 c = 0u;
-        for (u32 j = threadIdx.x; j < W / 32u; j += THREADS) c += __popc(seen[j]);
-        clk.count(PH_CANDIDATES, ((u64)c << 32) | (threadIdx.x == 0 && have ? 1u : 0u));
-    }
-    if (have) or_window_regs<PASS_CANDIDATES>(ix, terms, n, w0, r0, r1, s, acc, seen, clk);
 }
 
 // OR of a small query by sorting, the alternative to dense accumulators: every block of every list is
@@ -286,9 +210,6 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
                          PhaseClock& clk) {
     u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     u32 W = ba.window;
-    // MaxScore over the windows (or_window_maxscore): SIMD-BP128 lists of queries whose terms each have a
-    // warp in window_blocks.
-    bool maxscore = ba.or_maxscore != 0u && ix.codec == CODEC_SIMDBP && n <= THREADS;
     // Small whole queries are sorted instead (postings and blocks summed by one thread; n is small then).
     if (ba.small_or != 0u && s->doc_lo == 0u && s->doc_hi == 0xffffffffu && n <= THREADS) {
         if (tid == 0) {
@@ -329,11 +250,8 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         if (tid == 0) {
             s->wnext = 0xffffffffu;
             s->bound = ix.prior_max * s->slack;
-            s->ne_bound = s->bound;
-            s->n_ess = maxscore ? essential_terms(ix, terms, n, s) : n;
         }
         __syncthreads();
-        if (s->n_ess == 0u) break;  // no document left can reach the k-th score
         bool skip = false;
         if (n <= THREADS) {
             // This window's blocks of every term, their bound, and the next window holding a posting.
@@ -359,14 +277,10 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         }
         clk.lap(PH_SELECT);
         if (skip) continue;
-        if (tid == 0) clk.count(PH_WINDOWS, 1u | (u64)(s->n_ess < n) << 32);
         for (u32 i = tid; i < W / 32u; i += THREADS) seen[i] = 0u;
         __syncthreads();
         if (n <= THREADS && ix.codec == CODEC_SIMDBP) {
-            if (s->n_ess < n)
-                or_window_maxscore(ix, terms, n, w0, r0, r1, W, s, acc, seen, clk);
-            else
-                or_window_regs<PASS_ALL>(ix, terms, n, w0, r0, r1, s, acc, seen, clk);
+            or_window_regs(ix, terms, n, w0, r0, r1, s, acc, seen, clk);
         } else if (n <= THREADS) {
             or_window(ix, terms, n, w0, r0, r1, s, acc, seen, dec_doc, dec_tf, clk);
             __syncthreads();
@@ -394,10 +308,8 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         }
         clk.lap(PH_SCORE);
         if (s->top.failed) return;
-        // Few documents reach the top-k pass of a MaxScore window: the top k shrinks sooner, so that the
-        // k-th score keeps rising.
-        topk_make_room(buf, ba.k, &s->top, W, s->n_ess < n ? 64u : 512u);
-        // The touched documents (or a MaxScore window's candidates) only, a word of `seen` at a time.
+        topk_make_room(buf, ba.k, &s->top, W);
+        // The touched documents only, a word of `seen` at a time.
         for (u32 j = tid; j < W / 32u; j += THREADS) {
             for (u32 word = seen[j]; word != 0u; word &= word - 1u) {
                 u32 i = j * 32u + (u32)(__ffs(word) - 1);

@@ -24,8 +24,6 @@ struct QueryShared {
     u32 t_off[THREADS + 1];    // OR window: per plan slot, the offset of its blocks in the window's list
     u32 t_first[THREADS];      // OR window: per term, the first block whose last docID reaches the window
     u32 t_cnt[THREADS];        // OR window: per term, the blocks overlapping the window
-    u32 n_ess;                 // OR window: terms before this (in df order) are essential (MaxScore)
-    float ne_bound;            // OR window: the prior's and the non-essential terms' bounds in the window
     u32 bound_bits;            // query_bound: one term's largest block bound (a non-negative float's bits)
 };
 
@@ -35,8 +33,6 @@ struct QueryShared {
 #define PH_SCORE 3
 #define PH_TOPK 4
 #define PH_BLOCKS 5   // not a phase: the blocks decoded (instrumented runs)
-#define PH_WINDOWS 6  // not a phase: OR windows scored | those with MaxScore << 32 (instrumented runs)
-#define PH_CANDIDATES 7  // not a phase: MaxScore windows with candidates | candidates << 32
 
 // The phase clock's state, in shared memory rather than in every thread's registers (only thread 0 reads
 // the time, and only in instrumented runs): held in registers across the whole kernel, the two 64-bit
@@ -53,8 +49,4 @@ struct PhaseClock {
     }
     // Counts blocks decoded (any one thread per call).
     __device__ void blocks(u32 n) { if (clock_out) atomicAdd((unsigned long long*)&clock_out[PH_BLOCKS], (u64)n); }
-    // Adds n to counter `which` (PH_WINDOWS, PH_CANDIDATES; any threads).
-    __device__ void count(int which, u64 n) {
-        if (clock_out && n != 0u) atomicAdd((unsigned long long*)&clock_out[which], n);
-    }
 };

@@ -59,10 +59,8 @@ __device__ void query_bound(const IndexArgs& ix, const TermDesc* terms, u32 n, u
 // The blocks of each term i < n (one warp each) that overlap an OR window's range [r0, r1] (w1: the
 // window's last docID): s->t_first[i], the first whose last docID is at least r0, searched forward from
 // the previous window's (32 blocks at a time, then by bisection), and s->t_cnt[i] of them. Adds the
-// largest of their bounds to s->bound (set beforehand to the prior's bound), and to s->ne_bound for a
-// non-essential term (i >= s->n_ess), and lowers s->wnext to the first docID after w1 in any of an
-// essential term's blocks (a window holding only non-essential postings cannot lift a document into the
-// top k).
+// largest of their bounds to s->bound (set beforehand to the prior's bound) and lowers s->wnext to the
+// first docID after w1 in any of the term's blocks.
 __device__ void window_blocks(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 r0, u32 r1, u32 w1,
                               QueryShared* s) {
     u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
@@ -88,8 +86,6 @@ __device__ void window_blocks(const IndexArgs& ix, const TermDesc* terms, u32 n,
             s->t_first[i] = b;
             s->t_cnt[i] = cnt;
             atomicAdd(&s->bound, m);
-            bool essential = i < s->n_ess;
-            if (!essential) atomicAdd(&s->ne_bound, m);
             // Blocks before b + cnt start at or before r1; the next posting after w1 is in the last of them
             // if it reaches past w1, else it is the next block's first.
             u32 e = b + cnt, next = 0xffffffffu;
@@ -97,7 +93,7 @@ __device__ void window_blocks(const IndexArgs& ix, const TermDesc* terms, u32 n,
                 if (cnt > 0u && last[e - 1u] > w1) next = w1 + 1u;
                 else if (e < nb) next = max(first[e], w1 + 1u);
             }
-            if (essential) atomicMin(&s->wnext, next);
+            atomicMin(&s->wnext, next);
         }
     }
 }

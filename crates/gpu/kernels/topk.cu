@@ -79,10 +79,10 @@ __device__ void topk_shrink(u64* buf, u32 k, TopShared* ts) {
 }
 
 // Makes room for up to `incoming` new keys: shrinks the buffer to the top k when it holds more than
-// max(2k, floor) keys (so that the threshold rises soon and block-max skipping starts) or when the new
-// keys would not fit. All threads call it; afterwards threads push with topk_push and then synchronise.
-__device__ void topk_make_room(u64* buf, u32 k, TopShared* ts, u32 incoming, u32 floor = 512u) {
-    u32 eager = max(2u * k, floor);
+// max(2k, 512) keys (so that the threshold rises soon and block-max skipping starts) or when the new keys
+// would not fit. All threads call it; afterwards threads push with topk_push and then synchronise.
+__device__ void topk_make_room(u64* buf, u32 k, TopShared* ts, u32 incoming) {
+    u32 eager = max(2u * k, 512u);
     u32 count = ts->count;
     // Every thread must see the same count before any thread pushes (or the shrink would diverge).
     __syncthreads();

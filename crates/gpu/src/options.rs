@@ -41,10 +41,6 @@ pub struct GpuOptions {
     /// postings per candidate in the candidates' docID range; else it binary-searches (papers/004
     /// section 3.1.2 chooses by length ratio the same way). 0: always binary search.
     pub merge_ratio: u32,
-    /// OR windows of SIMD-BP128 lists leave out the lists that cannot lift a document into the top k
-    /// (MaxScore): once the k-th score exceeds the summed bounds of the longest lists, only the other
-    /// lists' postings make candidates, and the long lists are decoded only where a candidate lies.
-    pub or_maxscore: bool,
     /// Largest k a request may ask for (result buffers are sized for it), at most 1,000.
     pub max_k: usize,
     /// Cache part of the index ([`CacheBudget`]) instead of uploading all of it; the cache starts
@@ -73,7 +69,6 @@ impl Default for GpuOptions {
             max_parts: 16,
             small_or: 4096,
             merge_ratio: 2,
-            or_maxscore: true,
             max_k: MAX_K,
             cache: None,
             fail_batches: false,

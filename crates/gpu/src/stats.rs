@@ -32,9 +32,6 @@ pub struct GpuStats {
     /// Blocks the kernel decoded, summed over CTAs; zero unless instrumented. Exhaustive evaluation
     /// decodes [`GpuStats::query_blocks`].
     pub decoded_blocks: u64,
-    /// OR windows scored (not skipped by their bound), of them those with non-essential lists
-    /// (MaxScore), of those the ones with candidates, and the candidates; zero unless instrumented.
-    pub or_windows: [u64; 4],
     /// Queries the GPU failed (returned as errors, for the caller to answer elsewhere).
     pub failed_queries: u64,
     /// Blocks of the queries' docID ranges read from the list cache.
@@ -64,9 +61,6 @@ impl GpuStats {
             *t += x;
         }
         self.decoded_blocks += other.decoded_blocks;
-        for (t, x) in self.or_windows.iter_mut().zip(other.or_windows) {
-            *t += x;
-        }
         self.failed_queries += other.failed_queries;
         self.cached_blocks += other.cached_blocks;
         self.staged_blocks += other.staged_blocks;
