@@ -42,7 +42,12 @@
 #   ctas       the query kernel compiled for CTAS (default "1 2 3") resident CTAs per SM
 #              (WARPSEARCH_GPU_MIN_CTAS): registers, then AND and OR (windows 16,384 and 8,192), two rounds;
 #   cpu1       one thread each, the first 2,000 queries: perf.data of our engine and of PISA under $OUT, for
-#              `perf annotate` at home (run after cpu, which makes PISA's export).
+#              `perf annotate` at home (run after cpu, which makes PISA's export);
+#   ncu        Nsight Compute on one launch of each of NCU_MODES (default "or and"), top-10, the first 2,000
+#              queries (after one launch's warm-up): warp states, stall sampling by source line, occupancy and
+#              memory (ncu-<mode>.txt; the lines' samples in ncu-<mode>-source.csv where ncu can print them).
+# A build in AB_BUILDS may be a wrapper script, e.g. one that sets WARPSEARCH_GPU_KERNELS to a directory of
+# kernel files (a variant of crates/gpu/kernels, compiled at start-up by the same binary).
 # Output under $OUT: speed.log, speed-table.txt, reports.tgz (the JSON reports).
 set -uo pipefail
 source scripts/device-common.sh
@@ -350,6 +355,22 @@ for part in $parts; do
         $perf stat -e task-clock,page-faults,context-switches,cpu-migrations -o $out/stat-ours-$mode.txt -- \
           $bin bench --index $synth --queries $work/q2000.txt --mode $mode --k 10 --backend cpu --warmup 1 >/dev/null 2>&1
       fi
+    done
+    ;;
+  ncu)
+    head -n 2000 $dev/trec05-efficiency.txt >$work/q2000.txt
+    for mode in ${NCU_MODES:-or and}; do
+      say "[${SECONDS}s] ncu $mode"
+      ncu --clock-control none -k search_$mode -s 1 -c 1 --section WarpStateStats --section SourceCounters \
+        --section Occupancy --section MemoryWorkloadAnalysis --section LaunchStats --section SpeedOfLight \
+        -f -o $work/ncu-$mode $bin bench --index $synth --queries $work/q2000.txt --mode $mode --k 10 \
+        --backend gpu --gpu-batch 1000 --warmup 0 >$work/ncu.out 2>&1 || { tail -n 20 $work/ncu.out | tee -a "$log"; rc=1; }
+      ncu -i $work/ncu-$mode.ncu-rep --page details >$out/ncu-$mode.txt 2>&1
+      [ -e kernels ] || ln -s crates/gpu/kernels kernels  # the #line names, resolved from here
+      ncu -i $work/ncu-$mode.ncu-rep --page source --csv --print-source sass >$out/ncu-$mode-source.csv 2>&1 ||
+        say "ncu $mode: no source page ($(head -c 300 $out/ncu-$mode-source.csv))"
+      grep -E "Duration|Warp Cycles Per Issued|Achieved Occupancy|Stall|Issue Slot|Memory Throughput" $out/ncu-$mode.txt |
+        head -n 20 | tee -a "$log"
     done
     ;;
   esac
