@@ -87,7 +87,11 @@ pub fn gpu_check(a: GpuCheckArgs) -> Result<()> {
     let gpu = Arc::new(Gpu::open(0).map_err(|e| anyhow::anyhow!("no usable GPU: {e}"))?);
     println!("device: {}", gpu.describe());
     println!("NVRTC compile: {:.0} ms", gpu.compile_time().as_secs_f64() * 1e3);
-    println!("{}", gpu.kernel_resources(GpuOptions::default().window)?);
+    // The default codec's launches (the decoders' scratch of other codecs takes shared memory too).
+    println!(
+        "{}",
+        gpu.kernel_resources(gpu.default_or_window(Codec::SimdBp)?, Codec::SimdBp)?
+    );
     let Some(dir) = &a.index else {
         return Ok(());
     };

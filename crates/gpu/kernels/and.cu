@@ -76,7 +76,7 @@ __device__ bool lookup_step(const IndexArgs& ix, const BatchArgs& ba, const Term
     bool ok = true;
     for (u32 j = warp; j < total; j += WARPS) {
         bool good = decode_block_warp(ix, t, s->sel_blk[j], dec_doc + j * BLOCK_LEN,
-                                      want_tf ? dec_tf + j * BLOCK_LEN : (u32*)0, s->xs[warp]);
+                                      want_tf ? dec_tf + j * BLOCK_LEN : (u32*)0, and_scratch(warp));
         if (!good) ok = false;
     }
     if (!ok && lane == 0) s->top.failed = 1;
@@ -171,7 +171,7 @@ __device__ void and_query(const IndexArgs& ix, const BatchArgs& ba, const TermDe
         if (tid == 0) clk.blocks(nb);
         if (warp < nb) {
             bool good = decode_block_warp(ix, t0, b0 + warp, s->cand_doc + warp * BLOCK_LEN,
-                                          s->cand_tf0 + warp * BLOCK_LEN, s->xs[warp]);
+                                          s->cand_tf0 + warp * BLOCK_LEN, and_scratch(warp));
             if (!good && (tid & 31u) == 0) s->top.failed = 1;
         }
         if (tid == 0) s->ncand = min((u32)CHUNK, t0.df - c0);

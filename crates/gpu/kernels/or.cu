@@ -58,7 +58,7 @@ __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32
             const TermDesc& t = terms[terms[lo].slot_term];
             u32 bi = t.block_base + s->t_start[lo] + (p - s->t_off[lo]);
             bool good = decode_block_warp(ix, t, bi, dec_doc + (p - q0) * BLOCK_LEN, dec_tf + (p - q0) * BLOCK_LEN,
-                                          s->xs[warp]);
+                                          warp_scratch(s, warp));
             if (!good && lane == 0) s->top.failed = 1;
         }
         __syncthreads();
@@ -155,7 +155,7 @@ __device__ void or_small(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         u32 local = p - s->t_off[lo];
         u32* dd = dec_doc + p * BLOCK_LEN;
         u32* tt = dec_tf + p * BLOCK_LEN;
-        if (!decode_block_warp(ix, t, t.block_base + local, dd, tt, s->xs[warp])) {
+        if (!decode_block_warp(ix, t, t.block_base + local, dd, tt, warp_scratch(s, warp))) {
             if (lane == 0) s->top.failed = 1;
             continue;
         }
@@ -206,7 +206,7 @@ __device__ void or_small(const IndexArgs& ix, const BatchArgs& ba, const TermDes
 // are added in plan slot order (one list at a time), so sums round as the CPU's. A window whose block-max
 // bound cannot beat the k-th score is skipped; with early termination the scan stops on the global score.
 __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n, QueryShared* s,
-                         float* acc, u32* wdoc, u32* wtf, u32* seen, u32* dec_doc, u32* dec_tf, u64* buf,
+                         float* acc, u32* seen, u32* dec_doc, u32* dec_tf, u64* buf,
                          PhaseClock& clk) {
     u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     u32 W = ba.window;
@@ -290,10 +290,10 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
             u32 b = lower_bound(ix.blk_last + t.block_base, t.num_blocks, r0);
             for (u32 bi = b + warp; bi < t.num_blocks; bi += WARPS) {
                 if (ix.blk_first[t.block_base + bi] > r1) break;
-                u32* dd = wdoc + warp * BLOCK_LEN;
-                u32* tt = wtf + warp * BLOCK_LEN;
+                u32* dd = dec_doc + warp * BLOCK_LEN;  // this warp's block, in the CTA's global scratch
+                u32* tt = dec_tf + warp * BLOCK_LEN;
                 if (lane == 0) clk.blocks(1);
-                if (!decode_block_warp(ix, t, t.block_base + bi, dd, tt, s->xs[warp])) {
+                if (!decode_block_warp(ix, t, t.block_base + bi, dd, tt, warp_scratch(s, warp))) {
                     if (lane == 0) s->top.failed = 1;
                     break;
                 }

@@ -3,14 +3,17 @@
 
 struct QueryShared {
     TopShared top;
-    u64 sort[MAX_K_GPU];
     // AND: candidates and their blocks, CHUNK each, in the dynamic shared memory of an AND launch (an OR
     // launch gives that memory to its window instead).
     u32* cand_doc;
     u32* cand_tf0;
     u32* blk;
     u32* sel_blk;
-    u32 xs[WARPS][4 * BLOCK_LEN];
+    // The PForDelta and Rice decoders' per-warp scratch (4 * BLOCK_LEN words a warp, warp_scratch), at the
+    // end of the dynamic shared memory, which holds it only for an index in those codecs (the host sizes
+    // it: decode_scratch_bytes in crates/gpu/src/device.rs). Kept out of the static shared memory, it
+    // leaves room for three CTAs of OR windows of 16,384 documents on an SM.
+    u32* xs;
     u32 ncand;
     u32 range_lo;       // AND step: the first block of the list that can hold a candidate
     u32 range_hi;       // and the one that can hold the last candidate (num_blocks if none)
@@ -26,6 +29,18 @@ struct QueryShared {
     u32 t_cnt[THREADS];        // OR window: per term, the blocks overlapping the window
     u32 bound_bits;            // query_bound: one term's largest block bound (a non-negative float's bits)
 };
+
+// The query kernel's dynamic shared memory (search_body says what it holds).
+extern __shared__ __align__(16) float dyn[];
+
+__device__ __forceinline__ u32* warp_scratch(QueryShared* s, u32 warp) { return s->xs + warp * 4u * BLOCK_LEN; }
+
+// An AND launch's decoder scratch: after its four candidate arrays, at a fixed offset.
+__device__ __forceinline__ u32* and_scratch(u32 warp) { return (u32*)dyn + 4u * CHUNK + warp * 4u * BLOCK_LEN; }
+
+// Floats of an OR launch's accumulators: the window, or more where the final sort's keys, which reuse
+// them once the query's windows are done, need it (or_shared_bytes in crates/gpu/src/device.rs).
+__device__ __forceinline__ u32 or_acc_floats(u32 window) { return max(window, 2u * MAX_K_GPU); }
 
 #define PH_SELECT 0
 #define PH_DECODE 1

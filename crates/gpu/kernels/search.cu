@@ -7,7 +7,9 @@
 // 14, eleventh session).
 template <u32 MODE>
 __device__ __forceinline__ void search_body(const IndexArgs& ix, const BatchArgs& ba) {
-    extern __shared__ __align__(16) float dyn[];  // AND: candidate arrays; OR: window accumulators, decode staging, bits of touched documents
+    // dyn holds, for AND, the candidate arrays; for OR, the window's accumulators and bits of touched
+    // documents; then the decoders' scratch where the codec needs it (and_scratch, QueryShared::xs). The
+    // final sort's keys reuse its first 8 KiB.
     __shared__ QueryShared s;
     u32 cta = blockIdx.x;
     u64* buf = ba.topbuf + (u64)cta * TOPK_CAP;
@@ -19,6 +21,7 @@ __device__ __forceinline__ void search_body(const IndexArgs& ix, const BatchArgs
         s.cand_tf0 = and_arrays + CHUNK;
         s.blk = and_arrays + 2 * CHUNK;
         s.sel_blk = and_arrays + 3 * CHUNK;
+        s.xs = (u32*)(dyn + or_acc_floats(ba.window)) + ba.window / 32u;  // OR's (AND's: and_scratch)
         clock_out = ba.phase_cycles ? ba.phase_cycles + (u64)cta * 8 : (u64*)0;
         clock_at = 0;
     }
@@ -41,16 +44,15 @@ __device__ __forceinline__ void search_body(const IndexArgs& ix, const BatchArgs
         if (MODE == MODE_AND)
             and_query(ix, ba, terms, qd.num_terms, &s, buf, dec_doc, dec_tf, clk);
         else
-            or_query(ix, ba, terms, qd.num_terms, &s, dyn, (u32*)(dyn + ba.window),
-                     (u32*)(dyn + ba.window) + WARPS * BLOCK_LEN, (u32*)(dyn + ba.window) + 2 * WARPS * BLOCK_LEN,
-                     dec_doc, dec_tf, buf, clk);
+            or_query(ix, ba, terms, qd.num_terms, &s, dyn, (u32*)(dyn + or_acc_floats(ba.window)), dec_doc,
+                     dec_tf, buf, clk);
         __syncthreads();
         u32* od = ba.out_doc + (u64)qd.out_slot * ba.k;
         float* os = ba.out_score + (u64)qd.out_slot * ba.k;
         if (s.top.failed) {
             if (threadIdx.x == 0) ba.out_count[qd.out_slot] = COUNT_FAILED;
         } else {
-            u32 got = topk_finish(buf, ba.k, &s.top, s.sort, od, os);
+            u32 got = topk_finish(buf, ba.k, &s.top, (u64*)dyn, od, os);  // the query's arrays are free
             if (threadIdx.x == 0) ba.out_count[qd.out_slot] = got;
         }
         clk.lap(PH_TOPK);

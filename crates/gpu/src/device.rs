@@ -1,5 +1,6 @@
 //! Opening the GPU: driver and NVRTC presence, the context, and the kernels compiled at start-up.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -7,21 +8,53 @@ use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 
+use warpsearch_codec::Codec;
+
 use crate::GpuError;
 
-/// The CUDA source of every kernel: one translation unit, the files of `kernels/` in dependency order
-/// (`common.cuh` lists them).
-pub const KERNEL_SOURCE: &str = concat!(
-    include_str!("../kernels/common.cuh"),
-    include_str!("../kernels/decode.cu"),
-    include_str!("../kernels/topk.cu"),
-    include_str!("../kernels/query_state.cuh"),
-    include_str!("../kernels/score.cu"),
-    include_str!("../kernels/and.cu"),
-    include_str!("../kernels/or.cu"),
-    include_str!("../kernels/search.cu"),
-    include_str!("../kernels/check.cu"),
-);
+/// The files of `kernels/` in dependency order (`common.cuh` lists them), with their text as built.
+/// Concatenated, they are one translation unit.
+const KERNEL_FILES: [(&str, &str); 9] = [
+    ("common.cuh", include_str!("../kernels/common.cuh")),
+    ("decode.cu", include_str!("../kernels/decode.cu")),
+    ("topk.cu", include_str!("../kernels/topk.cu")),
+    ("query_state.cuh", include_str!("../kernels/query_state.cuh")),
+    ("score.cu", include_str!("../kernels/score.cu")),
+    ("and.cu", include_str!("../kernels/and.cu")),
+    ("or.cu", include_str!("../kernels/or.cu")),
+    ("search.cu", include_str!("../kernels/search.cu")),
+    ("check.cu", include_str!("../kernels/check.cu")),
+];
+
+/// The CUDA source of every kernel: the built-in files, or with `WARPSEARCH_GPU_KERNELS=DIR` the files
+/// of the same names in DIR. The second is for kernel work on the lent GPU machine, which has no Rust
+/// toolchain: a variant of the kernels runs with the same binary (`scripts/device-kernels.sh`).
+pub fn kernel_source() -> Result<String, GpuError> {
+    kernel_source_from(
+        std::env::var_os("WARPSEARCH_GPU_KERNELS")
+            .map(PathBuf::from)
+            .as_deref(),
+    )
+}
+
+/// The built-in kernel source (`None`), or the one the files of `dir` make.
+fn kernel_source_from(dir: Option<&Path>) -> Result<String, GpuError> {
+    let Some(dir) = dir else {
+        return Ok(KERNEL_FILES.iter().map(|(_, text)| *text).collect());
+    };
+    let mut source = String::new();
+    for (name, _) in KERNEL_FILES {
+        let path = dir.join(name);
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            GpuError::Compile(format!(
+                "{}: {e} (WARPSEARCH_GPU_KERNELS names a directory holding the files of crates/gpu/kernels)",
+                path.display()
+            ))
+        })?;
+        source.push_str(&text);
+    }
+    Ok(source)
+}
 
 /// Threads per CTA of every kernel (`THREADS` in the source, set at compile time): 128 or 256 from
 /// `WARPSEARCH_GPU_THREADS`, else [`DEFAULT_THREADS`]. An AND chunk holds this many candidates.
@@ -54,17 +87,34 @@ pub const MAX_WINDOW: u32 = 32768;
 /// Postings per block.
 pub const BLOCK_LEN: usize = 128;
 
-/// Dynamic shared memory of an OR launch with a window of `window` documents: the accumulators,
-/// per-warp decode staging (docIDs and frequencies of one block per warp) and a bit per document of the
-/// window (those its lists touched).
-pub fn or_shared_bytes(window: u32) -> u32 {
-    window * 4 + 2 * (threads() / 32) * BLOCK_LEN as u32 * 4 + window / 8
+/// The OR window's part of an OR launch's dynamic shared memory: the accumulators (at least 2,048
+/// floats, since the final sort's 1,024 keys reuse them) and a bit per document of the window (those
+/// its lists touched). The sort path's keys and contributions also live there.
+pub fn or_window_bytes(window: u32) -> u32 {
+    window.max(2048) * 4 + window / 8 // 2,048 floats: the sort's 1,024 keys (MAX_K_GPU) of 8 bytes
 }
 
-/// Dynamic shared memory of an AND launch: four arrays of [`chunk`] words (candidates, their first
-/// list's frequencies, their blocks, the selected blocks).
-pub fn and_shared_bytes() -> u32 {
-    16 * chunk() as u32
+/// Dynamic shared memory of an OR launch with a window of `window` documents over an index in `codec`:
+/// [`or_window_bytes`], then the decoders' scratch ([`decode_scratch_bytes`]).
+pub fn or_shared_bytes(window: u32, codec: Codec) -> u32 {
+    or_window_bytes(window) + decode_scratch_bytes(codec)
+}
+
+/// Dynamic shared memory of an AND launch over an index in `codec`: four arrays of [`chunk`] words
+/// (candidates, their first list's frequencies, their blocks, the selected blocks), then the decoders'
+/// scratch.
+pub fn and_shared_bytes(codec: Codec) -> u32 {
+    16 * chunk() as u32 + decode_scratch_bytes(codec)
+}
+
+/// The per-warp scratch of the PForDelta and Rice decoders (4 · 128 words a warp; `QueryShared::xs` in
+/// the kernels), which other codecs' launches go without: the 16 KiB it took in every CTA's static
+/// shared memory kept OR windows of 16,384 documents at two CTAs an SM.
+pub fn decode_scratch_bytes(codec: Codec) -> u32 {
+    match codec {
+        Codec::PForDelta | Codec::Rice => (threads() / 32) * 4 * BLOCK_LEN as u32 * 4,
+        Codec::EliasFano | Codec::SimdBp => 0,
+    }
 }
 
 /// One opened GPU with the compiled kernels.
@@ -114,7 +164,7 @@ impl Gpu {
         let multiprocessors =
             ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
         let start = Instant::now();
-        let ptx = compile_ptx_with_opts(KERNEL_SOURCE, compile_options(major, minor))
+        let ptx = compile_ptx_with_opts(kernel_source()?, compile_options(major, minor))
             .map_err(|e| GpuError::Compile(format!("{e}")))?;
         let compile_time = start.elapsed();
         let module = ctx.load_module(ptx)?;
@@ -123,13 +173,13 @@ impl Gpu {
         let decode = module.load_function("decode_blocks")?;
         let topk = module.load_function("topk_segments")?;
         // The OR window's accumulators are dynamic shared memory above the 48 KiB default: allow the
-        // largest window once (searchers with smaller windows launch with less). AND's arrays fit the
-        // default today (by under 3 KiB at 256 threads), but both entry points get the same allowance,
-        // as the one kernel had before them, so that a larger shared state cannot fail AND's launches.
+        // largest window, with the decoders' scratch, once (searchers with smaller windows or other codecs
+        // launch with less). AND's arrays fit the default, but both entry points get the same allowance,
+        // so that a larger shared state cannot fail AND's launches.
         for kernel in [&search_and, &search_or] {
             kernel.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                or_shared_bytes(MAX_WINDOW) as i32,
+                or_shared_bytes(MAX_WINDOW, Codec::PForDelta).max(and_shared_bytes(Codec::PForDelta)) as i32,
             )?;
         }
         Ok(Gpu {
@@ -161,8 +211,8 @@ impl Gpu {
     }
 
     /// Registers per thread, static shared memory per CTA, and resident CTAs per SM of the query kernel's
-    /// entry points (AND; OR with `window`) and of the decode kernel.
-    pub fn kernel_resources(&self, window: u32) -> Result<String, GpuError> {
+    /// entry points (AND; OR with `window`) over an index in `codec`, and of the decode kernel.
+    pub fn kernel_resources(&self, window: u32, codec: Codec) -> Result<String, GpuError> {
         let per_sm = |func: &CudaFunction, smem: u32| {
             func.occupancy_max_active_blocks_per_multiprocessor(threads(), smem as usize, None)
         };
@@ -175,11 +225,35 @@ impl Gpu {
             ))
         };
         Ok(format!(
-            "{}; {} (window {window}); {}",
-            entry("search_and", &self.search_and, and_shared_bytes())?,
-            entry("search_or", &self.search_or, or_shared_bytes(window))?,
+            "{}; {} (window {window}); {} (index codec {codec})",
+            entry("search_and", &self.search_and, and_shared_bytes(codec))?,
+            entry("search_or", &self.search_or, or_shared_bytes(window, codec))?,
             entry("decode_blocks", &self.decode, 0)?,
         ))
+    }
+
+    /// The OR window (`GpuOptions::window` 0) for an index in `codec`: the largest whose shared memory
+    /// costs no resident CTAs. Each window has fixed costs (block selection, clearing and scanning its
+    /// bits, a barrier per list), blocks that straddle two windows are decoded twice, and a larger
+    /// window gives its warps more blocks at a time. On the H100 and the 25M collection, with SIMD-BP128
+    /// lists, 16,384 (three CTAs an SM) ran OR 24% faster than 8,192; PForDelta and Rice, whose
+    /// decoders take shared scratch, get 8,192 there (bench/RESULTS.md, issue 14, twelfth session).
+    pub fn default_or_window(&self, codec: Codec) -> Result<u32, GpuError> {
+        let ctas = |w: u32| {
+            self.search_or.occupancy_max_active_blocks_per_multiprocessor(
+                threads(),
+                or_shared_bytes(w, codec) as usize,
+                None,
+            )
+        };
+        let most = ctas(256)?;
+        let mut best = 256;
+        for w in (9..=MAX_WINDOW.trailing_zeros()).map(|s| 1u32 << s) {
+            if ctas(w)? >= most {
+                best = w;
+            }
+        }
+        Ok(best)
     }
 
     /// Free and total device memory in bytes.
@@ -242,8 +316,8 @@ pub fn min_ctas() -> u32 {
 
 /// The default of [`min_ctas`]: three CTAs of 256 threads per SM, which caps the query kernel at 80
 /// registers a thread (it takes 124 uncapped, two CTAs per SM). On the H200 (25M collection, 2026-11-25)
-/// AND rose 24% with it, and OR 8% with the window of 8,192 that lets three CTAs' shared memory fit an
-/// SM ([`GpuOptions::window`](crate::GpuOptions)); bench/RESULTS.md, issue 14.
+/// AND rose 24% with it, and OR 8% with the window of 8,192 that then let three CTAs' shared memory fit
+/// an SM (16,384 since the twelfth session: [`Gpu::default_or_window`]); bench/RESULTS.md, issue 14.
 pub const DEFAULT_MIN_CTAS: u32 = 3;
 
 /// Compiles the kernel source to PTX without a device (NVRTC alone), for a compile check.
@@ -253,7 +327,33 @@ pub fn compile_check() -> Result<String, GpuError> {
             "no NVRTC library (libnvrtc.so not found)".into(),
         ));
     }
-    let ptx = compile_ptx_with_opts(KERNEL_SOURCE, compile_options(9, 0))
+    let ptx = compile_ptx_with_opts(kernel_source()?, compile_options(9, 0))
         .map_err(|e| GpuError::Compile(format!("{e}")))?;
     Ok(ptx.to_src())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_files_from_a_directory_replace_the_built_in_ones() {
+        let kernels = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
+        let built_in = kernel_source_from(None).unwrap();
+        assert!(built_in.contains("search_or"));
+        assert_eq!(kernel_source_from(Some(&kernels)).unwrap(), built_in);
+        let tmp = tempfile::tempdir().unwrap();
+        for (name, text) in KERNEL_FILES {
+            let text = if name == "or.cu" { "// a variant\n" } else { text };
+            std::fs::write(tmp.path().join(name), text).unwrap();
+        }
+        let variant = kernel_source_from(Some(tmp.path())).unwrap();
+        assert!(variant.contains("// a variant") && !variant.contains("or_window_regs"));
+        std::fs::remove_file(tmp.path().join("score.cu")).unwrap();
+        let err = kernel_source_from(Some(tmp.path())).unwrap_err().to_string();
+        assert!(
+            err.contains("score.cu") && err.contains("WARPSEARCH_GPU_KERNELS"),
+            "{err}"
+        );
+    }
 }

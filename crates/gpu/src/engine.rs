@@ -16,7 +16,9 @@ use warpsearch_query::{
 use crate::batch::{batches, prepare, Prepared, Split};
 use crate::cache::{CachePlan, Capacity, PlanFeed};
 use crate::calls::{CallId, Calls};
-use crate::device::{and_shared_bytes, or_shared_bytes, threads, MAX_K, MAX_SMALL_OR, MAX_WINDOW};
+use crate::device::{
+    and_shared_bytes, or_shared_bytes, or_window_bytes, threads, MAX_K, MAX_SMALL_OR, MAX_WINDOW,
+};
 use crate::launch::{self, BatchArgs, Pinned};
 use crate::options::GpuOptions;
 use crate::residency::{mib, ptr, Applied, DeviceIndex, IndexArgs, Residency};
@@ -44,6 +46,7 @@ pub struct GpuSearcher {
     grid_and: u32,
     grid_or: u32,
     smem_or: u32,
+    smem_and: u32,
     small_or: u32,
     stats: GpuStats,
     /// Print a line per batch (`WARPSEARCH_CACHE_TRACE`).
@@ -76,9 +79,10 @@ impl GpuSearcher {
                 options.algorithm.name()
             )));
         }
-        if !(256..=MAX_WINDOW).contains(&gopts.window) || !gopts.window.is_power_of_two() {
+        let auto_window = gopts.window == 0;
+        if !auto_window && (!(256..=MAX_WINDOW).contains(&gopts.window) || !gopts.window.is_power_of_two()) {
             return Err(GpuError::Unsupported(format!(
-                "GPU window {} must be a power of two from 256 to {MAX_WINDOW}",
+                "GPU window {} must be a power of two from 256 to {MAX_WINDOW} (or 0: the largest that costs no resident CTAs)",
                 gopts.window
             )));
         }
@@ -131,13 +135,19 @@ impl GpuSearcher {
             _ => None,
         };
         init.synchronize()?;
-        let smem_or = or_shared_bytes(gopts.window);
+        let codec = index.codec();
         let occupancy = |kernel: &cudarc::driver::CudaFunction, smem: u32| -> Result<u32, GpuError> {
             let per_sm =
                 kernel.occupancy_max_active_blocks_per_multiprocessor(threads(), smem as usize, None)?;
             Ok(per_sm.max(1) * gpu.multiprocessors())
         };
-        let grid_and = occupancy(&gpu.search_and, and_shared_bytes())?;
+        let mut gopts = gopts;
+        if auto_window {
+            gopts.window = gpu.default_or_window(codec)?;
+        }
+        let smem_or = or_shared_bytes(gopts.window, codec);
+        let smem_and = and_shared_bytes(codec);
+        let grid_and = occupancy(&gpu.search_and, smem_and)?;
         let grid_or = occupancy(&gpu.search_or, smem_or)?;
         let grid = grid_and.max(grid_or);
         let slots = (0..2)
@@ -156,7 +166,9 @@ impl GpuSearcher {
             grid_and,
             grid_or,
             smem_or,
-            small_or: small_or_limit(gopts.small_or, smem_or),
+            smem_and,
+            // The sort path's arrays take the window's part (the decoders' scratch is in use meanwhile).
+            small_or: small_or_limit(gopts.small_or, or_window_bytes(gopts.window)),
             stats: GpuStats::default(),
             trace: crate::cache::tracing(),
             feed: None,
@@ -623,7 +635,7 @@ impl GpuSearcher {
         self.slots[s].reserve_desc(&gpu, total)?;
         let ix = self.index_args(&self.slots[s].stream);
         let (grid, smem) = match mode {
-            Mode::And => (self.grid_and, and_shared_bytes()),
+            Mode::And => (self.grid_and, self.smem_and),
             _ => (self.grid_or, self.smem_or),
         };
         let slot = &mut self.slots[s];
@@ -853,7 +865,8 @@ fn copy_stage(
 }
 
 /// The sort path's posting limit: a power of two at most `wanted` and `MAX_SMALL_OR`, whose keys and
-/// contributions (12 bytes each) fit the OR launch's `smem` bytes of dynamic shared memory.
+/// contributions (12 bytes each) fit `smem` bytes (the window's part of the OR launch's dynamic shared
+/// memory).
 fn small_or_limit(wanted: u32, smem: u32) -> u32 {
     let cap = wanted.min(MAX_SMALL_OR).min(smem / 12);
     if cap == 0 {

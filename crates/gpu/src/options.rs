@@ -9,9 +9,10 @@ use crate::device::MAX_K;
 pub struct GpuOptions {
     /// Queries per kernel launch.
     pub batch_size: usize,
-    /// OR accumulator window in documents (a power of two from 256 to 32768). The default, 8,192, is the
-    /// largest whose shared memory lets three CTAs share an SM (see [`crate::device::DEFAULT_MIN_CTAS`]);
-    /// it also bounds the sort path's queries (`small_or`) at 2,048 postings.
+    /// OR accumulator window in documents (a power of two from 256 to 32768), or 0 (the default): the
+    /// largest whose shared memory costs no resident CTAs (16,384 on an H100 or H200 for SIMD-BP128 and
+    /// Elias-Fano lists, 8,192 for PForDelta and Rice, whose decoders take shared scratch; see
+    /// [`crate::device::DEFAULT_MIN_CTAS`]). It also bounds the sort path's queries (`small_or`).
     pub window: u32,
     /// Device memory the index may take, in bytes; `None`: 90% of what is free.
     pub memory_budget: Option<usize>,
@@ -59,7 +60,7 @@ impl Default for GpuOptions {
     fn default() -> Self {
         GpuOptions {
             batch_size: 8192,
-            window: 8192,
+            window: 0,
             memory_budget: None,
             instrument: false,
             split_cost: 200_000,
