@@ -46,10 +46,13 @@
 
 #define COUNT_FAILED 0xffffffffu
 
-// Minimum resident CTAs per SM asked of the compiler for the query kernel (caps its registers per thread);
-// set at start-up from WARPSEARCH_GPU_MIN_CTAS (crates/gpu/src/device.rs).
-#ifndef MIN_CTAS
-#define MIN_CTAS 1
+// Minimum resident CTAs per SM asked of the compiler for each entry point of the query kernel (caps its
+// registers per thread); set at start-up (min_ctas in crates/gpu/src/device.rs).
+#ifndef MIN_CTAS_AND
+#define MIN_CTAS_AND 1
+#endif
+#ifndef MIN_CTAS_OR
+#define MIN_CTAS_OR 1
 #endif
 
 typedef unsigned int u32;

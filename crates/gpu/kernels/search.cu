@@ -2,7 +2,7 @@
 // The query kernel: one body for both modes, compiled into two entry points (search_and, search_or).
 
 // The query kernel's body for one mode. AND and OR are two entry points compiled from it (search_and,
-// search_or), so that each gets its own register allocation under the MIN_CTAS cap: spills fell from 104
+// search_or), so that each gets its own register allocation under its MIN_CTAS cap: spills fell from 104
 // bytes to 32 (AND) and 12 (OR), and OR gained about 3% on the 25M collection (bench/RESULTS.md, issue
 // 14, eleventh session).
 template <u32 MODE>
@@ -61,10 +61,10 @@ __device__ __forceinline__ void search_body(const IndexArgs& ix, const BatchArgs
 }
 
 // A batch of AND queries (ba.mode is MODE_AND) and a batch of OR queries (MODE_OR); see search_body.
-extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) search_and(const IndexArgs ix, const BatchArgs ba) {
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS_AND) search_and(const IndexArgs ix, const BatchArgs ba) {
     search_body<MODE_AND>(ix, ba);
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) search_or(const IndexArgs ix, const BatchArgs ba) {
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS_OR) search_or(const IndexArgs ix, const BatchArgs ba) {
     search_body<MODE_OR>(ix, ba);
 }

@@ -28,16 +28,30 @@ __device__ u64 radix_select(const u64* buf, u32 count, u32 k, TopShared* ts) {
             if ((key & hi_mask) == prefix) atomicAdd(&ts->hist[(key >> shift) & 0xffu], 1u);
         }
         __syncthreads();
-        if (threadIdx.x == 0) {
-            u32 need = ts->need, acc = 0;
-            int d = 255;
-            for (; d > 0; d--) {
-                if (acc + ts->hist[d] >= need) break;
-                acc += ts->hist[d];
+        if (threadIdx.x < 32u) {
+            // The bucket holding the need-th largest key, by warp 0: lane l holds digits 255 - 8l down to
+            // 248 - 8l; the first lane whose running count (digits from 255 down) reaches `need` holds it,
+            // and digit 0 takes what is left, as a scan from 255 down would.
+            u32 lane = threadIdx.x, need = ts->need, h[8], sum = 0;
+#pragma unroll
+            for (u32 i = 0; i < 8u; i++) {
+                h[i] = ts->hist[255u - (lane * 8u + i)];
+                sum += h[i];
             }
-            ts->prefix = prefix | ((u64)d << shift);
-            ts->need = need - acc;
-            if (ts->hist[d] == ts->need) ts->shift_done = 1;
+            u32 incl = warp_inclusive_scan(sum);
+            u32 first = __ffs(__ballot_sync(FULL_MASK, incl >= need || lane == 31u)) - 1u;
+            if (lane == first) {
+                u32 acc = incl - sum, d = 0;
+#pragma unroll
+                for (u32 i = 0; i < 8u; i++) {
+                    d = 255u - (lane * 8u + i);
+                    if (acc + h[i] >= need || d == 0u) break;
+                    acc += h[i];
+                }
+                ts->prefix = prefix | ((u64)d << shift);
+                ts->need = need - acc;
+                if (ts->hist[d] == need - acc) ts->shift_done = 1;
+            }
         }
         __syncthreads();
         if (ts->shift_done) break;

@@ -297,28 +297,49 @@ fn compile_options(major: i32, minor: i32) -> CompileOptions {
         options: vec![
             "--std=c++17".into(),
             "-lineinfo".into(),
-            format!("-DMIN_CTAS={}", min_ctas()),
+            format!("-DMIN_CTAS_AND={}", min_ctas(Mode::And)),
+            format!("-DMIN_CTAS_OR={}", min_ctas(Mode::Or)),
             format!("-DTHREADS={}", threads()),
         ],
         ..Default::default()
     }
 }
 
-/// Resident CTAs per SM that the query kernel is compiled for (`__launch_bounds__`' second argument, which
-/// caps registers per thread): `WARPSEARCH_GPU_MIN_CTAS`, else the measured default.
-pub fn min_ctas() -> u32 {
+/// Which entry point of the query kernel ([`min_ctas`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `search_and` (AND and and-or's AND pass).
+    And,
+    /// `search_or`.
+    Or,
+}
+
+/// Resident CTAs per SM that an entry point of the query kernel is compiled for (`__launch_bounds__`'
+/// second argument, which caps registers per thread): `WARPSEARCH_GPU_MIN_CTAS` for both, else the
+/// measured default of each ([`DEFAULT_MIN_CTAS_AND`], [`DEFAULT_MIN_CTAS`]).
+pub fn min_ctas(mode: Mode) -> u32 {
     std::env::var("WARPSEARCH_GPU_MIN_CTAS")
         .ok()
         .and_then(|v| v.parse().ok())
         .filter(|&n| (1..=8).contains(&n))
-        .unwrap_or(DEFAULT_MIN_CTAS)
+        .unwrap_or(match mode {
+            Mode::And => DEFAULT_MIN_CTAS_AND,
+            Mode::Or => DEFAULT_MIN_CTAS,
+        })
 }
 
-/// The default of [`min_ctas`]: three CTAs of 256 threads per SM, which caps the query kernel at 80
-/// registers a thread (it takes 124 uncapped, two CTAs per SM). On the H200 (25M collection, 2026-11-25)
-/// AND rose 24% with it, and OR 8% with the window of 8,192 that then let three CTAs' shared memory fit
-/// an SM (16,384 since the twelfth session: [`Gpu::default_or_window`]); bench/RESULTS.md, issue 14.
+/// The OR entry point's default of [`min_ctas`]: three CTAs of 256 threads per SM, which caps it at 80
+/// registers a thread (the kernel took 124 uncapped, two CTAs per SM). On the H200 (25M collection,
+/// 2026-11-25) AND rose 24% with it, and OR 8% with the window of 8,192 that then let three CTAs' shared
+/// memory fit an SM (16,384 since the twelfth session: [`Gpu::default_or_window`]). Four CTAs (64
+/// registers, window 8,192) ran OR 9.5% slower on the H100 (twelfth session); bench/RESULTS.md, issue 14.
 pub const DEFAULT_MIN_CTAS: u32 = 3;
+
+/// The AND entry point's default of [`min_ctas`]: four CTAs per SM (64 registers a thread), which its
+/// shared memory allows since the sort buffer and the decoders' scratch left the static shared memory.
+/// AND top-10 on the 25M collection rose 15.6% over three CTAs (H100, twelfth session; bench/RESULTS.md,
+/// issue 14).
+pub const DEFAULT_MIN_CTAS_AND: u32 = 4;
 
 /// Compiles the kernel source to PTX without a device (NVRTC alone), for a compile check.
 pub fn compile_check() -> Result<String, GpuError> {
