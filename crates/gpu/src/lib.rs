@@ -31,6 +31,7 @@ pub mod device;
 pub mod engine;
 pub mod kernels;
 mod launch;
+mod norms;
 pub mod options;
 pub mod residency;
 mod slot;
