@@ -89,11 +89,9 @@ struct IndexArgs {
     const u32* blk_off;
     const u32* blk_foff;
     const float* blk_max;
-    const float* norms;   // per-document k1 * (1 - b + b * dl / avgdl), where lens is null
+    const float* norms;   // per-document k1 * (1 - b + b * dl / avgdl)
     const float* prior;   // per-document static part of bm25-static, or null
     const float* gs;      // global scores (early termination), or null
-    const unsigned short* lens;  // per-document length, where the norms are by length (doc_norm), or null
-    const float* len_norms;      // the norm of each length, with lens
     u32 codec;
     u32 num_docs;
     float k1p1;           // k1 + 1

@@ -113,7 +113,7 @@ __device__ void or_window_regs(const IndexArgs& ix, const TermDesc* terms, u32 n
 #pragma unroll
             for (u32 k = 0; k < 4; k++) {
                 in[k] = lane * 4u + k < nb && doc[k] >= r0 && doc[k] <= r1;
-                norm[k] = in[k] ? doc_norm(ix, doc[k]) : 0.0f;
+                norm[k] = in[k] ? ix.norms[doc[k]] : 0.0f;
             }
 #pragma unroll
             for (u32 k = 0; k < 4; k++)

@@ -8,14 +8,8 @@ __device__ __forceinline__ float contribution_of(const IndexArgs& ix, const Term
     return t.weight * (f * ix.k1p1 / (f + norm));
 }
 
-// A document's length norm: by its length through the table where the host gave one (two bytes a
-// document instead of four, so that more of them stay in the caches; crates/gpu/src/norms.rs), else its own.
-__device__ __forceinline__ float doc_norm(const IndexArgs& ix, u32 doc) {
-    return ix.lens ? ix.len_norms[ix.lens[doc]] : ix.norms[doc];
-}
-
 __device__ __forceinline__ float contribution(const IndexArgs& ix, const TermDesc& t, u32 doc, u32 tf) {
-    return contribution_of(ix, t, doc_norm(ix, doc), tf);
+    return contribution_of(ix, t, ix.norms[doc], tf);
 }
 
 __device__ __forceinline__ float finish(const IndexArgs& ix, u32 doc, float sum) {

@@ -3,7 +3,6 @@
 //! and copied while batch i computes. A batch or query the GPU fails is returned as a typed error for
 //! the caller (the engine) to answer elsewhere; this module never prints.
 
-use crate::norms::{nonempty, DeviceNorms};
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -38,7 +37,7 @@ pub struct GpuSearcher {
     scorer: Arc<Scorer>,
     gopts: GpuOptions,
     dev: DeviceIndex,
-    norms: DeviceNorms,
+    norms: CudaSlice<f32>,
     prior: Option<CudaSlice<f32>>,
     /// Global scores, uploaded only when queries stop early.
     gs: Option<CudaSlice<f32>>,
@@ -121,18 +120,18 @@ impl GpuSearcher {
                 DeviceIndex::with_cache(&gpu, &init, &index, cache, stage, 2, &CachePlan::empty(&index))?
             }
         };
-        let norms = DeviceNorms::upload(&init, index.doc_lens(), scorer.norms())?;
+        let norms = init.memcpy_stod(nonempty(scorer.norms()))?;
         let prior = match options.ranking {
             Ranking::Bm25 => None,
             Ranking::Bm25Static { alpha } => {
                 let p = Prior::new(&index, alpha)?;
                 let v: Vec<f32> = (0..index.num_docs()).map(|d| p.of(d)).collect();
-                Some(init.memcpy_stod(&*nonempty(&v))?)
+                Some(init.memcpy_stod(nonempty(&v))?)
             }
         };
         let early = scorer.early_termination();
         let gs = match (early, index.global_scores()) {
-            (true, Some(g)) => Some(init.memcpy_stod(&*nonempty(g))?),
+            (true, Some(g)) => Some(init.memcpy_stod(nonempty(g))?),
             _ => None,
         };
         init.synchronize()?;
@@ -604,11 +603,8 @@ impl GpuSearcher {
 
     fn index_args(&self, stream: &CudaStream) -> IndexArgs {
         let options = self.scorer.options();
-        let (norms, lens, len_norms) = self.norms.args(stream);
         IndexArgs {
-            norms,
-            lens,
-            len_norms,
+            norms: ptr(&self.norms, stream),
             prior: self.prior.as_ref().map_or(0, |p| ptr(p, stream)),
             gs: self.gs.as_ref().map_or(0, |g| ptr(g, stream)),
             k1p1: options.bm25.k1 + 1.0,
@@ -877,5 +873,13 @@ fn small_or_limit(wanted: u32, smem: u32) -> u32 {
         0
     } else {
         1 << (31 - cap.leading_zeros())
+    }
+}
+
+fn nonempty(v: &[f32]) -> &[f32] {
+    if v.is_empty() {
+        &[0.0]
+    } else {
+        v
     }
 }

@@ -31,7 +31,6 @@ pub mod device;
 pub mod engine;
 pub mod kernels;
 mod launch;
-mod norms;
 pub mod options;
 pub mod residency;
 mod slot;
