@@ -290,7 +290,8 @@ for part in $parts; do
   ctas)
     # The query kernel compiled for each of CTAS (default "1 2 3") resident CTAs per SM
     # (WARPSEARCH_GPU_MIN_CTAS caps its registers): its resources, then AND, and OR at windows of
-    # 16,384 and 8,192 (three CTAs' shared memory fits an SM only at the smaller), in alternation, two
+    # 16,384 and 8,192 (for PForDelta and Rice three CTAs' shared memory fits an SM only at the smaller;
+    # for SIMD-BP128 at both since 241a633), in alternation, two
     # rounds (the table's backend column says c<N>, w<window>).
     for c in ${CTAS:-1 2 3}; do
       WARPSEARCH_GPU_MIN_CTAS=$c $bin gpu-check | grep -E "search_and" | sed "s/^/min CTAs $c: /" | tee -a "$log"

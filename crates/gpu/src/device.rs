@@ -28,7 +28,8 @@ const KERNEL_FILES: [(&str, &str); 9] = [
 
 /// The CUDA source of every kernel: the built-in files, or with `WARPSEARCH_GPU_KERNELS=DIR` the files
 /// of the same names in DIR. The second is for kernel work on the lent GPU machine, which has no Rust
-/// toolchain: a variant of the kernels runs with the same binary (`scripts/device-kernels.sh`).
+/// toolchain: a variant of the kernels runs with the same binary, as a wrapper script in `AB_BUILDS`
+/// of `scripts/device-speed.sh ab` (docs/kernels.md).
 pub fn kernel_source() -> Result<String, GpuError> {
     kernel_source_from(
         std::env::var_os("WARPSEARCH_GPU_KERNELS")
@@ -80,6 +81,11 @@ pub const DEFAULT_THREADS: u32 = 256;
 pub const TOPK_CAP: usize = 36864;
 /// Largest k the GPU kernels select (`MAX_K_GPU` bounds the shared-memory sort; 1,000 is promised).
 pub const MAX_K: usize = 1000;
+/// Keys of the kernels' final sort (`MAX_K_GPU`: k rounded up to a power of two).
+const MAX_K_GPU: u32 = 1024;
+const _: () = assert!(MAX_K as u32 <= MAX_K_GPU);
+/// Words of the PForDelta and Rice decoders' scratch per warp (`xs`: 4 · BLOCK_LEN).
+const SCRATCH_WORDS_PER_WARP: u32 = 4 * BLOCK_LEN as u32;
 /// Postings of the largest OR query the sort path takes (`MAX_SMALL_OR`).
 pub const MAX_SMALL_OR: u32 = 4096;
 /// Largest OR window (`MAX_WINDOW`).
@@ -91,7 +97,7 @@ pub const BLOCK_LEN: usize = 128;
 /// floats, since the final sort's 1,024 keys reuse them) and a bit per document of the window (those
 /// its lists touched). The sort path's keys and contributions also live there.
 pub fn or_window_bytes(window: u32) -> u32 {
-    window.max(2048) * 4 + window / 8 // 2,048 floats: the sort's 1,024 keys (MAX_K_GPU) of 8 bytes
+    window.max(2 * MAX_K_GPU) * 4 + window / 8 // the sort's keys take two floats' room each
 }
 
 /// Dynamic shared memory of an OR launch with a window of `window` documents over an index in `codec`:
@@ -112,7 +118,7 @@ pub fn and_shared_bytes(codec: Codec) -> u32 {
 /// shared memory kept OR windows of 16,384 documents at two CTAs an SM.
 pub fn decode_scratch_bytes(codec: Codec) -> u32 {
     match codec {
-        Codec::PForDelta | Codec::Rice => (threads() / 32) * 4 * BLOCK_LEN as u32 * 4,
+        Codec::PForDelta | Codec::Rice => (threads() / 32) * SCRATCH_WORDS_PER_WARP * 4,
         Codec::EliasFano | Codec::SimdBp => 0,
     }
 }
