@@ -367,7 +367,6 @@ for part in $parts; do
         -f -o $work/ncu-$mode $bin bench --index $synth --queries $work/q2000.txt --mode $mode --k 10 \
         --backend gpu --gpu-batch 1000 --warmup 0 >$work/ncu.out 2>&1 || { tail -n 20 $work/ncu.out | tee -a "$log"; rc=1; }
       ncu -i $work/ncu-$mode.ncu-rep --page details >$out/ncu-$mode.txt 2>&1
-      [ -e kernels ] || ln -s crates/gpu/kernels kernels  # the #line names, resolved from here
       ncu -i $work/ncu-$mode.ncu-rep --page source --csv --print-source sass >$out/ncu-$mode-source.csv 2>&1 ||
         say "ncu $mode: no source page ($(head -c 300 $out/ncu-$mode-source.csv))"
       grep -E "Duration|Warp Cycles Per Issued|Achieved Occupancy|Stall|Issue Slot|Memory Throughput" $out/ncu-$mode.txt |

@@ -79,8 +79,9 @@ impl GpuSearcher {
                 options.algorithm.name()
             )));
         }
-        let auto_window = gopts.window == 0;
-        if !auto_window && (!(256..=MAX_WINDOW).contains(&gopts.window) || !gopts.window.is_power_of_two()) {
+        if gopts.window != 0
+            && (!(256..=MAX_WINDOW).contains(&gopts.window) || !gopts.window.is_power_of_two())
+        {
             return Err(GpuError::Unsupported(format!(
                 "GPU window {} must be a power of two from 256 to {MAX_WINDOW} (or 0: the largest that costs no resident CTAs)",
                 gopts.window
@@ -92,10 +93,15 @@ impl GpuSearcher {
             ));
         }
         let batch_size = gopts.batch_size.max(1);
+        let codec = index.codec();
         let gopts = GpuOptions {
             batch_size,
             // A query's parts go in one batch.
             max_parts: gopts.max_parts.clamp(1, batch_size as u32),
+            window: match gopts.window {
+                0 => gpu.default_or_window(codec)?,
+                w => w,
+            },
             ..gopts
         };
         let init = gpu.ctx.new_stream()?;
@@ -135,16 +141,11 @@ impl GpuSearcher {
             _ => None,
         };
         init.synchronize()?;
-        let codec = index.codec();
         let occupancy = |kernel: &cudarc::driver::CudaFunction, smem: u32| -> Result<u32, GpuError> {
             let per_sm =
                 kernel.occupancy_max_active_blocks_per_multiprocessor(threads(), smem as usize, None)?;
             Ok(per_sm.max(1) * gpu.multiprocessors())
         };
-        let mut gopts = gopts;
-        if auto_window {
-            gopts.window = gpu.default_or_window(codec)?;
-        }
         let smem_or = or_shared_bytes(gopts.window, codec);
         let smem_and = and_shared_bytes(codec);
         let grid_and = occupancy(&gpu.search_and, smem_and)?;
