@@ -13,6 +13,19 @@ __device__ __forceinline__ u32 slot_of_pair(const QueryShared* s, u32 n, u32 p) 
     return lo;
 }
 
+// Starts bringing the length norms of documents [a, b] into L2 (one bulk prefetch by thread 0, on sm_90
+// and later), so that a window's first list finds them there instead of in DRAM: the norm loads are the
+// OR kernel's largest single cost. Only the window being scored: also prefetching the next window's ran
+// 5% slower on the H100 (bench/RESULTS.md, issue 14, thirteenth session).
+__device__ __forceinline__ void prefetch_norms(const IndexArgs& ix, u32 a, u32 b) {
+#if __CUDA_ARCH__ >= 900
+    u64 end = min((u64)b + 1u, (u64)ix.num_docs);
+    u32 a4 = a & ~3u, e4 = (u32)end & ~3u;  // 16-byte aligned, a multiple of 16 bytes, inside the array
+    if (threadIdx.x == 0 && e4 > a4)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ix.norms + a4), "r"((e4 - a4) * 4u) : "memory");
+#endif
+}
+
 // Adds contribution c to window offset i's accumulator. `seen` holds a bit per window document, set
 // once its accumulator holds a sum: the first contribution starts the sum (0 + c, as the CPU adds), and
 // the bits let the window's reset and its top-k pass visit only the documents the lists touched (a
@@ -277,6 +290,7 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         }
         clk.lap(PH_SELECT);
         if (skip) continue;
+        if (n <= THREADS) prefetch_norms(ix, r0, r1);
         for (u32 i = tid; i < W / 32u; i += THREADS) seen[i] = 0u;
         __syncthreads();
         if (n <= THREADS && ix.codec == CODEC_SIMDBP) {

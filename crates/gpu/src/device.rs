@@ -245,6 +245,8 @@ impl Gpu {
     /// lists, 16,384 (three CTAs an SM) ran OR 24% faster than 8,192; PForDelta and Rice, whose
     /// decoders take shared scratch, get 8,192 there (bench/RESULTS.md, issue 14, twelfth session).
     pub fn default_or_window(&self, codec: Codec) -> Result<u32, GpuError> {
+        // The occupancy query needs the context current on this thread (a searcher may be made on any).
+        self.ctx.bind_to_thread()?;
         let ctas = |w: u32| {
             self.search_or.occupancy_max_active_blocks_per_multiprocessor(
                 threads(),
