@@ -119,8 +119,18 @@ __device__ bool lookup_step(const IndexArgs& ix, const BatchArgs& ba, const Term
     return s->top.failed == 0;
 }
 
-// Keeps the candidates whose tf is not 0, in order.
-__device__ void compact_candidates(QueryShared* s, const u32 (&tf)[CPT]) {
+// The frequencies of the query's last KEEP_TF lists (in processing order), kept per candidate from their
+// intersection steps, so that scoring reads them instead of looking the survivors up in those lists
+// again. kept_tf[m] belongs to step keep_base + m (and_query). Only search_and uses it, so only its CTAs
+// hold it (16 KiB at 256 threads). AND top-10 on the 25M collection, H100: +27% over looking every list
+// up again, where keeping 1 list gave +20% and 2 as much as 4 (bench/RESULTS.md, issue 14, thirteenth
+// session).
+#define KEEP_TF 4
+__shared__ u32 kept_tf[KEEP_TF][CHUNK];
+
+// Keeps the candidates whose tf is not 0, in order, with the frequencies kept so far (kept_tf[0 ..
+// nk - 2]) and this step's (tf, into kept_tf[nk - 1]) when nk > 0.
+__device__ void compact_candidates(QueryShared* s, const u32 (&tf)[CPT], u32 nk = 0) {
     u32 tid = threadIdx.x;
     u32 ncand = s->ncand;
     u32 d[CPT], f[CPT], keeps = 0;
@@ -133,14 +143,32 @@ __device__ void compact_candidates(QueryShared* s, const u32 (&tf)[CPT]) {
     }
     u32 total;
     u32 pos = block_exclusive_scan(keeps, s->top.scan, &total);
+    u32 start = pos;
 #pragma unroll
     for (int i = 0; i < CPT; i++) {
         u32 c = tid * CPT + i;
         if (c < ncand && tf[i] != 0) {
             s->cand_doc[pos] = d[i];
             s->cand_tf0[pos] = f[i];
+            if (nk > 0u) kept_tf[nk - 1u][pos] = tf[i];
             pos++;
         }
+    }
+    // The earlier steps' frequencies move as the candidates do: all read, then all written.
+    for (u32 m = 0; m + 1u < nk; m++) {
+#pragma unroll
+        for (int i = 0; i < CPT; i++) {
+            u32 c = tid * CPT + i;
+            f[i] = c < ncand ? kept_tf[m][c] : 0u;
+        }
+        __syncthreads();
+        u32 p = start;
+#pragma unroll
+        for (int i = 0; i < CPT; i++) {
+            u32 c = tid * CPT + i;
+            if (c < ncand && tf[i] != 0) kept_tf[m][p++] = f[i];
+        }
+        __syncthreads();
     }
     if (tid == 0) s->ncand = total;
     __syncthreads();
@@ -188,9 +216,12 @@ __device__ void and_query(const IndexArgs& ix, const BatchArgs& ba, const TermDe
             }
             compact_candidates(s, tf);
         }
+        // Steps from keep_base on decode their frequencies too, and keep them for scoring.
+        u32 keep_base = n > KEEP_TF ? n - KEEP_TF : 1u;
         for (u32 j = 1; j < n && s->ncand > 0; j++) {
-            if (!lookup_step(ix, ba, terms[j], s, dec_doc, dec_tf, false, tf, clk)) return;
-            compact_candidates(s, tf);
+            bool keep = j >= keep_base;
+            if (!lookup_step(ix, ba, terms[j], s, dec_doc, dec_tf, keep, tf, clk)) return;
+            compact_candidates(s, tf, keep ? j - keep_base + 1u : 0u);
             clk.lap(PH_INTERSECT);
         }
         u32 ncand = s->ncand;
@@ -211,6 +242,12 @@ __device__ void and_query(const IndexArgs& ix, const BatchArgs& ba, const TermDe
                 for (int i = 0; i < CPT; i++) {
                     u32 c = tid * CPT + i;
                     tf[i] = c < ncand ? s->cand_tf0[c] : 0u;
+                }
+            } else if (j >= keep_base) {
+#pragma unroll
+                for (int i = 0; i < CPT; i++) {
+                    u32 c = tid * CPT + i;
+                    tf[i] = c < ncand ? kept_tf[j - keep_base][c] : 0u;
                 }
             } else {
                 if (!lookup_step(ix, ba, terms[j], s, dec_doc, dec_tf, true, tf, clk)) return;

@@ -79,7 +79,9 @@ pub fn random_queries(index: &Index, num_terms: usize, seed: u64) -> Vec<Query> 
     let mut rng = Rng(seed | 1);
     (0..60)
         .map(|_| {
-            let words: Vec<String> = (0..1 + rng.below(6))
+            // Up to 8 words: GPU AND keeps the last four lists' frequencies and looks earlier ones up
+            // again, so queries of more than five terms take both paths.
+            let words: Vec<String> = (0..1 + rng.below(8))
                 .map(|_| match rng.below(14) {
                     0 => "unknownterm".to_string(),
                     _ => format!("t{}", rng.below(num_terms as u64)),
