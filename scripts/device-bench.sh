@@ -24,7 +24,8 @@
 #   synth-prep  generates the synthetic collection, exports it and builds tantivy's index of it;
 #   synth       the synthetic collection, every engine; after `synth-prep` on the same machine (at once:
 #               it is given back after 30 s idle) it reuses what that call made and runs tantivy too.
-#               Together they do not fit one call: tantivy indexes 9.75 billion tokens.
+#               Together they do not fit one call: tantivy indexes 9.75 billion tokens. SYNTH_REUSE=1
+#               reuses a collection that `scripts/device-speed.sh synth` made on the same machine.
 # Full output under $OUT: bench.log, table.txt and one .tgz of JSON reports, PISA's JSON lines and SVG
 # plots per collection. QUERIES=file, BACKENDS=cpu and SYNTH_DOCS=n make a small run possible on any
 # machine.
@@ -173,6 +174,9 @@ for line in filter(lambda l: l.startswith("{"), open(sys.argv[1])):
 # reads it, and `set -u` ends the script on an unset variable (a second run on a warm machine).
 prepared=""
 [ "$part" = synth ] && [ -f $synth/meta.json ] && [ -f /root/pisa-synth/inv.docs ] && prepared=1
+# SYNTH_REUSE=1: keep a collection an earlier call on this machine generated (scripts/device-speed.sh synth).
+reuse=""
+[ "${SYNTH_REUSE:-0}" = 1 ] && [ -f $synth/meta.json ] && reuse=1
 
 if [ "$part" = all ] || [ "$part" = wiki ]; then
 say "[${SECONDS}s] == Wikipedia passages ($(wc -l <$queries) TREC 2005 queries)"
@@ -193,8 +197,8 @@ fi
 head -n 20000 $queries >"$work/q20000.txt"  # the CPU's OR runs would not fit a call with all 50,000
 
 if [ "$part" = all ] || [ "$part" = synth ] || [ "$part" = synth-prep ]; then
-if [ -n "$prepared" ]; then
-  say "[${SECONDS}s] == synthetic collection: reusing $synth (scripts/device-bench.sh synth-prep)"
+if [ -n "$prepared" ] || [ -n "$reuse" ]; then
+  say "[${SECONDS}s] == synthetic collection: reusing $synth (made by an earlier call on this machine)"
   cp /root/synth-report.json "$work/synth-report.json" 2>/dev/null
 else
   say "[${SECONDS}s] == synthetic collection: $docs documents from the passages"
