@@ -24,9 +24,11 @@
 #          cache S_c of 25% and 10% of the index plus 64 MiB of staging (carried as .device/gs-part1 and
 #          .device/wiki-gs-rest.tar.xz);
 #   identical  `search` with a cache vs the CPU's run, byte for byte (after gs);
+#   identical-synth  the same on the synthetic collection (plain BM25), AND, and-or and OR at 25% and 10%;
 #   sweep  at a 25% budget, the split between cache S_c and staging S_b (for the throughput model).
 # Output under $OUT: cache.log, cache-table.txt (one row per run), reports/*.json.
-# usage: scripts/device-cache.sh [tests] [synth] [and] [or] [base] [vfb] [hybrid] [drift] [dyn] [long] [gs] [identical] [sweep]
+# usage: scripts/device-cache.sh [tests] [synth] [and] [or] [base] [vfb] [hybrid] [drift] [dyn] [long] [gs] [identical]
+#        [identical-synth] [sweep]
 set -uo pipefail
 source scripts/device-common.sh
 log=$out/cache.log
@@ -214,6 +216,27 @@ for part in $parts; do
             --gpu-cache-train $work/train.txt --gpu-cache-complete ${4:-auto} --stats --output $work/gpu.run 2>>"$log"
           if cmp -s $work/cpu.run $work/gpu.run; then r=identical; else r=DIFFERENT; fi
           say "search $mode k $k --backend $1 --gpu-cache $2 at $3 (${4:-auto}): $r to the CPU's run"
+        done
+      done
+    done
+    ;;
+  identical-synth)
+    # `search` with a cache on the synthetic collection (plain BM25: partly cached lists and staged spans,
+    # AND batches staging only the blocks their candidates reach), byte for byte against the CPU's run:
+    # the first 5,000 test queries, AND / and-or / OR at k 10 and 1000.
+    total=$(index_bytes $idx)
+    for mode in and and-or or; do
+      for k in 10 1000; do
+        common=(--index $idx --queries $work/test.txt --mode $mode --k $k --force)
+        $bin search "${common[@]}" --backend cpu --output $work/cpu.run 2>>"$log"
+        for cfg in "vfb 0.25" "vfb 0.1" "dynamic 0.25"; do
+          set -- $cfg
+          budget=$(python3 -c "print(int($total * $2))")
+          buffer=$(python3 -c "print(max(64 << 20, int($budget * 0.25)))")
+          $bin search "${common[@]}" --backend gpu --gpu-memory $budget --gpu-cache $1 --gpu-cache-buffer $buffer \
+            --gpu-cache-train $work/train.txt --stats --output $work/gpu.run 2>>"$log"
+          if cmp -s $work/cpu.run $work/gpu.run; then r=identical; else r=DIFFERENT; fi
+          say "synth: search $mode k $k --gpu-cache $1 at $2: $r to the CPU's run"
         done
       done
     done

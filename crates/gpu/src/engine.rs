@@ -559,7 +559,15 @@ impl GpuSearcher {
             let (scorer, residency) = (&self.scorer, self.dev.residency());
             let prepared = match on_host(&self.host_pool, || {
                 prepare(
-                    scorer, residency, requests, chunk, split, ranges, &mut stage, parallel,
+                    scorer,
+                    residency,
+                    requests,
+                    chunk,
+                    split,
+                    ranges,
+                    &mut stage,
+                    parallel,
+                    mode == Mode::And,
                 )
             }) {
                 Ok(p) => p,
