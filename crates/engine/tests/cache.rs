@@ -330,7 +330,7 @@ fn staged_spans_are_filled_as_the_device_reads_them() {
                 ranges.push((a, a + rng.below((n - a) as u64) as u32));
             }
             for (lo, hi) in ranges.into_iter().filter(|&(lo, hi)| lo <= hi && hi < n) {
-                let desc = stage.term(&ix, &residency, id, lo, hi, None).unwrap();
+                let desc = stage.term(&ix, &residency, id, lo, hi).unwrap();
                 staged.push((id, lo, hi, desc));
             }
         }
@@ -607,79 +607,4 @@ fn the_dynamic_policy_shapes_its_cache_like_vfb_of_its_training_log() {
         need.words > room(shape.words) || need.blocks > room(shape.blocks),
         "the log asks for more than all but the headroom, so the first plan fills that too"
     );
-}
-
-/// An AND batch stages of a list only the blocks its candidates (the shortest list's documents in the
-/// range) can fall into: every block holding one of them is kept, and copied word for word with the skip
-/// data the device reads; every other block of the span keeps its skip data and no words, which every
-/// decoder refuses.
-#[test]
-fn and_batches_stage_only_the_blocks_their_candidates_reach() {
-    use warpsearch_gpu::residency::Residency;
-    use warpsearch_gpu::stage::{and_keep, blocks_for, Stage};
-    let tmp = tempfile::tempdir().unwrap();
-    let codecs = [Codec::SimdBp, Codec::PForDelta, Codec::EliasFano];
-    let mut pruned = 0;
-    for seed in 1..25u64 {
-        let dir = tmp.path().join(seed.to_string());
-        std::fs::create_dir_all(&dir).unwrap();
-        let (ix, _) = random_index(&dir, seed * 11, codecs[seed as usize % 3], None);
-        let residency = Residency::nothing_cached(&ix);
-        let n = ix.num_docs();
-        let recs = ix.term_records();
-        let mut rng = common::Rng(seed);
-        for t0 in 0..recs.len() as u32 {
-            for t1 in
-                (0..recs.len() as u32).filter(|&t1| t1 != t0 && recs[t1 as usize].df > recs[t0 as usize].df)
-            {
-                let a = rng.below(n as u64) as u32;
-                for (lo, hi) in [(0, n - 1), (a, a + rng.below((n - a) as u64) as u32)] {
-                    let (f, l) = blocks_for(&ix, &recs[t1 as usize], lo, hi);
-                    let Some(keep) = and_keep(&ix, t0, &[(t1, f, l)], lo, hi).pop().flatten() else {
-                        continue;
-                    };
-                    let metas = &ix.block_metas()[recs[t1 as usize].first_block as usize + f as usize..]
-                        [..(l - f + 1) as usize];
-                    let (docs, _) = ix.postings(t0).decode_all().unwrap();
-                    let reached: Vec<u32> = (0..metas.len() as u32)
-                        .filter(|&j| {
-                            let m = &metas[j as usize];
-                            docs.iter()
-                                .any(|&d| d >= lo && d <= hi && m.first_doc <= d && d <= m.last_doc)
-                        })
-                        .collect();
-                    assert_eq!(keep, reached, "seed {seed} terms {t0} {t1} [{lo}, {hi}]");
-                    let mut stage = Stage::new((0, 0), ALL);
-                    let desc = stage.term(&ix, &residency, t1, lo, hi, Some(&keep)).unwrap();
-                    let used = stage.used();
-                    let (nw, nb) = (used.words as usize, used.blocks as usize);
-                    let mut buf = vec![u32::MAX; nw + 5 * nb];
-                    stage.fill(&ix, &mut buf);
-                    let col = |c: usize, j: usize| buf[nw + c * nb + j];
-                    let copied = 2 * keep.len() < metas.len();
-                    pruned += copied as usize;
-                    let list = ix.postings(t1);
-                    for (j, m) in metas.iter().enumerate() {
-                        let (off, foff) = (col(2, j) as usize, col(3, j));
-                        let end = if j + 1 == metas.len() {
-                            desc.len_words as usize
-                        } else {
-                            col(2, j + 1) as usize
-                        };
-                        assert_eq!(
-                            [col(0, j), col(1, j), foff],
-                            [m.first_doc, m.last_doc, m.freq_offset]
-                        );
-                        let words = list.block_words(f as usize + j).unwrap();
-                        if !copied || keep.contains(&(j as u32)) {
-                            assert_eq!(&buf[off..end], words, "seed {seed} term {t1} block {j}");
-                        } else {
-                            assert_eq!(off, end, "seed {seed} term {t1} block {j}: no words");
-                        }
-                    }
-                }
-            }
-        }
-    }
-    assert!(pruned > 0, "no span was staged in part: the test checked nothing");
 }

@@ -2,7 +2,7 @@
 //! and their preparation from analysed queries.
 
 use std::borrow::Borrow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use bytemuck::{Pod, Zeroable};
 use rayon::prelude::*;
@@ -12,7 +12,7 @@ use warpsearch_query::{DocRange, Query, Request, Scorer};
 
 use crate::cache::Capacity;
 use crate::residency::Residency;
-use crate::stage::{and_keep, blocks_for, cached_term, SpanKey, Stage};
+use crate::stage::{cached_term, SpanKey, Stage};
 use crate::GpuError;
 
 /// One query term as the kernel reads it (40 bytes; mirrors `struct TermDesc`).
@@ -225,9 +225,6 @@ struct Built {
     terms: Vec<TermDesc>,
     /// (position in `terms`, term id) of the terms the cache lacks.
     staged: Vec<(usize, u32)>,
-    /// For each of `staged` in an AND batch: the blocks of its span the query's lookups can read
-    /// (`stage::and_keep`; `None`: all of them).
-    keep: Vec<Option<Vec<u32>>>,
     /// Blocks of its range read from the cache.
     cached_blocks: u64,
     slack: f32,
@@ -239,8 +236,7 @@ struct Built {
 /// `split.cost` becomes several descriptors over disjoint docID ranges (sharing its terms), adjacent in
 /// the output. Queries are ordered by descending cost per part, so that the persistent grid takes the long
 /// ones first and fills in with short ones (papers/002's bucketing by shortest-list length, taken to its
-/// limit: one bucket per length). In an AND batch (`and`) a staged list carries only the blocks its
-/// queries' candidates can fall into (`stage::and_keep`).
+/// limit: one bucket per length).
 #[allow(clippy::too_many_arguments)]
 pub fn prepare<R: Borrow<Request> + Sync>(
     scorer: &Scorer,
@@ -251,7 +247,6 @@ pub fn prepare<R: Borrow<Request> + Sync>(
     ranges: Option<&[DocRange]>,
     stage: &mut Stage,
     parallel: bool,
-    and: bool,
 ) -> Result<Prepared, GpuError> {
     let index: &Index = scorer.index();
     let (ranking, params) = (scorer.options().ranking, scorer.options().bm25);
@@ -274,11 +269,6 @@ pub fn prepare<R: Borrow<Request> + Sync>(
         Some(r) => (r[i].first as u64, (r[i].last as u64).min(num_docs.max(1) - 1)),
         None => (0, num_docs.max(1) - 1),
     };
-    // The span of its list a term stages for documents [lo, hi].
-    let span_of = |id: u32, lo: u64, hi: u64| -> SpanKey {
-        let (f, l) = blocks_for(index, &index.term_records()[id as usize], lo as u32, hi as u32);
-        (id, f, l)
-    };
     // Each query's descriptors (on all cores where `parallel`: the host's share of a batch of cheap
     // queries), with the terms the cache lacks left for the staging pass below, which runs in order.
     let build = |&(_, i, _): &(u64, usize, u32)| {
@@ -293,7 +283,6 @@ pub fn prepare<R: Borrow<Request> + Sync>(
         let mut b = Built {
             terms: Vec::with_capacity(n),
             staged: Vec::new(),
-            keep: Vec::new(),
             cached_blocks: 0,
             slack,
         };
@@ -324,20 +313,6 @@ pub fn prepare<R: Borrow<Request> + Sync>(
         for (pos, &s) in by_df.iter().enumerate() {
             b.terms[s].slot_term = pos as u32;
         }
-        b.keep = vec![None; b.staged.len()];
-        if and && n > 1 && b.staged.iter().any(|&(pos, _)| pos > 0) {
-            // The shortest list (position 0) gives the candidates; the others' staged spans shrink.
-            let spans: Vec<(u32, u32, u32)> = b.staged.iter().map(|&(_, id)| span_of(id, lo, hi)).collect();
-            let t0 = q.terms[by_df[0]].0;
-            let others: Vec<usize> = (0..b.staged.len()).filter(|&x| b.staged[x].0 > 0).collect();
-            let of: Vec<(u32, u32, u32)> = others.iter().map(|&x| spans[x]).collect();
-            for (x, keep) in others
-                .into_iter()
-                .zip(and_keep(index, t0, &of, lo as u32, hi as u32))
-            {
-                b.keep[x] = keep;
-            }
-        }
         Ok(b)
     };
     let built: Vec<Result<Built, GpuError>> = if parallel {
@@ -345,32 +320,13 @@ pub fn prepare<R: Borrow<Request> + Sync>(
     } else {
         order.iter().map(build).collect()
     };
-    let built: Vec<Built> = built.into_iter().collect::<Result<_, _>>()?;
-    // A span the batch stages once serves all its queries: the union of the blocks they read.
-    let mut union: HashMap<SpanKey, Option<Vec<u32>>> = HashMap::new();
-    for (&(_, i, _), b) in order.iter().zip(&built) {
-        let (lo, hi) = range(i);
-        for (&(_, id), keep) in b.staged.iter().zip(&b.keep) {
-            let u = union
-                .entry(span_of(id, lo, hi))
-                .or_insert_with(|| Some(Vec::new()));
-            match (u.as_mut(), keep) {
-                (Some(u), Some(k)) => u.extend_from_slice(k),
-                _ => *u = None,
-            }
-        }
-    }
-    for u in union.values_mut().flatten() {
-        u.sort_unstable();
-        u.dedup();
-    }
     let mut out = Prepared::default();
-    for (&(_, i, parts), mut b) in order.iter().zip(built) {
+    for (&(_, i, parts), b) in order.iter().zip(built) {
+        let mut b = b?;
         let (lo, hi) = range(i);
         stage.cached_blocks += b.cached_blocks;
         for &(pos, id) in &b.staged {
-            let keep = union[&span_of(id, lo, hi)].as_deref();
-            let Some(desc) = stage.term(index, residency, id, lo as u32, hi as u32, keep) else {
+            let Some(desc) = stage.term(index, residency, id, lo as u32, hi as u32) else {
                 return Err(GpuError::Failed(
                     "the batch's blocks outgrew its staging region".into(),
                 ));

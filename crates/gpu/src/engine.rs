@@ -559,15 +559,7 @@ impl GpuSearcher {
             let (scorer, residency) = (&self.scorer, self.dev.residency());
             let prepared = match on_host(&self.host_pool, || {
                 prepare(
-                    scorer,
-                    residency,
-                    requests,
-                    chunk,
-                    split,
-                    ranges,
-                    &mut stage,
-                    parallel,
-                    mode == Mode::And,
+                    scorer, residency, requests, chunk, split, ranges, &mut stage, parallel,
                 )
             }) {
                 Ok(p) => p,

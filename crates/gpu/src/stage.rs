@@ -3,7 +3,6 @@
 //! copied with the batch (papers/000 section 3.1.5: a batch carries the lists the cache lacks).
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use rayon::prelude::*;
 use warpsearch_index::{Index, TermRecord};
@@ -99,62 +98,6 @@ pub fn cached_term(
 /// A span of blocks staged once per batch: (term, first block, last block).
 pub type SpanKey = (u32, u32, u32);
 
-/// For an AND query over `[lo, hi]` whose shortest list is `t0`, and its other lists' staged spans
-/// `(term, first block, last block)`: per span, the blocks (relative to its first, ascending) that hold
-/// one of t0's documents in `[lo, hi]`. The GPU's AND takes its candidates from t0 and, in every other
-/// list, decodes only a block whose docID range holds a candidate (`lookup_step` in kernels/and.cu), so
-/// it reads no other block of these lists. `None` for a span where this saves too little to pay for
-/// decoding t0 on the host: t0 has at least as many postings in the range as the span has blocks (or t0
-/// cannot be decoded: the GPU then fails the query over to the CPU as it would anyway).
-pub fn and_keep(
-    index: &Index,
-    t0: u32,
-    spans: &[(u32, u32, u32)],
-    lo: u32,
-    hi: u32,
-) -> Vec<Option<Vec<u32>>> {
-    let none = || vec![None; spans.len()];
-    let list = index.postings(t0);
-    let metas0 = list.blocks();
-    let b0 = metas0.partition_point(|m| m.last_doc < lo);
-    let b1 = metas0.partition_point(|m| m.first_doc <= hi).max(b0);
-    let upper = (b1 - b0) * BLOCK_LEN;
-    if spans.iter().all(|&(_, f, l)| ((l - f + 1) as usize) <= upper) {
-        return none();
-    }
-    let mut docs = Vec::with_capacity(upper);
-    let mut buf = [0u32; BLOCK_LEN];
-    for i in b0..b1 {
-        let Ok(n) = list.decode_docs(i, &mut buf) else {
-            return none();
-        };
-        docs.extend(buf[..n].iter().copied().filter(|&d| d >= lo && d <= hi));
-    }
-    let all = index.block_metas();
-    spans
-        .iter()
-        .map(|&(id, first, last)| {
-            if ((last - first + 1) as usize) <= docs.len() {
-                return None;
-            }
-            let rec = &index.term_records()[id as usize];
-            let metas = &all[rec.first_block as usize + first as usize..][..(last - first + 1) as usize];
-            let mut keep: Vec<u32> = Vec::new();
-            let mut at = 0;
-            for &d in &docs {
-                at += metas[at..].partition_point(|m| m.last_doc < d);
-                if at == metas.len() {
-                    break;
-                }
-                if metas[at].first_doc <= d && keep.last() != Some(&(at as u32)) {
-                    keep.push(at as u32);
-                }
-            }
-            Some(keep)
-        })
-        .collect()
-}
-
 /// The spans a query's terms stage over `[lo, hi]`, with their space.
 pub fn spans(
     index: &Index,
@@ -182,7 +125,7 @@ pub fn need(index: &Index, residency: &Residency, terms: &[(u32, u32)], lo: u32,
 }
 
 /// One staged span of a list: where its words and skip data come from in the index.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StagedSpan {
     /// First word in the index's postings.
     pub word: u64,
@@ -194,11 +137,6 @@ pub struct StagedSpan {
     pub blocks: u32,
     /// The span's first word relative to its list's start, subtracted from the blocks' offsets.
     pub rebase: u32,
-    /// Where an AND batch stages only some of the span's blocks: (block relative to the span's first,
-    /// its first word in the index's postings, its words), ascending. The words of these blocks are
-    /// copied side by side (`words` in all); every other block keeps its skip data, with an offset at
-    /// the next copied block's start, so that it has no words and every decoder refuses it.
-    pub pieces: Option<Arc<[(u32, u64, u32)]>>,
 }
 
 /// A batch's staging region, filled on the host while the batch is prepared.
@@ -210,7 +148,7 @@ pub struct Stage {
     /// the batch's preparation records only where each comes from (the copies run on all cores).
     pub spans: Vec<StagedSpan>,
     used: Capacity,
-    staged: HashMap<SpanKey, (ListLocation, u32)>,
+    staged: HashMap<SpanKey, ListLocation>,
     /// Blocks of the batch's ranges read from the cache.
     pub cached_blocks: u64,
     /// Blocks of the batch's ranges staged (counted per term of each query).
@@ -259,6 +197,7 @@ impl Stage {
         let (all_words, all_metas) = (index.words(), index.block_metas());
         jobs.into_par_iter()
             .for_each(|(span, w, [first, last, off, foff, max])| {
+                w.copy_from_slice(&all_words[span.word as usize..][..span.words as usize]);
                 let metas = &all_metas[span.block as usize..][..span.blocks as usize];
                 for (j, m) in metas.iter().enumerate() {
                     first[j] = m.first_doc;
@@ -267,28 +206,12 @@ impl Stage {
                     foff[j] = m.freq_offset;
                     max[j] = m.max_score.to_bits();
                 }
-                let Some(pieces) = &span.pieces else {
-                    w.copy_from_slice(&all_words[span.word as usize..][..span.words as usize]);
-                    return;
-                };
-                let mut at = 0u32;
-                let mut next = pieces.iter().peekable();
-                for (j, o) in off.iter_mut().enumerate() {
-                    *o = at;
-                    if let Some(&(_, word, len)) = next.next_if(|p| p.0 as usize == j) {
-                        w[at as usize..][..len as usize]
-                            .copy_from_slice(&all_words[word as usize..][..len as usize]);
-                        at += len;
-                    }
-                }
             });
     }
 
     /// The descriptor of term `id`'s list for documents `[lo, hi]`: its cached prefix when that covers
     /// `hi`, else the blocks covering `[lo, hi]`, staged (once per batch); `None` when the staging
-    /// region is full. `keep`: where an AND batch's lookups read only these blocks of the span
-    /// (relative to its first, ascending; the union over the batch's queries, see [`and_keep`]), only
-    /// they are copied when they are fewer than half of it.
+    /// region is full.
     pub fn term(
         &mut self,
         index: &Index,
@@ -296,7 +219,6 @@ impl Stage {
         id: u32,
         lo: u32,
         hi: u32,
-        keep: Option<&[u32]>,
     ) -> Option<TermDesc> {
         if let Some((desc, blocks)) = cached_term(index, residency, id, lo, hi) {
             self.cached_blocks += blocks;
@@ -305,26 +227,10 @@ impl Stage {
         let rec = &index.term_records()[id as usize];
         let (first, last) = blocks_for(index, rec, lo, hi);
         self.staged_blocks += (last - first + 1) as u64;
-        let blocks = last - first + 1;
-        let (loc, words) = match self.staged.get(&(id, first, last)) {
-            Some(&placed) => placed,
+        let loc = match self.staged.get(&(id, first, last)) {
+            Some(&loc) => loc,
             None => {
-                let (w0, w1) = span_words(index, rec, first, last);
-                let pieces = keep.filter(|k| 2 * k.len() < blocks as usize).map(|k| {
-                    k.iter()
-                        .map(|&j| {
-                            let (s, e) = span_words(index, rec, first + j, first + j);
-                            (j, rec.offset_words + s as u64, e - s)
-                        })
-                        .collect::<Arc<[_]>>()
-                });
-                let words = pieces
-                    .as_ref()
-                    .map_or(w1 - w0, |p| p.iter().map(|&(_, _, n)| n).sum());
-                let need = Capacity {
-                    words: words as u64,
-                    blocks: blocks as u64,
-                };
+                let need = span_need(index, rec, first, last);
                 if !self.cap.holds(self.used().plus(need)) {
                     return None;
                 }
@@ -332,28 +238,30 @@ impl Stage {
                     word_base: self.base.0 + self.used.words,
                     block_base: (self.base.1 + self.used.blocks) as u32,
                 };
+                let (w0, w1) = span_words(index, rec, first, last);
                 self.spans.push(StagedSpan {
                     word: rec.offset_words + w0 as u64,
-                    words,
+                    words: w1 - w0,
                     block: rec.first_block + first as u64,
-                    blocks,
+                    blocks: last - first + 1,
                     rebase: w0,
-                    pieces,
                 });
                 self.used = self.used.plus(need);
-                self.staged.insert((id, first, last), (loc, words));
-                (loc, words)
+                self.staged.insert((id, first, last), loc);
+                loc
             }
         };
+        let blocks = last - first + 1;
         let last_postings = if last as usize + 1 == rec.num_blocks() {
             rec.df - last * BLOCK_LEN as u32
         } else {
             BLOCK_LEN as u32
         };
+        let (w0, w1) = span_words(index, rec, first, last);
         let mut desc = TermDesc::for_list(rec, loc);
         desc.num_blocks = blocks;
         desc.df = (blocks - 1) * BLOCK_LEN as u32 + last_postings;
-        desc.len_words = words;
+        desc.len_words = w1 - w0;
         Some(desc)
     }
 }
