@@ -26,20 +26,30 @@ __device__ __forceinline__ void prefetch_norms(const IndexArgs& ix, u32 a, u32 b
 #endif
 }
 
-// Adds contribution c to window offset i's accumulator. `seen` holds a bit per window document, set
-// once its accumulator holds a sum: the first contribution starts the sum (0 + c, as the CPU adds), and
-// the bits let the window's reset and its top-k pass visit only the documents the lists touched (a
-// window of 16,384 documents holds a few thousand). Within one list each document is added by one
+// Adds contribution c to window offset i's accumulator and returns the new sum. `seen` holds a bit per
+// window document, set once its accumulator holds a sum: the first contribution starts the sum (0 + c,
+// as the CPU adds), and the bits let the window's reset and its top-k pass visit only the documents the
+// lists touched (a window of 16,384 documents holds a few thousand). Within one list each document is added by one
 // thread, so reading the word without an atomic sees this document's bit as this thread left it;
 // the atomic OR keeps other threads' bits of the word.
-__device__ __forceinline__ void acc_add(float* acc, u32* seen, u32 i, float c) {
+__device__ __forceinline__ float acc_add(float* acc, u32* seen, u32 i, float c) {
     u32 m = 1u << (i & 31u);
+    float v;
     if (seen[i >> 5] & m) {
-        acc[i] = acc[i] + c;
+        v = acc[i] + c;
     } else {
-        acc[i] = 0.0f + c;
+        v = 0.0f + c;
         atomicOr(&seen[i >> 5], m);
     }
+    acc[i] = v;
+    return v;
+}
+
+// Offers a thread's largest sum written in this window to s->wmax_bits (sums are non-negative, so
+// their bits order as they do). The caller synchronises before reading it.
+__device__ __forceinline__ void offer_window_max(QueryShared* s, float mx) {
+    mx = warp_max(mx);
+    if ((threadIdx.x & 31u) == 0u && mx > 0.0f) atomicMax(&s->wmax_bits, __float_as_uint(mx));
 }
 
 // Adds one OR window's postings to the accumulators (at most THREADS terms): every (list, block) pair that
@@ -49,6 +59,7 @@ __device__ __forceinline__ void acc_add(float* acc, u32* seen, u32 i, float c) {
 __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 w0, u32 r0, u32 r1,
                           QueryShared* s, float* acc, u32* seen, u32* dec_doc, u32* dec_tf, PhaseClock& clk) {
     u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    float mx = 0.0f;
     u32 cnt = 0;
     if (tid < n) {
         u32 j = terms[tid].slot_term;  // window_blocks found each term's blocks
@@ -76,7 +87,7 @@ __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32
         }
         __syncthreads();
         clk.lap(PH_DECODE);
-        if (s->top.failed) return;
+        if (s->top.failed) break;
         for (u32 sl = 0; sl < n; sl++) {
             u32 a = max(s->t_off[sl], q0), b = min(s->t_off[sl + 1], q1);
             if (a >= b) continue;
@@ -87,12 +98,16 @@ __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32
                 u32 nb = block_postings(t, local);
                 if (i < nb) {
                     u32 d = dec_doc[(p - q0) * BLOCK_LEN + i];
-                    if (d >= r0 && d <= r1) acc_add(acc, seen, d - w0, contribution(ix, t, d, dec_tf[(p - q0) * BLOCK_LEN + i]));
+                    if (d >= r0 && d <= r1) {
+                        float c = contribution(ix, t, d, dec_tf[(p - q0) * BLOCK_LEN + i]);
+                        mx = fmaxf(mx, acc_add(acc, seen, d - w0, c));
+                    }
                 }
             }
             __syncthreads();
         }
     }
+    offer_window_max(s, mx);
 }
 
 // or_window for SIMD-BP128 lists: list by list in plan slot order, the warps share the list's blocks that
@@ -104,6 +119,7 @@ __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32
 __device__ void or_window_regs(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 w0, u32 r0, u32 r1,
                                QueryShared* s, float* acc, u32* seen, PhaseClock& clk) {
     u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    float mx = 0.0f;
     if (clk.on() && threadIdx.x == 0) {
         u32 total = 0;
         for (u32 i = 0; i < n; i++) total += s->t_cnt[i];
@@ -130,10 +146,12 @@ __device__ void or_window_regs(const IndexArgs& ix, const TermDesc* terms, u32 n
             }
 #pragma unroll
             for (u32 k = 0; k < 4; k++)
-                if (in[k]) acc_add(acc, seen, doc[k] - w0, contribution_of(ix, t, norm[k], tf[k]));
+                if (in[k])
+                    mx = fmaxf(mx, acc_add(acc, seen, doc[k] - w0, contribution_of(ix, t, norm[k], tf[k])));
         }
         __syncthreads();
     }
+    offer_window_max(s, mx);
 }
 
 // OR of a small query by sorting, the alternative to dense accumulators: every block of every list is
@@ -263,6 +281,7 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         if (tid == 0) {
             s->wnext = 0xffffffffu;
             s->bound = ix.prior_max * s->slack;
+            s->wmax_bits = 0u;
         }
         __syncthreads();
         bool skip = false;
@@ -319,6 +338,17 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
                 __syncwarp();
             }
             __syncthreads();
+        }
+        if (n <= THREADS) {
+            // Every sum only grows, so the largest written is the window's best document's sum. Below
+            // the threshold, no document of the window can enter the top k: its pass is skipped.
+            __syncthreads();
+            float m = __uint_as_float(s->wmax_bits);
+            float top = ix.prior ? (m + ix.prior_max) * s->slack : m;
+            if (!s->top.failed && top < topk_threshold(&s->top)) {
+                clk.lap(PH_SCORE);
+                continue;
+            }
         }
         clk.lap(PH_SCORE);
         if (s->top.failed) return;

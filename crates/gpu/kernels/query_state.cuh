@@ -28,6 +28,7 @@ struct QueryShared {
     u32 t_first[THREADS];      // OR window: per term, the first block whose last docID reaches the window
     u32 t_cnt[THREADS];        // OR window: per term, the blocks overlapping the window
     u32 bound_bits;            // query_bound: one term's largest block bound (a non-negative float's bits)
+    u32 wmax_bits;             // OR window: the largest sum written to its accumulators (a float's bits)
 };
 
 // The query kernel's dynamic shared memory (search_body says what it holds).
