@@ -221,9 +221,9 @@ for part in $parts; do
     done
     ;;
   identical-synth)
-    # `search` with a cache on the synthetic collection (plain BM25: partly cached lists and staged spans,
-    # AND batches staging only the blocks their candidates reach), byte for byte against the CPU's run:
-    # the first 5,000 test queries, AND / and-or / OR at k 10 and 1000.
+    # `search` with a cache on the synthetic collection (plain BM25: partly cached lists and staged spans),
+    # byte for byte against the CPU's run: the first 5,000 test queries, AND / and-or / OR at k 10 and
+    # 1000.
     total=$(index_bytes $idx)
     for mode in and and-or or; do
       for k in 10 1000; do
