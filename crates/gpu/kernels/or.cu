@@ -339,18 +339,17 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
             }
             __syncthreads();
         }
+        bool below = false;
         if (n <= THREADS) {
             // Every sum only grows, so the largest written is the window's best document's sum. Below
             // the threshold, no document of the window can enter the top k: its pass is skipped.
             __syncthreads();
             float m = __uint_as_float(s->wmax_bits);
             float top = ix.prior ? (m + ix.prior_max) * s->slack : m;
-            if (!s->top.failed && top < topk_threshold(&s->top)) {
-                clk.lap(PH_SCORE);
-                continue;
-            }
+            below = !s->top.failed && top < topk_threshold(&s->top);
         }
         clk.lap(PH_SCORE);
+        if (below) continue;
         if (s->top.failed) return;
         topk_make_room(buf, ba.k, &s->top, W);
         // The touched documents only, a word of `seen` at a time.
