@@ -6,9 +6,10 @@ once; queries/s of the closed loop, which leaves out query analysis and output),
 --backend cpu --warmup 1 --stats > /dev/null` (queries/s of the timed pass, writing the TREC run
 included) and, in one Python process, `Searcher.search_batch(texts, k, mode)` on a `cpu` searcher (one
 warm-up call, then one timed call; queries/s from texts in to Python lists of (docid, score) out, query
-analysis included). With `--frame`, also `search_batch(texts, k, mode, as_frame=True)` (a pandas
-DataFrame out). The measurements alternate, `--reps` times, so that a busy machine slows them alike; the
-table gives the median of each and Python's ratio to the medians.
+analysis included; `--threads` sets the searcher's threads, the CLI keeps every core). With `--frame`,
+also `search_batch(texts, k, mode, as_frame=True)` (a pandas DataFrame out). The measurements alternate,
+`--reps` times, so that a busy machine slows them alike; the table gives the median of each and Python's
+ratio to the medians.
 
     python3 bench/python_search_batch.py --index wiki-pfor \
         --queries ../shared/data/queries/trec05-efficiency.txt --bin target/release/warpsearch
@@ -58,9 +59,10 @@ def main():
     p.add_argument("--ks", default="10,1000")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--frame", action="store_true", help="also measure search_batch(..., as_frame=True)")
+    p.add_argument("--threads", type=int, default=None, help="the searcher's threads (default: every core)")
     args = p.parse_args()
     texts = [t for _, t in warpsearch.read_queries(args.queries)]
-    searcher = warpsearch.Index.open(args.index).searcher("cpu")
+    searcher = warpsearch.Index.open(args.index).searcher("cpu", threads=args.threads)
     print(f"{len(texts)} queries, {searcher!r}, load average {os.getloadavg()[0]:.2f}", flush=True)
     frame = " frame q/s | frame / bench |" if args.frame else ""
     print("| mode | k | CLI bench q/s | CLI search q/s | Python search_batch q/s | Python / bench | "

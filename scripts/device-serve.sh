@@ -12,7 +12,7 @@
 #      for as long (the load drops at once), Poisson arrivals, deadline DEADLINE_MS: the share shed with 429,
 #      the p99 of accepted queries against the deadline, and how many seconds the server took to settle
 #      after the drop; once with the server's default --max-in-flight (4096) and once with it sized to
-#      half a deadline of capacity (capacity x 0.05 s, at least 8 requests). Requests carry the best
+#      half a deadline of capacity (capacity x DEADLINE_MS / 2, at least 8 requests). Requests carry the best
 #      closed-loop batch, at most an eighth of that sized queue (OVERLOAD_BATCH to choose).
 # With `rss` as argument instead: one server (RSS_BACKEND, default hybrid; OR; --max-in-flight sized as
 # above from a closed loop of 32 queries per request and 32 clients) for RSS_S seconds (default 300) of
@@ -97,12 +97,12 @@ c = json.load(open(sys.argv[1]))["closed_loop"]
 l = c["latency_ms"]
 print(round(c["qps"]), "%.3f" % l["p50"], "%.3f" % l["p99"], "%.3f" % l["p99.9"])' "$1"; }
 
-# The queue sized to half a deadline of capacity <cap>, and the batch that fits it 8 times (at most <best>):
-# "max_in_flight batch".
+# The queue sized to half a deadline (DEADLINE_MS) of capacity <cap>, and the batch that fits it 8 times (at
+# most <best>): "max_in_flight batch".
 sizes() { python3 -c "
-cap, best = $1, $2
-batch = min(best, max(1, round(cap * 0.05 / 8)))
-print(max(8 * batch, round(cap * 0.05)), batch)"; }
+cap, best, half = $1, $2, $deadline_ms / 2000
+batch = min(best, max(1, round(cap * half / 8)))
+print(max(8 * batch, round(cap * half)), batch)"; }
 # Open-loop connections enough for <batch> x connections to pass the default --max-in-flight (4096).
 connections() { python3 -c "print(max(512, 2 * 4096 // $1 + 1))"; }
 
