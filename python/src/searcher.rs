@@ -16,6 +16,9 @@ use crate::errors::{engine_error, index_error, value_error, warn};
 use crate::frame::Frame;
 use crate::hits::{hit_lists, DocIds};
 
+/// How many of the engine's chunks of queries are analysed in one parallel pass.
+const PARSE_CHUNKS: usize = 16;
+
 /// A chunk's answers, one per query, and the engine's notes.
 type Answered = (Vec<warpsearch_index::Result<Answer>>, Vec<String>);
 
@@ -170,12 +173,18 @@ impl PySearcher {
         let (tx, rx) = std::sync::mpsc::sync_channel::<PyResult<Answered>>(1);
         std::thread::scope(|scope| {
             let engine = scope.spawn(move || {
-                for texts in texts.chunks(chunk) {
-                    let answered = self.answer(texts, mode, k);
-                    let failed = answered.is_err();
-                    // The receiver is gone when `take` failed: stop.
-                    if tx.send(answered).is_err() || failed {
-                        break;
+                // Queries are analysed PARSE_CHUNKS chunks at a time: each parallel pass costs its
+                // start and its slowest thread again (on 16 cores, 13 passes of 4,096 queries took 36 ms
+                // of a 50,000-query call, one pass of all of them 7-10 ms).
+                'texts: for texts in texts.chunks(chunk * PARSE_CHUNKS) {
+                    let requests = self.parse(texts, mode, k);
+                    for requests in requests.chunks(chunk) {
+                        let answered = self.run_requests(requests);
+                        let failed = answered.is_err();
+                        // The receiver is gone when `take` failed: stop.
+                        if tx.send(answered).is_err() || failed {
+                            break 'texts;
+                        }
                     }
                 }
             });
@@ -206,16 +215,26 @@ impl PySearcher {
     /// Analyses `texts` and answers them on the engine (on the searcher's threads), with what the engine
     /// noted meanwhile.
     fn answer(&self, texts: &[String], mode: Mode, k: usize) -> PyResult<Answered> {
-        let run = || -> PyResult<Answered> {
-            let requests: Vec<Request> = texts
+        self.run_requests(&self.parse(texts, mode, k))
+    }
+
+    /// Analyses `texts` on the searcher's threads.
+    fn parse(&self, texts: &[String], mode: Mode, k: usize) -> Vec<Request> {
+        on_pool(self.pool.as_ref(), || {
+            texts
                 .par_iter()
                 .map(|t| Request::new(Query::parse(&self.index, t), mode, k))
-                .collect();
+                .collect()
+        })
+    }
+
+    /// Answers `requests` on the engine (on the searcher's threads), with what the engine noted meanwhile.
+    fn run_requests(&self, requests: &[Request]) -> PyResult<Answered> {
+        on_pool(self.pool.as_ref(), || {
             let mut engine = self.engine()?;
-            let answers = engine.search_batch(&requests);
+            let answers = engine.search_batch(requests);
             Ok((answers, engine.take_notes()))
-        };
-        on_pool(self.pool.as_ref(), run)
+        })
     }
 }
 

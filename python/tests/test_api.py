@@ -97,6 +97,19 @@ def test_hits_are_lists_of_str_float_tuples(tmp_path):
             assert type(hit[0]) is str and type(hit[1]) is float
 
 
+def test_batches_of_many_chunks_equal_their_parts(index, trec05):
+    """`search_batch` analyses 16 chunks of 4,096 queries in one pass and answers a chunk at a time
+    (python/src/searcher.rs): a batch past both boundaries equals its parts, each answered alone."""
+    texts = (trec05 * 2)[:70_000]
+    s = index.searcher("cpu")
+    whole = s.search_batch(texts, k=5, mode="or")
+    parts = []
+    for i in range(0, len(texts), 3000):
+        parts += s.search_batch(texts[i : i + 3000], k=5, mode="or")
+    assert len(whole) == len(texts) and sum(map(len, whole)) > len(texts)
+    assert whole == parts
+
+
 def test_threads_give_the_same_answers(index, trec05):
     texts = trec05[:3000]
     expected = index.searcher("cpu").search_batch(texts, k=50)
