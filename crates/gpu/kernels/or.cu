@@ -45,6 +45,15 @@ __device__ __forceinline__ float acc_add(float* acc, u32* seen, u32 i, float c) 
     return v;
 }
 
+// acc_add for the first two plan slots, added at once: their lists may hold the same document, so its
+// accumulator is added to atomically. Exact all the same: the accumulators of a window start at 0 (or_query
+// keeps them so), and 0 + a + b rounds as 0 + b + a (one addition of two numbers, which commutes).
+__device__ __forceinline__ float acc_add_pair(float* acc, u32* seen, u32 i, float c) {
+    u32 m = 1u << (i & 31u);
+    if (!(seen[i >> 5] & m)) atomicOr(&seen[i >> 5], m);
+    return atomicAdd(&acc[i], c) + c;
+}
+
 // Offers a thread's largest sum written in this window to s->wmax_bits (sums are non-negative, so
 // their bits order as they do). The caller synchronises before reading it.
 __device__ __forceinline__ void offer_window_max(QueryShared* s, float mx) {
@@ -125,15 +134,18 @@ __device__ void or_window_regs(const IndexArgs& ix, const TermDesc* terms, u32 n
         for (u32 i = 0; i < n; i++) total += s->t_cnt[i];
         clk.blocks(total);
     }
-    for (u32 sl = 0; sl < n; sl++) {
-        u32 j = terms[sl].slot_term;  // window_blocks found each term's blocks
-        u32 cnt = s->t_cnt[j];
+    // Slots 0 and 1 together (acc_add_pair), then one slot at a time, a barrier between them.
+    for (u32 sl = 0; sl < n;) {
+        bool pair = sl == 0u && n >= 2u;
+        u32 j0 = terms[sl].slot_term, j1 = pair ? terms[1].slot_term : j0;  // window_blocks found their blocks
+        u32 c0 = s->t_cnt[j0], cnt = c0 + (pair ? s->t_cnt[j1] : 0u);
+        sl += pair ? 2u : 1u;
         if (cnt == 0u) continue;
-        const TermDesc& t = terms[j];
-        u32 b0 = t.block_base + s->t_first[j];
         for (u32 p = warp; p < cnt; p += WARPS) {
+            u32 j = p < c0 ? j0 : j1;
+            const TermDesc& t = terms[j];
             u32 doc[4], tf[4], nb;
-            if (!simdbp_block_regs(ix, t, b0 + p, doc, tf, &nb)) {
+            if (!simdbp_block_regs(ix, t, t.block_base + s->t_first[j] + (p < c0 ? p : p - c0), doc, tf, &nb)) {
                 if (lane == 0) s->top.failed = 1;
                 break;
             }
@@ -146,8 +158,10 @@ __device__ void or_window_regs(const IndexArgs& ix, const TermDesc* terms, u32 n
             }
 #pragma unroll
             for (u32 k = 0; k < 4; k++)
-                if (in[k])
-                    mx = fmaxf(mx, acc_add(acc, seen, doc[k] - w0, contribution_of(ix, t, norm[k], tf[k])));
+                if (in[k]) {
+                    float c = contribution_of(ix, t, norm[k], tf[k]);
+                    mx = fmaxf(mx, pair ? acc_add_pair(acc, seen, doc[k] - w0, c) : acc_add(acc, seen, doc[k] - w0, c));
+                }
         }
         __syncthreads();
     }
@@ -270,6 +284,10 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         if (b < t.num_blocks) atomicMin(&s->wnext, max(ix.blk_first[t.block_base + b], lo));
         if (n <= THREADS) s->t_first[i] = b;
     }
+    // Every accumulator starts at 0 (acc_add_pair needs it), and each window leaves those it touched
+    // for the next one to reset (below).
+    for (u32 i = tid; i < W; i += THREADS) acc[i] = 0.0f;
+    for (u32 i = tid; i < W / 32u; i += THREADS) seen[i] = 0u;
     __syncthreads();
     while (s->wnext != 0xffffffffu && s->wnext <= hi) {
         u32 w0 = s->wnext / W * W;
@@ -310,7 +328,11 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         clk.lap(PH_SELECT);
         if (skip) continue;
         if (n <= THREADS) prefetch_norms(ix, r0, r1);
-        for (u32 i = tid; i < W / 32u; i += THREADS) seen[i] = 0u;
+        // The last window's touched accumulators back to 0, and its bits cleared.
+        for (u32 j = tid; j < W / 32u; j += THREADS) {
+            for (u32 word = seen[j]; word != 0u; word &= word - 1u) acc[j * 32u + (u32)(__ffs(word) - 1)] = 0.0f;
+            seen[j] = 0u;
+        }
         __syncthreads();
         if (n <= THREADS && ix.codec == CODEC_SIMDBP) {
             or_window_regs(ix, terms, n, w0, r0, r1, s, acc, seen, clk);

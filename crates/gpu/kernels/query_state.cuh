@@ -36,7 +36,9 @@ extern __shared__ __align__(16) float dyn[];
 
 __device__ __forceinline__ u32* warp_scratch(QueryShared* s, u32 warp) { return s->xs + warp * 4u * BLOCK_LEN; }
 
-// An AND launch's decoder scratch: after its four candidate arrays, at a fixed offset.
+// An AND launch's decoder scratch: after its four candidate arrays, at a fixed offset. Not through s->xs
+// as OR's (warp_scratch): read from there, search_and's spills grew from 412/556 to 472/768 bytes stored/
+// loaded (ptxas -v, sm_90; fourteenth session).
 __device__ __forceinline__ u32* and_scratch(u32 warp) { return (u32*)dyn + 4u * CHUNK + warp * 4u * BLOCK_LEN; }
 
 // Floats of an OR launch's accumulators: the window, or more where the final sort's keys, which reuse

@@ -22,6 +22,8 @@ pub struct KernelBench<'a> {
     dev: DeviceIndex,
     terms: CudaSlice<u8>,
     term_descs: Vec<TermDesc>,
+    /// Every block of the index: its term's and its own number, on the device.
+    blocks: (CudaSlice<u32>, CudaSlice<u32>, usize),
 }
 
 /// A decoded block: docIDs and frequencies, or `None` where the kernel found it malformed.
@@ -39,6 +41,8 @@ impl<'a> KernelBench<'a> {
             .map(|(id, r)| TermDesc::for_list(r, dev.residency().list(id as u32)))
             .collect();
         let terms = upload_terms(&stream, &term_descs)?;
+        let (tids, bids) = all_blocks(&term_descs);
+        let blocks = (stream.memcpy_stod(&tids)?, stream.memcpy_stod(&bids)?, tids.len());
         Ok(KernelBench {
             gpu,
             index,
@@ -46,22 +50,14 @@ impl<'a> KernelBench<'a> {
             dev,
             terms,
             term_descs,
+            blocks,
         })
     }
 
     /// Decodes every block of the index `reps` times with one kernel launch each, by `decoder`; returns
     /// the best time of a launch and the postings (docIDs + frequencies) decoded per launch.
     pub fn decode_all_timed(&self, reps: usize, decoder: Decoder) -> Result<(Duration, u64, u64), GpuError> {
-        let mut tids = Vec::new();
-        let mut bids = Vec::new();
-        for (t, d) in self.term_descs.iter().enumerate() {
-            for b in 0..d.num_blocks {
-                tids.push(t as u32);
-                bids.push(d.block_base + b);
-            }
-        }
-        let n = tids.len();
-        let (tids_d, bids_d) = (self.stream.memcpy_stod(&tids)?, self.stream.memcpy_stod(&bids)?);
+        let (tids_d, bids_d, n) = &self.blocks;
         let ix = self.dev.args(&self.stream);
         let grid = self.gpu.multiprocessors() * 8;
         let mut bufs = None;
@@ -71,7 +67,7 @@ impl<'a> KernelBench<'a> {
                 &self.stream,
                 &ix,
                 &self.terms,
-                (&tids_d, &bids_d, n),
+                (tids_d, bids_d, *n),
                 grid,
                 decoder,
                 bufs.take(),
@@ -157,6 +153,15 @@ pub fn topk_segments(
         .collect())
 }
 
+/// Every block of `terms`' lists, in order: its term's number and its own (in the index's skip data).
+fn all_blocks(terms: &[TermDesc]) -> (Vec<u32>, Vec<u32>) {
+    terms
+        .iter()
+        .enumerate()
+        .flat_map(|(t, d)| (0..d.num_blocks).map(move |b| (t as u32, d.block_base + b)))
+        .unzip()
+}
+
 /// Which of the GPU's two SIMD-BP128 decoders a decode runs (the other codecs have one decoder each, which
 /// both choices run).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,8 +195,7 @@ pub fn decode_raw(
 ) -> Result<Vec<Vec<Decoded>>, GpuError> {
     let stream = gpu.ctx.new_stream()?;
     let (mut words, mut metas, mut terms) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut tids, mut bids, mut lens) = (Vec::new(), Vec::new(), Vec::new());
-    for (t, l) in lists.iter().enumerate() {
+    for l in lists {
         let block_base = metas.len() as u32;
         terms.push(TermDesc {
             word_base: words.len() as u64,
@@ -202,15 +206,6 @@ pub fn decode_raw(
             params: l.params.doc as u32 | (l.params.freq as u32) << 8,
             ..TermDesc::default()
         });
-        for b in 0..l.blocks.len() {
-            tids.push(t as u32);
-            bids.push(block_base + b as u32);
-            lens.push(if b + 1 == l.blocks.len() {
-                l.df as usize - b * BLOCK_LEN
-            } else {
-                BLOCK_LEN
-            });
-        }
         words.extend_from_slice(&l.words);
         metas.extend_from_slice(&l.blocks);
     }
@@ -219,6 +214,7 @@ pub fn decode_raw(
     dev.codec = codec_id(codec);
     let ix = dev.args(&stream);
     let terms_d = upload_terms(&stream, &terms)?;
+    let (tids, bids) = all_blocks(&terms);
     let n = tids.len();
     if n == 0 {
         return Ok(lists.iter().map(|_| Vec::new()).collect());
@@ -233,7 +229,15 @@ pub fn decode_raw(
     );
     let mut out: Vec<Vec<Decoded>> = lists.iter().map(|_| Vec::new()).collect();
     for j in 0..n {
-        let r = j * BLOCK_LEN..j * BLOCK_LEN + lens[j];
+        // Postings in the block: BLOCK_LEN, but for a list's last block.
+        let t = &terms[tids[j] as usize];
+        let b = bids[j] - t.block_base;
+        let len = if b + 1 == t.num_blocks {
+            t.df as usize - b as usize * BLOCK_LEN
+        } else {
+            BLOCK_LEN
+        };
+        let r = j * BLOCK_LEN..j * BLOCK_LEN + len;
         out[tids[j] as usize].push((ok[j] == 1).then(|| (docs[r.clone()].to_vec(), tfs[r].to_vec())));
     }
     Ok(out)
