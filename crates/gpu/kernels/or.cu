@@ -119,12 +119,13 @@ __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32
     offer_window_max(s, mx);
 }
 
-// or_window for SIMD-BP128 lists: list by list in plan slot order, the warps share the list's blocks that
-// overlap the window, each decoding its block into registers (simdbp_block_regs) and adding the postings
-// at once, their length norms loaded together; a barrier between lists keeps each document's sum in slot
-// order. No scratch memory and one barrier per list with blocks in the window, where or_window decodes
-// every list into global scratch first, then reads it back list by list. The last list's barrier orders
-// the adds before the window's top-k pass; a window without blocks adds nothing.
+// or_window for SIMD-BP128 lists: list by list in plan slot order (slots 0 and 1 together, acc_add_pair),
+// the warps share the lists' blocks that overlap the window, each decoding its block into registers
+// (simdbp_block_regs) and adding the postings at once, their length norms loaded together; a barrier
+// between lists keeps each document's sum in slot order. No scratch memory and one barrier per list with
+// blocks in the window (the first two lists counting as one), where or_window decodes every list into
+// global scratch first, then reads it back list by list. The last list's barrier orders the adds before
+// the window's top-k pass; a window without blocks adds nothing.
 __device__ void or_window_regs(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 w0, u32 r0, u32 r1,
                                QueryShared* s, float* acc, u32* seen, PhaseClock& clk) {
     u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
@@ -248,7 +249,8 @@ __device__ void or_small(const IndexArgs& ix, const BatchArgs& ba, const TermDes
 }
 
 // OR of one query: document windows of ba.window docIDs with dense accumulators in shared memory; lists
-// are added in plan slot order (one list at a time), so sums round as the CPU's. A window whose block-max
+// are added in plan slot order (one list at a time, but for the first two with SIMD-BP128), so sums round
+// as the CPU's. A window whose block-max
 // bound cannot beat the k-th score is skipped; with early termination the scan stops on the global score.
 __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n, QueryShared* s,
                          float* acc, u32* seen, u32* dec_doc, u32* dec_tf, u64* buf,
