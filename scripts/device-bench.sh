@@ -240,7 +240,8 @@ if [ -d /root/tantivy-synth ] && [ -x $dev/tantivy-peer ]; then
     tantivy_row synth $mode
   done
 fi
-cp "$work/synth-report.json" "$work/synth-generation.json"
+# (absent where the collection came from scripts/device-speed.sh synth, which keeps no report)
+[ -f "$work/synth-report.json" ] && cp "$work/synth-report.json" "$work/synth-generation.json"
 (cd "$work" && tar -czf "$out/synth-reports.tgz" synth-*.json synth-*.svg synth-pisa.jsonl synth-torch.jsonl 2>/dev/null)
 fi
 # split-sweep: the hybrid in open loop at half the CPU engine's rate (AND 1,062/s and OR 728/s, measured
