@@ -250,8 +250,8 @@ __device__ void or_small(const IndexArgs& ix, const BatchArgs& ba, const TermDes
 
 // OR of one query: document windows of ba.window docIDs with dense accumulators in shared memory; lists
 // are added in plan slot order (one list at a time, but for the first two with SIMD-BP128), so sums round
-// as the CPU's. A window whose block-max
-// bound cannot beat the k-th score is skipped; with early termination the scan stops on the global score.
+// as the CPU's. A window whose block-max bound cannot beat the k-th score is skipped; with early
+// termination the scan stops on the global score.
 __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n, QueryShared* s,
                          float* acc, u32* seen, u32* dec_doc, u32* dec_tf, u64* buf,
                          PhaseClock& clk) {
