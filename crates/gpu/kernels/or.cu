@@ -45,7 +45,7 @@ __device__ __forceinline__ float acc_add(float* acc, u32* seen, u32 i, float c) 
     return v;
 }
 
-// acc_add for the first two plan slots, added at once: their lists may hold the same document, so its
+// acc_add for the first two plan slots with blocks in the window, added at once: their lists may hold the same document, so its
 // accumulator is added to atomically. Exact all the same: the accumulators of a window start at 0 (or_query
 // keeps them so), and 0 + a + b rounds as 0 + b + a (one addition of two numbers, which commutes).
 __device__ __forceinline__ float acc_add_pair(float* acc, u32* seen, u32 i, float c) {
@@ -119,8 +119,8 @@ __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32
     offer_window_max(s, mx);
 }
 
-// or_window for SIMD-BP128 lists: list by list in plan slot order (slots 0 and 1 together, acc_add_pair),
-// the warps share the lists' blocks that overlap the window, each decoding its block into registers
+// or_window for SIMD-BP128 lists: list by list in plan slot order (the first two with blocks in the window
+// together, acc_add_pair), the warps share the lists' blocks that overlap the window, each decoding its block into registers
 // (simdbp_block_regs) and adding the postings at once, their length norms loaded together; a barrier
 // between lists keeps each document's sum in slot order. No scratch memory and one barrier per list with
 // blocks in the window (the first two lists counting as one), where or_window decodes every list into
@@ -135,13 +135,23 @@ __device__ void or_window_regs(const IndexArgs& ix, const TermDesc* terms, u32 n
         for (u32 i = 0; i < n; i++) total += s->t_cnt[i];
         clk.blocks(total);
     }
-    // Slots 0 and 1 together (acc_add_pair), then one slot at a time, a barrier between them.
+    // The first two slots with blocks in this window together (acc_add_pair: a slot without blocks here
+    // adds nothing to any document of the window), then one slot at a time, a barrier between them.
+    bool paired = false;
     for (u32 sl = 0; sl < n;) {
-        bool pair = sl == 0u && n >= 2u;
-        u32 j0 = terms[sl].slot_term, j1 = pair ? terms[1].slot_term : j0;  // window_blocks found their blocks
-        u32 c0 = s->t_cnt[j0], cnt = c0 + (pair ? s->t_cnt[j1] : 0u);
-        sl += pair ? 2u : 1u;
-        if (cnt == 0u) continue;
+        u32 j0 = terms[sl++].slot_term;  // window_blocks found each term's blocks
+        u32 c0 = s->t_cnt[j0];
+        if (c0 == 0u) continue;
+        u32 j1 = j0, cnt = c0;
+        if (!paired) {
+            paired = true;
+            while (sl < n && s->t_cnt[terms[sl].slot_term] == 0u) sl++;
+            if (sl < n) {
+                j1 = terms[sl++].slot_term;
+                cnt += s->t_cnt[j1];
+            }
+        }
+        bool pair = cnt > c0;
         for (u32 p = warp; p < cnt; p += WARPS) {
             u32 j = p < c0 ? j0 : j1;
             const TermDesc& t = terms[j];
