@@ -29,9 +29,10 @@ __device__ __forceinline__ void prefetch_norms(const IndexArgs& ix, u32 a, u32 b
 // Adds contribution c to window offset i's accumulator and returns the new sum. `seen` holds a bit per
 // window document, set once its accumulator holds a sum: the first contribution starts the sum (0 + c,
 // as the CPU adds), and the bits let the window's reset and its top-k pass visit only the documents the
-// lists touched (a window of 16,384 documents holds a few thousand). Within one list each document is added by one
-// thread, so reading the word without an atomic sees this document's bit as this thread left it;
-// the atomic OR keeps other threads' bits of the word.
+// lists touched (a window of 16,384 documents holds a few thousand). Within one list each document is
+// added by one thread, so reading the word without an atomic sees this document's bit as this thread
+// left it; the atomic OR keeps other threads' bits of the word. (Since or_query keeps the accumulators
+// at 0 between windows, for acc_add_pair, the unset-bit branch's 0 + c equals acc[i] + c there.)
 __device__ __forceinline__ float acc_add(float* acc, u32* seen, u32 i, float c) {
     u32 m = 1u << (i & 31u);
     float v;
@@ -45,9 +46,10 @@ __device__ __forceinline__ float acc_add(float* acc, u32* seen, u32 i, float c) 
     return v;
 }
 
-// acc_add for the first two plan slots with blocks in the window, added at once: their lists may hold the same document, so its
-// accumulator is added to atomically. Exact all the same: the accumulators of a window start at 0 (or_query
-// keeps them so), and 0 + a + b rounds as 0 + b + a (one addition of two numbers, which commutes).
+// acc_add for the first two plan slots with blocks in the window, added at once: their lists may hold the
+// same document, so its accumulator is added to atomically. Exact all the same: the accumulators of a
+// window start at 0 (or_query keeps them so), and 0 + a + b rounds as 0 + b + a (one addition of two
+// numbers, which commutes).
 __device__ __forceinline__ float acc_add_pair(float* acc, u32* seen, u32 i, float c) {
     u32 m = 1u << (i & 31u);
     if (!(seen[i >> 5] & m)) atomicOr(&seen[i >> 5], m);
@@ -119,10 +121,10 @@ __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32
     offer_window_max(s, mx);
 }
 
-// or_window for SIMD-BP128 lists: list by list in plan slot order (the first two with blocks in the window
-// together, acc_add_pair), the warps share the lists' blocks that overlap the window, each decoding its block into registers
-// (simdbp_block_regs) and adding the postings at once, their length norms loaded together; a barrier
-// between lists keeps each document's sum in slot order. No scratch memory and one barrier per list with
+// or_window for SIMD-BP128 lists: list by list in plan slot order (the first two with blocks in the
+// window together, acc_add_pair), the warps share the lists' blocks that overlap the window, each decoding
+// its block into registers (simdbp_block_regs) and adding the postings at once, their length norms loaded
+// together; a barrier between lists keeps each document's sum in slot order. No scratch memory and one barrier per list with
 // blocks in the window (the first two lists counting as one), where or_window decodes every list into
 // global scratch first, then reads it back list by list. The last list's barrier orders the adds before
 // the window's top-k pass; a window without blocks adds nothing.
