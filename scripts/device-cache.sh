@@ -17,7 +17,7 @@
 #          besides the defaults);
 #   dyn    vfb and dynamic alone at 25% and 10% (after a change to the dynamic policy);
 #   long   vfb and dynamic (LONG_POLICIES) on longer streams (LONG_TEST queries, 20,000) at budgets
-#          LONG_SHARES (0.25):
+#          LONG_SHARES (0.25), for LONG_MODES (and or) and LONG_STREAMS (long drift-long):
 #          the stationary one (TREC 2005 queries from 25,001) and the drift (queries from "m" on,
 #          trained on those before "m");
 #   gs     the passages in global-score order with bm25-static (early termination; the CPU completes):
@@ -136,10 +136,14 @@ for part in $parts; do
     ;;
   long)
     for share in ${LONG_SHARES:-0.25}; do
-      for mode in and or; do
+      for mode in ${LONG_MODES:-and or}; do
         for policy in ${LONG_POLICIES:-vfb dynamic}; do
-          run $mode $policy $share 0.25 $work/train.txt $work/test-long.txt long
-          run $mode $policy $share 0.25 $work/drift-train.txt $work/drift-long.txt drift-long
+          for stream in ${LONG_STREAMS:-long drift-long}; do
+            case $stream in
+            long) run $mode $policy $share 0.25 $work/train.txt $work/test-long.txt long ;;
+            drift-long) run $mode $policy $share 0.25 $work/drift-train.txt $work/drift-long.txt drift-long ;;
+            esac
+          done
         done
       done
     done

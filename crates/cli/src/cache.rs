@@ -107,7 +107,7 @@ pub fn cache_stats_line(c: &CacheStats, g: Option<&GpuStats>, queries: usize) ->
         "GPU cache: hit rate {:.3} (blocks of the GPU's ranges found in the cache); {:.1} KiB carried per \
          query; GPU whole {} ({} as two ranges), GPU part + CPU completion {}, CPU only {}; completion {:.3} s of CPU ({:.3} ms per \
          query); {} plans applied ({} left as not worth their copies), {} lists changed, {:.1} MiB copied into the \
-         cache, {:.3} s replanning",
+         cache, {:.3} s replanning{}",
         hit,
         staged as f64 / q / 1024.0,
         c.gpu_whole,
@@ -120,7 +120,11 @@ pub fn cache_stats_line(c: &CacheStats, g: Option<&GpuStats>, queries: usize) ->
         c.plans_skipped,
         c.lists_changed,
         fill as f64 / (1u64 << 20) as f64,
-        c.replan_seconds
+        c.replan_seconds,
+        match c.unobserved {
+            0 => String::new(),
+            n => format!("; {n} queries not observed (the policy's thread was behind)"),
+        }
     )
 }
 
@@ -140,5 +144,6 @@ pub fn cache_json(c: &CacheStats, g: Option<&GpuStats>, queries: usize) -> Value
         "lists_changed": c.lists_changed,
         "replan_seconds": c.replan_seconds,
         "plans_skipped": c.plans_skipped,
+        "unobserved": c.unobserved,
     })
 }

@@ -4,13 +4,13 @@
 //! completion of the rest ([`complete`]). The GPU crate holds the cache and stages what it lacks.
 
 pub mod complete;
+pub mod observer;
 pub mod policy;
 pub mod run;
 pub mod usage;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 use std::time::Instant;
 
 use rayon::prelude::*;
@@ -22,6 +22,7 @@ use warpsearch_index::{Index, Result};
 use warpsearch_query::{Answer, DocRange, Request, Scored, Scorer};
 
 pub use complete::{complete, gpu_mode, join_two, Partial};
+use observer::{Observer, Planning, Seen};
 pub use policy::Policy;
 use usage::Usage;
 
@@ -161,6 +162,8 @@ pub struct CacheStats {
     pub replan_seconds: f64,
     /// The dynamic policy's plans left unapplied, as saving less than their copies cost.
     pub plans_skipped: u64,
+    /// Queries the dynamic policy did not learn from, its thread being too far behind.
+    pub unobserved: u64,
 }
 
 #[derive(Default)]
@@ -176,29 +179,12 @@ struct Counters {
     plans_skipped: AtomicU64,
 }
 
-struct Dynamic {
-    usage: Usage,
-    seen: usize,
-    /// The next plan, made on a thread of its own from a snapshot of `usage` while batches run, and
-    /// applied by the GPU behind the last batch of a call after it is made, if it is worth its copies
-    /// ([`PlanFeed::ready`]).
-    next: Option<JoinHandle<(CachePlan, bool)>>,
-    /// The plan the cache holds.
-    current: Arc<CachePlan>,
-    /// The space plans fill (the GPU's cache less headroom): from the budget, then from the GPU's
-    /// cache once the first plan is installed.
-    cap: warpsearch_gpu::Capacity,
-}
-
 /// The cache's policy at run time, shared by whatever drives the GPU.
 pub struct CacheCtl {
     scorer: Arc<Scorer>,
     policy: Policy,
     ratio: f64,
     group: u32,
-    epoch: usize,
-    decay: f64,
-    min_gain: f64,
     /// [`CacheOptions::headroom`].
     headroom: f64,
     /// The device cache the dynamic policy asks for (its words and block slots).
@@ -207,7 +193,11 @@ pub struct CacheCtl {
     /// Whether the GPU waits for a plan still being made (when it is asked next only thousands of
     /// queries later, as in the GPU backend's closed loop), or goes on without it (the hybrid).
     wait_for_plans: bool,
-    dynamic: Option<Mutex<Dynamic>>,
+    /// The dynamic policy's observations and plans, on a thread of their own; the plans fill the
+    /// GPU's cache less headroom (from the budget, then from the GPU's cache once the first plan is
+    /// installed), and the GPU applies each behind the last batch of a call after it is made, if it
+    /// is worth its copies ([`PlanFeed::ready`]).
+    dynamic: Option<Observer>,
     counters: Counters,
 }
 
@@ -260,29 +250,34 @@ impl CacheCtl {
             }
             _ => warpsearch_gpu::Capacity::of_bytes(&index, cache_bytes),
         };
-        let cap = planned(shape, headroom);
+        let planning = Planning {
+            epoch: options.epoch.max(1),
+            decay: options.decay.clamp(0.0, 1.0),
+            ratio: options.ratio,
+            group: options.group.max(1),
+            min_gain: options.min_gain.max(0.0),
+            early: scorer.early_termination(),
+        };
         let ctl = CacheCtl {
-            scorer,
             policy: options.policy,
             ratio: options.ratio,
             group: options.group.max(1),
-            epoch: options.epoch.max(1),
-            decay: options.decay.clamp(0.0, 1.0),
-            min_gain: options.min_gain.max(0.0),
             headroom,
             dynamic_shape: shape,
             prune,
             wait_for_plans: false,
             dynamic: (options.policy == Policy::Dynamic).then(|| {
-                Mutex::new(Dynamic {
-                    usage: usage.clone(),
-                    seen: 0,
-                    next: None,
-                    cap,
-                    current: Arc::new(CachePlan::empty(&index)),
-                })
+                let empty = CachePlan::empty(&index);
+                Observer::start(
+                    index.clone(),
+                    usage.clone(),
+                    planning,
+                    empty,
+                    planned(shape, headroom),
+                )
             }),
             counters: Counters::default(),
+            scorer,
         };
         // The dynamic policy's first plan is VFB's of the training log and fills the whole cache, as
         // VFB's does: on a stream like the log, later plans (in all but the headroom) then save less
@@ -319,9 +314,7 @@ impl CacheCtl {
     ) -> std::result::Result<(), GpuError> {
         self.count(gpu.set_plan(plan)?);
         if let Some(d) = &self.dynamic {
-            let mut d = d.lock().expect("no panics under the lock");
-            d.current = Arc::new(plan.clone());
-            d.cap = planned(gpu.cache_capacity(), self.headroom);
+            d.holds(plan.clone(), Some(planned(gpu.cache_capacity(), self.headroom)));
             gpu.set_feed(Some(self.clone()))?;
         }
         Ok(())
@@ -384,46 +377,29 @@ impl CacheCtl {
     }
 
     /// [`CacheCtl::observe`] for many queries at once, each with the k-th score of its answer when it
-    /// found k documents ([`kth`]), under one lock: for a caller that observes a batch off the GPU's
-    /// thread.
+    /// found k documents ([`kth`]): sent to the dynamic policy's thread in one message.
     pub fn observe_all<'r>(&self, seen: impl IntoIterator<Item = (&'r Request, Option<f32>)>) {
         let Some(d) = &self.dynamic else {
             return;
         };
-        let index: &Index = self.scorer.index();
-        let early = self.scorer.early_termination();
-        let mut d = d.lock().expect("no panics under the lock");
-        for (request, kth) in seen {
-            let stop = match (early, index.global_scores(), kth) {
-                // Global scores fall with the docID: the first document that cannot beat the k-th.
-                (true, Some(gs), Some(kth)) => Some(gs.partition_point(|&g| g > kth) as u32),
-                _ => None,
-            };
-            d.usage.add(index, &request.query, request.mode, stop, 1.0);
-            d.seen += 1;
-            self.start_plan(&mut d);
-        }
+        let seen = seen
+            .into_iter()
+            .map(|(request, kth)| Seen {
+                terms: request.query.terms.iter().map(|&(t, _)| t).collect(),
+                mode: request.mode,
+                kth,
+            })
+            .collect();
+        d.send(seen);
     }
 
-    /// Once `epoch` queries were observed since the last plan started, starts the next one on a thread
-    /// of its own, from a snapshot of the use so far, and decays the use. Started as the epoch's last
-    /// query is observed (not at the next batch), so that it is made by the batch after.
-    fn start_plan(&self, d: &mut Dynamic) {
-        let cap = d.cap;
-        if d.seen < self.epoch || d.next.is_some() {
-            return;
+    /// Waits until the dynamic policy has taken in every query observed and made any plan they call
+    /// for (nothing for the static policies): for tests, and for a caller that wants the plan of what
+    /// it has run so far.
+    pub fn settle(&self) {
+        if let Some(d) = &self.dynamic {
+            d.settle();
         }
-        d.seen = 0;
-        let usage = d.usage.clone();
-        d.usage.scale(self.decay);
-        let index = self.scorer.index().clone();
-        let current = d.current.clone();
-        let (ratio, group, epoch, min_gain) = (self.ratio, self.group, self.epoch, self.min_gain);
-        d.next = Some(std::thread::spawn(move || {
-            let next = policy::plan(&index, &usage, Policy::Dynamic, cap, ratio, group);
-            let worth = policy::worth_changing(&index, &usage, &current, &next, epoch, min_gain);
-            (next, worth)
-        }));
     }
 
     /// The counters so far, resetting them.
@@ -440,41 +416,30 @@ impl CacheCtl {
             lists_changed: take(&c.lists_changed),
             replan_seconds: take(&c.replan_us) as f64 / 1e6,
             plans_skipped: take(&c.plans_skipped),
+            unobserved: self.dynamic.as_ref().map_or(0, Observer::take_dropped),
         }
     }
 }
 
 /// The dynamic policy's plans, applied by the GPU while its batches run: after every `epoch` observed
-/// queries a new plan is made from the decayed use on a thread of its own ([`CacheCtl::start_plan`]);
-/// the GPU applies it behind the last batch of its next call, if it is worth its copies.
+/// queries its thread makes a new plan from the decayed use ([`observer`]); the GPU applies it behind
+/// the last batch of its next call, if it is worth its copies.
 impl PlanFeed for CacheCtl {
     fn ready(&self) -> Option<CachePlan> {
         let d = self.dynamic.as_ref()?;
         let started = Instant::now();
-        let made = {
-            let mut d = d.lock().expect("no panics under the lock");
-            self.start_plan(&mut d);
-            match d.next.take() {
-                Some(h) if self.wait_for_plans || h.is_finished() => h,
-                next => {
-                    d.next = next;
-                    return None;
-                }
-            }
-        };
-        // Joined without the lock: the observers of queries still answering need it meanwhile. A
-        // planning thread that panicked leaves the cache as it is.
-        let joined = made.join();
-        self.counters
-            .replan_us
-            .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
-        match joined {
-            Ok((plan, true)) => Some(plan),
-            Ok((_, false)) => {
+        let made = d.ready(self.wait_for_plans);
+        if made.is_some() {
+            self.counters
+                .replan_us
+                .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        }
+        match made? {
+            (plan, true) => Some(plan),
+            (_, false) => {
                 self.counters.plans_skipped.fetch_add(1, Ordering::Relaxed);
                 None
             }
-            Err(_) => None,
         }
     }
 
@@ -491,7 +456,7 @@ impl PlanFeed for CacheCtl {
             Err(_) => CachePlan::empty(self.scorer.index()),
         };
         if let Some(d) = &self.dynamic {
-            d.lock().expect("no panics under the lock").current = Arc::new(holds);
+            d.holds(holds, None);
         }
     }
 }

@@ -24,9 +24,19 @@ impl Usage {
     /// termination), or ran to the end of its lists (`None`): for AND at most to the smallest last
     /// docID of its lists, where the intersection ends.
     pub fn add(&mut self, index: &Index, query: &Query, mode: Mode, stop: Option<u32>, w: f64) {
+        self.add_terms(
+            index,
+            query.terms.iter().map(|&(t, _)| t).collect(),
+            mode,
+            stop,
+            w,
+        );
+    }
+
+    /// [`Usage::add`] for a query of `terms` (in any order, repeats allowed).
+    pub fn add_terms(&mut self, index: &Index, mut terms: Vec<u32>, mode: Mode, stop: Option<u32>, w: f64) {
         let records = index.term_records();
         let metas = index.block_metas();
-        let mut terms: Vec<u32> = query.terms.iter().map(|&(t, _)| t).collect();
         terms.sort_unstable();
         terms.dedup();
         if terms.is_empty() {
