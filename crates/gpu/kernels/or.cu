@@ -26,22 +26,17 @@ __device__ __forceinline__ void prefetch_norms(const IndexArgs& ix, u32 a, u32 b
 #endif
 }
 
-// Adds contribution c to window offset i's accumulator and returns the new sum. `seen` holds a bit per
-// window document, set once its accumulator holds a sum: the first contribution starts the sum (0 + c,
-// as the CPU adds), and the bits let the window's reset and its top-k pass visit only the documents the
-// lists touched (a window of 16,384 documents holds a few thousand). Within one list each document is
-// added by one thread, so reading the word without an atomic sees this document's bit as this thread
-// left it; the atomic OR keeps other threads' bits of the word. (Since or_query keeps the accumulators
-// at 0 between windows, for acc_add_pair, the unset-bit branch's 0 + c equals acc[i] + c there.)
+// Adds contribution c to window offset i's accumulator and returns the new sum. Every accumulator is 0
+// until its document's first contribution (or_query keeps them so between windows), so the first one
+// starts the sum as the CPU does (0 + c). `seen` holds a bit per window document, set once its
+// accumulator holds a sum: the bits let the window's reset and its top-k pass visit only the documents
+// the lists touched (a window of 16,384 documents holds a few thousand). Within one list each document
+// is added by one thread, so reading the word without an atomic sees this document's bit as this
+// thread left it; the atomic OR keeps other threads' bits of the word.
 __device__ __forceinline__ float acc_add(float* acc, u32* seen, u32 i, float c) {
     u32 m = 1u << (i & 31u);
-    float v;
-    if (seen[i >> 5] & m) {
-        v = acc[i] + c;
-    } else {
-        v = 0.0f + c;
-        atomicOr(&seen[i >> 5], m);
-    }
+    if (!(seen[i >> 5] & m)) atomicOr(&seen[i >> 5], m);
+    float v = acc[i] + c;
     acc[i] = v;
     return v;
 }
