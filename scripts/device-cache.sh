@@ -24,7 +24,7 @@
 #          cache S_c of 25% and 10% of the index plus 64 MiB of staging (carried as .device/gs-part1 and
 #          .device/wiki-gs-rest.tar.xz);
 #   identical  `search` with a cache vs the CPU's run, byte for byte (after gs);
-#   identical-synth  the same on the synthetic collection (plain BM25), AND, and-or and OR at 25% and 10%;
+#   identical-synth  the same on the synthetic collection (plain BM25), AND, and-or and OR (IDENT_MODES) at 25% and 10%;
 #   sweep  at a 25% budget, the split between cache S_c and staging S_b (for the throughput model).
 # Output under $OUT: cache.log, cache-table.txt (one row per run), reports/*.json.
 # usage: scripts/device-cache.sh [tests] [synth] [and] [or] [base] [vfb] [hybrid] [drift] [dyn] [long] [gs] [identical]
@@ -229,7 +229,7 @@ for part in $parts; do
     # byte for byte against the CPU's run: the first 5,000 test queries, AND / and-or / OR at k 10 and
     # 1000.
     total=$(index_bytes $idx)
-    for mode in and and-or or; do
+    for mode in ${IDENT_MODES:-and and-or or}; do
       for k in 10 1000; do
         common=(--index $idx --queries $work/test.txt --mode $mode --k $k --force)
         $bin search "${common[@]}" --backend cpu --output $work/cpu.run 2>>"$log"
