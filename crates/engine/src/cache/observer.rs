@@ -144,8 +144,11 @@ impl Observer {
                 .send(seen)
                 .is_ok();
         if !sent {
+            // Under the lock, and told: a `settle` may have seen this message's count meanwhile.
+            let _g = self.state.lock();
             backlog.fetch_sub(n, Ordering::AcqRel);
             self.dropped.fetch_add(n, Ordering::Relaxed);
+            self.state.changed.notify_all();
         }
     }
 
@@ -206,9 +209,11 @@ fn observe(index: Arc<Index>, mut usage: Usage, p: Planning, rx: Receiver<Vec<Se
             usage.add_terms(&index, s.terms, s.mode, stop, 1.0);
         }
         seen += n;
-        state.backlog.fetch_sub(n as u64, Ordering::AcqRel);
         let start = {
             let mut g = state.lock();
+            // Under the lock with `planning`, so that `settle` never sees the queries taken in
+            // before the plan they start.
+            state.backlog.fetch_sub(n as u64, Ordering::AcqRel);
             g.planning = seen >= p.epoch && g.made.is_none();
             state.changed.notify_all();
             g.planning.then(|| (g.current.clone(), g.cap))
