@@ -3,10 +3,13 @@
 //! the GPU to apply ([`Observer::ready`]). Whoever answers queries only sends them over a channel, so
 //! the GPU's thread and the CPU workers never wait on the policy's bookkeeping (a lock and a
 //! microsecond or more a query, before), and plans are made on cores the query work leaves idle.
-//! When the thread falls more than a few epochs behind, new observations are dropped and counted: the
-//! policy then learns from a sample of the stream, and memory stays bounded.
+//! When the thread falls more than four epochs behind (at least 65,536 queries, at most 2^20), new
+//! observations are dropped and counted: the policy then learns from a sample of the stream, and
+//! memory stays bounded. The GPU backend, which waits for a plan being made at a call's end
+//! ([`Observer::ready`]), waits only for one the thread has started: a plan whose queries are still
+//! in the channel is applied a call later.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
@@ -64,6 +67,8 @@ struct State {
     changed: Condvar,
     /// Queries sent and not yet taken in.
     backlog: AtomicU64,
+    /// Set when the observer is dropped: the thread ends without taking in what is left.
+    stop: AtomicBool,
 }
 
 impl State {
@@ -74,7 +79,7 @@ impl State {
 
 /// The dynamic policy's observations and plans (module docs).
 pub struct Observer {
-    tx: Mutex<Sender<Vec<Seen>>>,
+    tx: Sender<Vec<Seen>>,
     state: Arc<State>,
     /// The most queries left waiting for the thread before new ones are dropped.
     limit: u64,
@@ -91,14 +96,15 @@ impl Observer {
         current: CachePlan,
         cap: Capacity,
     ) -> Observer {
-        let limit = (4 * planning.epoch as u64).max(1 << 16);
+        let limit = (4 * planning.epoch as u64).clamp(1 << 16, 1 << 20);
         let (observer, rx) = Observer::new(current, cap, limit);
         let state = observer.state.clone();
         let spawned = std::thread::Builder::new()
             .name("warpsearch-cache-policy".into())
             .spawn(move || observe(index, usage, planning, rx, state));
-        if spawned.is_err() {
+        if let Err(e) = spawned {
             // No thread: the cache keeps its first plan, and every observation is dropped.
+            eprintln!("warning: the dynamic cache policy's thread could not start ({e}); the cache keeps its first plan");
             observer.state.lock().gone = true;
         }
         observer
@@ -116,10 +122,11 @@ impl Observer {
             }),
             changed: Condvar::new(),
             backlog: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
         });
         let (tx, rx) = channel();
         let observer = Observer {
-            tx: Mutex::new(tx),
+            tx,
             state,
             limit,
             dropped: AtomicU64::new(0),
@@ -136,13 +143,7 @@ impl Observer {
         let backlog = &self.state.backlog;
         // A message larger than the limit still goes when nothing waits.
         let before = backlog.fetch_add(n, Ordering::AcqRel);
-        let sent = (before == 0 || before + n <= self.limit)
-            && self
-                .tx
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .send(seen)
-                .is_ok();
+        let sent = (before == 0 || before + n <= self.limit) && self.tx.send(seen).is_ok();
         if !sent {
             // Under the lock, and told: a `settle` may have seen this message's count meanwhile.
             let _g = self.state.lock();
@@ -185,11 +186,20 @@ impl Observer {
     }
 }
 
+impl Drop for Observer {
+    fn drop(&mut self) {
+        self.state.stop.store(true, Ordering::Release);
+    }
+}
+
 /// Marks the thread gone when it ends, however it ends, so that no one waits for it.
 struct Gone(Arc<State>);
 
 impl Drop for Gone {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("warning: the dynamic cache policy's thread failed; the cache keeps its plan");
+        }
         let mut g = self.0.lock();
         g.gone = true;
         g.planning = false;
@@ -203,6 +213,9 @@ fn observe(index: Arc<Index>, mut usage: Usage, p: Planning, rx: Receiver<Vec<Se
     lower_priority();
     let mut seen = 0usize;
     while let Ok(batch) = rx.recv() {
+        if state.stop.load(Ordering::Acquire) {
+            break;
+        }
         let n = batch.len();
         for s in batch {
             let stop = stop_doc(&index, p.early, s.kth);
@@ -245,11 +258,15 @@ fn stop_doc(index: &Index, early: bool, kth: Option<f32>) -> Option<u32> {
 /// Lowers the calling thread's CPU priority to nice 10, if it is not that low already (Linux keeps
 /// nice values per thread): under contention it gets about a tenth of a core's share, so plans are
 /// made on cores the query work leaves idle without starving outright when none are.
+/// Elsewhere nothing: `setpriority` would renice the whole process there.
 fn lower_priority() {
-    use rustix::process::{getpriority_process, setpriority_process};
-    if getpriority_process(None).is_ok_and(|nice| nice < 10) {
-        // Where it cannot be lowered, plans are made at the priority of the query work.
-        let _ = setpriority_process(None, 10);
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        use rustix::process::{getpriority_process, setpriority_process};
+        if getpriority_process(None).is_ok_and(|nice| nice < 10) {
+            // Where it cannot be lowered, plans are made at the priority of the query work.
+            let _ = setpriority_process(None, 10);
+        }
     }
 }
 
@@ -285,6 +302,47 @@ mod tests {
         assert_eq!(o.take_dropped(), 1, "10 may wait, not 11");
         assert_eq!(rx.try_iter().map(|m| m.len()).collect::<Vec<_>>(), vec![4, 6]);
         assert_eq!(o.take_dropped(), 0, "the count resets");
+    }
+
+    /// `ready(true)` waits for a plan being made and returns it once published; `ready(false)` does not
+    /// wait.
+    #[test]
+    fn ready_waits_for_a_plan_being_made() {
+        let empty = CachePlan { blocks: Vec::new() };
+        let (o, _rx) = Observer::new(empty, Capacity::default(), 10);
+        o.state.lock().planning = true;
+        assert!(o.ready(false).is_none(), "not made yet, not waited for");
+        let state = o.state.clone();
+        let maker = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            let mut g = state.lock();
+            g.made = Some((CachePlan { blocks: vec![7] }, true));
+            g.planning = false;
+            state.changed.notify_all();
+        });
+        let (plan, worth) = o.ready(true).expect("the plan being made");
+        assert_eq!((plan.blocks, worth), (vec![7], true));
+        assert!(o.ready(true).is_none(), "taken once");
+        maker.join().unwrap();
+    }
+
+    /// A thread that fails while making a plan, with queries still waiting, leaves no one waiting for
+    /// it: `ready(true)` and `settle` return.
+    #[test]
+    fn a_failed_thread_is_waited_for_by_no_one() {
+        let empty = CachePlan { blocks: Vec::new() };
+        let (o, _rx) = Observer::new(empty, Capacity::default(), 100);
+        o.send(seen(3));
+        o.state.lock().planning = true;
+        let state = o.state.clone();
+        let failing = std::thread::spawn(move || {
+            let _gone = Gone(state);
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            panic!("a plan failed (on purpose)");
+        });
+        assert!(o.ready(true).is_none());
+        o.settle();
+        assert!(failing.join().is_err());
     }
 
     /// The observer's thread runs at nice 10 or lower priority, and only that thread.
