@@ -534,6 +534,50 @@ fn the_dynamic_policy_feeds_one_plan_per_epoch() {
     assert_eq!((stats.replans, stats.plans_skipped, stats.unobserved), (0, 1, 0));
 }
 
+/// The dynamic policy's thread runs at nice 10 or lower priority (Linux, read from /proc), and the
+/// caller's thread is left as it was.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_dynamic_policy_thread_runs_at_a_lower_priority() {
+    // A task's nice value, the 19th field of its stat line; None once it has ended.
+    let nice_of = |task: &std::path::Path| -> Option<i64> {
+        let stat = std::fs::read_to_string(task.join("stat")).ok()?;
+        let rest = &stat[stat.rfind(')')? + 2..];
+        rest.split_whitespace().nth(16)?.parse().ok()
+    };
+    let me = std::path::Path::new("/proc/thread-self");
+    let before = nice_of(me).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let ix = index_with_long_list(tmp.path());
+    let cpu = CpuSearcher::new(Arc::new(
+        Scorer::new(ix.clone(), SearchOptions::new(&ix)).unwrap(),
+    ));
+    let options = CacheOptions {
+        policy: Policy::Dynamic,
+        ..CacheOptions::default()
+    };
+    let whole = warpsearch_gpu::residency::device_bytes(&ix) as u64;
+    let (ctl, _) = CacheCtl::prepare(&cpu, options, whole / 2).unwrap();
+    let r = Request::new(query(&[longest(&ix)]), Mode::Or, 10);
+    ctl.observe_all([(&r, None)]);
+    // Taken in: the thread has lowered its priority before its first message.
+    ctl.settle();
+    let policy_threads: Vec<i64> = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|e| {
+            let t = e.ok()?.path();
+            let comm = std::fs::read_to_string(t.join("comm")).ok()?;
+            comm.starts_with("warpsearch-cach").then(|| nice_of(&t)).flatten()
+        })
+        .collect();
+    assert!(!policy_threads.is_empty(), "the policy's thread, by its name");
+    for nice in policy_threads {
+        assert!(nice >= 10 && nice >= before, "a policy thread at nice {nice}");
+    }
+    assert_eq!(nice_of(me).unwrap(), before, "this thread's priority unchanged");
+    drop(ctl);
+}
+
 /// The dynamic policy's cache on the device: without a training log (or with one that reads no list),
 /// the budget divided in the index's proportion; with one, in the proportion of VFB's plan of that
 /// log (5% more block slots), the whole budget and no more, and its first plan fits it.
