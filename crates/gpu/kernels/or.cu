@@ -26,16 +26,21 @@ __device__ __forceinline__ void prefetch_norms(const IndexArgs& ix, u32 a, u32 b
 #endif
 }
 
-// Adds contribution c to window offset i's accumulator and returns the new sum. Every accumulator is 0
-// until its document's first contribution (or_query keeps them so between windows), so the first one
-// starts the sum as the CPU does (0 + c). `seen` holds a bit per window document, set once its
-// accumulator holds a sum: the bits let the window's reset and its top-k pass visit only the documents
-// the lists touched (a window of 16,384 documents holds a few thousand). Within one list each document
-// is added by one thread, so reading the word without an atomic sees this document's bit as this
-// thread left it; the atomic OR keeps other threads' bits of the word.
-__device__ __forceinline__ float acc_add(float* acc, u32* seen, u32 i, float c) {
+// Sets window offset i's bit in `seen`, a bit per window document, set once its accumulator holds a
+// sum: the bits let the window's reset and its top-k pass visit only the documents the lists touched (a
+// window of 16,384 documents holds a few thousand). Within one list each document is added by one
+// thread, so reading the word without an atomic sees this document's bit as this thread left it; the
+// atomic OR keeps other threads' bits of the word.
+__device__ __forceinline__ void mark_seen(u32* seen, u32 i) {
     u32 m = 1u << (i & 31u);
     if (!(seen[i >> 5] & m)) atomicOr(&seen[i >> 5], m);
+}
+
+// Adds contribution c to window offset i's accumulator and returns the new sum. Every accumulator is 0
+// until its document's first contribution (or_query keeps them so between windows), so the first one
+// starts the sum as the CPU does (0 + c).
+__device__ __forceinline__ float acc_add(float* acc, u32* seen, u32 i, float c) {
+    mark_seen(seen, i);
     float v = acc[i] + c;
     acc[i] = v;
     return v;
@@ -46,8 +51,7 @@ __device__ __forceinline__ float acc_add(float* acc, u32* seen, u32 i, float c) 
 // window start at 0 (or_query keeps them so), and 0 + a + b rounds as 0 + b + a (one addition of two
 // numbers, which commutes).
 __device__ __forceinline__ float acc_add_pair(float* acc, u32* seen, u32 i, float c) {
-    u32 m = 1u << (i & 31u);
-    if (!(seen[i >> 5] & m)) atomicOr(&seen[i >> 5], m);
+    mark_seen(seen, i);
     return atomicAdd(&acc[i], c) + c;
 }
 
