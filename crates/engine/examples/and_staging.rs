@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 
 use warpsearch_engine::cache::policy::{plan_in_bytes, Policy};
 use warpsearch_engine::cache::usage::Usage;
-use warpsearch_gpu::cache::META_BYTES;
+use warpsearch_gpu::cache::{prefix_need, META_BYTES};
 use warpsearch_index::Index;
 use warpsearch_query::{Mode, Query};
 
@@ -44,18 +44,7 @@ fn main() {
     let records = ix.term_records();
     let metas = ix.block_metas();
     // The bytes of blocks [a, b) of term t's list.
-    let span = |t: u32, a: u32, b: u32| -> u64 {
-        let r = &records[t as usize];
-        let m = &metas[r.first_block as usize..][..r.num_blocks()];
-        let end = |i: u32| {
-            if i as usize >= m.len() {
-                r.len_words as u64
-            } else {
-                m[i as usize].offset as u64
-            }
-        };
-        (end(b) - end(a)) * 4 + (b - a) as u64 * META_BYTES
-    };
+    let span = |t: u32, a: u32, b: u32| prefix_need(&ix, t, b).bytes() - prefix_need(&ix, t, a).bytes();
     let (mut today, mut selected, mut queries, mut driver_bytes) = (0u64, 0u64, 0u64, 0u64);
     for q in &stream {
         let mut terms: Vec<u32> = q.terms.iter().map(|&(t, _)| t).collect();
