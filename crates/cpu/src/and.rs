@@ -8,7 +8,7 @@
 
 use warpsearch_index::Result;
 
-use crate::cursor::{Cursor, END};
+use crate::cursor::{prefetch_norm_of, Cursor, END};
 use warpsearch_query::{Plan, Scored};
 
 /// The top `k` documents containing every term of `plan`.
@@ -69,6 +69,7 @@ fn intersect_with<const INLINE: bool>(
     let mut contributions = vec![0f32; plan.terms.len()];
     let mut candidate = cursors[0].doc();
     'candidates: while candidate != END {
+        prefetch_norm_of(plan, candidate);
         if let Some(gs) = global_scores {
             if top.settled(gs[candidate as usize] * plan.slack) {
                 return Ok((top.into_sorted(), candidate));

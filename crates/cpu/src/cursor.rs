@@ -229,6 +229,14 @@ pub fn clear(contributions: &mut [f32]) {
     contributions.fill(-0.0);
 }
 
+/// Asks the memory system for the length norm of document `doc` (nothing past the collection).
+#[inline]
+pub fn prefetch_norm_of(plan: &Plan, doc: u32) {
+    if let Some(norm) = plan.norms.get(doc as usize) {
+        prefetch(norm);
+    }
+}
+
 /// How far ahead [`Cursor::prefetch_norm`] looks.
 const AHEAD: usize = 16;
 

@@ -3,6 +3,7 @@
 //! - [`query`]: analysed queries, matching [`Mode`], [`Ranking`], ranked documents ([`Scored`]).
 //! - [`options`]: a searcher's [`SearchOptions`] and a query's [`Request`] (mode and k per query), the
 //!   [`Answer`] a backend gives.
+//! - [`norms`]: the per-document length norms, in huge pages where the system has them.
 //! - [`scorer`]: an index under one ranking, shared by every backend ([`Scorer`]).
 //! - [`plan`]: the per-query [`Plan`] (terms, weights, upper bounds, a docID range and a starting
 //!   threshold) whose scoring every backend follows, so all of them return bit-identical scores.
@@ -14,6 +15,7 @@
 #![warn(missing_docs)]
 
 pub mod merge;
+pub mod norms;
 pub mod options;
 pub mod plan;
 pub mod query;

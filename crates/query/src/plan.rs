@@ -11,6 +11,7 @@
 
 use warpsearch_index::{Bm25, Bm25Params, DocOrder, Index, IndexError, PostingList, Result};
 
+use crate::norms::Norms;
 use crate::query::{Query, Ranking};
 use crate::topk::TopK;
 
@@ -376,10 +377,11 @@ fn computed_bounds(list: &PostingList, bm25: &Bm25, weight: f32, norms: &[f32]) 
 
 /// Every document's [`Bm25::length_norm`] under `params` (computed once per searcher: it takes the
 /// division by the mean length out of every posting's score).
-pub fn length_norms(index: &Index, params: Bm25Params) -> Vec<f32> {
+pub fn length_norms(index: &Index, params: Bm25Params) -> Norms {
     let bm25 = Bm25 {
         params,
         ..index.bm25()
     };
-    index.doc_lens().iter().map(|&l| bm25.length_norm(l)).collect()
+    let lens = index.doc_lens();
+    Norms::collect(lens.len(), lens.iter().map(|&l| bm25.length_norm(l)))
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use warpsearch_index::{Index, IndexError, Result};
 
+use crate::norms::Norms;
 use crate::options::{Algorithm, Request, SearchOptions, MAX_K};
 use crate::plan::{length_norms, Part, Plan};
 use crate::query::Query;
@@ -14,7 +15,7 @@ use crate::query::Query;
 pub struct Scorer {
     index: Arc<Index>,
     options: SearchOptions,
-    norms: Vec<f32>,
+    norms: Norms,
     early: bool,
 }
 
