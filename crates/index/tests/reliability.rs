@@ -232,3 +232,77 @@ fn fuzz_fst_address_width_panic_is_an_error() {
     }
     assert!(errors > 0);
 }
+
+/// The open-time check of the lists and their skip data (run on all cores) refuses damage behind a
+/// valid checksum and, where several lists are damaged, names the lowest ordinal, as a serial pass did.
+#[test]
+fn damaged_skip_data_is_refused_naming_the_first_damaged_list() {
+    use warpsearch_index::format::{BlockMeta, TermRecord};
+    let dir = tempfile::tempdir().unwrap();
+    // 2,000 documents: each of the 41 words is in a few hundred, lists of several blocks.
+    let a = dir.path().join("a");
+    collection(&dir.path().join("a.jsonl"), 2000, 5, false);
+    build_from_jsonl(&dir.path().join("a.jsonl"), &a, &options(false)).unwrap();
+    let index = Index::open(&a).unwrap();
+    let records: Vec<TermRecord> = index.term_records().to_vec();
+    let name = |id: usize| index.term_name(id as u32);
+    // Two lists of several blocks, the later one damaged first.
+    let multi: Vec<usize> = (0..records.len())
+        .filter(|&i| records[i].num_blocks() >= 2)
+        .collect();
+    assert!(
+        multi.len() >= 2,
+        "the test collection has lists of several blocks"
+    );
+    let (early, late) = (multi[0], multi[multi.len() - 1]);
+    let (early_name, late_name) = (name(early), name(late));
+    drop(index);
+    let bad = dir.path().join("bad");
+    copy_dir(&a, &bad);
+    let original = std::fs::read(a.join("blocks.bin")).unwrap();
+    let meta_at = |block: u64| HEADER_LEN + block as usize * std::mem::size_of::<BlockMeta>();
+    let open_err = |bytes: &mut Vec<u8>| {
+        fix_checksum(bytes);
+        std::fs::write(bad.join("blocks.bin"), &bytes).unwrap();
+        Index::open(&bad)
+            .err()
+            .expect("damaged skip data must be refused")
+            .to_string()
+    };
+    // The second block's first docID not past the first block's last: out of order.
+    let mut bytes = original.clone();
+    let second = meta_at(records[late].first_block + 1);
+    bytes[second..second + 4].copy_from_slice(&0u32.to_le_bytes());
+    let err = open_err(&mut bytes);
+    assert!(
+        err.contains(&format!("skip data of {late_name}, block 1")),
+        "{err}"
+    );
+    // Then the earlier list too: the error names it.
+    let second = meta_at(records[early].first_block + 1);
+    bytes[second..second + 4].copy_from_slice(&0u32.to_le_bytes());
+    let err = open_err(&mut bytes);
+    assert!(
+        err.contains(&format!("skip data of {early_name}, block 1")),
+        "{err}"
+    );
+    std::fs::write(bad.join("blocks.bin"), &original).unwrap();
+    // A list that does not start where the one before it ends.
+    let terms = std::fs::read(a.join("terms.bin")).unwrap();
+    let mut bytes = terms.clone();
+    let at = HEADER_LEN + late * std::mem::size_of::<TermRecord>() + 24; // offset_words
+    let moved = records[late].offset_words + 1;
+    bytes[at..at + 8].copy_from_slice(&moved.to_le_bytes());
+    fix_checksum(&mut bytes);
+    std::fs::write(bad.join("terms.bin"), &bytes).unwrap();
+    let err = Index::open(&bad)
+        .err()
+        .expect("a misplaced list must be refused")
+        .to_string();
+    assert!(
+        err.contains(&format!("{late_name} points outside the posting files")),
+        "{err}"
+    );
+    std::fs::write(bad.join("terms.bin"), &terms).unwrap();
+    assert!(Index::open(&bad).is_ok());
+}
