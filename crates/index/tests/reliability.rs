@@ -269,23 +269,18 @@ fn damaged_skip_data_is_refused_naming_the_first_damaged_list() {
             .expect("damaged skip data must be refused")
             .to_string()
     };
-    // The second block's first docID not past the first block's last: out of order.
+    // The second block's first docID not past the first block's last: out of order. The later list
+    // first, then the earlier one too, which the error then names.
     let mut bytes = original.clone();
-    let second = meta_at(records[late].first_block + 1);
-    bytes[second..second + 4].copy_from_slice(&0u32.to_le_bytes());
-    let err = open_err(&mut bytes);
-    assert!(
-        err.contains(&format!("skip data of {late_name}, block 1")),
-        "{err}"
-    );
-    // Then the earlier list too: the error names it.
-    let second = meta_at(records[early].first_block + 1);
-    bytes[second..second + 4].copy_from_slice(&0u32.to_le_bytes());
-    let err = open_err(&mut bytes);
-    assert!(
-        err.contains(&format!("skip data of {early_name}, block 1")),
-        "{err}"
-    );
+    for (list, list_name) in [(late, &late_name), (early, &early_name)] {
+        let second = meta_at(records[list].first_block + 1);
+        bytes[second..second + 4].copy_from_slice(&0u32.to_le_bytes());
+        let err = open_err(&mut bytes);
+        assert!(
+            err.contains(&format!("skip data of {list_name}, block 1")),
+            "{err}"
+        );
+    }
     std::fs::write(bad.join("blocks.bin"), &original).unwrap();
     // A list that does not start where the one before it ends.
     let terms = std::fs::read(a.join("terms.bin")).unwrap();
