@@ -184,10 +184,7 @@ impl<'p, 'a> Cursor<'p, 'a> {
     /// scoring waits on that load (a cache miss on a large collection) more than on anything else.
     #[inline]
     pub fn prefetch_norm(&self, plan: &Plan) {
-        let doc = self.docs[(self.pos + AHEAD).min(BLOCK_LEN + NEAR - 1)];
-        if let Some(norm) = plan.norms.get(doc as usize) {
-            prefetch(norm);
-        }
+        prefetch_norm_of(plan, self.docs[(self.pos + AHEAD).min(BLOCK_LEN + NEAR - 1)]);
     }
 
     /// The upper bound of the block holding the current posting.

@@ -221,11 +221,11 @@ pub(crate) fn checksum(bytes: &[u8]) -> u32 {
             h.update(c);
             h
         })
-        .reduce_with(|mut a, b| {
+        .reduce(crc32fast::Hasher::new, |mut a, b| {
             a.combine(&b);
             a
         })
-        .map_or(crc32fast::hash(&[]), |h| h.finalize())
+        .finalize()
 }
 
 fn show(kind: &[u8]) -> String {
