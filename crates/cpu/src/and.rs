@@ -66,7 +66,6 @@ fn intersect_with<const INLINE: bool>(
     let mut cursors = Cursor::all(plan)?;
     cursors.sort_by_key(|c| c.list_len());
     let mut top = plan.top_k(k);
-    let mut contributions = vec![0f32; plan.terms.len()];
     let mut candidate = cursors[0].doc();
     'candidates: while candidate != END {
         prefetch_norm_of(plan, candidate);
@@ -91,12 +90,12 @@ fn intersect_with<const INLINE: bool>(
         }
         let threshold = top.threshold();
         let bound: f32 = cursors.iter().map(|c| c.current_block_bound()).sum();
-        if plan.can_beat(plan.finish_sum(candidate, bound), threshold) {
+        if plan.can_beat(plan.finish_value(candidate, bound), threshold) {
+            let mut sum = 0u32;
             for c in cursors.iter_mut() {
-                let tf = c.freq()?;
-                contributions[c.slot()] = plan.contribution(c.term, candidate, tf);
+                sum += plan.contribution(c.term, candidate, c.freq()?);
             }
-            top.insert(candidate, plan.finish(candidate, &contributions));
+            top.insert(candidate, plan.finish_sum(candidate, sum));
         }
         cursors[0].advance()?;
         // The driver's documents are the candidates: the norm of one a few postings on is loaded by

@@ -9,7 +9,7 @@
 
 use warpsearch_index::Result;
 
-use crate::cursor::{clear, Cursor, END};
+use crate::cursor::{Cursor, END};
 use warpsearch_query::{Plan, Scored};
 
 /// The top `k` documents containing at least one term of `plan`.
@@ -19,7 +19,6 @@ pub fn block_max_wand(plan: &Plan, k: usize) -> Result<Vec<Scored>> {
     }
     let mut cursors = Cursor::all(plan)?;
     let mut top = plan.top_k(k);
-    let mut contributions = vec![0f32; plan.terms.len()];
     let n = cursors.len();
     // Cursors are large (two decoded blocks); keep them in place and sort positions instead.
     let mut order: Vec<usize> = (0..n).collect();
@@ -55,21 +54,21 @@ pub fn block_max_wand(plan: &Plan, k: usize) -> Result<Vec<Scored>> {
         }
         if plan.can_beat(block_bound, threshold) {
             if cursors[order[0]].doc() == pivot_doc {
-                clear(&mut contributions);
                 let mut left = block_bound;
+                let mut sum = 0u32;
                 let mut hopeless = false;
                 for &o in &order[..=pivot] {
                     let c = &mut cursors[o];
                     let s = plan.contribution(c.term, pivot_doc, c.freq()?);
-                    contributions[c.slot()] = s;
-                    left -= c.current_block_bound() - s;
+                    sum += s;
+                    left -= c.current_block_bound() - plan.value(s);
                     if !plan.can_beat(left, threshold) {
                         hopeless = true;
                         break;
                     }
                 }
                 if !hopeless {
-                    top.insert(pivot_doc, plan.finish(pivot_doc, &contributions));
+                    top.insert(pivot_doc, plan.finish_sum(pivot_doc, sum));
                 }
                 for &o in &order[..=pivot] {
                     cursors[o].advance()?;

@@ -70,12 +70,6 @@ impl<'p, 'a> Cursor<'p, 'a> {
         self.term.list.len()
     }
 
-    /// The canonical slot of the cursor's term.
-    #[inline]
-    pub fn slot(&self) -> usize {
-        self.term.slot
-    }
-
     /// Sets the current docID, or [`END`] past the range.
     #[inline]
     fn set(&mut self, doc: u32) {
@@ -194,36 +188,20 @@ impl<'p, 'a> Cursor<'p, 'a> {
     }
 }
 
-/// One step of a document-at-a-time union: every cursor on `doc` writes its contribution to its slot of
-/// `contributions` and moves on. Returns the sum of those contributions (in cursor order) and the
-/// smallest docID the cursors are on afterwards.
-pub fn score_and_advance(
-    cursors: &mut [Cursor],
-    doc: u32,
-    plan: &Plan,
-    contributions: &mut [f32],
-) -> Result<(f32, u32)> {
-    let (mut partial, mut next) = (0f32, END);
+/// One step of a document-at-a-time union: every cursor on `doc` adds its contribution to the
+/// document's fixed-point sum and moves on. Returns that sum and the smallest docID the cursors are on
+/// afterwards.
+pub fn score_and_advance(cursors: &mut [Cursor], doc: u32, plan: &Plan) -> Result<(u32, u32)> {
+    let (mut sum, mut next) = (0u32, END);
     for c in cursors {
         if c.doc() == doc {
-            let s = plan.contribution(c.term, doc, c.freq()?);
-            contributions[c.slot()] = s;
-            partial += s;
+            sum += plan.contribution(c.term, doc, c.freq()?);
             c.advance()?;
             c.prefetch_norm(plan);
         }
         next = next.min(c.doc());
     }
-    Ok((partial, next))
-}
-
-/// Clears the per-slot contributions before the next document. With −0.0, not 0.0: the sums are the
-/// same (x + −0.0 = x for every x, and 0.0 + −0.0 = 0.0), and LLVM cannot turn this fill into a call
-/// to `memset`, which for a handful of slots per candidate document took 4–9% of MaxScore's time (one
-/// thread, the passages, OR).
-#[inline]
-pub fn clear(contributions: &mut [f32]) {
-    contributions.fill(-0.0);
+    Ok((sum, next))
 }
 
 /// Asks the memory system for the length norm of document `doc` (nothing past the collection).

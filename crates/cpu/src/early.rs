@@ -9,7 +9,7 @@
 
 use warpsearch_index::Result;
 
-use crate::cursor::{clear, score_and_advance, Cursor, END};
+use crate::cursor::{score_and_advance, Cursor, END};
 use warpsearch_query::{Mode, Plan, Ranking, Scored};
 
 /// The top `k` of `plan` under `mode` (And or Or) with early termination; an error if the index is not
@@ -35,15 +35,13 @@ fn union(plan: &Plan, k: usize, gs: &[f32]) -> Result<(Vec<Scored>, u32)> {
     }
     let mut cursors = Cursor::all(plan)?;
     let mut top = plan.top_k(k);
-    let mut contributions = vec![0f32; plan.terms.len()];
     let mut doc = cursors.iter().map(Cursor::doc).min().unwrap_or(END);
     while doc != END {
         if top.settled(gs[doc as usize] * plan.slack) {
             return Ok((top.into_sorted(), doc));
         }
-        clear(&mut contributions);
-        let (_, next) = score_and_advance(&mut cursors, doc, plan, &mut contributions)?;
-        top.insert(doc, plan.finish(doc, &contributions));
+        let (sum, next) = score_and_advance(&mut cursors, doc, plan)?;
+        top.insert(doc, plan.finish_sum(doc, sum));
         doc = next;
     }
     Ok((top.into_sorted(), END))

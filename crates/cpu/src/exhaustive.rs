@@ -12,9 +12,8 @@ pub fn exhaustive(plan: &Plan, mode: Mode, k: usize) -> Result<Vec<Scored>> {
         return Ok(Vec::new());
     }
     let slots = plan.terms.len();
-    // (doc, contribution) of every posting, terms in slot order; a stable sort by docID keeps each
-    // document's contributions in slot order, so the sum is the one every algorithm computes.
-    let mut postings: Vec<(u32, f32)> = Vec::new();
+    // (doc, contribution) of every posting; fixed-point sums are the same in any order.
+    let mut postings: Vec<(u32, u32)> = Vec::new();
     for t in &plan.terms {
         let (docs, freqs) = t.list.decode_all()?;
         postings.extend(
@@ -31,7 +30,7 @@ pub fn exhaustive(plan: &Plan, mode: Mode, k: usize) -> Result<Vec<Scored>> {
         .filter(|group| group.len() >= need)
         .map(|group| {
             let doc = group[0].0;
-            let sum = group.iter().fold(0.0, |s, p| s + p.1);
+            let sum = group.iter().map(|p| p.1).sum();
             Scored {
                 doc,
                 score: plan.finish_sum(doc, sum),

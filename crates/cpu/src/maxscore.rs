@@ -8,7 +8,7 @@
 
 use warpsearch_index::Result;
 
-use crate::cursor::{clear, score_and_advance, Cursor, END};
+use crate::cursor::{score_and_advance, Cursor, END};
 use warpsearch_query::{Plan, Scored};
 
 /// The top `k` documents containing at least one term of `plan`.
@@ -26,29 +26,24 @@ pub fn maxscore(plan: &Plan, k: usize) -> Result<Vec<Scored>> {
         prefix.push(sum);
     }
     let mut top = plan.top_k(k);
-    let mut contributions = vec![0f32; plan.terms.len()];
     let mut first_essential = 0;
     let mut doc = cursors.iter().map(Cursor::doc).min().unwrap_or(END);
     while first_essential < cursors.len() && doc != END {
-        clear(&mut contributions);
-        let (mut partial, next) =
-            score_and_advance(&mut cursors[first_essential..], doc, plan, &mut contributions)?;
+        let (mut sum, next) = score_and_advance(&mut cursors[first_essential..], doc, plan)?;
         let threshold = top.threshold();
         let mut pruned = false;
         for i in (0..first_essential).rev() {
-            if !plan.can_beat(partial + prefix[i], threshold) {
+            if !plan.can_beat(plan.value(sum) + prefix[i], threshold) {
                 pruned = true;
                 break;
             }
             let c = &mut cursors[i];
             c.next_geq(doc)?;
             if c.doc() == doc {
-                let s = plan.contribution(c.term, doc, c.freq()?);
-                contributions[c.slot()] = s;
-                partial += s;
+                sum += plan.contribution(c.term, doc, c.freq()?);
             }
         }
-        if !pruned && top.insert(doc, plan.finish(doc, &contributions)) {
+        if !pruned && top.insert(doc, plan.finish_sum(doc, sum)) {
             let threshold = top.threshold();
             while first_essential < cursors.len() && !plan.can_beat(prefix[first_essential], threshold) {
                 first_essential += 1;

@@ -226,13 +226,13 @@ __device__ void and_query(const IndexArgs& ix, const BatchArgs& ba, const TermDe
         }
         u32 ncand = s->ncand;
         if (ncand == 0) continue;
-        // Score the survivors in plan slot order, as the CPU does.
-        float score[CPT];
+        // Score the survivors: fixed-point sums (any order gives the CPU's).
+        u32 score[CPT];
         u32 doc[CPT];
 #pragma unroll
         for (int i = 0; i < CPT; i++) {
             u32 c = tid * CPT + i;
-            score[i] = 0.0f;
+            score[i] = 0u;
             doc[i] = c < ncand ? s->cand_doc[c] : 0u;
         }
         for (u32 slot = 0; slot < n; slot++) {
@@ -254,14 +254,14 @@ __device__ void and_query(const IndexArgs& ix, const BatchArgs& ba, const TermDe
             }
 #pragma unroll
             for (int i = 0; i < CPT; i++)
-                if (tid * CPT + i < ncand) score[i] = score[i] + contribution(ix, terms[j], doc[i], tf[i]);
+                if (tid * CPT + i < ncand) score[i] += fixed_of(s, contribution(ix, terms[j], doc[i], tf[i]));
         }
         clk.lap(PH_SCORE);
         topk_make_room(buf, ba.k, &s->top, CHUNK);
 #pragma unroll
         for (int i = 0; i < CPT; i++) {
             bool valid = tid * CPT + i < ncand;
-            topk_push(buf, &s->top, valid, valid ? finish(ix, doc[i], score[i]) : 0.0f, doc[i]);
+            topk_push(buf, &s->top, valid, valid ? finish(ix, doc[i], fixed_value(s, score[i])) : 0.0f, doc[i]);
         }
         __syncthreads();
         clk.lap(PH_TOPK);

@@ -80,6 +80,8 @@ struct QueryDesc {
     float slack;      // relative rounding slack of bounds for this query (Plan::slack)
     u32 doc_lo;       // only documents in [doc_lo, doc_hi] count: a long query is cut into docID ranges,
     u32 doc_hi;       // one CTA each, whose top-k lists the host merges
+    float fixed_scale; // the query's fixed point (crates/query/src/fixed.rs): 2^s
+    float fixed_unit;  // and 2^-s
 };
 
 struct IndexArgs {

@@ -1,6 +1,6 @@
 #line 2 "kernels/or.cu"
-// Ranked OR: document windows with dense accumulators in shared memory (lists added in plan slot order,
-// so that sums round as the CPU's), and small queries by sorting.
+// Ranked OR: document windows with dense fixed-point accumulators in shared memory (every list of a window
+// added at once: integer sums are the CPU's in any order), and small queries by sorting.
 
 // The plan slot of (list, block) pair p: the last slot whose first pair is at most p (it has blocks, as p
 // is before its end). s->t_off holds each slot's first pair.
@@ -36,40 +36,31 @@ __device__ __forceinline__ void mark_seen(u32* seen, u32 i) {
     if (!(seen[i >> 5] & m)) atomicOr(&seen[i >> 5], m);
 }
 
-// Adds contribution c to window offset i's accumulator and returns the new sum. Every accumulator is 0
-// until its document's first contribution (or_query keeps them so between windows), so the first one
-// starts the sum as the CPU does (0 + c).
-__device__ __forceinline__ float acc_add(float* acc, u32* seen, u32 i, float c) {
+// Adds fixed-point contribution q to window offset i's accumulator and returns the new sum. Atomic (a
+// native shared-memory integer add), so any thread may add any list's posting at any time: the sum is
+// exact whatever the order. Every accumulator is 0 until its document's first contribution (or_query
+// keeps them so between windows).
+__device__ __forceinline__ u32 acc_add(u32* acc, u32* seen, u32 i, u32 q) {
     mark_seen(seen, i);
-    float v = acc[i] + c;
-    acc[i] = v;
-    return v;
+    return atomicAdd(&acc[i], q) + q;
 }
 
-// acc_add for the first two plan slots with blocks in the window, added at once: their lists may hold the
-// same document, so its accumulator is added to atomically. Exact all the same: the accumulators of a
-// window start at 0 (or_query keeps them so), and 0 + a + b rounds as 0 + b + a (one addition of two
-// numbers, which commutes).
-__device__ __forceinline__ float acc_add_pair(float* acc, u32* seen, u32 i, float c) {
-    mark_seen(seen, i);
-    return atomicAdd(&acc[i], c) + c;
-}
-
-// Offers a thread's largest sum written in this window to s->wmax_bits (sums are non-negative, so
-// their bits order as they do). The caller synchronises before reading it.
-__device__ __forceinline__ void offer_window_max(QueryShared* s, float mx) {
-    mx = warp_max(mx);
-    if ((threadIdx.x & 31u) == 0u && mx > 0.0f) atomicMax(&s->wmax_bits, __float_as_uint(mx));
+// Offers a thread's largest sum written in this window to s->wmax. The caller synchronises before
+// reading it.
+__device__ __forceinline__ void offer_window_max(QueryShared* s, u32 mx) {
+    for (u32 d = 16; d > 0; d >>= 1) mx = max(mx, __shfl_xor_sync(FULL_MASK, mx, d));
+    if ((threadIdx.x & 31u) == 0u && mx > 0u) atomicMax(&s->wmax, mx);
 }
 
 // Adds one OR window's postings to the accumulators (at most THREADS terms): every (list, block) pair that
 // overlaps the window is decoded first, one warp per pair and all warps at once, into the CTA's scratch;
-// then the lists are added in plan slot order, all threads on one list's postings at a time (a barrier
-// between lists keeps each document's sum in slot order). More than THREADS pairs go in rounds, in order.
+// then all threads add the postings, list after list without waiting for one another (the sums are
+// exact in any order). More than THREADS pairs go in rounds, a barrier before each round's decoding
+// reuses the scratch.
 __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 w0, u32 r0, u32 r1,
-                          QueryShared* s, float* acc, u32* seen, u32* dec_doc, u32* dec_tf, PhaseClock& clk) {
+                          QueryShared* s, u32* acc, u32* seen, u32* dec_doc, u32* dec_tf, PhaseClock& clk) {
     u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
-    float mx = 0.0f;
+    u32 mx = 0u;
     u32 cnt = 0;
     if (tid < n) {
         u32 j = terms[tid].slot_term;  // window_blocks found each term's blocks
@@ -110,54 +101,42 @@ __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32
                     u32 d = dec_doc[(p - q0) * BLOCK_LEN + i];
                     if (d >= r0 && d <= r1) {
                         float c = contribution(ix, t, d, dec_tf[(p - q0) * BLOCK_LEN + i]);
-                        mx = fmaxf(mx, acc_add(acc, seen, d - w0, c));
+                        mx = max(mx, acc_add(acc, seen, d - w0, fixed_of(s, c)));
                     }
                 }
             }
-            __syncthreads();
         }
+        __syncthreads();
     }
     offer_window_max(s, mx);
 }
 
-// or_window for SIMD-BP128 lists: list by list in plan slot order (the first two with blocks in the
-// window together, acc_add_pair), the warps share the lists' blocks that overlap the window, each decoding
-// its block into registers (simdbp_block_regs) and adding the postings at once, their length norms loaded
-// together; a barrier between lists keeps each document's sum in slot order. No scratch memory and one barrier per list with
-// blocks in the window (the first two lists counting as one), where or_window decodes every list into
-// global scratch first, then reads it back list by list. The last list's barrier orders the adds before
-// the window's top-k pass; a window without blocks adds nothing.
+// or_window for SIMD-BP128 lists: the warps share every (list, block) pair that overlaps the window,
+// all lists at once, each warp decoding its block into registers (simdbp_block_regs) and adding the
+// postings at once, their length norms loaded together. The fixed-point sums are exact in any order, so
+// no list waits for another: one barrier a window (at the end, ordering the adds before the window's
+// top-k pass), where adding the lists in slot order (as float sums needed) cost one a list. No scratch
+// memory, where or_window decodes every list into global scratch first, then reads it back.
 __device__ void or_window_regs(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 w0, u32 r0, u32 r1,
-                               QueryShared* s, float* acc, u32* seen, PhaseClock& clk) {
+                               QueryShared* s, u32* acc, u32* seen, PhaseClock& clk) {
     u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-    float mx = 0.0f;
+    u32 mx = 0u;
     if (clk.on() && threadIdx.x == 0) {
         u32 total = 0;
         for (u32 i = 0; i < n; i++) total += s->t_cnt[i];
         clk.blocks(total);
     }
-    // The first two slots with blocks in this window together (acc_add_pair: a slot without blocks here
-    // adds nothing to any document of the window), then one slot at a time, a barrier between them.
-    bool paired = false;
-    for (u32 sl = 0; sl < n;) {
-        u32 j0 = terms[sl++].slot_term;  // window_blocks found each term's blocks
-        u32 c0 = s->t_cnt[j0];
-        if (c0 == 0u) continue;
-        u32 j1 = j0, cnt = c0;
-        if (!paired) {
-            paired = true;
-            while (sl < n && s->t_cnt[terms[sl].slot_term] == 0u) sl++;
-            if (sl < n) {
-                j1 = terms[sl++].slot_term;
-                cnt += s->t_cnt[j1];
-            }
-        }
-        bool pair = cnt > c0;
-        for (u32 p = warp; p < cnt; p += WARPS) {
-            u32 j = p < c0 ? j0 : j1;
-            const TermDesc& t = terms[j];
+    // Pair g (counting every term's blocks in the window, term after term) goes to warp g % WARPS:
+    // `base` is the count of the terms before this one, so this warp's first block of the term is p0.
+    u32 base = 0;
+    for (u32 j = 0; j < n; j++) {
+        u32 cnt = s->t_cnt[j];  // window_blocks found each term's blocks
+        if (cnt == 0u) continue;
+        const TermDesc& t = terms[j];
+        u32 skew = base % WARPS;
+        for (u32 p = warp >= skew ? warp - skew : warp + WARPS - skew; p < cnt; p += WARPS) {
             u32 doc[4], tf[4], nb;
-            if (!simdbp_block_regs(ix, t, t.block_base + s->t_first[j] + (p < c0 ? p : p - c0), doc, tf, &nb)) {
+            if (!simdbp_block_regs(ix, t, t.block_base + s->t_first[j] + p, doc, tf, &nb)) {
                 if (lane == 0) s->top.failed = 1;
                 break;
             }
@@ -170,24 +149,22 @@ __device__ void or_window_regs(const IndexArgs& ix, const TermDesc* terms, u32 n
             }
 #pragma unroll
             for (u32 k = 0; k < 4; k++)
-                if (in[k]) {
-                    float c = contribution_of(ix, t, norm[k], tf[k]);
-                    mx = fmaxf(mx, pair ? acc_add_pair(acc, seen, doc[k] - w0, c) : acc_add(acc, seen, doc[k] - w0, c));
-                }
+                if (in[k]) mx = max(mx, acc_add(acc, seen, doc[k] - w0, fixed_of(s, contribution_of(ix, t, norm[k], tf[k]))));
         }
-        __syncthreads();
+        base += cnt;
     }
+    __syncthreads();
     offer_window_max(s, mx);
 }
 
 // OR of a small query by sorting, the alternative to dense accumulators: every block of every list is
 // decoded into the CTA's scratch, each posting becomes a (docID, plan slot) key with its contribution, a
 // bitonic sort in shared memory orders the keys, and one thread per run of equal docIDs sums the
-// contributions in slot order (so sums round as the CPU's) and offers the document. The host sends only
+// fixed-point contributions and offers the document. The host sends only
 // queries of at most ba.small_or postings (a power of two that fits the launch's shared memory) and at
 // most SMALL_OR_BLOCKS blocks.
 __device__ void or_small(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n, u32 postings,
-                         QueryShared* s, u64* keys, float* vals, u32* dec_doc, u32* dec_tf, u64* buf,
+                         QueryShared* s, u64* keys, u32* vals, u32* dec_doc, u32* dec_tf, u64* buf,
                          PhaseClock& clk) {
     u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     // Per plan slot: its first block pair and its first posting (exclusive scans).
@@ -220,7 +197,7 @@ __device__ void or_small(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         u32 x0 = s->t_start[lo] + local * BLOCK_LEN;
         for (u32 i = lane; i < nb; i += 32) {
             keys[x0 + i] = ((u64)dd[i] << 32) | lo;
-            vals[x0 + i] = contribution(ix, t, dd[i], tt[i]);
+            vals[x0 + i] = fixed_of(s, contribution(ix, t, dd[i], tt[i]));
         }
         __syncwarp();
     }
@@ -237,7 +214,7 @@ __device__ void or_small(const IndexArgs& ix, const BatchArgs& ba, const TermDes
                     if (up ? (a > b) : (a < b)) {
                         keys[i] = b;
                         keys[j] = a;
-                        float v = vals[i];
+                        u32 v = vals[i];
                         vals[i] = vals[j];
                         vals[j] = v;
                     }
@@ -251,20 +228,19 @@ __device__ void or_small(const IndexArgs& ix, const BatchArgs& ba, const TermDes
     for (u32 i = tid; i < postings; i += THREADS) {
         u32 d = (u32)(keys[i] >> 32);
         if (i > 0 && (u32)(keys[i - 1] >> 32) == d) continue;
-        float sum = 0.0f;
-        for (u32 j = i; j < postings && (u32)(keys[j] >> 32) == d; j++) sum = sum + vals[j];
-        topk_push(buf, &s->top, true, finish(ix, d, sum), d);
+        u32 sum = 0u;
+        for (u32 j = i; j < postings && (u32)(keys[j] >> 32) == d; j++) sum += vals[j];
+        topk_push(buf, &s->top, true, finish(ix, d, fixed_value(s, sum)), d);
     }
     __syncthreads();
     clk.lap(PH_TOPK);
 }
 
-// OR of one query: document windows of ba.window docIDs with dense accumulators in shared memory; lists
-// are added in plan slot order (one list at a time, but for the first two with SIMD-BP128), so sums round
-// as the CPU's. A window whose block-max bound cannot beat the k-th score is skipped; with early
+// OR of one query: document windows of ba.window docIDs with dense fixed-point accumulators in shared
+// memory, every list of a window added at once. A window whose block-max bound cannot beat the k-th score is skipped; with early
 // termination the scan stops on the global score.
 __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n, QueryShared* s,
-                         float* acc, u32* seen, u32* dec_doc, u32* dec_tf, u64* buf,
+                         u32* acc, u32* seen, u32* dec_doc, u32* dec_tf, u64* buf,
                          PhaseClock& clk) {
     u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     u32 W = ba.window;
@@ -282,7 +258,7 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         u32 postings = s->wnext;
         __syncthreads();
         if (postings != 0u) {
-            or_small(ix, ba, terms, n, postings, s, (u64*)acc, (float*)((u64*)acc + ba.small_or), dec_doc,
+            or_small(ix, ba, terms, n, postings, s, (u64*)acc, (u32*)((u64*)acc + ba.small_or), dec_doc,
                      dec_tf, buf, clk);
             return;
         }
@@ -297,9 +273,9 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         if (b < t.num_blocks) atomicMin(&s->wnext, max(ix.blk_first[t.block_base + b], lo));
         if (n <= THREADS) s->t_first[i] = b;
     }
-    // Every accumulator starts at 0 (acc_add_pair needs it), and each window leaves those it touched
-    // for the next one to reset (below).
-    for (u32 i = tid; i < W; i += THREADS) acc[i] = 0.0f;
+    // Every accumulator starts at 0, and each window leaves those it touched for the next one to reset
+    // (below).
+    for (u32 i = tid; i < W; i += THREADS) acc[i] = 0u;
     for (u32 i = tid; i < W / 32u; i += THREADS) seen[i] = 0u;
     __syncthreads();
     while (s->wnext != 0xffffffffu && s->wnext <= hi) {
@@ -312,7 +288,7 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         if (tid == 0) {
             s->wnext = 0xffffffffu;
             s->bound = ix.prior_max * s->slack;
-            s->wmax_bits = 0u;
+            s->wmax = 0u;
         }
         __syncthreads();
         bool skip = false;
@@ -343,7 +319,7 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         if (n <= THREADS) prefetch_norms(ix, r0, r1);
         // The last window's touched accumulators back to 0, and its bits cleared.
         for (u32 j = tid; j < W / 32u; j += THREADS) {
-            for (u32 word = seen[j]; word != 0u; word &= word - 1u) acc[j * 32u + (u32)(__ffs(word) - 1)] = 0.0f;
+            for (u32 word = seen[j]; word != 0u; word &= word - 1u) acc[j * 32u + (u32)(__ffs(word) - 1)] = 0u;
             seen[j] = 0u;
         }
         __syncthreads();
@@ -368,18 +344,18 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
                 u32 nb = block_postings(t, bi);
                 for (u32 i = lane; i < nb; i += 32) {
                     u32 d = dd[i];
-                    if (d >= r0 && d <= r1) acc_add(acc, seen, d - w0, contribution(ix, t, d, tt[i]));
+                    if (d >= r0 && d <= r1) acc_add(acc, seen, d - w0, fixed_of(s, contribution(ix, t, d, tt[i])));
                 }
                 __syncwarp();
             }
-            __syncthreads();
         }
+        if (n > THREADS) __syncthreads();
         bool below = false;
         if (n <= THREADS) {
             // Every sum only grows, so the largest written is the window's best document's sum. Below
             // the threshold, no document of the window can enter the top k: its pass is skipped.
             __syncthreads();
-            float m = __uint_as_float(s->wmax_bits);
+            float m = fixed_value(s, s->wmax);
             float top = ix.prior ? (m + ix.prior_max) * s->slack : m;
             below = !s->top.failed && top < topk_threshold(&s->top);
         }
@@ -393,7 +369,7 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
                 u32 i = j * 32u + (u32)(__ffs(word) - 1);
                 u32 d = w0 + i;
                 bool valid = (u64)w0 + i < (u64)ix.num_docs;
-                topk_push(buf, &s->top, valid, valid ? finish(ix, d, acc[i]) : 0.0f, d);
+                topk_push(buf, &s->top, valid, valid ? finish(ix, d, fixed_value(s, acc[i])) : 0.0f, d);
             }
         }
         __syncthreads();

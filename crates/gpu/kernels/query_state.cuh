@@ -21,6 +21,8 @@ struct QueryShared {
     float bound;
     u32 wnext;
     float slack;        // this query's bound slack
+    float fixed_scale;  // this query's fixed point: 2^s (fixed_of)
+    float fixed_unit;   // and 2^-s (fixed_value)
     u32 doc_lo;         // this (part of a) query's docID range, inclusive
     u32 doc_hi;
     u32 t_start[THREADS];      // OR window: per plan slot, the first block overlapping the window
@@ -28,7 +30,7 @@ struct QueryShared {
     u32 t_first[THREADS];      // OR window: per term, the first block whose last docID reaches the window
     u32 t_cnt[THREADS];        // OR window: per term, the blocks overlapping the window
     u32 bound_bits;            // query_bound: one term's largest block bound (a non-negative float's bits)
-    u32 wmax_bits;             // OR window: the largest sum written to its accumulators (a float's bits)
+    u32 wmax;                  // OR window: the largest fixed-point sum written to its accumulators
 };
 
 // The query kernel's dynamic shared memory (search_body says what it holds).

@@ -12,6 +12,14 @@ __device__ __forceinline__ float contribution(const IndexArgs& ix, const TermDes
     return contribution_of(ix, t, ix.norms[doc], tf);
 }
 
+// The query's fixed point (crates/query/src/fixed.rs, Fixed::of): contribution c as the integer
+// floor(c * 2^s). Fixed-point sums are exact in any order, so threads may add a document's contributions
+// in whatever order they come (shared atomics) and still get the CPU's sum, bit for bit.
+__device__ __forceinline__ u32 fixed_of(const QueryShared* s, float c) { return __float2uint_rz(c * s->fixed_scale); }
+
+// The score before the prior of fixed-point sum q (Fixed::value): q rounded to the nearest float, times 2^-s.
+__device__ __forceinline__ float fixed_value(const QueryShared* s, u32 q) { return __uint2float_rn(q) * s->fixed_unit; }
+
 __device__ __forceinline__ float finish(const IndexArgs& ix, u32 doc, float sum) {
     return ix.prior ? sum + ix.prior[doc] : sum;
 }

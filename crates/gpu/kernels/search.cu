@@ -37,6 +37,8 @@ __device__ __forceinline__ void search_body(const IndexArgs& ix, const BatchArgs
         clk.start();
         if (threadIdx.x == 0) {
             s.slack = qd.slack;
+            s.fixed_scale = qd.fixed_scale;
+            s.fixed_unit = qd.fixed_unit;
             s.doc_lo = qd.doc_lo;
             s.doc_hi = qd.doc_hi;
         }
@@ -44,7 +46,7 @@ __device__ __forceinline__ void search_body(const IndexArgs& ix, const BatchArgs
         if (MODE == MODE_AND)
             and_query(ix, ba, terms, qd.num_terms, &s, buf, dec_doc, dec_tf, clk);
         else
-            or_query(ix, ba, terms, qd.num_terms, &s, dyn, (u32*)(dyn + or_acc_floats(ba.window)), dec_doc,
+            or_query(ix, ba, terms, qd.num_terms, &s, (u32*)dyn, (u32*)(dyn + or_acc_floats(ba.window)), dec_doc,
                      dec_tf, buf, clk);
         __syncthreads();
         u32* od = ba.out_doc + (u64)qd.out_slot * ba.k;

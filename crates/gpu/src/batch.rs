@@ -8,7 +8,7 @@ use bytemuck::{Pod, Zeroable};
 use rayon::prelude::*;
 use warpsearch_index::Index;
 use warpsearch_query::plan::{bound_slack, term_weights};
-use warpsearch_query::{DocRange, Query, Request, Scorer};
+use warpsearch_query::{DocRange, Fixed, Query, Request, Scorer};
 
 use crate::cache::Capacity;
 use crate::residency::Residency;
@@ -39,7 +39,7 @@ pub struct TermDesc {
     pub bound_scale: f32,
 }
 
-/// One query, or one docID-range part of a long one, as the kernel reads it (24 bytes; mirrors
+/// One query, or one docID-range part of a long one, as the kernel reads it (32 bytes; mirrors
 /// `struct QueryDesc`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Pod, Zeroable)]
@@ -56,6 +56,10 @@ pub struct QueryDesc {
     pub doc_lo: u32,
     /// Last docID of this part of the query (u32::MAX when not cut).
     pub doc_hi: u32,
+    /// The query's fixed point ([`Fixed::scale`]): a contribution times this, rounded down, is summed.
+    pub fixed_scale: f32,
+    /// [`Fixed::unit`]: a fixed-point sum, rounded to `f32`, times this is the score before the prior.
+    pub fixed_unit: f32,
 }
 
 unsafe impl cudarc::driver::DeviceRepr for TermDesc {}
@@ -228,6 +232,7 @@ struct Built {
     /// Blocks of its range read from the cache.
     cached_blocks: u64,
     slack: f32,
+    fixed: Fixed,
 }
 
 /// Builds the descriptors of `queries[i]` for each `i` in `which` under the scorer's ranking, over the documents of `ranges[i]`
@@ -285,6 +290,7 @@ pub fn prepare<R: Borrow<Request> + Sync>(
             staged: Vec::new(),
             cached_blocks: 0,
             slack,
+            fixed: Fixed::for_weights(&weights, params.k1),
         };
         for &s in &by_df {
             let (id, _) = q.terms[s];
@@ -359,6 +365,8 @@ pub fn prepare<R: Borrow<Request> + Sync>(
                 slack: b.slack,
                 doc_lo,
                 doc_hi,
+                fixed_scale: b.fixed.scale(),
+                fixed_unit: b.fixed.unit(),
             });
             out.slots.push(i);
         }

@@ -3,6 +3,7 @@
 //! - [`query`]: analysed queries, matching [`Mode`], [`Ranking`], ranked documents ([`Scored`]).
 //! - [`options`]: a searcher's [`SearchOptions`] and a query's [`Request`] (mode and k per query), the
 //!   [`Answer`] a backend gives.
+//! - [`fixed`]: the fixed point in which contributions are summed, exactly and in any order.
 //! - [`norms`]: the per-document length norms, in huge pages where the system has them.
 //! - [`scorer`]: an index under one ranking, shared by every backend ([`Scorer`]).
 //! - [`plan`]: the per-query [`Plan`] (terms, weights, upper bounds, a docID range and a starting
@@ -14,6 +15,7 @@
 
 #![warn(missing_docs)]
 
+pub mod fixed;
 pub mod merge;
 pub mod norms;
 pub mod options;
@@ -22,6 +24,7 @@ pub mod query;
 pub mod scorer;
 pub mod topk;
 
+pub use fixed::Fixed;
 pub use merge::merge_top_k;
 pub use options::{Algorithm, Answer, Request, SearchOptions, MAX_K};
 pub use plan::{DocRange, Part, Plan, PlanTerm, Prior};

@@ -2,15 +2,16 @@
 //! term the posting list, the weight that multiplies BM25's tf part, and upper bounds for the list and
 //! each block; a docID range and a starting threshold say which part of the work a backend does.
 //!
-//! Every backend scores a document the same way, in the same floating-point order, so that all of them
-//! return bit-identical scores: the term contributions `weight · tf_part(tf, dl)` summed in the plan's
-//! term order (terms the document lacks add nothing), then the document prior (the static part of
-//! `bm25-static`, zero for `bm25`) added last. Pruning compares upper bounds against the current k-th
-//! score with a small relative slack ([`Plan::can_beat`]) so that rounding never prunes a document that
-//! belongs in the top k.
+//! Every backend scores a document the same way, so that all of them return bit-identical scores: each
+//! term contribution `weight · tf_part(tf, dl)` (an `f32`) is turned into the query's fixed point
+//! ([`Fixed`]), the integers are summed in any order (terms the document lacks add nothing), the sum is
+//! turned back into an `f32`, and the document prior (the static part of `bm25-static`, zero for `bm25`)
+//! is added last. Pruning compares upper bounds against the current k-th score with a small relative
+//! slack ([`Plan::can_beat`]) so that rounding never prunes a document that belongs in the top k.
 
 use warpsearch_index::{Bm25, Bm25Params, DocOrder, Index, IndexError, PostingList, Result};
 
+use crate::fixed::Fixed;
 use crate::norms::Norms;
 use crate::query::{Query, Ranking};
 use crate::topk::TopK;
@@ -68,6 +69,8 @@ pub struct Plan<'a> {
     pub prior_bound: f32,
     /// Bounds are multiplied by this before a pruning comparison.
     pub slack: f32,
+    /// The query's fixed point, in which contributions are summed.
+    pub fixed: Fixed,
     /// The share of the query's work this plan does (all of it unless a scheduler split the query).
     pub part: Part,
 }
@@ -253,6 +256,7 @@ impl<'a> Plan<'a> {
         let prior_bound = prior.map_or(0.0, |p| p.alpha);
         let n = query.terms.len();
         let slack = bound_slack(n);
+        let fixed = Fixed::for_weights(&weights, params.k1);
         let mut terms = Vec::with_capacity(n);
         for (slot, (&(id, _), &weight)) in query.terms.iter().zip(&weights).enumerate() {
             let list = index.postings(id);
@@ -282,6 +286,7 @@ impl<'a> Plan<'a> {
             prior,
             prior_bound: prior_bound * slack,
             slack,
+            fixed,
             part: Part::WHOLE,
         })
     }
@@ -297,25 +302,33 @@ impl<'a> Plan<'a> {
         TopK::with_floor(k, self.part.floor)
     }
 
-    /// Term `t`'s contribution for a posting `(doc, tf)`.
+    /// Term `t`'s contribution for a posting `(doc, tf)`, in the query's fixed point: sum these in any
+    /// order, then [`Plan::finish_sum`].
     #[inline]
-    pub fn contribution(&self, t: &PlanTerm, doc: u32, tf: u32) -> f32 {
-        t.weight * self.bm25.tf_part_normed(tf, self.norms[doc as usize])
+    pub fn contribution(&self, t: &PlanTerm, doc: u32, tf: u32) -> u32 {
+        self.fixed
+            .of(t.weight * self.bm25.tf_part_normed(tf, self.norms[doc as usize]))
     }
 
-    /// The final score from per-slot contributions (0 where the document lacks the term).
+    /// The score, before the prior, of fixed-point sum `q` (for comparisons with bounds).
     #[inline]
-    pub fn finish(&self, doc: u32, contributions: &[f32]) -> f32 {
-        self.finish_sum(doc, contributions.iter().fold(0.0, |s, &c| s + c))
+    pub fn value(&self, q: u32) -> f32 {
+        self.fixed.value(q)
     }
 
-    /// The final score from the sum of the contributions, added in slot order (adding the zero of a
-    /// term the document lacks changes nothing, so only present terms need adding).
+    /// The final score from the fixed-point sum of the document's contributions.
     #[inline]
-    pub fn finish_sum(&self, doc: u32, sum: f32) -> f32 {
+    pub fn finish_sum(&self, doc: u32, sum: u32) -> f32 {
+        self.finish_value(doc, self.value(sum))
+    }
+
+    /// The final score from `value`, an `f32` score before the prior (a sum's [`Plan::value`], or a
+    /// bound of one).
+    #[inline]
+    pub fn finish_value(&self, doc: u32, value: f32) -> f32 {
         match &self.prior {
-            Some(p) => sum + p.of(doc),
-            None => sum,
+            Some(p) => value + p.of(doc),
+            None => value,
         }
     }
 
