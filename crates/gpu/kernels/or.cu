@@ -273,8 +273,7 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         if (b < t.num_blocks) atomicMin(&s->wnext, max(ix.blk_first[t.block_base + b], lo));
         if (n <= THREADS) s->t_first[i] = b;
     }
-    // Every accumulator starts at 0, and each window leaves those it touched for the next one to reset
-    // (below).
+    // Every accumulator starts at 0, and each window resets those it touched before the next one.
     for (u32 i = tid; i < W; i += THREADS) acc[i] = 0u;
     for (u32 i = tid; i < W / 32u; i += THREADS) seen[i] = 0u;
     __syncthreads();
@@ -317,12 +316,8 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
         clk.lap(PH_SELECT);
         if (skip) continue;
         if (n <= THREADS) prefetch_norms(ix, r0, r1);
-        // The last window's touched accumulators back to 0, and its bits cleared.
-        for (u32 j = tid; j < W / 32u; j += THREADS) {
-            for (u32 word = seen[j]; word != 0u; word &= word - 1u) acc[j * 32u + (u32)(__ffs(word) - 1)] = 0u;
-            seen[j] = 0u;
-        }
-        __syncthreads();
+        // The accumulators are all 0 here: the last window that added to them reset those it touched
+        // (below), and the barriers since order that before these adds.
         if (n <= THREADS && ix.codec == CODEC_SIMDBP) {
             or_window_regs(ix, terms, n, w0, r0, r1, s, acc, seen, clk);
         } else if (n <= THREADS) {
@@ -360,17 +355,28 @@ __device__ void or_query(const IndexArgs& ix, const BatchArgs& ba, const TermDes
             below = !s->top.failed && top < topk_threshold(&s->top);
         }
         clk.lap(PH_SCORE);
-        if (below) continue;
+        if (below) {
+            // The touched accumulators back to 0 and their bits cleared, for the next window. Done here,
+            // not before the next window's adds, it needs no barrier of its own, and where the top-k
+            // pass runs it is done in the same pass: OR top-10 +1.9% on the H100 (bench/RESULTS.md).
+            for (u32 j = tid; j < W / 32u; j += THREADS) {
+                for (u32 word = seen[j]; word != 0u; word &= word - 1u) acc[j * 32u + (u32)(__ffs(word) - 1)] = 0u;
+                seen[j] = 0u;
+            }
+            continue;
+        }
         if (s->top.failed) return;
         topk_make_room(buf, ba.k, &s->top, W);
-        // The touched documents only, a word of `seen` at a time.
+        // The touched documents only, a word of `seen` at a time, each accumulator reset once read.
         for (u32 j = tid; j < W / 32u; j += THREADS) {
             for (u32 word = seen[j]; word != 0u; word &= word - 1u) {
                 u32 i = j * 32u + (u32)(__ffs(word) - 1);
                 u32 d = w0 + i;
                 bool valid = (u64)w0 + i < (u64)ix.num_docs;
                 topk_push(buf, &s->top, valid, valid ? finish(ix, d, fixed_value(s, acc[i])) : 0.0f, d);
+                acc[i] = 0u;
             }
+            seen[j] = 0u;
         }
         __syncthreads();
         clk.lap(PH_TOPK);
