@@ -9,9 +9,9 @@
 //!
 //! The shift `s` is chosen per query from the terms' weights, so that the sum of the largest possible
 //! contributions (`weight · (k1 + 1)`: BM25's tf part never exceeds `k1 + 1`) stays below 2^31, half of
-//! what a `u32` holds: no sum overflows, with room for rounding. The resolution `2^−s` is then at least
-//! 2^−31 of that largest possible score: finer than `f32`'s own rounding of any score above a
-//! hundred-millionth of it.
+//! what a `u32` holds: no sum overflows, with room for rounding. The resolution `2^−s` is then between
+//! 2^−31 and 2^−30 of that largest possible score `B`: finer than `f32`'s own rounding (2^−24 of the
+//! score) of any score above `B`/64, and about 10^−9 of `B` below that.
 //!
 //! Rounding down (not to nearest) keeps every fixed-point sum at most the exact sum of the contributions
 //! (and the one `f32` rounding at most 2^−24 relative above it), so upper bounds computed from the
