@@ -47,7 +47,7 @@ fn main() {
     let span = |t: u32, a: u32, b: u32| prefix_need(&ix, t, b).bytes() - prefix_need(&ix, t, a).bytes();
     let (mut today, mut selected, mut queries, mut driver_bytes) = (0u64, 0u64, 0u64, 0u64);
     for q in &stream {
-        let mut terms: Vec<u32> = q.terms.iter().map(|&(t, _)| t).collect();
+        let mut terms = q.term_ids();
         terms.sort_unstable();
         terms.dedup();
         if terms.len() < 2 {

@@ -94,6 +94,11 @@ impl Query {
         }
     }
 
+    /// The distinct known terms' ordinals, in order of first appearance.
+    pub fn term_ids(&self) -> Vec<u32> {
+        self.terms.iter().map(|&(t, _)| t).collect()
+    }
+
     /// Whether no term survived analysis (empty text, only stopwords or punctuation).
     pub fn is_empty(&self) -> bool {
         self.terms.is_empty() && self.unknown.is_empty()

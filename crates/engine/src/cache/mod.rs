@@ -385,7 +385,7 @@ impl CacheCtl {
         let seen = seen
             .into_iter()
             .map(|(request, kth)| Seen {
-                terms: request.query.terms.iter().map(|&(t, _)| t).collect(),
+                terms: request.query.term_ids(),
                 mode: request.mode,
                 kth,
             })

@@ -24,13 +24,7 @@ impl Usage {
     /// termination), or ran to the end of its lists (`None`): for AND at most to the smallest last
     /// docID of its lists, where the intersection ends.
     pub fn add(&mut self, index: &Index, query: &Query, mode: Mode, stop: Option<u32>, w: f64) {
-        self.add_terms(
-            index,
-            query.terms.iter().map(|&(t, _)| t).collect(),
-            mode,
-            stop,
-            w,
-        );
+        self.add_terms(index, query.term_ids(), mode, stop, w);
     }
 
     /// [`Usage::add`] for a query of `terms` (in any order, repeats allowed).
