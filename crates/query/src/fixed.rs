@@ -36,7 +36,10 @@ const MAX_SHIFT: i32 = 60;
 impl Fixed {
     /// The fixed point of a query whose terms multiply BM25's tf part by `weights`, under `k1`.
     pub fn for_weights(weights: &[f32], k1: f32) -> Fixed {
-        let bound: f64 = weights.iter().map(|&w| w as f64 * (k1 as f64 + 1.0)).sum();
+        // Summed smallest first, so that the terms' order cannot change the shift.
+        let mut bounds: Vec<f64> = weights.iter().map(|&w| w as f64 * (k1 as f64 + 1.0)).collect();
+        bounds.sort_by(f64::total_cmp);
+        let bound: f64 = bounds.iter().sum();
         let shift = if bound > 0.0 && bound.is_finite() {
             ((SUM_CAP / bound).log2().floor() as i32).clamp(-MAX_SHIFT, MAX_SHIFT)
         } else {
