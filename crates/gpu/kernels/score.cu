@@ -65,10 +65,13 @@ __device__ void query_bound(const IndexArgs& ix, const TermDesc* terms, u32 n, u
 }
 
 // The blocks of each term i < n (one warp each) that overlap an OR window's range [r0, r1] (w1: the
-// window's last docID): s->t_first[i], the first whose last docID is at least r0, searched forward from
-// the previous window's (32 blocks at a time, then by bisection), and s->t_cnt[i] of them. Adds the
-// largest of their bounds to s->bound (set beforehand to the prior's bound) and lowers s->wnext to the
-// first docID after w1 in any of the term's blocks.
+// window's last docID): s->t_first[i], the first whose last docID is at least r0, and s->t_cnt[i] of
+// them. Adds the largest of their bounds to s->bound (set beforehand to the prior's bound) and lowers
+// s->wnext to the first docID after w1 in any of the term's blocks. The search runs forward from the
+// previous window's first block, 32 blocks at a time, each lane loading its block's first and last
+// docIDs and bound at once: the blocks wholly before the window, those in it and those after it are
+// three runs of lanes, so one round of loads usually settles a term (a run of 32 wholly before it
+// is passed by bisection). The first docID after the window comes from the lanes too.
 __device__ void window_blocks(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 r0, u32 r1, u32 w1,
                               QueryShared* s) {
     u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
@@ -76,30 +79,51 @@ __device__ void window_blocks(const IndexArgs& ix, const TermDesc* terms, u32 n,
         const TermDesc& t = terms[i];
         const u32* first = ix.blk_first + t.block_base;
         const u32* last = ix.blk_last + t.block_base;
-        u32 nb = t.num_blocks, b = s->t_first[i];
-        u32 ahead = __ballot_sync(FULL_MASK, b + lane >= nb || last[b + lane] >= r0);
-        b = ahead ? b + __ffs(ahead) - 1u : b + 32u + lower_bound(last + b + 32u, nb - b - 32u, r0);
-        u32 cnt = 0;
+        const float* bmax = ix.blk_max + t.block_base;
+        u32 nb = t.num_blocks, c = s->t_first[i];
+        u32 b = 0, cnt = 0;
+        bool placed = false;        // b found: the first block whose last docID is at least r0
+        u32 in_last = 0;            // the last docID of the window's last block (cnt > 0)
+        u32 after_first;            // the first docID of the first block after the window (~0: none)
         float m = 0.0f;
-        for (u32 c = b;; c += 32u) {
+        for (;;) {
             u32 x = c + lane;
-            bool in = x < nb && first[x] <= r1;
-            if (in) m = fmaxf(m, ix.blk_max[t.block_base + x] * t.bound_scale);
+            bool valid = x < nb;
+            u32 f = valid ? first[x] : 0xffffffffu;
+            u32 l = valid ? last[x] : 0xffffffffu;
+            float bm = valid ? bmax[x] : 0.0f;
+            u32 before = __ballot_sync(FULL_MASK, valid && l < r0);
+            if (before == FULL_MASK) {
+                c += 32u + lower_bound(last + c + 32u, nb - c - 32u, r0);
+                continue;
+            }
+            if (!placed) {
+                placed = true;
+                b = c + __popc(before);
+            }
+            bool in = valid && l >= r0 && f <= r1;
+            if (in) m = fmaxf(m, bm * t.bound_scale);
             u32 ins = __ballot_sync(FULL_MASK, in);
             cnt += __popc(ins);
-            if (ins != FULL_MASK) break;
+            if (ins) in_last = __shfl_sync(FULL_MASK, l, 31 - __clz(ins));
+            u32 after = __ballot_sync(FULL_MASK, !valid || f > r1);
+            if (after) {
+                after_first = __shfl_sync(FULL_MASK, f, __ffs(after) - 1);
+                break;
+            }
+            c += 32u;
         }
         m = t.bound_scale < 0.0f ? __int_as_float(0x7f800000) : warp_max(m);
         if (lane == 0) {
             s->t_first[i] = b;
             s->t_cnt[i] = cnt;
             atomicAdd(&s->bound, m);
-            // Blocks before b + cnt start at or before r1; the next posting after w1 is in the last of them
-            // if it reaches past w1, else it is the next block's first.
-            u32 e = b + cnt, next = 0xffffffffu;
+            // The next posting after w1 is in the window's last block if that reaches past w1, else it
+            // is the next block's first (none: ~0, the sentinel of a lane past the list).
+            u32 next = 0xffffffffu;
             if (w1 != 0xffffffffu) {
-                if (cnt > 0u && last[e - 1u] > w1) next = w1 + 1u;
-                else if (e < nb) next = max(first[e], w1 + 1u);
+                if (cnt > 0u && in_last > w1) next = w1 + 1u;
+                else next = max(after_first, w1 + 1u);
             }
             atomicMin(&s->wnext, next);
         }
