@@ -55,8 +55,8 @@ __device__ __forceinline__ void offer_window_max(QueryShared* s, u32 mx) {
 // Adds one OR window's postings to the accumulators (at most THREADS terms): every (list, block) pair that
 // overlaps the window is decoded first, one warp per pair and all warps at once, into the CTA's scratch;
 // then all threads add the postings, list after list without waiting for one another (the sums are
-// exact in any order). More than THREADS pairs go in rounds, a barrier before each round's decoding
-// reuses the scratch.
+// exact in any order). More than THREADS pairs go in rounds; the barrier after a round's adds lets the
+// next round decode into the same scratch.
 __device__ void or_window(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 w0, u32 r0, u32 r1,
                           QueryShared* s, u32* acc, u32* seen, u32* dec_doc, u32* dec_tf, PhaseClock& clk) {
     u32 tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
