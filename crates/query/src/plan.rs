@@ -19,8 +19,6 @@ use crate::topk::TopK;
 /// One term of a plan.
 #[derive(Clone)]
 pub struct PlanTerm<'a> {
-    /// Position in the plan's (canonical) term order.
-    pub slot: usize,
     /// The posting list.
     pub list: PostingList<'a>,
     /// Multiplies BM25's tf part to give this term's contribution.
@@ -258,7 +256,7 @@ impl<'a> Plan<'a> {
         let slack = bound_slack(n);
         let fixed = Fixed::for_weights(&weights, params.k1);
         let mut terms = Vec::with_capacity(n);
-        for (slot, (&(id, _), &weight)) in query.terms.iter().zip(&weights).enumerate() {
+        for (&(id, _), &weight) in query.terms.iter().zip(&weights) {
             let list = index.postings(id);
             let (bounds, max_bound) = if same_params {
                 // Stored bounds are ≥ idf · tf_part for weight-1 idf; rescale to this weight.
@@ -270,7 +268,6 @@ impl<'a> Plan<'a> {
                 (BlockBounds::Computed(v), max)
             };
             terms.push(PlanTerm {
-                slot,
                 list,
                 weight,
                 max_bound,
