@@ -32,7 +32,7 @@
 #define FULL_MASK 0xffffffffu
 #define TOPK_CAP 36864u     // entries of the per-CTA running top-k buffer (k <= MAX_K_GPU, + a window)
 #define MAX_K_GPU 1024u     // the final sort runs in shared memory over this many keys
-#define MAX_WINDOW 32768u   // OR accumulator window (shared floats)
+#define MAX_WINDOW 32768u   // OR accumulator window (shared u32 sums)
 #define MAX_SMALL_OR 4096u  // postings of the largest OR query the sort path takes
 #define SMALL_OR_BLOCKS 256u  // blocks of the largest OR query the sort path takes
 

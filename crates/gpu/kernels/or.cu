@@ -28,9 +28,9 @@ __device__ __forceinline__ void prefetch_norms(const IndexArgs& ix, u32 a, u32 b
 
 // Sets window offset i's bit in `seen`, a bit per window document, set once its accumulator holds a
 // sum: the bits let the window's reset and its top-k pass visit only the documents the lists touched (a
-// window of 16,384 documents holds a few thousand). Within one list each document is added by one
-// thread, so reading the word without an atomic sees this document's bit as this thread left it; the
-// atomic OR keeps other threads' bits of the word.
+// window of 16,384 documents holds a few thousand). The plain read only saves the atomic where the bit
+// is set already: threads adding the same document (its lists are added at once) may both find it clear
+// and both set it, which is harmless; the atomic OR keeps other threads' bits of the word.
 __device__ __forceinline__ void mark_seen(u32* seen, u32 i) {
     u32 m = 1u << (i & 31u);
     if (!(seen[i >> 5] & m)) atomicOr(&seen[i >> 5], m);

@@ -43,9 +43,10 @@ __device__ __forceinline__ u32* warp_scratch(QueryShared* s, u32 warp) { return 
 // loaded (ptxas -v, sm_90; fourteenth session).
 __device__ __forceinline__ u32* and_scratch(u32 warp) { return (u32*)dyn + 4u * CHUNK + warp * 4u * BLOCK_LEN; }
 
-// Floats of an OR launch's accumulators: the window, or more where the final sort's keys, which reuse
-// them once the query's windows are done, need it (or_shared_bytes in crates/gpu/src/device.rs).
-__device__ __forceinline__ u32 or_acc_floats(u32 window) { return max(window, 2u * MAX_K_GPU); }
+// 4-byte words of an OR launch's accumulators (u32 fixed-point sums): the window, or more where the
+// final sort's keys, which reuse them once the query's windows are done, need it (or_shared_bytes in
+// crates/gpu/src/device.rs).
+__device__ __forceinline__ u32 or_acc_words(u32 window) { return max(window, 2u * MAX_K_GPU); }
 
 #define PH_SELECT 0
 #define PH_DECODE 1

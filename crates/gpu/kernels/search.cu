@@ -21,7 +21,7 @@ __device__ __forceinline__ void search_body(const IndexArgs& ix, const BatchArgs
         s.cand_tf0 = and_arrays + CHUNK;
         s.blk = and_arrays + 2 * CHUNK;
         s.sel_blk = and_arrays + 3 * CHUNK;
-        s.xs = (u32*)(dyn + or_acc_floats(ba.window)) + ba.window / 32u;  // OR's (AND's: and_scratch)
+        s.xs = (u32*)(dyn + or_acc_words(ba.window)) + ba.window / 32u;  // OR's (AND's: and_scratch)
         clock_out = ba.phase_cycles ? ba.phase_cycles + (u64)cta * 8 : (u64*)0;
         clock_at = 0;
     }
@@ -46,7 +46,7 @@ __device__ __forceinline__ void search_body(const IndexArgs& ix, const BatchArgs
         if (MODE == MODE_AND)
             and_query(ix, ba, terms, qd.num_terms, &s, buf, dec_doc, dec_tf, clk);
         else
-            or_query(ix, ba, terms, qd.num_terms, &s, (u32*)dyn, (u32*)(dyn + or_acc_floats(ba.window)), dec_doc,
+            or_query(ix, ba, terms, qd.num_terms, &s, (u32*)dyn, (u32*)(dyn + or_acc_words(ba.window)), dec_doc,
                      dec_tf, buf, clk);
         __syncthreads();
         u32* od = ba.out_doc + (u64)qd.out_slot * ba.k;
