@@ -25,16 +25,33 @@ struct QueryShared {
     float fixed_unit;   // and 2^-s (fixed_value)
     u32 doc_lo;         // this (part of a) query's docID range, inclusive
     u32 doc_hi;
-    u32 t_start[THREADS];      // OR window: per plan slot, the first block overlapping the window
-    u32 t_off[THREADS + 1];    // OR window: per plan slot, the offset of its blocks in the window's list
-    u32 t_first[THREADS];      // OR window: per term, the first block whose last docID reaches the window
-    u32 t_cnt[THREADS];        // OR window: per term, the blocks overlapping the window
+    // OR windows, by the window's number modulo 3 (or_windows says why three): its bound, the first
+    // docID after it, and the largest fixed-point sum written to its accumulators.
+    float win_bound[3];
+    u32 win_after[3];
+    u32 win_max[3];
     u32 bound_bits;            // query_bound: one term's largest block bound (a non-negative float's bits)
-    u32 wmax;                  // OR window: the largest fixed-point sum written to its accumulators
 };
 
 // The query kernel's dynamic shared memory (search_body says what it holds).
 extern __shared__ __align__(16) float dyn[];
+
+// An OR query's per-term arrays, in an OR launch's dynamic shared memory (after the window's
+// accumulators and bits: or_state), so that AND's CTAs do not hold them: as static shared memory, their
+// 6 KiB in each of AND's five CTAs an SM left less of the SM's memory to the L1 cache, and AND ran 10%
+// slower on the H100 (bench/RESULTS.md, issue 14, eighteenth session).
+struct OrState {
+    u32 t_start[THREADS];      // OR window: per plan slot, the first block overlapping the window
+    u32 t_off[THREADS + 1];    // OR window: per plan slot, the offset of its blocks in the window's list
+    // OR windows (or_windows), the window being added in one half and the next one's selection in the
+    // other (by parity of the window's number): per term, the first block whose last docID reaches the
+    // window, and the blocks overlapping it.
+    u32 t_first[2][THREADS];
+    u32 t_cnt[2][THREADS];
+};
+
+// Words of OrState, rounded up to 16 bytes (the host's or_state_bytes in crates/gpu/src/device.rs).
+#define OR_STATE_WORDS ((6u * THREADS + 1u + 3u) & ~3u)
 
 __device__ __forceinline__ u32* warp_scratch(QueryShared* s, u32 warp) { return s->xs + warp * 4u * BLOCK_LEN; }
 
@@ -47,6 +64,11 @@ __device__ __forceinline__ u32* and_scratch(u32 warp) { return (u32*)dyn + 4u * 
 // final sort's keys, which reuse them once the query's windows are done, need it (or_shared_bytes in
 // crates/gpu/src/device.rs).
 __device__ __forceinline__ u32 or_acc_words(u32 window) { return max(window, 2u * MAX_K_GPU); }
+
+// An OR launch's OrState: after the window's accumulators and its bit per document.
+__device__ __forceinline__ OrState* or_state(u32 window) {
+    return (OrState*)((u32*)dyn + or_acc_words(window) + window / 32u);
+}
 
 #define PH_SELECT 0
 #define PH_DECODE 1

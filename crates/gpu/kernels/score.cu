@@ -65,22 +65,24 @@ __device__ void query_bound(const IndexArgs& ix, const TermDesc* terms, u32 n, u
 }
 
 // The blocks of each term i < n (one warp each) that overlap an OR window's range [r0, r1] (w1: the
-// window's last docID): s->t_first[i], the first whose last docID is at least r0, and s->t_cnt[i] of
-// them. Adds the largest of their bounds to s->bound (set beforehand to the prior's bound) and lowers
-// s->wnext to the first docID after w1 in any of the term's blocks. The search runs forward from the
-// previous window's first block, 32 blocks at a time, each lane loading its block's first and last
-// docIDs and bound at once: the blocks wholly before the window, those in it and those after it are
-// three runs of lanes, so one round of loads usually settles a term (a run of 32 wholly before it
-// is passed by bisection). The first docID after the window comes from the lanes too.
+// window's last docID): first_out[i], the first whose last docID is at least r0, and cnt_out[i] of them.
+// Adds the largest of their bounds to *bound (set beforehand to the prior's bound) and lowers *after to
+// the first docID after w1 in any of the term's blocks. The search runs forward from first_in[i] (the
+// previous window's first block; first_out may be first_in), 32 blocks at a time, each lane loading its
+// block's first and last docIDs and bound at once: the blocks wholly before the window, those in it and
+// those after it are three runs of lanes, so one round of loads usually settles a term (a run of 32
+// wholly before it is passed by bisection). The first docID after the window comes from the lanes too.
+// Term i goes to warp WARPS - 1 - i % WARPS: or_window_regs deals a window's blocks out from warp 0, so
+// when the next window's selection runs beside this one's adds, it lands on the warps with fewest blocks.
 __device__ void window_blocks(const IndexArgs& ix, const TermDesc* terms, u32 n, u32 r0, u32 r1, u32 w1,
-                              QueryShared* s) {
+                              const u32* first_in, u32* first_out, u32* cnt_out, float* bound, u32* after) {
     u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-    for (u32 i = warp; i < n; i += WARPS) {
+    for (u32 i = WARPS - 1u - warp; i < n; i += WARPS) {
         const TermDesc& t = terms[i];
         const u32* first = ix.blk_first + t.block_base;
         const u32* last = ix.blk_last + t.block_base;
         const float* bmax = ix.blk_max + t.block_base;
-        u32 nb = t.num_blocks, c = s->t_first[i];
+        u32 nb = t.num_blocks, c = first_in[i];
         u32 b = 0, cnt = 0;
         bool placed = false;        // b found: the first block whose last docID is at least r0
         u32 in_last = 0;            // the last docID of the window's last block (cnt > 0)
@@ -115,9 +117,9 @@ __device__ void window_blocks(const IndexArgs& ix, const TermDesc* terms, u32 n,
         }
         m = t.bound_scale < 0.0f ? __int_as_float(0x7f800000) : warp_max(m);
         if (lane == 0) {
-            s->t_first[i] = b;
-            s->t_cnt[i] = cnt;
-            atomicAdd(&s->bound, m);
+            first_out[i] = b;
+            cnt_out[i] = cnt;
+            atomicAdd(bound, m);
             // The next posting after w1 is in the window's last block if that reaches past w1, else it
             // is the next block's first (none: ~0, the sentinel of a lane past the list).
             u32 next = 0xffffffffu;
@@ -125,7 +127,7 @@ __device__ void window_blocks(const IndexArgs& ix, const TermDesc* terms, u32 n,
                 if (cnt > 0u && in_last > w1) next = w1 + 1u;
                 else next = max(after_first, w1 + 1u);
             }
-            atomicMin(&s->wnext, next);
+            atomicMin(after, next);
         }
     }
 }

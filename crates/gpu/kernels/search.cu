@@ -7,8 +7,8 @@
 // 14, eleventh session).
 template <u32 MODE>
 __device__ __forceinline__ void search_body(const IndexArgs& ix, const BatchArgs& ba) {
-    // dyn holds, for AND, the candidate arrays; for OR, the window's accumulators and bits of touched
-    // documents; then the decoders' scratch where the codec needs it (and_scratch, QueryShared::xs). The
+    // dyn holds, for AND, the candidate arrays; for OR, the window's accumulators, bits of touched
+    // documents and per-term arrays (OrState); then the decoders' scratch where the codec needs it (and_scratch, QueryShared::xs). The
     // final sort's keys reuse its first 8 KiB.
     __shared__ QueryShared s;
     u32 cta = blockIdx.x;
@@ -21,7 +21,7 @@ __device__ __forceinline__ void search_body(const IndexArgs& ix, const BatchArgs
         s.cand_tf0 = and_arrays + CHUNK;
         s.blk = and_arrays + 2 * CHUNK;
         s.sel_blk = and_arrays + 3 * CHUNK;
-        s.xs = (u32*)(dyn + or_acc_words(ba.window)) + ba.window / 32u;  // OR's (AND's: and_scratch)
+        s.xs = (u32*)or_state(ba.window) + OR_STATE_WORDS;  // OR's (AND's: and_scratch)
         clock_out = ba.phase_cycles ? ba.phase_cycles + (u64)cta * 8 : (u64*)0;
         clock_at = 0;
     }
@@ -46,8 +46,8 @@ __device__ __forceinline__ void search_body(const IndexArgs& ix, const BatchArgs
         if (MODE == MODE_AND)
             and_query(ix, ba, terms, qd.num_terms, &s, buf, dec_doc, dec_tf, clk);
         else
-            or_query(ix, ba, terms, qd.num_terms, &s, (u32*)dyn, (u32*)(dyn + or_acc_words(ba.window)), dec_doc,
-                     dec_tf, buf, clk);
+            or_query(ix, ba, terms, qd.num_terms, &s, or_state(ba.window), (u32*)dyn,
+                     (u32*)(dyn + or_acc_words(ba.window)), dec_doc, dec_tf, buf, clk);
         __syncthreads();
         u32* od = ba.out_doc + (u64)qd.out_slot * ba.k;
         float* os = ba.out_score + (u64)qd.out_slot * ba.k;

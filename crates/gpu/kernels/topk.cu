@@ -95,12 +95,16 @@ __device__ void topk_shrink(u64* buf, u32 k, TopShared* ts) {
 // Makes room for up to `incoming` new keys: shrinks the buffer to the top k when it holds more than
 // max(2k, 512) keys (so that the threshold rises soon and block-max skipping starts) or when the new keys
 // would not fit. All threads call it; afterwards threads push with topk_push and then synchronise.
-__device__ void topk_make_room(u64* buf, u32 k, TopShared* ts, u32 incoming) {
+// `count` is ts->count as every thread read it with no push since (or the shrink would diverge).
+__device__ void topk_make_room_at(u64* buf, u32 k, TopShared* ts, u32 incoming, u32 count) {
     u32 eager = max(2u * k, 512u);
-    u32 count = ts->count;
-    // Every thread must see the same count before any thread pushes (or the shrink would diverge).
-    __syncthreads();
     if (count > eager || count + incoming > TOPK_CAP) topk_shrink(buf, k, ts);
+}
+
+__device__ void topk_make_room(u64* buf, u32 k, TopShared* ts, u32 incoming) {
+    u32 count = ts->count;
+    __syncthreads();  // every thread has read the count before any thread pushes
+    topk_make_room_at(buf, k, ts, incoming, count);
 }
 
 // Appends one hit if it can still enter the top k (no synchronisation; see topk_make_room).
