@@ -37,6 +37,8 @@
 #   hybab      the hybrid (CPU workers beside the GPU), this binary against the earlier one and, where
 #              carried, .device/warpsearch-mid (a build between them), in alternation, two rounds, AND
 #              and OR (closed loop, as bench; SYNTH=/root/wiki-simdbp RUN_QUERIES=… for the passages);
+#   hybw       the hybrid with each of HYB_WORKERS (default "15 13 11 7") as --hybrid-workers, beside the
+#              GPU alone, two rounds;
 #   hybhost    the hybrid with each of HOST_THREADS (default "0 2 4") as --hybrid-host-threads, in
 #              alternation, two rounds, AND and OR (the table's backend column says h<N>);
 #   ctas       the query kernel compiled for CTAS (default "1 2 3") resident CTAs per SM
@@ -273,6 +275,18 @@ for part in $parts; do
             exe=$(build_exe $build) || continue
           fi
           row_run $exe "hybab round $round $mode $build" $mode hybrid hybrid $build $out/reports/$name-hybab$round-$mode-$build.json
+        done
+      done
+    done
+    ;;
+  hybw)
+    # The hybrid with HYB_WORKERS CPU workers (default "15 13 11 7"), beside the GPU alone.
+    for round in 1 2; do
+      for mode in and or; do
+        row_run $bin "hybw round $round $mode gpu" $mode gpu gpu now $out/reports/$name-hybw$round-$mode-gpu.json
+        for w in ${HYB_WORKERS:-15 13 11 7}; do
+          row_run $bin "hybw round $round $mode w$w" $mode hybrid w$w now \
+            $out/reports/$name-hybw$round-$mode-w$w.json --hybrid-workers $w
         done
       done
     done
