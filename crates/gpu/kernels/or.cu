@@ -270,15 +270,16 @@ __device__ __forceinline__ void window_topk(const IndexArgs& ix, const BatchArgs
 // holds each term's first block at or after the range's start). Window j+1's block selection
 // (window_blocks) runs beside window j's adds: a warp first selects its terms' blocks of window j+1 (the
 // terms go to the warps from the last, which get the fewest of window j's blocks), then adds its blocks
-// of window j. A window costs two barriers: one after its adds (and the next one's selection), one after
-// its top-k pass or reset, where it cost five to seven. On the H100, OR top-10 on the 25M collection
+// of window j. With SIMD-BP128 lists a window costs two barriers: one after its adds (and the next
+// one's selection), one after its top-k pass or reset, where it cost five to seven (a skipped window:
+// one); or_window, for the other codecs, adds its own. On the H100, OR top-10 on the 25M collection
 // +9% to +11.5%; with each warp's adds before its selection, nothing (bench/RESULTS.md, issue 14,
-// eighteenth session). Window
-// j's selection is in the halves j % 2 of os->t_first and os->t_cnt, its bound, the first docID after it
-// and its largest sum in the slots j % 3 of s->win_bound, s->win_after and s->win_max. Three, because
-// thread 0 resets the slots of window j+2 (bound, first docID after) and j+1 (largest sum) while the other
-// threads may still be reading window j's, with no barrier between: the slots it resets were last read
-// before the barrier that ended window j-1's adds.
+// eighteenth session). Window j's selection is in the halves j % 2 of os->t_first and os->t_cnt, its
+// bound, the first docID after it and its largest sum in the slots j % 3 of s->win_bound, s->win_after
+// and s->win_max. Three, because thread 0 resets window j+2's bound and first docID after while the
+// other threads may still be reading window j's, with no barrier between: those slots were last read
+// (as window j-1's) before the barrier that ended window j-1's adds. The largest sum would do with two;
+// it shares the slot numbering.
 __device__ void or_windows(const IndexArgs& ix, const BatchArgs& ba, const TermDesc* terms, u32 n, QueryShared* s,
                            OrState* os, u32* acc, u32* seen, u32* dec_doc, u32* dec_tf, u64* buf, PhaseClock& clk) {
     u32 W = ba.window, lo = s->doc_lo, hi = s->doc_hi;

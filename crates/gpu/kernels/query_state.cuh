@@ -52,6 +52,7 @@ struct OrState {
 
 // Words of OrState, rounded up to 16 bytes (the host's or_state_bytes in crates/gpu/src/device.rs).
 #define OR_STATE_WORDS ((6u * THREADS + 1u + 3u) & ~3u)
+static_assert(sizeof(OrState) <= OR_STATE_WORDS * 4u, "OrState outgrew OR_STATE_WORDS (and or_state_bytes)");
 
 __device__ __forceinline__ u32* warp_scratch(QueryShared* s, u32 warp) { return s->xs + warp * 4u * BLOCK_LEN; }
 

@@ -95,7 +95,9 @@ __device__ void topk_shrink(u64* buf, u32 k, TopShared* ts) {
 // Makes room for up to `incoming` new keys: shrinks the buffer to the top k when it holds more than
 // max(2k, 512) keys (so that the threshold rises soon and block-max skipping starts) or when the new keys
 // would not fit. All threads call it; afterwards threads push with topk_push and then synchronise.
-// `count` is ts->count as every thread read it with no push since (or the shrink would diverge).
+// `count` is ts->count as every thread read it with no push since (or the shrink would diverge), and a
+// barrier separates every thread's read of it from the first push after this call (topk_make_room's
+// own; or_windows' after a window's adds).
 __device__ void topk_make_room_at(u64* buf, u32 k, TopShared* ts, u32 incoming, u32 count) {
     u32 eager = max(2u * k, 512u);
     if (count > eager || count + incoming > TOPK_CAP) topk_shrink(buf, k, ts);

@@ -100,7 +100,7 @@ pub fn or_window_bytes(window: u32) -> u32 {
     window.max(2 * MAX_K_GPU) * 4 + window / 8 // the sort's keys take two floats' room each
 }
 
-/// An OR query's per-term arrays (`OrState` in the kernels: four of `threads()` words and one word, the
+/// An OR query's per-term arrays (`OrState` in the kernels: six of `threads()` words and one word, the
 /// window selection's two halves included), rounded up to 16 bytes. They are dynamic shared memory, so
 /// that AND launches do not hold them.
 pub fn or_state_bytes() -> u32 {
