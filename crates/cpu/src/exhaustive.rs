@@ -23,7 +23,7 @@ pub fn exhaustive(plan: &Plan, mode: Mode, k: usize) -> Result<Vec<Scored>> {
                 .map(|(&d, &f)| (d, plan.contribution(t, d, f))),
         );
     }
-    postings.sort_by_key(|p| p.0);
+    postings.sort_unstable_by_key(|p| p.0);
     let need = if mode == Mode::And { slots } else { 1 };
     let mut out: Vec<Scored> = postings
         .chunk_by(|a, b| a.0 == b.0)

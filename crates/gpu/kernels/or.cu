@@ -248,12 +248,11 @@ __device__ __forceinline__ void window_reset(u32* acc, u32* seen, u32 W) {
 }
 
 // A window's top-k pass: its touched documents only, a word of `seen` at a time, each accumulator reset
-// once read (one pass for both: OR top-10 +1.9% on the H100, bench/RESULTS.md, issue 14). `count` is the
-// top-k buffer's count as every thread read it since its last push (topk_make_room_at). The caller
-// synchronises before the next window's adds and before reading the top k.
+// once read (one pass for both: OR top-10 +1.9% on the H100, bench/RESULTS.md, issue 14). The caller has
+// made room for a window's keys (topk_make_room or topk_make_room_at), and synchronises before the next
+// window's adds and before reading the top k.
 __device__ __forceinline__ void window_topk(const IndexArgs& ix, const BatchArgs& ba, QueryShared* s, u32* acc,
-                                            u32* seen, u64* buf, u32 w0, u32 count) {
-    topk_make_room_at(buf, ba.k, &s->top, ba.window, count);
+                                            u32* seen, u64* buf, u32 w0) {
     for (u32 j = threadIdx.x; j < ba.window / 32u; j += THREADS) {
         for (u32 word = seen[j]; word != 0u; word &= word - 1u) {
             u32 i = j * 32u + (u32)(__ffs(word) - 1);
@@ -331,8 +330,12 @@ __device__ void or_windows(const IndexArgs& ix, const BatchArgs& ba, const TermD
             // the threshold, no document of the window can enter the top k: its pass is skipped.
             float m = fixed_value(s, s->win_max[m3]);
             float top = ix.prior ? (m + ix.prior_max) * s->slack : m;
-            if (top < threshold) window_reset(acc, seen, W);
-            else window_topk(ix, ba, s, acc, seen, buf, w0, count);
+            if (top < threshold) {
+                window_reset(acc, seen, W);
+            } else {
+                topk_make_room_at(buf, ba.k, &s->top, W, count);
+                window_topk(ix, ba, s, acc, seen, buf, w0);
+            }
             __syncthreads();
             clk.lap(PH_TOPK);
         }
@@ -397,9 +400,8 @@ __device__ void or_windows_many(const IndexArgs& ix, const BatchArgs& ba, const 
         __syncthreads();
         clk.lap(PH_SCORE);
         if (s->top.failed) return;
-        u32 count = s->top.count;
-        __syncthreads();  // every thread has read the count before any thread pushes
-        window_topk(ix, ba, s, acc, seen, buf, w0, count);
+        topk_make_room(buf, ba.k, &s->top, W);
+        window_topk(ix, ba, s, acc, seen, buf, w0);
         __syncthreads();
         clk.lap(PH_TOPK);
     }

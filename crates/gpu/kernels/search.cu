@@ -8,8 +8,8 @@
 template <u32 MODE>
 __device__ __forceinline__ void search_body(const IndexArgs& ix, const BatchArgs& ba) {
     // dyn holds, for AND, the candidate arrays; for OR, the window's accumulators, bits of touched
-    // documents and per-term arrays (OrState); then the decoders' scratch where the codec needs it (and_scratch, QueryShared::xs). The
-    // final sort's keys reuse its first 8 KiB.
+    // documents and per-term arrays (OrState); then the decoders' scratch where the codec needs it
+    // (and_scratch, QueryShared::xs). The final sort's keys reuse its first 8 KiB.
     __shared__ QueryShared s;
     u32 cta = blockIdx.x;
     u64* buf = ba.topbuf + (u64)cta * TOPK_CAP;
