@@ -23,17 +23,24 @@
 #   gs     the passages in global-score order with bm25-static (early termination; the CPU completes):
 #          cache S_c of 25% and 10% of the index plus 64 MiB of staging (carried as .device/gs-part1 and
 #          .device/wiki-gs-rest.tar.xz);
-#   identical  `search` with a cache vs the CPU's run, byte for byte (after gs);
+#   synth-gs  the synthetic collection in global-score order (`synth --static-scores --doc-order
+#          global-score`, α 0.5): a document takes its first passage's static score 1/(1 + passage
+#          number), from .device/static.tsv.xz (scripts/device-prepare.sh makes it); kept in /root/synth-gs;
+#   gs-synth  the gs table on it (GS_MODES, default "and or"), budgets of 25% and 10% of the index with
+#          S_b a quarter of the budget, as the plain collection's table;
+#   identical  `search` with a cache vs the CPU's run, byte for byte (after gs; IDENT_INDEX=synth-gs:
+#          on the synthetic collection in global-score order, after synth-gs);
 #   identical-synth  the same on the synthetic collection (plain BM25), AND, and-or and OR (IDENT_MODES) at 25% and 10%;
 #   sweep  at a 25% budget, the split between cache S_c and staging S_b (for the throughput model).
 # Output under $OUT: cache.log, cache-table.txt (one row per run), reports/*.json.
-# usage: scripts/device-cache.sh [tests] [synth] [and] [or] [base] [vfb] [hybrid] [drift] [dyn] [long] [gs] [identical]
-#        [identical-synth] [sweep]
+# usage: scripts/device-cache.sh [tests] [synth] [and] [or] [base] [vfb] [hybrid] [drift] [dyn] [long] [gs] [synth-gs]
+#        [gs-synth] [identical] [identical-synth] [sweep]
 set -uo pipefail
 source scripts/device-common.sh
 log=$out/cache.log
 table=$out/cache-table.txt
 synth=/root/synth
+synth_gs=/root/synth-gs
 idx=$synth
 extra=${EXTRA:-}  # more `bench` options for every run (EXTRA="--gpu-split 50000")
 # WARMUP=0: no warm-up pass (the dynamic policy then meets the measured queries for the first time).
@@ -94,6 +101,22 @@ row = "%-5s %-8s %-7s %-8s %10.0f %8.3f %8.3f %6s %9s %7s %7s %8s %8s %8.0f %8.0
     g.get("prepare_ms", 0) + g.get("stage_ms", 0), g.get("wait_ms", 0), g.get("kernel_ms", 0), sys.argv[7])
 open(sys.argv[6], "a").write(row)
 PY
+}
+
+# gs_table <index> <buffer share|fixed> <modes>: bm25-static with early termination on an index in
+# global-score order, all resident, then vfb, qtf, qtfdf and dynamic at 25% and 10%, and vfb with λ 0.5 at
+# 10%.
+gs_table() {
+  local idx=$1 buf=$2 extra="--ranking bm25-static" mode share policy
+  for mode in $3; do
+    run $mode none 1 0 $work/train.txt $work/test.txt gs
+    for share in 0.25 0.1; do
+      for policy in vfb qtf qtfdf dynamic; do
+        run $mode $policy $share $buf $work/train.txt $work/test.txt gs
+      done
+    done
+    extra="--ranking bm25-static --gpu-cache-ratio 0.5" run $mode vfb 0.1 $buf $work/train.txt $work/test.txt gs-lambda0.5
+  done
 }
 
 for part in $parts; do
@@ -187,39 +210,39 @@ for part in $parts; do
       unxz $dev/gs-part1/wiki-gs-postings.bin.xz >$gs/postings.bin
     [ -f $gs/meta.json ] || [ ! -f $dev/wiki-gs-rest.tar.xz ] || unxz $dev/wiki-gs-rest.tar.xz | tar -x -C $gs
     [ -f $gs/meta.json ] || { say "the global-score passages are not all here yet"; continue; }
-    idx=$gs
-    extra="--ranking bm25-static"
-    for mode in and or; do
-      run $mode none 1 0 $work/train.txt $work/test.txt gs
-      for share in 0.25 0.1; do
-        for policy in vfb qtf qtfdf dynamic; do
-          run $mode $policy $share fixed $work/train.txt $work/test.txt gs
-        done
-      done
-      extra="--ranking bm25-static --gpu-cache-ratio 0.5"
-      run $mode vfb 0.1 fixed $work/train.txt $work/test.txt gs-lambda0.5
-      extra="--ranking bm25-static"
-    done
-    idx=$synth
-    extra=""
+    gs_table $gs fixed "and or"
+    ;;
+  synth-gs)
+    if [ ! -f $synth_gs/meta.json ]; then
+      unxz $dev/static.tsv.xz >/tmp/static.tsv
+      $bin synth --like "$wiki" --output $synth_gs --docs ${SYNTH_DOCS:-25000000} --static-scores /tmp/static.tsv \
+        --doc-order global-score --alpha 0.5 2>&1 | tee -a "$log"
+    fi
+    say "synthetic index in global-score order: $(index_bytes $synth_gs) bytes of postings and skip data"
+    ;;
+  gs-synth)
+    [ -f $synth_gs/meta.json ] || { say "gs-synth: run synth-gs first"; continue; }
+    gs_table $synth_gs 0.25 "${GS_MODES:-and or}"
     ;;
   identical)
     # `search` with a cache, byte for byte against the CPU's run: the global-score passages (after `gs`
     # unpacked them), bm25-static, the first 5,000 test queries, AND / OR / and-or at k 10 and 1000.
-    gs=/root/wiki-gs
-    [ -f $gs/meta.json ] || { say "identical: run gs first (the global-score passages)"; continue; }
+    gs=/root/wiki-${IDENT_INDEX:-gs}
+    [ "${IDENT_INDEX:-}" = synth-gs ] && gs=$synth_gs
+    [ -f $gs/meta.json ] || { say "identical: run gs or synth-gs first ($gs)"; continue; }
     total=$(index_bytes $gs)
-    for mode in and or and-or; do
+    # IDENT_MODES and IDENT_CONFIGS ("backend:policy:share[:completion]" words) to run fewer.
+    for mode in ${IDENT_MODES:-and or and-or}; do
       for k in 10 1000; do
         common=(--index $gs --queries $work/test.txt --mode $mode --k $k --ranking bm25-static --force)
         $bin search "${common[@]}" --backend cpu --output $work/cpu.run 2>>"$log"
-        for cfg in "gpu vfb 0.1" "gpu qtf 0.25" "gpu dynamic 0.25" "hybrid vfb 0.25" "gpu vfb 0.25 transfer"; do
-          set -- $cfg
+        for cfg in ${IDENT_CONFIGS:-gpu:vfb:0.1 gpu:qtf:0.25 gpu:dynamic:0.25 hybrid:vfb:0.25 gpu:vfb:0.25:transfer}; do
+          set -- ${cfg//:/ }
           budget=$(python3 -c "print(int($total * $3) + (64 << 20))")
           $bin search "${common[@]}" --backend $1 --gpu-memory $budget --gpu-cache $2 --gpu-cache-buffer $((64 << 20)) \
             --gpu-cache-train $work/train.txt --gpu-cache-complete ${4:-auto} --stats --output $work/gpu.run 2>>"$log"
           if cmp -s $work/cpu.run $work/gpu.run; then r=identical; else r=DIFFERENT; fi
-          say "search $mode k $k --backend $1 --gpu-cache $2 at $3 (${4:-auto}): $r to the CPU's run"
+          say "$(basename $gs): search $mode k $k --backend $1 --gpu-cache $2 at $3 (${4:-auto}): $r to the CPU's run"
         done
       done
     done

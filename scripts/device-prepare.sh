@@ -23,6 +23,11 @@ strip $dev/gpu-tests $dev/engine-tests
 cp ../shared/data/queries/trec05-efficiency.txt $dev/
 xz -T2 -3 -c "$index/postings.bin" >$dev/part1/wiki-postings.bin.xz
 tar -C "$index" -cf - $(cd "$index" && ls | grep -v '^postings.bin$') | xz -T2 -3 -c >$dev/wiki-rest.tar.xz
+# PASSAGES=passages.jsonl: the passages' static scores (bench/static_scores.py) for device-cache.sh's
+# synth-gs.
+if [ -n "${PASSAGES:-}" ]; then
+  python3 bench/static_scores.py "$PASSAGES" | xz -T2 -6 -c >$dev/static.tsv.xz
+fi
 if [ $# -ge 2 ]; then
   (cd bench/peers/tantivy && cargo build --release)
   cp bench/peers/tantivy/target/release/tantivy-peer $dev/ && strip $dev/tantivy-peer

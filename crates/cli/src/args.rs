@@ -93,15 +93,8 @@ pub struct IndexArgs {
     /// BM25 b for the stored block-max bounds.
     #[arg(long, default_value_t = 0.4)]
     pub b: f32,
-    /// Static document scores: lines of `docid<TAB>score`.
-    #[arg(long)]
-    pub static_scores: Option<PathBuf>,
-    /// Renumber documents by descending global score (needed for early termination).
-    #[arg(long, value_parser = ["input", "global-score"], default_value = "input")]
-    pub doc_order: String,
-    /// Weight α of the static score in the global score.
-    #[arg(long, default_value_t = 0.5)]
-    pub alpha: f32,
+    #[command(flatten)]
+    pub order: OrderArgs,
     /// Memory for in-memory postings before spilling a sorted run to disk, in MiB.
     #[arg(long, default_value_t = 2048)]
     pub memory_mb: usize,
@@ -121,18 +114,12 @@ impl IndexArgs {
         .map_err(anyhow::Error::msg)
     }
 
-    /// The α of a global-score order, if chosen.
-    pub fn reorder_alpha(&self) -> Option<f32> {
-        (self.doc_order == "global-score").then_some(self.alpha)
-    }
-
     /// Writer options from these flags.
     pub fn writer_options(&self) -> Result<WriterOptions> {
         let bm25 = Bm25Params::checked(self.k1, self.b).map_err(anyhow::Error::msg)?;
-        if !(0.0..=1.0).contains(&self.alpha) {
-            bail!("--alpha must lie in [0, 1] (got {})", self.alpha);
-        }
-        if self.ciff.is_some() && (self.static_scores.is_some() || self.doc_order != "input" || self.title) {
+        self.order.reorder_alpha()?;
+        let o = &self.order;
+        if self.ciff.is_some() && (o.static_scores.is_some() || o.doc_order != "input" || self.title) {
             bail!(
                 "--static-scores, --doc-order and --title apply to --input only: a CIFF file's postings are \
                  imported as they are; build from the JSONL collection for static scores or a global-score order"
@@ -145,6 +132,31 @@ impl IndexArgs {
             doc_order: DocOrder::Input,
             force: self.force,
         })
+    }
+}
+
+/// Static scores and the docID order, for `index` and `synth`.
+#[derive(Args)]
+pub struct OrderArgs {
+    /// Static document scores: lines of `docid<TAB>score` (for `synth`, of the sample's documents: a
+    /// synthetic document takes its first template's).
+    #[arg(long)]
+    pub static_scores: Option<PathBuf>,
+    /// Renumber documents by descending global score (needed for early termination).
+    #[arg(long, value_parser = ["input", "global-score"], default_value = "input")]
+    pub doc_order: String,
+    /// Weight α of the static score in the global score.
+    #[arg(long, default_value_t = 0.5)]
+    pub alpha: f32,
+}
+
+impl OrderArgs {
+    /// The α of a global-score order, if chosen; an error if α is outside [0, 1].
+    pub fn reorder_alpha(&self) -> Result<Option<f32>> {
+        if !(0.0..=1.0).contains(&self.alpha) {
+            bail!("--alpha must lie in [0, 1] (got {})", self.alpha);
+        }
+        Ok((self.doc_order == "global-score").then_some(self.alpha))
     }
 }
 
@@ -188,6 +200,8 @@ pub struct SynthArgs {
     /// Write the generation report (fitted parameters, sizes, time) as JSON here.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    #[command(flatten)]
+    pub order: OrderArgs,
 }
 
 /// `warpsearch synth-check`.

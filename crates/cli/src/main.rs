@@ -76,8 +76,8 @@ fn run_index(a: IndexArgs) -> Result<()> {
             opts.include_title = a.title;
             opts.memory_budget = a.memory_mb.saturating_mul(1 << 20);
             opts.skip_bad = a.skip_bad;
-            opts.static_scores = a.static_scores.clone();
-            opts.reorder_alpha = a.reorder_alpha();
+            opts.static_scores = a.order.static_scores.clone();
+            opts.reorder_alpha = a.order.reorder_alpha()?;
             opts.progress = true;
             let report = build_from_jsonl(input, &a.output, &opts)?;
             let m = &report.meta;
@@ -113,7 +113,7 @@ fn run_index(a: IndexArgs) -> Result<()> {
                     report.empty_docs
                 );
             }
-            if a.static_scores.is_some() && (report.static_missing > 0 || report.static_unknown > 0) {
+            if a.order.static_scores.is_some() && (report.static_missing > 0 || report.static_unknown > 0) {
                 eprintln!(
                     "note: {} documents had no static score (0 used); {} static-score lines named unknown documents",
                     report.static_missing, report.static_unknown

@@ -35,6 +35,8 @@ pub fn run(a: SynthArgs) -> Result<()> {
             doc_order: DocOrder::Input,
             force: a.force,
         },
+        static_scores: a.order.static_scores.clone(),
+        reorder_alpha: a.order.reorder_alpha()?,
     };
     let (_, r) = generate(&sample, &a.output, &opts, true)
         .with_context(|| format!("generating {}", a.output.display()))?;
@@ -60,6 +62,15 @@ pub fn run(a: SynthArgs) -> Result<()> {
         r.vocabulary_target,
         r.variant_threshold
     );
+    if opts.static_scores.is_some() {
+        eprintln!(
+            "static scores: {} template documents had none (0 used)",
+            r.static_missing
+        );
+    }
+    if let Some(alpha) = opts.reorder_alpha {
+        eprintln!("global-score order (α {alpha}): {:.1} s", r.order_seconds);
+    }
     if let Some(path) = &a.report {
         std::fs::write(path, serde_json::to_vec_pretty(&r)?)
             .with_context(|| format!("writing {}", path.display()))?;

@@ -168,4 +168,93 @@ fn synth_and_synth_check_run_end_to_end() {
     let out = warpsearch(&["synth", "--like", &p("nope"), "-o", &p("x")]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
+
+    // Static scores of the sample's documents and a global-score order: bm25-static then stops early,
+    // with the same hits as the same collection in input order.
+    let statics: String = (1..=real_docs)
+        .map(|d| format!("CACM-{d}\t{}\n", d % 10))
+        .collect();
+    std::fs::write(p("static.tsv"), statics).unwrap();
+    for (name, order) in [("gs", "global-score"), ("input", "input")] {
+        let out = warpsearch(&[
+            "synth",
+            "--like",
+            &p("real"),
+            "-o",
+            &p(name),
+            "--docs",
+            "5000",
+            "--static-scores",
+            &p("static.tsv"),
+            "--doc-order",
+            order,
+        ]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("static scores: 0 template documents had none"),
+            "{stderr}"
+        );
+        let out = warpsearch(&["inspect", &p(name)]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(text.contains("static       yes"), "{text}");
+        assert_eq!(text.contains("GlobalScore"), order == "global-score", "{text}");
+    }
+    let run = |name: &str| {
+        let out = warpsearch(&[
+            "search",
+            "--index",
+            &p(name),
+            "--queries",
+            topics.to_str().unwrap(),
+            "--mode",
+            "or",
+            "--k",
+            "10",
+            "--ranking",
+            "bm25-static",
+            "--backend",
+            "cpu",
+        ]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        // Per query, its scores, and its documents above its k-th score (documents tied with the
+        // k-th may differ: ties go by docID, which the orders number differently).
+        let mut queries: std::collections::BTreeMap<String, Vec<(String, String)>> = Default::default();
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let hits = queries.entry(f[0].to_owned()).or_default();
+            hits.push((f[4].to_owned(), f[2].to_owned()));
+        }
+        queries
+            .into_values()
+            .map(|hits| {
+                let last = hits.last().unwrap().0.clone();
+                let scores: Vec<String> = hits.iter().map(|h| h.0.clone()).collect();
+                let mut above: Vec<String> = hits.into_iter().filter(|h| h.0 != last).map(|h| h.1).collect();
+                above.sort();
+                (scores, above)
+            })
+            .collect::<Vec<_>>()
+    };
+    let (gs, input) = (run("gs"), run("input"));
+    assert!(gs.len() > 50 && gs.iter().any(|q| q.1.len() > 5));
+    assert_eq!(gs, input);
+    // A bad static-score file is refused, naming the file and the line.
+    std::fs::write(p("bad.tsv"), "CACM-1\t0.5\nCACM-2 0.5\n").unwrap();
+    let out = warpsearch(&[
+        "synth",
+        "--like",
+        &p("real"),
+        "-o",
+        &p("bad"),
+        "--static-scores",
+        &p("bad.tsv"),
+        "--doc-order",
+        "global-score",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("bad.tsv") && stderr.contains('2'),
+        "{stderr}"
+    );
 }

@@ -10,6 +10,7 @@
 //! - [`inspect`]: statistics and a per-codec size and speed comparison.
 //! - [`synth`]: a synthetic collection of any size generated as posting lists from a real sample.
 //! - [`bm25`]: the ranking function whose upper bounds the index stores.
+//! - [`order`]: the global-score docID order (papers/000 eq. 4), for early termination.
 //!
 //! This part knows nothing of query processing; the CPU and GPU engines depend on it, never the reverse.
 
@@ -23,6 +24,7 @@ pub mod container;
 pub mod error;
 pub mod format;
 pub mod inspect;
+pub mod order;
 pub mod pisa;
 pub mod queries;
 pub mod reader;

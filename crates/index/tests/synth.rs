@@ -78,6 +78,8 @@ fn options(docs: u32, terms_per_doc: f64, seed: u64) -> SynthOptions {
         length_sigma: 0.8,
         seed,
         writer: writer_options(Codec::PForDelta),
+        static_scores: None,
+        reorder_alpha: None,
     }
 }
 
@@ -171,6 +173,139 @@ fn scaled_up_collections_meet_their_calibration() {
             lens[d]
         );
     }
+}
+
+/// `b` is `a` renumbered: the same documents (by id) with the same lengths and static scores, every
+/// list holding the same (document id, frequency) pairs.
+fn assert_renumbered(a: &Index, b: &Index) {
+    assert_eq!(a.num_docs(), b.num_docs());
+    let n = a.num_docs() as usize;
+    let old_of: Vec<u32> = (0..n as u32)
+        .map(|new| {
+            let id = b.doc_id(new);
+            let old: u32 = id.strip_prefix("synth-").unwrap().parse().unwrap();
+            assert_eq!(a.doc_id(old), id);
+            old
+        })
+        .collect();
+    let mut seen = old_of.clone();
+    seen.sort_unstable();
+    assert!(
+        seen.iter().enumerate().all(|(i, &d)| i as u32 == d),
+        "a permutation"
+    );
+    for (new, &old) in old_of.iter().enumerate() {
+        let old = old as usize;
+        assert_eq!(b.doc_lens()[new], a.doc_lens()[old], "document {new}");
+        match (a.static_scores(), b.static_scores()) {
+            (Some(sa), Some(sb)) => assert_eq!(sb[new].to_bits(), sa[old].to_bits()),
+            (None, None) => {}
+            _ => panic!("static scores in one index only"),
+        }
+    }
+    let (la, lb) = (lists(a), lists(b));
+    assert_eq!(la.len(), lb.len());
+    for ((ta, (da, fa)), (tb, (db, fb))) in la.into_iter().zip(lb) {
+        assert_eq!(ta, tb);
+        assert!(db.windows(2).all(|w| w[0] < w[1]), "sorted after renumbering");
+        let mut mapped: Vec<(u32, u32)> = db.iter().map(|&d| old_of[d as usize]).zip(fb).collect();
+        mapped.sort_unstable();
+        assert_eq!(
+            mapped,
+            da.into_iter().zip(fa).collect::<Vec<_>>(),
+            "term {:?}",
+            ta
+        );
+    }
+}
+
+/// Every document's stored global score is papers/000 eq. 4 of its static score and its largest term
+/// frequency in the written lists, and they do not increase with the docID.
+fn assert_global_scores(index: &Index, alpha: f32) {
+    let gs = index.global_scores().expect("global scores");
+    assert_eq!(
+        index.meta().doc_order,
+        DocOrder::GlobalScore { alpha },
+        "{:?}",
+        index.meta()
+    );
+    assert!(gs.windows(2).all(|w| w[0] >= w[1]), "non-increasing");
+    let mut max_tf = vec![0u32; gs.len()];
+    for (_, (docs, tfs)) in lists(index) {
+        for (d, f) in docs.into_iter().zip(tfs) {
+            max_tf[d as usize] = max_tf[d as usize].max(f);
+        }
+    }
+    let bm25 = index.bm25();
+    let range = index.meta().static_scores;
+    for d in 0..gs.len() {
+        let s = match (index.static_scores(), range) {
+            (Some(s), Some(r)) => r.normalize(s[d]),
+            _ => 0.0,
+        };
+        let ir = if max_tf[d] == 0 {
+            0.0
+        } else {
+            bm25.tf_part(max_tf[d], index.doc_lens()[d]) / (bm25.params.k1 + 1.0)
+        };
+        let want = warpsearch_index::bm25::loosen_bound(alpha * s + (1.0 - alpha) * ir);
+        assert_eq!(gs[d].to_bits(), want.to_bits(), "document {d}");
+    }
+}
+
+#[test]
+fn static_scores_and_a_global_score_order_renumber_the_same_collection() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = sample(dir.path(), 3000, 23);
+    // Scores for the sample's documents, as `index --static-scores` takes them; every 97th has none.
+    let file = dir.path().join("static.tsv");
+    let lines: String = (0..3000u32)
+        .filter(|d| d % 97 != 5)
+        .map(|d| format!("s{d}\t{}\n", 1.0 / (1.0 + (d % 7) as f32)))
+        .collect();
+    std::fs::write(&file, format!("# passage scores\n{lines}")).unwrap();
+    let with = |name: &str, scores: bool, alpha: Option<f32>| {
+        let opts = SynthOptions {
+            static_scores: scores.then(|| file.clone()),
+            reorder_alpha: alpha,
+            ..options(9000, 60.0, 4)
+        };
+        let out = dir.path().join(name);
+        let (_, report) = generate(&s, &out, &opts, false).unwrap();
+        (Index::open(&out).unwrap(), report)
+    };
+    let (input, report) = with("input", true, None);
+    assert_eq!(report.static_missing, 31, "{report:?}");
+    assert_eq!(input.meta().doc_order, DocOrder::Input);
+    // A document takes its first template's score: documents follow the templates in sample order.
+    let statics = input.static_scores().unwrap();
+    assert!(statics.contains(&0.0) && statics.contains(&1.0) && statics.contains(&0.5));
+    assert_eq!(input.global_scores(), None);
+    // The same collection without scores: the same lists.
+    let (plain, _) = with("plain", false, None);
+    assert_eq!(plain.static_scores(), None);
+    assert_eq!(lists(&plain), lists(&input));
+
+    for (name, scores, alpha) in [
+        ("gs", true, 0.5),
+        ("gs-only-ir", false, 0.3),
+        ("gs-static", true, 1.0),
+    ] {
+        let (ordered, _) = with(name, scores, Some(alpha));
+        assert_renumbered(if scores { &input } else { &plain }, &ordered);
+        assert_global_scores(&ordered, alpha);
+    }
+    let err = generate(
+        &s,
+        &dir.path().join("bad"),
+        &SynthOptions {
+            reorder_alpha: Some(1.5),
+            ..options(10, 5.0, 1)
+        },
+        false,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("alpha"), "{err}");
 }
 
 #[test]

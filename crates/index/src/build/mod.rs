@@ -16,9 +16,9 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use crate::analyzer::AnalyzerConfig;
-use crate::bm25::{loosen_bound, Bm25};
 use crate::error::{IndexError, IoContext, Result};
-use crate::format::{DocOrder, IndexMeta, StaticRange};
+use crate::format::{DocOrder, IndexMeta};
+use crate::order::{global_order, permuted};
 use crate::writer::{check_output, DocIds, DocTable, IndexWriter, WriterOptions};
 use runs::{Inverter, Posting};
 
@@ -269,61 +269,28 @@ pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Res
         static_unknown = map.len() as u64 - found;
         scores
     });
-    let total: u64 = lens.iter().map(|&l| l as u64).sum();
-    let bm25 = Bm25 {
-        params: opts.writer.bm25,
-        num_docs: n as u64,
-        avg_doc_len: if n == 0 {
-            0.0
-        } else {
-            (total as f64 / n as f64) as f32
-        },
-    };
-    let (order, global_scores, doc_order) = match opts.reorder_alpha {
-        None => (None, None, DocOrder::Input),
+    let (table, new_id, doc_order) = match opts.reorder_alpha {
+        None => (
+            DocTable {
+                ids,
+                lens,
+                static_scores,
+                global_scores: None,
+            },
+            None,
+            DocOrder::Input,
+        ),
         Some(alpha) => {
-            let range = static_scores.as_deref().map(StaticRange::of);
-            let gs: Vec<f32> = (0..n)
-                .map(|d| {
-                    let s = match (&static_scores, range) {
-                        (Some(s), Some(r)) => r.normalize(s[d]),
-                        _ => 0.0,
-                    };
-                    let ir = if max_tfs[d] == 0 {
-                        0.0
-                    } else {
-                        bm25.tf_part(max_tfs[d], lens[d]) / (bm25.params.k1 + 1.0)
-                    };
-                    loosen_bound(alpha * s + (1.0 - alpha) * ir)
-                })
-                .collect();
-            let mut order: Vec<u32> = (0..n as u32).collect();
-            order.sort_by(|&a, &b| gs[b as usize].total_cmp(&gs[a as usize]).then(a.cmp(&b)));
-            let sorted = order.iter().map(|&d| gs[d as usize]).collect();
-            (Some(order), Some(sorted), DocOrder::GlobalScore { alpha })
+            let g = global_order(alpha, opts.writer.bm25, &lens, &max_tfs, static_scores.as_deref());
+            let table = DocTable {
+                ids: ids.permuted(&g.order),
+                lens: permuted(&lens, &g.order),
+                static_scores: static_scores.as_deref().map(|s| permuted(s, &g.order)),
+                global_scores: Some(g.scores),
+            };
+            (table, Some(g.new_id), DocOrder::GlobalScore { alpha })
         }
     };
-    let table = match &order {
-        None => DocTable {
-            ids,
-            lens,
-            static_scores,
-            global_scores,
-        },
-        Some(order) => DocTable {
-            ids: ids.permuted(order),
-            lens: permuted(&lens, order),
-            static_scores: static_scores.as_deref().map(|s| permuted(s, order)),
-            global_scores,
-        },
-    };
-    let new_id: Option<Vec<u32>> = order.as_ref().map(|order| {
-        let mut inv = vec![0u32; n];
-        for (new, &old) in order.iter().enumerate() {
-            inv[old as usize] = new as u32;
-        }
-        inv
-    });
 
     let write_started = Instant::now();
     let mut writer_opts = opts.writer;
@@ -363,11 +330,6 @@ pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Res
         invert_time,
         write_time: write_started.elapsed(),
     })
-}
-
-/// `v` reordered so that entry `new` holds `v[order[new]]`.
-fn permuted<T: Copy>(v: &[T], order: &[u32]) -> Vec<T> {
-    order.iter().map(|&d| v[d as usize]).collect()
 }
 
 fn progress_bar(enabled: bool, len: u64, template: &str) -> ProgressBar {

@@ -18,7 +18,9 @@
 //! - **Queries** need no mapping: every sample term keeps its name (variants add names), so a query log
 //!   for the sample runs unchanged on the synthetic collection.
 
-use std::path::Path;
+mod scores;
+
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -27,13 +29,15 @@ use rand_distr::StandardNormal;
 use rand_pcg::Pcg64Mcg;
 use rayon::prelude::*;
 
+use crate::build::read_static_scores;
 use crate::error::{IndexError, Result};
 use crate::format::{DocOrder, IndexMeta};
+use crate::order::{global_order, permuted};
 use crate::reader::Index;
 use crate::writer::{DocIds, DocTable, EncodedList, IndexWriter, ListEncoder, WriterOptions};
 
 /// Parameters of a synthetic collection.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct SynthOptions {
     /// Documents to generate.
     pub docs: u32,
@@ -48,6 +52,11 @@ pub struct SynthOptions {
     pub seed: u64,
     /// Codec and BM25 parameters of the output; its analyzer is the sample's.
     pub writer: WriterOptions,
+    /// A `docid<TAB>score` file of static scores for the sample's documents: a synthetic document
+    /// takes its first template's.
+    pub static_scores: Option<PathBuf>,
+    /// Renumber documents by descending global score with this α (papers/000 eq. 4).
+    pub reorder_alpha: Option<f32>,
 }
 
 /// What a generation did, for the report.
@@ -77,6 +86,10 @@ pub struct SynthReport {
     pub postings: u64,
     /// Tokens (sum of document lengths).
     pub tokens: u64,
+    /// Template documents without a line in the static-score file (their documents score 0).
+    pub static_missing: u64,
+    /// Seconds spent on static scores and the global-score order (part of `seconds`).
+    pub order_seconds: f64,
     /// Wall time in seconds.
     pub seconds: f64,
 }
@@ -139,8 +152,8 @@ impl Sample {
         self.offsets[t + 1] - self.offsets[t]
     }
 
-    /// Per template document, its term indexes (compressed sparse rows).
-    fn forward(&self) -> (Vec<u64>, Vec<u32>) {
+    /// Per template document, its term indexes and frequencies (compressed sparse rows).
+    fn forward(&self) -> Forward {
         let m = self.lens.len();
         let mut start = vec![0u64; m + 1];
         for &d in &self.docs {
@@ -151,13 +164,16 @@ impl Sample {
         }
         let mut fill = start.clone();
         let mut terms = vec![0u32; self.docs.len()];
+        let mut tfs = vec![0u32; self.docs.len()];
         for t in 0..self.names.len() {
-            for &d in self.list(t).0 {
-                terms[fill[d as usize] as usize] = t as u32;
+            let (docs, freqs) = self.list(t);
+            for (&d, &f) in docs.iter().zip(freqs) {
+                let i = fill[d as usize] as usize;
+                (terms[i], tfs[i]) = (t as u32, f);
                 fill[d as usize] += 1;
             }
         }
-        (start, terms)
+        Forward { start, terms, tfs }
     }
 
     /// Heaps' law V = k · n^β fitted by least squares on the log of prefixes of the templates (1/64 of
@@ -188,6 +204,13 @@ impl Sample {
     }
 }
 
+/// The sample's forward index: template d's terms and frequencies are at `start[d]..start[d + 1]`.
+struct Forward {
+    start: Vec<u64>,
+    terms: Vec<u32>,
+    tfs: Vec<u32>,
+}
+
 /// Templates per document: max(1, round(exp(mu + sigma·z))).
 fn run_length(mu: f64, sigma: f64, z: f64) -> u32 {
     (mu + sigma * z).exp().round().clamp(1.0, 1e6) as u32
@@ -195,7 +218,7 @@ fn run_length(mu: f64, sigma: f64, z: f64) -> u32 {
 
 /// Fits mu so that runs of templates have `target` distinct terms on average; returns (mu, estimate).
 fn fit_length(sample: &Sample, opts: &SynthOptions) -> (f64, f64) {
-    let (start, terms) = sample.forward();
+    let Forward { start, terms, .. } = sample.forward();
     let m = sample.lens.len();
     let mut rng = Pcg64Mcg::seed_from_u64(opts.seed ^ 0x5eed_1e57);
     let draws: Vec<(usize, f64)> = (0..PILOT_RUNS)
@@ -305,13 +328,15 @@ fn layout(sample: &Sample, opts: &SynthOptions, mu: f64) -> Layout {
     Layout { doc_of, lens }
 }
 
-/// One base term's lists: the term itself, then its variants in name order.
+/// One base term's lists: the term itself, then its variants in name order; docIDs renumbered by
+/// `new_id` when given.
 fn generate_term(
     sample: &Sample,
     layout: &Layout,
     t: usize,
     nvar: u32,
     seed: u64,
+    new_id: Option<&[u32]>,
     enc: &ListEncoder<'_>,
 ) -> Result<Vec<EncodedList>> {
     let m = sample.lens.len();
@@ -337,6 +362,9 @@ fn generate_term(
                 lf.push(tf);
             }
         }
+    }
+    if let Some(new_id) = new_id {
+        scores::renumber(&mut lists, new_id);
     }
     let name = &sample.names[t];
     let mut order: Vec<(Vec<u8>, usize)> = (0..nvar as usize)
@@ -384,6 +412,16 @@ pub fn generate(
     if opts.docs == 0 {
         return Err(IndexError::Invalid("0 documents: ask for at least 1".into()));
     }
+    if let Some(alpha) = opts.reorder_alpha.filter(|a| !(0.0..=1.0).contains(a)) {
+        return Err(IndexError::Invalid(format!(
+            "alpha, the static score's weight in the global-score order, must lie in [0, 1] (got {alpha})"
+        )));
+    }
+    let static_map = opts
+        .static_scores
+        .as_deref()
+        .map(read_static_scores)
+        .transpose()?;
     let m = ((n0 as f64 * opts.templates).round() as u32).clamp(1, n0);
     let sample = Sample::load(sample_index, m)?;
     let (mu, pilot) = fit_length(&sample, opts);
@@ -399,15 +437,49 @@ pub fn generate(
     for d in 0..opts.docs {
         ids.push(&format!("synth-{d}"));
     }
-    let docs = DocTable {
-        ids,
-        lens: layout.lens.clone(),
-        static_scores: None,
-        global_scores: None,
+    let ordering = Instant::now();
+    let starts = scores::run_starts(&layout);
+    let (static_scores, static_missing) = match &static_map {
+        Some(map) => {
+            let (s, missing) = scores::static_scores(sample_index, m as usize, &starts, map);
+            (Some(s), missing)
+        }
+        None => (None, 0),
     };
+    let (docs, new_id, doc_order) = match opts.reorder_alpha {
+        None => (
+            DocTable {
+                ids,
+                lens: layout.lens.clone(),
+                static_scores,
+                global_scores: None,
+            },
+            None,
+            DocOrder::Input,
+        ),
+        Some(alpha) => {
+            let max_tfs = scores::max_tfs(&sample, &starts);
+            let g = global_order(
+                alpha,
+                opts.writer.bm25,
+                &layout.lens,
+                &max_tfs,
+                static_scores.as_deref(),
+            );
+            let table = DocTable {
+                ids: ids.permuted(&g.order),
+                lens: permuted(&layout.lens, &g.order),
+                static_scores: static_scores.as_deref().map(|s| permuted(s, &g.order)),
+                global_scores: Some(g.scores),
+            };
+            (table, Some(g.new_id), DocOrder::GlobalScore { alpha })
+        }
+    };
+    drop(starts);
+    let order_seconds = ordering.elapsed().as_secs_f64();
     let wopts = WriterOptions {
         analyzer: sample_index.meta().analyzer,
-        doc_order: DocOrder::Input,
+        doc_order,
         ..opts.writer
     };
     let mut writer = IndexWriter::create(out, wopts, docs)?;
@@ -439,7 +511,7 @@ pub fn generate(
                 .into_par_iter()
                 .map(|i| {
                     let nvar = variants(c, sample.df(i));
-                    generate_term(&sample, &layout, i, nvar, opts.seed, &enc)
+                    generate_term(&sample, &layout, i, nvar, opts.seed, new_id.as_deref(), &enc)
                 })
                 .collect::<Result<_>>()?
         };
@@ -464,6 +536,8 @@ pub fn generate(
         terms: meta.num_terms,
         postings: meta.num_postings,
         tokens,
+        static_missing,
+        order_seconds,
         seconds: clock.elapsed().as_secs_f64(),
     };
     Ok((meta, report))
