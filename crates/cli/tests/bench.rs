@@ -118,31 +118,27 @@ fn synth_and_synth_check_run_end_to_end() {
         assert_eq!(v["meta"]["num_docs"], real_docs);
         v["meta"]["num_postings"].as_f64().unwrap() / real_docs as f64
     };
-    let synth = |name: &str, docs: u32, templates: &str| {
-        let out = warpsearch(&[
-            "synth",
-            "--like",
-            &p("real"),
-            "-o",
-            &p(name),
-            "--docs",
-            &docs.to_string(),
-            "--terms-per-doc",
-            &per_doc.to_string(),
-            "--templates",
-            templates,
-            "--report",
-            &p(&format!("{name}.json")),
-        ]);
+    let per_doc = per_doc.to_string();
+    // `synth` into `name` with `extra` options: its report, and what it printed.
+    let synth = |name: &str, docs: u32, extra: &[&str]| {
+        let (real, out_dir, report) = (p("real"), p(name), p(&format!("{name}.json")));
+        let docs_arg = docs.to_string();
+        let mut args = vec!["synth", "--like", &real, "-o", &out_dir, "--docs", &docs_arg];
+        args.extend_from_slice(&["--report", &report]);
+        args.extend_from_slice(extra);
+        let out = warpsearch(&args);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let r: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(p(&format!("{name}.json"))).unwrap()).unwrap();
+        let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
         assert_eq!(r["docs"], docs);
-        r
+        (r, String::from_utf8_lossy(&out.stderr).into_owned())
     };
-    let half = synth("half", real_docs, "0.5");
+    let (half, _) = synth(
+        "half",
+        real_docs,
+        &["--terms-per-doc", &per_doc, "--templates", "0.5"],
+    );
     assert_eq!(half["templates"], real_docs / 2);
-    let double = synth("double", 2 * real_docs, "1");
+    let (double, _) = synth("double", 2 * real_docs, &["--terms-per-doc", &per_doc]);
     assert!(double["passes"].as_f64().unwrap() > 1.9, "{double}");
     let topics = data.join("topics.tsv");
     let out = warpsearch(&[
@@ -176,21 +172,12 @@ fn synth_and_synth_check_run_end_to_end() {
         .collect();
     std::fs::write(p("static.tsv"), statics).unwrap();
     for (name, order) in [("gs", "global-score"), ("input", "input")] {
-        let out = warpsearch(&[
-            "synth",
-            "--like",
-            &p("real"),
-            "-o",
-            &p(name),
-            "--docs",
-            "5000",
-            "--static-scores",
-            &p("static.tsv"),
-            "--doc-order",
-            order,
-        ]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let static_file = p("static.tsv");
+        let (_, stderr) = synth(
+            name,
+            5000,
+            &["--static-scores", &static_file, "--doc-order", order],
+        );
         assert!(
             stderr.contains("static scores: 0 template documents had none"),
             "{stderr}"
