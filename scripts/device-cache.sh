@@ -103,19 +103,19 @@ open(sys.argv[6], "a").write(row)
 PY
 }
 
-# gs_table <index> <buffer share|fixed> <modes>: bm25-static with early termination on an index in
+# gs_table <index> <buffer share|fixed> <modes> <tag>: bm25-static with early termination on an index in
 # global-score order, all resident, then vfb, qtf, qtfdf and dynamic at 25% and 10%, and vfb with λ 0.5 at
-# 10%.
+# 10% (`run` reads idx and extra from here).
 gs_table() {
-  local idx=$1 buf=$2 extra="--ranking bm25-static" mode share policy
+  local idx=$1 buf=$2 tag=$4 extra="${EXTRA:-} --ranking bm25-static" mode share policy
   for mode in $3; do
-    run $mode none 1 0 $work/train.txt $work/test.txt gs
+    run $mode none 1 0 $work/train.txt $work/test.txt $tag
     for share in 0.25 0.1; do
       for policy in vfb qtf qtfdf dynamic; do
-        run $mode $policy $share $buf $work/train.txt $work/test.txt gs
+        run $mode $policy $share $buf $work/train.txt $work/test.txt $tag
       done
     done
-    extra="--ranking bm25-static --gpu-cache-ratio 0.5" run $mode vfb 0.1 $buf $work/train.txt $work/test.txt gs-lambda0.5
+    extra="$extra --gpu-cache-ratio 0.5" run $mode vfb 0.1 $buf $work/train.txt $work/test.txt $tag-lambda0.5
   done
 }
 
@@ -210,25 +210,29 @@ for part in $parts; do
       unxz $dev/gs-part1/wiki-gs-postings.bin.xz >$gs/postings.bin
     [ -f $gs/meta.json ] || [ ! -f $dev/wiki-gs-rest.tar.xz ] || unxz $dev/wiki-gs-rest.tar.xz | tar -x -C $gs
     [ -f $gs/meta.json ] || { say "the global-score passages are not all here yet"; continue; }
-    gs_table $gs fixed "and or"
+    gs_table $gs fixed "and or" gs
     ;;
   synth-gs)
     if [ ! -f $synth_gs/meta.json ]; then
+      [ -f $dev/static.tsv.xz ] || { say "synth-gs: no $dev/static.tsv.xz (PASSAGES=… scripts/device-prepare.sh)"; continue; }
       unxz $dev/static.tsv.xz >/tmp/static.tsv
       $bin synth --like "$wiki" --output $synth_gs --docs ${SYNTH_DOCS:-25000000} --static-scores /tmp/static.tsv \
         --doc-order global-score --alpha 0.5 2>&1 | tee -a "$log"
+      [ "${PIPESTATUS[0]}" = 0 ] || { say "synth-gs failed"; continue; }
     fi
     say "synthetic index in global-score order: $(index_bytes $synth_gs) bytes of postings and skip data"
     ;;
   gs-synth)
     [ -f $synth_gs/meta.json ] || { say "gs-synth: run synth-gs first"; continue; }
-    gs_table $synth_gs 0.25 "${GS_MODES:-and or}"
+    gs_table $synth_gs 0.25 "${GS_MODES:-and or}" gs-synth
     ;;
   identical)
     # `search` with a cache, byte for byte against the CPU's run: the global-score passages (after `gs`
     # unpacked them), bm25-static, the first 5,000 test queries, AND / OR / and-or at k 10 and 1000.
-    gs=/root/wiki-${IDENT_INDEX:-gs}
-    [ "${IDENT_INDEX:-}" = synth-gs ] && gs=$synth_gs
+    case ${IDENT_INDEX:-gs} in
+    synth-gs) gs=$synth_gs ;;
+    *) gs=/root/wiki-gs ;;
+    esac
     [ -f $gs/meta.json ] || { say "identical: run gs or synth-gs first ($gs)"; continue; }
     total=$(index_bytes $gs)
     # IDENT_MODES and IDENT_CONFIGS ("backend:policy:share[:completion]" words) to run fewer.

@@ -158,6 +158,17 @@ impl OrderArgs {
         }
         Ok((self.doc_order == "global-score").then_some(self.alpha))
     }
+
+    /// Says on standard error when the options make an order nothing can use: early termination
+    /// needs `bm25-static`, which needs static scores.
+    pub fn note(&self) {
+        if self.doc_order == "global-score" && self.static_scores.is_none() {
+            eprintln!(
+                "note: without --static-scores the global-score order follows term frequencies alone, \
+                 and early termination (bm25-static) needs static scores"
+            );
+        }
+    }
 }
 
 /// `warpsearch synth`.

@@ -69,6 +69,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 
 fn run_index(a: IndexArgs) -> Result<()> {
     let writer = a.writer_options()?;
+    a.order.note();
     let started = Instant::now();
     match (&a.input, &a.ciff) {
         (Some(input), None) => {

@@ -21,6 +21,7 @@ pub fn run(a: SynthArgs) -> Result<()> {
     if !(a.terms_per_doc > 0.0 && a.length_sigma >= 0.0) {
         bail!("--terms-per-doc must be above 0 and --length-sigma at least 0");
     }
+    a.order.note();
     let sample = open(&a.like)?;
     let opts = SynthOptions {
         docs: a.docs,
@@ -64,12 +65,15 @@ pub fn run(a: SynthArgs) -> Result<()> {
     );
     if opts.static_scores.is_some() {
         eprintln!(
-            "static scores: {} template documents had none (0 used)",
+            "static scores: {} template documents had none (0 for documents starting with one)",
             r.static_missing
         );
     }
     if let Some(alpha) = opts.reorder_alpha {
-        eprintln!("global-score order (α {alpha}): {:.1} s", r.order_seconds);
+        eprintln!(
+            "global-score order (α {alpha}): {:.1} s, besides sorting the lists again",
+            r.order_seconds
+        );
     }
     if let Some(path) = &a.report {
         std::fs::write(path, serde_json::to_vec_pretty(&r)?)

@@ -241,7 +241,7 @@ fn synth_and_synth_check_run_end_to_end() {
     ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        !out.status.success() && stderr.contains("bad.tsv") && stderr.contains('2'),
+        !out.status.success() && stderr.contains("bad.tsv:2: expected"),
         "{stderr}"
     );
 }

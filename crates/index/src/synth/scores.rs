@@ -5,13 +5,14 @@
 //! starts with), from a `docid<TAB>score` file of the sample's documents, the file `index
 //! --static-scores` takes. Its largest term frequency, which its global score needs, is found from the
 //! sample's forward index: a term's frequencies are summed over the document's templates, as
-//! [`super::generate_term`] sums them (a term's variants split it between documents, never within
+//! [`super::lists::generate_term`] sums them (a term's variants split it between documents, never within
 //! one).
 
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
-use super::{Layout, Sample};
+use super::lists::Layout;
+use super::sample::Sample;
 use crate::reader::Index;
 
 /// Per synthetic document, the first position of its run in the template stream; one entry more at
