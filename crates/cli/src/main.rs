@@ -4,6 +4,7 @@ mod args;
 mod bench;
 mod cache;
 mod demo;
+mod early;
 mod evaluate;
 mod gpu;
 mod load;

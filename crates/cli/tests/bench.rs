@@ -223,6 +223,39 @@ fn synth_and_synth_check_run_end_to_end() {
             })
             .collect::<Vec<_>>()
     };
+    // `--stats` says where early termination stopped the queries, on the global-score order only.
+    let topics_n = std::fs::read_to_string(&topics).unwrap().lines().count();
+    for (name, stops) in [("gs", true), ("input", false)] {
+        let out = warpsearch(&[
+            "search",
+            "--index",
+            &p(name),
+            "--queries",
+            topics.to_str().unwrap(),
+            "--mode",
+            "or",
+            "--ranking",
+            "bm25-static",
+            "--backend",
+            "cpu",
+            "--stats",
+            "--output",
+            &p("run.txt"),
+            "--force",
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let line = stderr.lines().find(|l| l.starts_with("early termination: "));
+        assert_eq!(line.is_some(), stops, "{stderr}");
+        if let Some(line) = line {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let stopped: usize = words[2].parse().unwrap();
+            assert_eq!(words[3..5], ["of", &topics_n.to_string()[..]], "{line}");
+            assert!(
+                stopped > 0 && stopped <= topics_n && line.contains("% of the docIDs"),
+                "{line}"
+            );
+        }
+    }
     let (gs, input) = (run("gs"), run("input"));
     assert!(gs.len() > 50 && gs.iter().any(|q| q.1.len() > 5));
     assert_eq!(gs, input);
