@@ -187,7 +187,10 @@ fn synth_and_synth_check_run_end_to_end() {
         assert!(text.contains("static       yes"), "{text}");
         assert_eq!(text.contains("GlobalScore"), order == "global-score", "{text}");
     }
-    let run = |name: &str| {
+    // bm25-static's hits on `name` with --stats: per query, its scores and its documents above its
+    // k-th score (documents tied with the k-th may differ: ties go by docID, which the orders number
+    // differently); and what --stats printed.
+    let search = |name: &str| {
         let out = warpsearch(&[
             "search",
             "--index",
@@ -202,17 +205,16 @@ fn synth_and_synth_check_run_end_to_end() {
             "bm25-static",
             "--backend",
             "cpu",
+            "--stats",
         ]);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        // Per query, its scores, and its documents above its k-th score (documents tied with the
-        // k-th may differ: ties go by docID, which the orders number differently).
         let mut queries: std::collections::BTreeMap<String, Vec<(String, String)>> = Default::default();
         for line in String::from_utf8_lossy(&out.stdout).lines() {
             let f: Vec<&str> = line.split_whitespace().collect();
             let hits = queries.entry(f[0].to_owned()).or_default();
             hits.push((f[4].to_owned(), f[2].to_owned()));
         }
-        queries
+        let hits = queries
             .into_values()
             .map(|hits| {
                 let last = hits.last().unwrap().0.clone();
@@ -221,29 +223,13 @@ fn synth_and_synth_check_run_end_to_end() {
                 above.sort();
                 (scores, above)
             })
-            .collect::<Vec<_>>()
+            .collect::<Vec<_>>();
+        (hits, String::from_utf8_lossy(&out.stderr).into_owned())
     };
+    let ((gs, gs_stats), (input, input_stats)) = (search("gs"), search("input"));
     // `--stats` says where early termination stopped the queries, on the global-score order only.
     let topics_n = std::fs::read_to_string(&topics).unwrap().lines().count();
-    for (name, stops) in [("gs", true), ("input", false)] {
-        let out = warpsearch(&[
-            "search",
-            "--index",
-            &p(name),
-            "--queries",
-            topics.to_str().unwrap(),
-            "--mode",
-            "or",
-            "--ranking",
-            "bm25-static",
-            "--backend",
-            "cpu",
-            "--stats",
-            "--output",
-            &p("run.txt"),
-            "--force",
-        ]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
+    for (stderr, stops) in [(gs_stats, true), (input_stats, false)] {
         let line = stderr.lines().find(|l| l.starts_with("early termination: "));
         assert_eq!(line.is_some(), stops, "{stderr}");
         if let Some(line) = line {
@@ -256,7 +242,6 @@ fn synth_and_synth_check_run_end_to_end() {
             );
         }
     }
-    let (gs, input) = (run("gs"), run("input"));
     assert!(gs.len() > 50 && gs.iter().any(|q| q.1.len() > 5));
     assert_eq!(gs, input);
     // A bad static-score file is refused, naming the file and the line.
