@@ -85,6 +85,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if let Some(h) = &closed_hybrid {
         println!("{}", hybrid_stats_line(h));
     }
+    // After the timed run: the queries run again on the CPU to find where they stop.
+    let stops = crate::early::Stops::of(&engine, &queries)?;
+    if let Some(s) = &stops {
+        println!("{}", s.line());
+    }
 
     let mut open = Vec::new();
     let mut by_rate = Vec::new();
@@ -140,7 +145,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
             "closed_loop": {"qps": closed_qps, "latency_ms": closed.json(),
                             "gpu": gpu.as_ref().map(gpu_json),
                             "cache": cache.as_ref().map(|c| cache_json(c, gpu.as_ref(), queries.len())),
-                            "hybrid": closed_hybrid.as_ref().map(hybrid_json)},
+                            "hybrid": closed_hybrid.as_ref().map(hybrid_json),
+                            "early_termination": stops.as_ref().map(crate::early::Stops::json)},
             "open_loop": open,
         });
         Output::json_report(path, &report)?;

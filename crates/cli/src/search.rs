@@ -252,8 +252,8 @@ pub fn run(a: SearchArgs) -> Result<()> {
         if let Some(stats) = engine.take_hybrid_stats() {
             eprintln!("{}", crate::bench::hybrid_stats_line(&stats));
         }
-        if let Some(line) = crate::early::stop_line(&engine, &queries)? {
-            eprintln!("{line}");
+        if let Some(stops) = crate::early::Stops::of(&engine, &queries)? {
+            eprintln!("{}", stops.line());
         }
     }
     Ok(())

@@ -190,23 +190,16 @@ fn synth_and_synth_check_run_end_to_end() {
     // bm25-static's hits on `name` with --stats: per query, its scores and its documents above its
     // k-th score (documents tied with the k-th may differ: ties go by docID, which the orders number
     // differently); and what --stats printed.
+    // `command` (search or bench) of bm25-static OR top-10 on `name`, with `extra` options.
+    let static_or = |command: &str, name: &str, extra: &[&str]| {
+        let (index, queries) = (p(name), topics.to_str().unwrap().to_owned());
+        let mut args = vec![command, "--index", &index, "--queries", &queries, "--mode", "or"];
+        args.extend_from_slice(&["--k", "10", "--ranking", "bm25-static", "--backend", "cpu"]);
+        args.extend_from_slice(extra);
+        warpsearch(&args)
+    };
     let search = |name: &str| {
-        let out = warpsearch(&[
-            "search",
-            "--index",
-            &p(name),
-            "--queries",
-            topics.to_str().unwrap(),
-            "--mode",
-            "or",
-            "--k",
-            "10",
-            "--ranking",
-            "bm25-static",
-            "--backend",
-            "cpu",
-            "--stats",
-        ]);
+        let out = static_or("search", name, &["--stats"]);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let mut queries: std::collections::BTreeMap<String, Vec<(String, String)>> = Default::default();
         for line in String::from_utf8_lossy(&out.stdout).lines() {
@@ -229,9 +222,15 @@ fn synth_and_synth_check_run_end_to_end() {
     let ((gs, gs_stats), (input, input_stats)) = (search("gs"), search("input"));
     // `--stats` says where early termination stopped the queries, on the global-score order only.
     let topics_n = std::fs::read_to_string(&topics).unwrap().lines().count();
-    for (stderr, stops) in [(gs_stats, true), (input_stats, false)] {
+    for (name, stderr, stops) in [("gs", gs_stats, true), ("input", input_stats, false)] {
         let line = stderr.lines().find(|l| l.starts_with("early termination: "));
         assert_eq!(line.is_some(), stops, "{stderr}");
+        // `bench --json` reports the same stops.
+        let json = p(&format!("{name}-bench.json"));
+        let out = static_or("bench", name, &["--json", &json]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let reported = &report["closed_loop"]["early_termination"];
         if let Some(line) = line {
             let words: Vec<&str> = line.split_whitespace().collect();
             let stopped: usize = words[2].parse().unwrap();
@@ -240,6 +239,12 @@ fn synth_and_synth_check_run_end_to_end() {
                 stopped > 0 && stopped <= topics_n && line.contains("% of the docIDs"),
                 "{line}"
             );
+            assert_eq!(reported["stopped"], stopped, "{reported}");
+            assert_eq!(reported["queries"], topics_n, "{reported}");
+            let p50 = reported["stop_share_percent"]["p50"].as_f64().unwrap();
+            assert!(p50 > 0.0 && p50 <= 100.0, "{reported}");
+        } else {
+            assert!(reported.is_null(), "{reported}");
         }
     }
     assert!(gs.len() > 50 && gs.iter().any(|q| q.1.len() > 5));
