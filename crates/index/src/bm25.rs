@@ -43,7 +43,28 @@ pub struct Bm25 {
     pub avg_doc_len: f32,
 }
 
+/// The mean document length an index stores (`meta.json`'s `avg_doc_len`) for `num_docs` documents of
+/// `total_len` tokens in all; 0 without documents.
+pub fn mean_doc_len(total_len: u64, num_docs: u64) -> f64 {
+    if num_docs == 0 {
+        0.0
+    } else {
+        total_len as f64 / num_docs as f64
+    }
+}
+
 impl Bm25 {
+    /// BM25 under `params` for `num_docs` documents of `total_len` tokens in all, with the mean length the
+    /// index stores, as the engines read it back: the statistics every backend scores the written index
+    /// with, so that bounds computed while writing (block maxima, global scores) bound its scores.
+    pub fn for_collection(params: Bm25Params, num_docs: u64, total_len: u64) -> Bm25 {
+        Bm25 {
+            params,
+            num_docs,
+            avg_doc_len: mean_doc_len(total_len, num_docs) as f32,
+        }
+    }
+
     /// The inverse document frequency of a term in `df` documents.
     pub fn idf(&self, df: u64) -> f32 {
         let (n, df) = (self.num_docs as f64, df as f64);

@@ -19,9 +19,9 @@ pub struct GlobalOrder {
 
 /// The global-score order of documents with lengths `lens`, largest term frequencies `max_tfs` (0 for
 /// a document without terms) and optional raw `static_scores` (min-max normalised here), under
-/// `params` and weight `alpha`. Ties keep the input order. BM25's average length is the one the
-/// writer stores for `lens`, so GS(d) bounds the scores the engines compute on the written index;
-/// each score is loosened by a few ulps against rounding.
+/// `params` and weight `alpha`. Ties keep the input order. BM25 is [`Bm25::for_collection`] of `lens`,
+/// as the writer's, so GS(d) bounds the scores the engines compute on the written index; each score
+/// is loosened by a few ulps against rounding.
 pub fn global_order(
     alpha: f32,
     params: Bm25Params,
@@ -31,15 +31,7 @@ pub fn global_order(
 ) -> GlobalOrder {
     let n = lens.len();
     let total: u64 = lens.iter().map(|&l| l as u64).sum();
-    let bm25 = Bm25 {
-        params,
-        num_docs: n as u64,
-        avg_doc_len: if n == 0 {
-            0.0
-        } else {
-            (total as f64 / n as f64) as f32
-        },
-    };
+    let bm25 = Bm25::for_collection(params, n as u64, total);
     let range = static_scores.map(StaticRange::of);
     let gs: Vec<f32> = (0..n)
         .into_par_iter()

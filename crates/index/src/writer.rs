@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use warpsearch_codec::{Codec, BLOCK_LEN};
 
 use crate::analyzer::AnalyzerConfig;
-use crate::bm25::{loosen_bound, Bm25, Bm25Params};
+use crate::bm25::{loosen_bound, mean_doc_len, Bm25, Bm25Params};
 use crate::container::{self, ContainerWriter, FORMAT_VERSION};
 use crate::error::{IndexError, Result};
 use crate::format::{files, BlockMeta, DocOrder, IndexMeta, StaticRange, TermRecord};
@@ -222,16 +222,7 @@ impl IndexWriter {
         }
         let tmp = TmpDir::beside(out)?;
         let total_doc_len: u64 = docs.lens.iter().map(|&l| l as u64).sum();
-        let avg = if n == 0 {
-            0.0
-        } else {
-            total_doc_len as f64 / n as f64
-        };
-        let bm25 = Bm25 {
-            params: opts.bm25,
-            num_docs: n as u64,
-            avg_doc_len: avg as f32,
-        };
+        let bm25 = Bm25::for_collection(opts.bm25, n as u64, total_doc_len);
         let build_id = container::new_build_id();
         let file = |f: (&str, &[u8; 8])| ContainerWriter::create(&tmp.path.join(f.0), f.1, build_id);
         let fst_file = file(files::TERMS_FST)?;
@@ -368,11 +359,7 @@ impl IndexWriter {
             num_terms,
             num_postings,
             total_doc_len,
-            avg_doc_len: if n == 0 {
-                0.0
-            } else {
-                total_doc_len as f64 / n as f64
-            },
+            avg_doc_len: mean_doc_len(total_doc_len, n),
             static_scores,
             doc_order: opts.doc_order,
         };
