@@ -36,10 +36,9 @@ impl Stops {
         }))
     }
 
-    /// The share (percent) at percentile `p` of the stopped queries (nearest rank).
+    /// The share (percent) at percentile `p` of the stopped queries (nearest rank; some stopped).
     fn at(&self, p: f64) -> f64 {
-        let n = self.shares.len();
-        self.shares[((p / 100.0 * n as f64).ceil() as usize).clamp(1, n) - 1]
+        crate::search::nearest_rank(&self.shares, p / 100.0).expect("some queries stopped")
     }
 
     fn mean(&self) -> f64 {

@@ -49,13 +49,15 @@ pub fn analyze(a: crate::args::AnalyzeArgs) -> Result<()> {
     Ok(())
 }
 
-/// Nearest-rank percentile of sorted durations, in milliseconds.
+/// The nearest-rank quantile `q` (in [0, 1]) of `sorted`; `None` when it is empty.
+pub fn nearest_rank<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
+    let n = sorted.len();
+    (n > 0).then(|| sorted[((q * n as f64).ceil() as usize).clamp(1, n) - 1])
+}
+
+/// Nearest-rank percentile of sorted durations, in milliseconds (0 for none).
 pub fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil().max(1.0) as usize;
-    sorted[rank.min(sorted.len()) - 1].as_secs_f64() * 1e3
+    nearest_rank(sorted, p / 100.0).map_or(0.0, |d| d.as_secs_f64() * 1e3)
 }
 
 /// The search options that `a` asks for on `index` (the index's k1, b and α unless given).

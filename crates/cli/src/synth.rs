@@ -86,13 +86,7 @@ pub fn run(a: SynthArgs) -> Result<()> {
 fn quantiles(mut v: Vec<f64>, qs: &[f64]) -> Vec<f64> {
     v.sort_by(f64::total_cmp);
     qs.iter()
-        .map(|q| {
-            if v.is_empty() {
-                f64::NAN
-            } else {
-                v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1]
-            }
-        })
+        .map(|&q| crate::search::nearest_rank(&v, q).unwrap_or(f64::NAN))
         .collect()
 }
 
