@@ -5,6 +5,7 @@
 use rayon::prelude::*;
 
 use crate::bm25::{loosen_bound, Bm25, Bm25Params};
+use crate::error::{IndexError, Result};
 use crate::format::StaticRange;
 
 /// A renumbering by descending global score.
@@ -60,6 +61,17 @@ pub fn global_order(
         order,
         new_id,
         scores,
+    }
+}
+
+/// An error unless the α of a global-score order, if one is asked for, lies in [0, 1] (for a build to
+/// check before it starts).
+pub fn check_alpha(alpha: Option<f32>) -> Result<()> {
+    match alpha.filter(|a| !(0.0..=1.0).contains(a)) {
+        Some(alpha) => Err(IndexError::Invalid(format!(
+            "alpha, the static score's weight in the global-score order, must lie in [0, 1] (got {alpha})"
+        ))),
+        None => Ok(()),
     }
 }
 

@@ -18,7 +18,7 @@ use rustc_hash::FxHashMap;
 use crate::analyzer::AnalyzerConfig;
 use crate::error::{IndexError, IoContext, Result};
 use crate::format::{DocOrder, IndexMeta};
-use crate::order::{global_order, permuted};
+use crate::order::{check_alpha, global_order, permuted};
 use crate::writer::{check_output, DocIds, DocTable, IndexWriter, WriterOptions};
 use runs::{Inverter, Posting};
 
@@ -127,11 +127,7 @@ fn analyze(
 
 /// Builds an index at `output` from the JsonCollection at `input` (a file or a directory).
 pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Result<BuildReport> {
-    if let Some(alpha) = opts.reorder_alpha.filter(|a| !(0.0..=1.0).contains(a)) {
-        return Err(IndexError::Invalid(format!(
-            "alpha, the static score's weight in the global-score order, must lie in [0, 1] (got {alpha})"
-        )));
-    }
+    check_alpha(opts.reorder_alpha)?;
     check_output(output, opts.writer.force)?;
     let input::Inputs {
         files,

@@ -32,7 +32,7 @@ use rayon::prelude::*;
 use crate::build::read_static_scores;
 use crate::error::{IndexError, Result};
 use crate::format::{DocOrder, IndexMeta};
-use crate::order::{global_order, permuted};
+use crate::order::{check_alpha, global_order, permuted};
 use crate::reader::Index;
 use crate::writer::{DocIds, DocTable, EncodedList, IndexWriter, WriterOptions};
 use fit::{fit_length, fit_variants, variants};
@@ -126,11 +126,7 @@ pub fn generate(
     if opts.docs == 0 {
         return Err(IndexError::Invalid("0 documents: ask for at least 1".into()));
     }
-    if let Some(alpha) = opts.reorder_alpha.filter(|a| !(0.0..=1.0).contains(a)) {
-        return Err(IndexError::Invalid(format!(
-            "alpha, the static score's weight in the global-score order, must lie in [0, 1] (got {alpha})"
-        )));
-    }
+    check_alpha(opts.reorder_alpha)?;
     let static_map = opts
         .static_scores
         .as_deref()
