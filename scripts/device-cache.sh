@@ -28,13 +28,16 @@
 #          number), from .device/static.tsv.xz (scripts/device-prepare.sh makes it); kept in /root/synth-gs;
 #   gs-synth  the gs table on it (GS_MODES, default "and or"), budgets of 25% and 10% of the index with
 #          S_b a quarter of the budget, as the plain collection's table;
+#   chunks  on the synthetic collection in global-score order (after synth-gs), bm25-static: all
+#          resident, then vfb, dynamic and qtf at 25% and vfb at 10%, a call's queries in CHUNKS (1 4 8)
+#          chunks (`--gpu-cache-chunks`: sent while the one before computes), for CHUNK_MODES (and or);
 #   identical  `search` with a cache vs the CPU's run, byte for byte (after gs; IDENT_INDEX=synth-gs:
 #          on the synthetic collection in global-score order, after synth-gs);
 #   identical-synth  the same on the synthetic collection (plain BM25), AND, and-or and OR (IDENT_MODES) at 25% and 10%;
 #   sweep  at a 25% budget, the split between cache S_c and staging S_b (for the throughput model).
 # Output under $OUT: cache.log, cache-table.txt (one row per run), reports/*.json.
 # usage: scripts/device-cache.sh [tests] [synth] [and] [or] [base] [vfb] [hybrid] [drift] [dyn] [long] [gs] [synth-gs]
-#        [gs-synth] [identical] [identical-synth] [sweep]
+#        [gs-synth] [chunks] [identical] [identical-synth] [sweep]
 set -uo pipefail
 source scripts/device-common.sh
 log=$out/cache.log
@@ -225,6 +228,18 @@ for part in $parts; do
   gs-synth)
     [ -f $synth_gs/meta.json ] || { say "gs-synth: run synth-gs first"; continue; }
     gs_table $synth_gs 0.25 "${GS_MODES:-and or}" gs-synth
+    ;;
+  chunks)
+    [ -f $synth_gs/meta.json ] || { say "chunks: run synth-gs first"; continue; }
+    for mode in ${CHUNK_MODES:-and or}; do
+      idx=$synth_gs extra="${EXTRA:-} --ranking bm25-static" run $mode none 1 0 $work/train.txt $work/test.txt chunks
+      for c in ${CHUNKS:-1 4 8}; do
+        for cfg in vfb:0.25 dynamic:0.25 qtf:0.25 vfb:0.1; do
+          idx=$synth_gs extra="${EXTRA:-} --ranking bm25-static --gpu-cache-chunks $c" LABEL=chunks-$c \
+            run $mode ${cfg%%:*} ${cfg##*:} 0.25 $work/train.txt $work/test.txt chunks$c
+        done
+      done
+    done
     ;;
   identical)
     # `search` with a cache, byte for byte against the CPU's run: the global-score passages (after `gs`

@@ -556,6 +556,10 @@ pub struct GpuArgs {
     /// prefixes are still in place (0–0.9).
     #[arg(long, default_value_t = CacheOptions::default().headroom)]
     pub gpu_cache_headroom: f64,
+    /// A call's queries go to the GPU in this many chunks, each split and sent while the previous one
+    /// computes and completed on the CPU while the next one does (1: one chunk, nothing overlapped).
+    #[arg(long, default_value_t = CacheOptions::default().chunks)]
+    pub gpu_cache_chunks: usize,
 }
 
 /// A share in [0, 1], or none (`model`: the engine decides).

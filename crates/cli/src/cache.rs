@@ -92,6 +92,7 @@ pub fn cache_options(
             min_gain: g.gpu_cache_min_gain.max(0.0),
             headroom: g.gpu_cache_headroom,
             decay: g.gpu_cache_decay,
+            chunks: g.gpu_cache_chunks.max(1),
         },
     )))
 }

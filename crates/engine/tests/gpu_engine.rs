@@ -663,7 +663,8 @@ fn cached_engine(
 }
 
 /// Budgets from one block to more than the index, every policy, both completions, the GPU alone and
-/// the hybrid, bm25 and bm25-static on a global-score order: always the oracle's answers.
+/// the hybrid, bm25 and bm25-static on a global-score order, a call in one chunk or in chunks of 5
+/// queries (each sent while the one before computes): always the oracle's answers.
 #[test]
 fn cached_engine_equals_the_oracle_on_random_indexes() {
     let Some(_gpu) = gpu() else { return };
@@ -704,17 +705,12 @@ fn cached_engine_equals_the_oracle_on_random_indexes() {
                 backend.name()
             );
             let train = requests(&queries[..30], Mode::And, 10);
+            let gopts = GpuOptions {
+                batch_size: [GpuOptions::default().batch_size, 5][(seed as usize / 2) % 2],
+                ..GpuOptions::default()
+            };
             let mut engine = cached_engine(
-                GpuOptions::default(),
-                &index,
-                options,
-                backend,
-                cache,
-                stage,
-                policy,
-                completion,
-                ratio,
-                train,
+                gopts, &index, options, backend, cache, stage, policy, completion, ratio, train,
             );
             for mode in [Mode::And, Mode::Or, Mode::AndOr] {
                 for k in [10, 1000] {

@@ -72,6 +72,10 @@ pub struct CacheOptions {
     /// The share of the cache the dynamic policy leaves free, for lists to grow into while their old
     /// prefixes are still in place (a list that finds no room keeps its old prefix).
     pub headroom: f64,
+    /// A call's queries go to the GPU in this many chunks (of at least [`run::MIN_CHUNK`] queries and
+    /// at most a GPU batch): chunk i+1 is split and sent while chunk i computes, and chunk i's partial
+    /// answers are completed on the CPU while chunk i+1 computes (papers/000 section 3.1). 1: none.
+    pub chunks: usize,
 }
 
 impl Default for CacheOptions {
@@ -89,6 +93,7 @@ impl Default for CacheOptions {
             decay: 0.8,
             min_gain: 1.0,
             headroom: 0.05,
+            chunks: 4,
         }
     }
 }
@@ -187,6 +192,8 @@ pub struct CacheCtl {
     group: u32,
     /// [`CacheOptions::headroom`].
     headroom: f64,
+    /// [`CacheOptions::chunks`].
+    chunks: usize,
     /// The device cache the dynamic policy asks for (its words and block slots).
     dynamic_shape: warpsearch_gpu::Capacity,
     prune: bool,
@@ -263,6 +270,7 @@ impl CacheCtl {
             ratio: options.ratio,
             group: options.group.max(1),
             headroom,
+            chunks: options.chunks.max(1),
             dynamic_shape: shape,
             prune,
             wait_for_plans: false,
@@ -328,6 +336,11 @@ impl CacheCtl {
     /// The policy.
     pub fn policy(&self) -> Policy {
         self.policy
+    }
+
+    /// [`CacheOptions::chunks`].
+    pub fn chunks(&self) -> usize {
+        self.chunks
     }
 
     /// Where `request`'s documents in `range` run, given what the GPU caches; counts the choice.

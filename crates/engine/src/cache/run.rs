@@ -1,17 +1,47 @@
-//! The GPU backend with a list cache: each kernel batch's queries are split by what the cache (and a
-//! batch's staging space) covers, the GPU answers its parts, and CPU threads complete the partial ones
-//! while the GPU runs the next batch (papers/000 section 3.1.4: post-processing hidden behind the GPU).
+//! The GPU backend with a list cache: a call's queries go in chunks, each split by what the cache (and
+//! a batch's staging space) covers; the GPU answers its parts, and CPU threads complete the partial
+//! ones. Two chunks are in flight: chunk i+1 is split and sent while chunk i computes, and chunk i's
+//! completions run while chunk i+1 computes (papers/000 section 3.1.4: post-processing hidden behind
+//! the GPU).
 
-use std::sync::mpsc::channel;
-use std::time::Instant;
+use std::sync::mpsc::{channel, Sender};
+use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 use warpsearch_cpu::CpuSearcher;
-use warpsearch_gpu::GpuSearcher;
+use warpsearch_gpu::{CallId, GpuSearcher};
 use warpsearch_index::{IndexError, Result};
 use warpsearch_query::{Answer, DocRange, Request};
 
 use super::{complete, gpu_request, kth, take_answer, CacheCtl, Partial, Split};
+
+/// The fewest queries a chunk holds (fewer chunks than [`CacheCtl::chunks`] for a short call): a
+/// smaller kernel batch leaves the GPU idle for more of its launch than overlap wins back.
+pub const MIN_CHUNK: usize = 256;
+
+/// Queries per chunk of a call of `n`: `n` over `chunks`, at least [`MIN_CHUNK`], at most `batch`.
+pub fn chunk_size(n: usize, chunks: usize, batch: usize) -> usize {
+    n.div_ceil(chunks.max(1)).max(MIN_CHUNK).min(batch.max(1))
+}
+
+/// A chunk on the GPU: where its queries start, their splits and its GPU call.
+struct Sent {
+    base: usize,
+    len: usize,
+    splits: Vec<Split>,
+    call: CallId,
+    started: Instant,
+    /// Time to split it and to hand it to the GPU.
+    split: Duration,
+    submit: Duration,
+}
+
+/// What the CPU does for a chunk: completions (with the GPU's part), failures and queries the GPU
+/// cannot take (none); and the GPU's whole answers with their k-th scores, for the dynamic policy.
+struct Work {
+    jobs: Vec<(usize, Option<(Partial, Answer)>)>,
+    seen: Vec<(usize, Option<f32>)>,
+}
 
 /// Answers every request, in order, exactly once: the GPU's parts, completed on the CPU; what the GPU
 /// fails or cannot take, on the CPU. Also returns how many the GPU failed.
@@ -28,96 +58,44 @@ pub fn search_batch(
         first: 0,
         last: cpu.scorer().index().num_docs().saturating_sub(1),
     };
-    let chunk = gpu.batch_size().max(1);
-    let trace = warpsearch_gpu::cache::tracing();
+    let size = chunk_size(requests.len(), ctl.chunks(), gpu.batch_size());
     rayon::scope(|scope| {
-        for (c, reqs) in requests.chunks(chunk).enumerate() {
-            let base = c * chunk;
+        let mut in_flight: Option<Sent> = None;
+        for (c, reqs) in requests.chunks(size).enumerate() {
             let started = Instant::now();
-            // On all cores: a chunk's splits took the GPU's thread 15–30 ms on the 25M collection.
+            // On all cores: a chunk's splits took the GPU's thread 15–30 ms on the 25M collection. The
+            // view is the cache as the previous chunk left it (a plan applies behind a call's last
+            // batch, and a term is read from the cache only where its prefix covers a whole range).
             let view = gpu.view();
             let splits: Vec<Split> = reqs.par_iter().map(|r| ctl.split(&view, r, all)).collect();
             // One GPU request per range: `Two` gives two, adjacent.
-            let on_gpu: Vec<(usize, DocRange)> = splits
+            let (gpu_reqs, ranges): (Vec<Request>, Vec<DocRange>) = splits
                 .iter()
                 .enumerate()
                 .flat_map(|(i, s)| s.gpu_ranges(all).map(move |r| (i, r)))
-                .collect();
-            let gpu_reqs: Vec<Request> = on_gpu
-                .iter()
-                .map(|&(i, _)| gpu_request(&reqs[i], splits[i]))
-                .collect();
-            let ranges: Vec<DocRange> = on_gpu.iter().map(|&(_, r)| r).collect();
-            let split_at = started.elapsed();
-            let mut answers = gpu.search_batch_in(&gpu_reqs, Some(&ranges)).into_iter();
-            let gpu_at = started.elapsed();
-            // What the CPU does for this batch: completions, failures, queries the GPU cannot take.
-            let mut work: Vec<(usize, Option<(Partial, Answer)>)> = Vec::new();
-            // The GPU's whole answers, for the dynamic policy: observed on the CPU while the GPU runs
-            // the next chunk, not on the GPU's thread (a microsecond or more a query).
-            let mut seen: Vec<(usize, Option<f32>)> = Vec::new();
-            for (i, &split) in splits.iter().enumerate().filter(|&(_, &s)| s != Split::Cpu) {
-                let (answer, or_pass) = take_answer(split, &reqs[i], &mut answers);
-                // and-or with fewer than k AND documents still needs its OR pass (nothing else left).
-                let rest = match split {
-                    Split::Partial(_, rest) => Some(rest),
-                    _ => or_pass.then_some(DocRange::EMPTY),
-                };
-                match (answer, rest) {
-                    (Ok(a), Some(rest)) => {
-                        let partial = Partial {
-                            hits: a.hits.clone(),
-                            rest,
-                            whole: all,
-                        };
-                        work.push((base + i, Some((partial, a))));
-                    }
-                    (Ok(a), None) => {
-                        seen.push((base + i, kth(&reqs[i], Some(&a.hits))));
-                        out[base + i] = Some(Ok(a));
-                    }
-                    (Err(_), _) => {
-                        failed += 1;
-                        work.push((base + i, None))
-                    }
-                }
+                .map(|(i, r)| (gpu_request(&reqs[i], splits[i]), r))
+                .unzip();
+            let split = started.elapsed();
+            let call = gpu.submit_in(&gpu_reqs, Some(&ranges));
+            let sent = Sent {
+                base: c * size,
+                len: reqs.len(),
+                splits,
+                call,
+                started,
+                split,
+                submit: started.elapsed() - split,
+            };
+            // The previous chunk computed while this one was split and sent: its answers, then its
+            // CPU work beside this chunk's kernels.
+            if let Some(prev) = in_flight.replace(sent) {
+                let work = collect(gpu, requests, prev, all, &mut out, &mut failed);
+                spawn_work(scope, cpu, ctl, requests, work, tx.clone());
             }
-            for i in (0..reqs.len()).filter(|&i| splits[i] == Split::Cpu) {
-                work.push((base + i, None));
-            }
-            if trace {
-                let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
-                eprintln!(
-                    "cache chunk: {} queries; splits {:.1} ms, GPU {:.1} ms, answers sorted {:.1} ms",
-                    reqs.len(),
-                    ms(split_at),
-                    ms(gpu_at - split_at),
-                    ms(started.elapsed() - gpu_at)
-                );
-            }
-            let tx = tx.clone();
-            scope.spawn(move |_| {
-                ctl.observe_all(seen.iter().map(|&(i, kth)| (&requests[i], kth)));
-                work.into_par_iter().for_each_with(tx, |tx, (i, job)| {
-                    let request = &requests[i];
-                    let result = match job {
-                        None => cpu.answer(request),
-                        Some((partial, gpu_answer)) => {
-                            let t = Instant::now();
-                            let hits = complete(cpu, request, &partial, f32::NEG_INFINITY);
-                            ctl.completed(t.elapsed().as_secs_f64());
-                            if let Ok(h) = &hits {
-                                ctl.observe(request, Some(h));
-                            }
-                            hits.map(|hits| Answer {
-                                hits,
-                                latency: gpu_answer.latency + t.elapsed(),
-                            })
-                        }
-                    };
-                    let _ = tx.send((i, result));
-                });
-            });
+        }
+        if let Some(last) = in_flight.take() {
+            let work = collect(gpu, requests, last, all, &mut out, &mut failed);
+            spawn_work(scope, cpu, ctl, requests, work, tx.clone());
         }
     });
     drop(tx);
@@ -129,4 +107,117 @@ pub fn search_batch(
         .map(|a| a.unwrap_or_else(|| Err(IndexError::Invalid("a query was left unanswered (a bug)".into()))))
         .collect();
     (answers, failed)
+}
+
+/// Waits for chunk `sent`'s GPU answers (its queries' ranges cut from `all`): the whole ones go to `out`; the rest, with the queries the
+/// GPU failed (counted in `failed`) or never took, become the CPU's work.
+fn collect(
+    gpu: &mut GpuSearcher,
+    requests: &[Request],
+    sent: Sent,
+    all: DocRange,
+    out: &mut [Option<Result<Answer>>],
+    failed: &mut u64,
+) -> Work {
+    let waited = Instant::now();
+    let mut answers = gpu.wait(sent.call).into_iter();
+    let reqs = &requests[sent.base..][..sent.len];
+    let mut work = Work {
+        jobs: Vec::new(),
+        seen: Vec::new(),
+    };
+    for (i, &split) in sent.splits.iter().enumerate().filter(|&(_, &s)| s != Split::Cpu) {
+        let at = sent.base + i;
+        let (answer, or_pass) = take_answer(split, &reqs[i], &mut answers);
+        // and-or with fewer than k AND documents still needs its OR pass (nothing else left).
+        let rest = match split {
+            Split::Partial(_, rest) => Some(rest),
+            _ => or_pass.then_some(DocRange::EMPTY),
+        };
+        match (answer, rest) {
+            (Ok(a), Some(rest)) => {
+                let partial = Partial {
+                    hits: a.hits.clone(),
+                    rest,
+                    whole: all,
+                };
+                work.jobs.push((at, Some((partial, a))));
+            }
+            (Ok(a), None) => {
+                work.seen.push((at, kth(&reqs[i], Some(&a.hits))));
+                out[at] = Some(Ok(a));
+            }
+            (Err(_), _) => {
+                *failed += 1;
+                work.jobs.push((at, None))
+            }
+        }
+    }
+    for i in (0..sent.len).filter(|&i| sent.splits[i] == Split::Cpu) {
+        work.jobs.push((sent.base + i, None));
+    }
+    if warpsearch_gpu::cache::tracing() {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        eprintln!(
+            "cache chunk: {} queries; splits {:.1} ms, sent {:.1} ms, waited {:.1} ms, answers sorted {:.1} ms (from its split)",
+            sent.len,
+            ms(sent.split),
+            ms(sent.submit),
+            ms(waited.elapsed()),
+            ms(sent.started.elapsed())
+        );
+    }
+    work
+}
+
+/// The CPU's work of a chunk, on the pool beside the GPU: the dynamic policy observes the GPU's whole
+/// answers; partial answers are completed, the rest answered whole.
+fn spawn_work<'s>(
+    scope: &rayon::Scope<'s>,
+    cpu: &'s CpuSearcher,
+    ctl: &'s CacheCtl,
+    requests: &'s [Request],
+    work: Work,
+    tx: Sender<(usize, Result<Answer>)>,
+) {
+    scope.spawn(move |_| {
+        ctl.observe_all(work.seen.iter().map(|&(i, kth)| (&requests[i], kth)));
+        work.jobs.into_par_iter().for_each_with(tx, |tx, (i, job)| {
+            let request = &requests[i];
+            let result = match job {
+                None => cpu.answer(request),
+                Some((partial, gpu_answer)) => {
+                    let t = Instant::now();
+                    let hits = complete(cpu, request, &partial, f32::NEG_INFINITY);
+                    ctl.completed(t.elapsed().as_secs_f64());
+                    if let Ok(h) = &hits {
+                        ctl.observe(request, Some(h));
+                    }
+                    hits.map(|hits| Answer {
+                        hits,
+                        latency: gpu_answer.latency + t.elapsed(),
+                    })
+                }
+            };
+            let _ = tx.send((i, result));
+        });
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_split_a_call_evenly_within_the_bounds() {
+        assert_eq!(chunk_size(5000, 4, 8192), 1250);
+        assert_eq!(chunk_size(5001, 4, 8192), 1251);
+        // A call of one chunk: nothing to overlap it with.
+        assert_eq!(chunk_size(5000, 1, 8192), 5000);
+        // At least MIN_CHUNK queries (a short call is one chunk) and at most a batch.
+        assert_eq!(chunk_size(100, 4, 8192), MIN_CHUNK);
+        assert_eq!(chunk_size(5000, 4, 64), 64);
+        assert_eq!(chunk_size(5000, 0, 8192), 5000);
+        assert_eq!(chunk_size(0, 4, 0), 1);
+    }
 }
