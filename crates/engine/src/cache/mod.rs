@@ -93,7 +93,10 @@ impl Default for CacheOptions {
             decay: 0.8,
             min_gain: 1.0,
             headroom: 0.05,
-            chunks: 4,
+            // 4 and 8 measured even with 1 on the 25M collection in global-score order (AND at a
+            // quarter: 31.1–32.9k queries/s against 31.0–32.0k; at a tenth 19.6–20.7k against
+            // 21.0–22.4k), so a call stays one chunk (bench/RESULTS.md, issue 13, twentieth session).
+            chunks: 1,
         }
     }
 }
