@@ -31,13 +31,16 @@
 #   chunks  on the synthetic collection in global-score order (after synth-gs), bm25-static: all
 #          resident, then vfb, dynamic and qtf at 25% and vfb at 10%, a call's queries in CHUNKS (1 4 8)
 #          chunks (`--gpu-cache-chunks`: sent while the one before computes), for CHUNK_MODES (and or);
+#   runs   the runs RUNS names, ';'-separated "mode policy share label [more bench options]" (policy none:
+#          all resident; S_b a quarter of the budget), on RUNS_INDEX (synth-gs, else the plain synth);
+#          e.g. RUNS="and dynamic 0.25 no-replan --gpu-cache-epoch 1000000000" EXTRA="--ranking bm25-static";
 #   identical  `search` with a cache vs the CPU's run, byte for byte (after gs; IDENT_INDEX=synth-gs:
 #          on the synthetic collection in global-score order, after synth-gs);
 #   identical-synth  the same on the synthetic collection (plain BM25), AND, and-or and OR (IDENT_MODES) at 25% and 10%;
 #   sweep  at a 25% budget, the split between cache S_c and staging S_b (for the throughput model).
 # Output under $OUT: cache.log, cache-table.txt (one row per run), reports/*.json.
 # usage: scripts/device-cache.sh [tests] [synth] [and] [or] [base] [vfb] [hybrid] [drift] [dyn] [long] [gs] [synth-gs]
-#        [gs-synth] [chunks] [identical] [identical-synth] [sweep]
+#        [gs-synth] [chunks] [runs] [identical] [identical-synth] [sweep]
 set -uo pipefail
 source scripts/device-common.sh
 log=$out/cache.log
@@ -239,6 +242,19 @@ for part in $parts; do
             run $mode ${cfg%%:*} ${cfg##*:} 0.25 $work/train.txt $work/test.txt chunks$c
         done
       done
+    done
+    ;;
+  runs)
+    case ${RUNS_INDEX:-synth-gs} in
+    synth-gs) ridx=$synth_gs ;;
+    *) ridx=$synth ;;
+    esac
+    [ -f $ridx/meta.json ] || { say "runs: no index at $ridx (synth-gs or synth first)"; continue; }
+    IFS=';' read -ra specs <<<"${RUNS:-}"
+    for spec in "${specs[@]}"; do
+      read -r rmode rpolicy rshare rlabel ropts <<<"$spec"
+      [ -n "${rlabel:-}" ] || { say "runs: \"$spec\" is not \"mode policy share label [options]\""; continue; }
+      idx=$ridx extra="${EXTRA:-} ${ropts:-}" LABEL=$rlabel run $rmode $rpolicy $rshare 0.25 $work/train.txt $work/test.txt $rlabel
     done
     ;;
   identical)
