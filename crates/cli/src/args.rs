@@ -526,9 +526,10 @@ pub struct GpuArgs {
     /// The training query log of the cache's policy (one query per line, as --queries).
     #[arg(long)]
     pub gpu_cache_train: Option<PathBuf>,
-    /// The maximum admission ratio λ: the largest share of a list's blocks cached (0 to 1).
-    #[arg(long, default_value_t = 1.0)]
-    pub gpu_cache_ratio: f64,
+    /// The maximum admission ratio λ: the largest share of a list's blocks cached (0 to 1). Default:
+    /// 0.5 for vfb and dynamic where the CPU completes on a global-score order, else 1.
+    #[arg(long)]
+    pub gpu_cache_ratio: Option<f64>,
     /// VFB's block, in postings (a multiple of the index's 128-posting blocks).
     #[arg(long, default_value_t = 256)]
     pub gpu_cache_block: u32,

@@ -43,11 +43,8 @@ pub fn cache_options(
             "--gpu-cache-buffer ({buffer} bytes) must be below --gpu-memory ({budget} bytes): the cache takes the rest"
         );
     }
-    if !(0.0..=1.0).contains(&g.gpu_cache_ratio) || g.gpu_cache_ratio == 0.0 {
-        bail!(
-            "--gpu-cache-ratio must be above 0 and at most 1, not {}",
-            g.gpu_cache_ratio
-        );
+    if let Some(r) = g.gpu_cache_ratio.filter(|&r| !(r > 0.0 && r <= 1.0)) {
+        bail!("--gpu-cache-ratio must be above 0 and at most 1, not {r}");
     }
     let block = warpsearch_gpu::device::BLOCK_LEN as u32;
     if g.gpu_cache_block == 0 || !g.gpu_cache_block.is_multiple_of(block) {

@@ -186,7 +186,15 @@ impl Engine {
     /// The backend in a few words, for reports.
     pub fn describe(&self) -> String {
         match &self.runner {
-            Runner::Gpu(g, _) => format!("gpu ({})", g.gpu().describe()),
+            Runner::Gpu(g, ctl) => format!(
+                "gpu ({}){}",
+                g.gpu().describe(),
+                ctl.as_ref().map_or(String::new(), |c| format!(
+                    ", list cache {} λ {}",
+                    c.policy().name(),
+                    c.ratio()
+                ))
+            ),
             Runner::Cpu => format!("cpu ({} threads)", rayon::current_num_threads()),
             Runner::Hybrid(h) => format!(
                 "hybrid ({} CPU workers{})",

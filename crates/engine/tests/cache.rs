@@ -12,7 +12,7 @@ use warpsearch_cpu::CpuSearcher;
 use warpsearch_engine::cache::policy::{plan, worth_changing, Policy};
 use warpsearch_engine::cache::usage::Usage;
 use warpsearch_engine::cache::{complete, gpu_mode, take_answer, CacheCtl, Partial, Split};
-use warpsearch_engine::CacheOptions;
+use warpsearch_engine::{CacheOptions, Completion};
 use warpsearch_gpu::cache::prefix_need;
 use warpsearch_gpu::cache::PlanFeed;
 use warpsearch_gpu::residency::Applied;
@@ -643,7 +643,7 @@ fn the_dynamic_policy_shapes_its_cache_like_vfb_of_its_training_log() {
     for r in &train {
         usage.add(&ix, &r.query, r.mode, None, 1.0);
     }
-    let whole = plan(&ix, &usage, Policy::Vfb, shape, o.ratio, o.group);
+    let whole = plan(&ix, &usage, Policy::Vfb, shape, o.ratio_for(false), o.group);
     assert_eq!(
         first.blocks, whole.blocks,
         "VFB's plan of the log in the whole cache"
@@ -654,4 +654,65 @@ fn the_dynamic_policy_shapes_its_cache_like_vfb_of_its_training_log() {
         need.words > room(shape.words) || need.blocks > room(shape.blocks),
         "the log asks for more than all but the headroom, so the first plan fills that too"
     );
+}
+
+/// λ where none is given: 0.5 for VFB and the dynamic policy where the CPU completes on a global-score
+/// order (`auto` there, or `cpu`), 1 for Qtf and QtfDf, for plain BM25 and for `transfer`; a given λ
+/// always.
+#[test]
+fn lambda_defaults_to_a_half_only_for_prefix_policies_completed_on_a_global_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (gs, _) = random_index(tmp.path(), 0x1A4B, Codec::PForDelta, Some(0.4));
+    let tmp2 = tempfile::tempdir().unwrap();
+    let (plain, _) = random_index(tmp2.path(), 0x1A4B, Codec::PForDelta, None);
+    let searcher = |ix: &Arc<Index>, ranking: Ranking| {
+        let options = SearchOptions {
+            ranking,
+            ..SearchOptions::new(ix)
+        };
+        CpuSearcher::new(Arc::new(Scorer::new(ix.clone(), options).unwrap()))
+    };
+    let early = searcher(&gs, Ranking::Bm25Static { alpha: 0.4 });
+    assert!(early.scorer().early_termination());
+    let bm25_on_gs = searcher(&gs, Ranking::Bm25);
+    let bm25 = searcher(&plain, Ranking::Bm25);
+    let train = vec![Request::new(query(&[longest(&gs)]), Mode::Or, 10)];
+    let lambda = |cpu: &CpuSearcher, policy: Policy, completion: Completion, given: Option<f64>| {
+        let options = CacheOptions {
+            policy,
+            train: train.clone(),
+            completion,
+            ratio: given,
+            ..CacheOptions::default()
+        };
+        let whole = warpsearch_gpu::residency::device_bytes(cpu.scorer().index()) as u64;
+        CacheCtl::prepare(cpu, options, whole / 4).unwrap().0.ratio()
+    };
+    for policy in [Policy::Vfb, Policy::Dynamic] {
+        assert_eq!(
+            lambda(&early, policy, Completion::Auto, None),
+            0.5,
+            "{}",
+            policy.name()
+        );
+        assert_eq!(lambda(&early, policy, Completion::Cpu, None), 0.5);
+        assert_eq!(lambda(&early, policy, Completion::Transfer, None), 1.0);
+        assert_eq!(lambda(&bm25_on_gs, policy, Completion::Auto, None), 1.0);
+        assert_eq!(lambda(&bm25, policy, Completion::Auto, None), 1.0);
+        assert_eq!(
+            lambda(&bm25, policy, Completion::Cpu, None),
+            1.0,
+            "no early termination"
+        );
+        assert_eq!(lambda(&early, policy, Completion::Auto, Some(0.8)), 0.8);
+    }
+    for policy in [Policy::Qtf, Policy::QtfDf] {
+        assert_eq!(
+            lambda(&early, policy, Completion::Auto, None),
+            1.0,
+            "{}",
+            policy.name()
+        );
+        assert_eq!(lambda(&early, policy, Completion::Auto, Some(0.25)), 0.25);
+    }
 }

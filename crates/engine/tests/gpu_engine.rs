@@ -646,7 +646,7 @@ fn cached_engine(
     let cache = CacheOptions {
         policy,
         train,
-        ratio,
+        ratio: Some(ratio),
         completion,
         epoch: 16,
         // Every plan applied, so that the test sees plan changes (the gain rule has its own test).

@@ -56,8 +56,9 @@ pub struct CacheOptions {
     pub policy: Policy,
     /// The training log (static policies need it; the dynamic one starts from it when given).
     pub train: Vec<Request>,
-    /// The maximum admission ratio λ: the largest share of a list's blocks cached.
-    pub ratio: f64,
+    /// The maximum admission ratio λ: the largest share of a list's blocks cached (None:
+    /// [`CacheOptions::ratio_for`]'s default).
+    pub ratio: Option<f64>,
     /// VFB's block size, in index blocks (papers/000 uses 256 docIDs: two of our 128-posting blocks).
     pub group: u32,
     /// How the GPU's part is chosen.
@@ -78,12 +79,32 @@ pub struct CacheOptions {
     pub chunks: usize,
 }
 
+/// λ where none is given, for VFB and the dynamic policy when the CPU completes on a global-score
+/// order: on the 25M collection in that order it measured ahead of 1 in every run (AND at a quarter of
+/// the index 39,292 q/s against 31,302, at a tenth 29,128 against 21,456; OR 4–8%), since the tails of
+/// the lists it leaves out are where early termination has stopped (bench/RESULTS.md, issue 13,
+/// twentieth session).
+pub const EARLY_RATIO: f64 = 0.5;
+
+impl CacheOptions {
+    /// The λ plans use: the one given, else [`EARLY_RATIO`] for VFB and the dynamic policy where the
+    /// CPU completes what the cached prefixes leave with early termination on a global-score order
+    /// (`early`), else 1 (without early termination a query visits its lists to their ends; Qtf
+    /// and QtfDf admit whole lists, as in papers/000).
+    pub fn ratio_for(&self, early: bool) -> f64 {
+        self.ratio.unwrap_or(match self.policy {
+            Policy::Vfb | Policy::Dynamic if early => EARLY_RATIO,
+            _ => 1.0,
+        })
+    }
+}
+
 impl Default for CacheOptions {
     fn default() -> CacheOptions {
         CacheOptions {
             policy: Policy::Vfb,
             train: Vec::new(),
-            ratio: 1.0,
+            ratio: None,
             group: 2,
             completion: Completion::Auto,
             epoch: 4096,
@@ -242,6 +263,7 @@ impl CacheCtl {
             Completion::Auto => scorer.early_termination(),
             c => c == Completion::Cpu,
         };
+        let ratio = options.ratio_for(prune && scorer.early_termination());
         // The dynamic policy's plans must fit the cache the GPU allocates for its budget, less the
         // room lists move through. With a training log, that cache takes the shape of VFB's plan for
         // it (see `dynamic_shape`), else the index's.
@@ -253,7 +275,7 @@ impl CacheCtl {
                     &usage,
                     Policy::Vfb,
                     cache_bytes,
-                    options.ratio,
+                    ratio,
                     options.group.max(1),
                 );
                 dynamic_shape(&index, vfb.need(&index), cache_bytes)
@@ -263,14 +285,14 @@ impl CacheCtl {
         let planning = Planning {
             epoch: options.epoch.max(1),
             decay: options.decay.clamp(0.0, 1.0),
-            ratio: options.ratio,
+            ratio,
             group: options.group.max(1),
             min_gain: options.min_gain.max(0.0),
             early: scorer.early_termination(),
         };
         let ctl = CacheCtl {
             policy: options.policy,
-            ratio: options.ratio,
+            ratio,
             group: options.group.max(1),
             headroom,
             chunks: options.chunks.max(1),
@@ -339,6 +361,11 @@ impl CacheCtl {
     /// The policy.
     pub fn policy(&self) -> Policy {
         self.policy
+    }
+
+    /// The maximum admission ratio λ its plans use ([`CacheOptions::ratio_for`]).
+    pub fn ratio(&self) -> f64 {
+        self.ratio
     }
 
     /// [`CacheOptions::chunks`].
