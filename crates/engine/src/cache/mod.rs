@@ -230,10 +230,6 @@ pub struct CacheCtl {
     /// is worth its copies ([`PlanFeed::ready`]).
     dynamic: Option<Observer>,
     counters: Counters,
-    /// The CPU's completions of the GPU backend's chunks ([`run`]), made at first use: a pool of its
-    /// own, so that the GPU's thread, whose cuts and batch preparation run on the global pool, never
-    /// takes up a completion while it waits for them (rayon's waiting threads run others' jobs).
-    completions: std::sync::OnceLock<Option<rayon::ThreadPool>>,
 }
 
 impl CacheCtl {
@@ -314,7 +310,6 @@ impl CacheCtl {
                 )
             }),
             counters: Counters::default(),
-            completions: std::sync::OnceLock::new(),
             scorer,
         };
         // The dynamic policy's first plan is VFB's of the training log and fills the whole cache, as
@@ -371,20 +366,6 @@ impl CacheCtl {
     /// The maximum admission ratio λ its plans use ([`CacheOptions::ratio_for`]).
     pub fn ratio(&self) -> f64 {
         self.ratio
-    }
-
-    /// The pool completions run on ([`CacheCtl::completions`]'s field): as many threads as the global
-    /// pool; None where it could not be made (the global pool then).
-    pub fn completion_pool(&self) -> Option<&rayon::ThreadPool> {
-        self.completions
-            .get_or_init(|| {
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(rayon::current_num_threads())
-                    .thread_name(|i| format!("warpsearch-complete-{i}"))
-                    .build()
-                    .ok()
-            })
-            .as_ref()
     }
 
     /// [`CacheOptions::chunks`].

@@ -59,19 +59,46 @@ pub fn search_batch(
         last: cpu.scorer().index().num_docs().saturating_sub(1),
     };
     let size = chunk_size(requests.len(), ctl.chunks(), gpu.batch_size());
-    let shared = Shared {
-        cpu,
-        ctl,
-        requests,
-        all,
-        tx,
-    };
-    // Completions on their own pool; the splits and the GPU's batch preparation on the global one.
-    match ctl.completion_pool() {
-        Some(pool) => pool.in_place_scope(|scope| drive(scope, gpu, &shared, size, &mut out, &mut failed)),
-        None => rayon::in_place_scope(|scope| drive(scope, gpu, &shared, size, &mut out, &mut failed)),
-    }
-    drop(shared); // its sender: the receiver below ends with the CPU's last answer
+    rayon::scope(|scope| {
+        let mut in_flight: Option<Sent> = None;
+        for (c, reqs) in requests.chunks(size).enumerate() {
+            let started = Instant::now();
+            // On all cores: a chunk's splits took the GPU's thread 15–30 ms on the 25M collection. The
+            // view is the cache as the previous chunk left it (a plan applies behind a call's last
+            // batch, and a term is read from the cache only where its prefix covers a whole range).
+            let view = gpu.view();
+            let splits: Vec<Split> = reqs.par_iter().map(|r| ctl.split(&view, r, all)).collect();
+            // One GPU request per range: `Two` gives two, adjacent.
+            let (gpu_reqs, ranges): (Vec<Request>, Vec<DocRange>) = splits
+                .iter()
+                .enumerate()
+                .flat_map(|(i, s)| s.gpu_ranges(all).map(move |r| (i, r)))
+                .map(|(i, r)| (gpu_request(&reqs[i], splits[i]), r))
+                .unzip();
+            let split = started.elapsed();
+            let call = gpu.submit_in(&gpu_reqs, Some(&ranges));
+            let sent = Sent {
+                base: c * size,
+                len: reqs.len(),
+                splits,
+                call,
+                started,
+                split,
+                submit: started.elapsed() - split,
+            };
+            // The previous chunk computed while this one was split and sent: its answers, then its
+            // CPU work beside this chunk's kernels.
+            if let Some(prev) = in_flight.replace(sent) {
+                let work = collect(gpu, requests, prev, all, &mut out, &mut failed);
+                spawn_work(scope, cpu, ctl, requests, work, tx.clone());
+            }
+        }
+        if let Some(last) = in_flight.take() {
+            let work = collect(gpu, requests, last, all, &mut out, &mut failed);
+            spawn_work(scope, cpu, ctl, requests, work, tx.clone());
+        }
+    });
+    drop(tx);
     for (i, r) in rx {
         out[i] = Some(r);
     }
@@ -80,66 +107,6 @@ pub fn search_batch(
         .map(|a| a.unwrap_or_else(|| Err(IndexError::Invalid("a query was left unanswered (a bug)".into()))))
         .collect();
     (answers, failed)
-}
-
-/// What the chunks of one call share with the CPU's work.
-struct Shared<'s> {
-    cpu: &'s CpuSearcher,
-    ctl: &'s CacheCtl,
-    requests: &'s [Request],
-    /// The whole docID range.
-    all: DocRange,
-    tx: Sender<(usize, Result<Answer>)>,
-}
-
-/// Sends the call's chunks of `size` queries to the GPU, two in flight, and hands each one's CPU work
-/// to `scope` once its GPU answers are back.
-fn drive<'s>(
-    scope: &rayon::Scope<'s>,
-    gpu: &mut GpuSearcher,
-    sh: &Shared<'s>,
-    size: usize,
-    out: &mut [Option<Result<Answer>>],
-    failed: &mut u64,
-) {
-    let (ctl, requests, all) = (sh.ctl, sh.requests, sh.all);
-    let mut in_flight: Option<Sent> = None;
-    for (c, reqs) in requests.chunks(size).enumerate() {
-        let started = Instant::now();
-        // On all cores: a chunk's splits took the GPU's thread 15–30 ms on the 25M collection. The
-        // view is the cache as the previous chunk left it (a plan applies behind a call's last
-        // batch, and a term is read from the cache only where its prefix covers a whole range).
-        let view = gpu.view();
-        let splits: Vec<Split> = reqs.par_iter().map(|r| ctl.split(&view, r, all)).collect();
-        // One GPU request per range: `Two` gives two, adjacent.
-        let (gpu_reqs, ranges): (Vec<Request>, Vec<DocRange>) = splits
-            .iter()
-            .enumerate()
-            .flat_map(|(i, s)| s.gpu_ranges(all).map(move |r| (i, r)))
-            .map(|(i, r)| (gpu_request(&reqs[i], splits[i]), r))
-            .unzip();
-        let split = started.elapsed();
-        let call = gpu.submit_in(&gpu_reqs, Some(&ranges));
-        let sent = Sent {
-            base: c * size,
-            len: reqs.len(),
-            splits,
-            call,
-            started,
-            split,
-            submit: started.elapsed() - split,
-        };
-        // The previous chunk computed while this one was split and sent: its answers, then its
-        // CPU work beside this chunk's kernels.
-        if let Some(prev) = in_flight.replace(sent) {
-            let work = collect(gpu, requests, prev, all, out, failed);
-            spawn_work(scope, sh, work);
-        }
-    }
-    if let Some(last) = in_flight.take() {
-        let work = collect(gpu, requests, last, all, out, failed);
-        spawn_work(scope, sh, work);
-    }
 }
 
 /// Waits for chunk `sent`'s GPU answers (its queries' ranges cut from `all`): the whole ones go to `out`; the rest, with the queries the
@@ -205,8 +172,14 @@ fn collect(
 
 /// The CPU's work of a chunk, on the pool beside the GPU: the dynamic policy observes the GPU's whole
 /// answers; partial answers are completed, the rest answered whole.
-fn spawn_work<'s>(scope: &rayon::Scope<'s>, sh: &Shared<'s>, work: Work) {
-    let (cpu, ctl, requests, tx) = (sh.cpu, sh.ctl, sh.requests, sh.tx.clone());
+fn spawn_work<'s>(
+    scope: &rayon::Scope<'s>,
+    cpu: &'s CpuSearcher,
+    ctl: &'s CacheCtl,
+    requests: &'s [Request],
+    work: Work,
+    tx: Sender<(usize, Result<Answer>)>,
+) {
     scope.spawn(move |_| {
         ctl.observe_all(work.seen.iter().map(|&(i, kth)| (&requests[i], kth)));
         work.jobs.into_par_iter().for_each_with(tx, |tx, (i, job)| {
