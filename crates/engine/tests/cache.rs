@@ -688,31 +688,21 @@ fn lambda_defaults_to_a_half_only_for_prefix_policies_completed_on_a_global_orde
         let whole = warpsearch_gpu::residency::device_bytes(cpu.scorer().index()) as u64;
         CacheCtl::prepare(cpu, options, whole / 4).unwrap().0.ratio()
     };
-    for policy in [Policy::Vfb, Policy::Dynamic] {
-        assert_eq!(
-            lambda(&early, policy, Completion::Auto, None),
-            0.5,
-            "{}",
-            policy.name()
-        );
-        assert_eq!(lambda(&early, policy, Completion::Cpu, None), 0.5);
-        assert_eq!(lambda(&early, policy, Completion::Transfer, None), 1.0);
-        assert_eq!(lambda(&bm25_on_gs, policy, Completion::Auto, None), 1.0);
-        assert_eq!(lambda(&bm25, policy, Completion::Auto, None), 1.0);
-        assert_eq!(
-            lambda(&bm25, policy, Completion::Cpu, None),
-            1.0,
-            "no early termination"
-        );
-        assert_eq!(lambda(&early, policy, Completion::Auto, Some(0.8)), 0.8);
-    }
-    for policy in [Policy::Qtf, Policy::QtfDf] {
-        assert_eq!(
-            lambda(&early, policy, Completion::Auto, None),
-            1.0,
-            "{}",
-            policy.name()
-        );
-        assert_eq!(lambda(&early, policy, Completion::Auto, Some(0.25)), 0.25);
+    let (auto, cpu, transfer) = (Completion::Auto, Completion::Cpu, Completion::Transfer);
+    for policy in [Policy::Vfb, Policy::Dynamic, Policy::Qtf, Policy::QtfDf] {
+        let prefixes = matches!(policy, Policy::Vfb | Policy::Dynamic);
+        let cases = [
+            (&early, auto, None, if prefixes { 0.5 } else { 1.0 }),
+            (&early, cpu, None, if prefixes { 0.5 } else { 1.0 }),
+            (&early, transfer, None, 1.0),
+            (&bm25_on_gs, auto, None, 1.0),
+            (&bm25, auto, None, 1.0),
+            (&bm25, cpu, None, 1.0),
+            (&early, auto, Some(0.25), 0.25),
+        ];
+        for (i, (searcher, completion, given, want)) in cases.into_iter().enumerate() {
+            let got = lambda(searcher, policy, completion, given);
+            assert_eq!(got, want, "{} case {i}", policy.name());
+        }
     }
 }
