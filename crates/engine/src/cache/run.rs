@@ -1,8 +1,10 @@
-//! The GPU backend with a list cache: a call's queries go in chunks, each split by what the cache (and
-//! a batch's staging space) covers; the GPU answers its parts, and CPU threads complete the partial
-//! ones. Two chunks are in flight: chunk i+1 is split and sent while chunk i computes, and chunk i's
-//! completions run while chunk i+1 computes (papers/000 section 3.1.4: post-processing hidden behind
-//! the GPU).
+//! The GPU backend with a list cache: a call's queries go in chunks (one by default,
+//! [`CacheCtl::chunks`]), each split by what the cache (and a batch's staging space) covers; the GPU
+//! answers its parts, and CPU threads complete the partial ones. With several, two chunks are in
+//! flight: chunk i+1 is split and sent while chunk i computes, and chunk i's completions run while
+//! chunk i+1 computes (papers/000 section 3.1.4: post-processing hidden behind the GPU). On the 25M
+//! collection that changed the closed loop's throughput by no more than its noise (bench/RESULTS.md,
+//! issue 13, twentieth session).
 
 use std::sync::mpsc::{channel, Sender};
 use std::time::{Duration, Instant};
@@ -15,8 +17,8 @@ use warpsearch_query::{Answer, DocRange, Request};
 
 use super::{complete, gpu_request, kth, take_answer, CacheCtl, Partial, Split};
 
-/// The fewest queries a chunk holds (fewer chunks than [`CacheCtl::chunks`] for a short call): a
-/// smaller kernel batch leaves the GPU idle for more of its launch than overlap wins back.
+/// The fewest queries a chunk holds (fewer chunks than [`CacheCtl::chunks`] for a short call), so that
+/// a kernel batch still fills the GPU's persistent grid with work (a choice, not a measured optimum).
 pub const MIN_CHUNK: usize = 256;
 
 /// Queries per chunk of a call of `n`: `n` over `chunks`, at least [`MIN_CHUNK`], at most `batch`.
