@@ -557,9 +557,10 @@ pub struct GpuArgs {
     /// prefixes are still in place (0–0.9).
     #[arg(long, default_value_t = CacheOptions::default().headroom)]
     pub gpu_cache_headroom: f64,
-    /// A call's queries go to the GPU in this many chunks, each split and sent while the previous one
-    /// computes and completed on the CPU while the next one does (1: one chunk; more lowers a closed
-    /// loop's median latency, not its throughput, on the 25M collection).
+    /// The GPU backend (not the hybrid) sends a call's queries in this many chunks, each split and
+    /// sent while the previous one computes and completed on the CPU while the next one does (1: one
+    /// chunk per GPU batch of queries; more lowered a closed loop's median latency, not its
+    /// throughput, on the 25M collection).
     #[arg(long, default_value_t = CacheOptions::default().chunks)]
     pub gpu_cache_chunks: usize,
 }

@@ -46,6 +46,9 @@ pub fn cache_options(
     if let Some(r) = g.gpu_cache_ratio.filter(|&r| !(r > 0.0 && r <= 1.0)) {
         bail!("--gpu-cache-ratio must be above 0 and at most 1, not {r}");
     }
+    if g.gpu_cache_chunks == 0 {
+        bail!("--gpu-cache-chunks must be at least 1 (1: one chunk per GPU batch of queries)");
+    }
     let block = warpsearch_gpu::device::BLOCK_LEN as u32;
     if g.gpu_cache_block == 0 || !g.gpu_cache_block.is_multiple_of(block) {
         bail!(
@@ -89,7 +92,7 @@ pub fn cache_options(
             min_gain: g.gpu_cache_min_gain.max(0.0),
             headroom: g.gpu_cache_headroom,
             decay: g.gpu_cache_decay,
-            chunks: g.gpu_cache_chunks.max(1),
+            chunks: g.gpu_cache_chunks,
         },
     )))
 }

@@ -82,7 +82,20 @@ fn bad_options_are_refused_with_a_reason() {
     let qfile = dir.path().join("q.txt");
     std::fs::write(&qfile, "fox\n").unwrap();
     let (i, q) = (index.to_str().unwrap(), qfile.to_str().unwrap());
-    let cases: [(&[&str], &str); 6] = [
+    // The cache's options are checked before a GPU is looked for.
+    let cache = |option: &'static str, value: &'static str| {
+        let gpu = ["--backend", "gpu", "--gpu-cache", "vfb", "--gpu-memory", "1G"];
+        [&gpu[..], &["--gpu-cache-train", "/dev/null", option, value]].concat()
+    };
+    let (chunks, ratio_0, ratio_2) = (
+        cache("--gpu-cache-chunks", "0"),
+        cache("--gpu-cache-ratio", "0"),
+        cache("--gpu-cache-ratio", "1.5"),
+    );
+    let cases: [(&[&str], &str); 9] = [
+        (&chunks, "--gpu-cache-chunks must be at least 1"),
+        (&ratio_0, "--gpu-cache-ratio must be above 0 and at most 1, not 0"),
+        (&ratio_2, "not 1.5"),
         (&["--k", "0"], "k = 0 is out of range"),
         (&["--k", "1000000000"], "out of range"),
         (

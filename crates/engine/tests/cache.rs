@@ -676,17 +676,22 @@ fn lambda_defaults_to_a_half_only_for_prefix_policies_completed_on_a_global_orde
     assert!(early.scorer().early_termination());
     let bm25_on_gs = searcher(&gs, Ranking::Bm25);
     let bm25 = searcher(&plain, Ranking::Bm25);
-    let train = vec![Request::new(query(&[longest(&gs)]), Mode::Or, 10)];
+    // λ and how much of the longest list the first plan caches, trained on a query that reads that
+    // list to its end (k above its length: nothing stops it early), in a cache as large as the index.
     let lambda = |cpu: &CpuSearcher, policy: Policy, completion: Completion, given: Option<f64>| {
+        let ix = cpu.scorer().index();
+        let long = longest(ix);
         let options = CacheOptions {
             policy,
-            train: train.clone(),
+            train: vec![Request::new(query(&[long]), Mode::Or, 100_000)],
             completion,
             ratio: given,
             ..CacheOptions::default()
         };
-        let whole = warpsearch_gpu::residency::device_bytes(cpu.scorer().index()) as u64;
-        CacheCtl::prepare(cpu, options, whole / 4).unwrap().0.ratio()
+        let whole = warpsearch_gpu::residency::device_bytes(ix) as u64;
+        let (ctl, plan) = CacheCtl::prepare(cpu, options, whole).unwrap();
+        let n = ix.term_records()[long as usize].num_blocks() as f64;
+        (ctl.ratio(), plan.blocks[long as usize], n)
     };
     let (auto, cpu, transfer) = (Completion::Auto, Completion::Cpu, Completion::Transfer);
     for policy in [Policy::Vfb, Policy::Dynamic, Policy::Qtf, Policy::QtfDf] {
@@ -701,8 +706,11 @@ fn lambda_defaults_to_a_half_only_for_prefix_policies_completed_on_a_global_orde
             (&early, auto, Some(0.25), 0.25),
         ];
         for (i, (searcher, completion, given, want)) in cases.into_iter().enumerate() {
-            let got = lambda(searcher, policy, completion, given);
+            let (got, cached, n) = lambda(searcher, policy, completion, given);
             assert_eq!(got, want, "{} case {i}", policy.name());
+            assert!(n >= 4.0, "the longest list has {n} blocks");
+            let admitted = ((n * want).ceil() as u32).max(1);
+            assert_eq!(cached, admitted, "{} case {i}: the plan's λ", policy.name());
         }
     }
 }

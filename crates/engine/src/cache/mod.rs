@@ -73,9 +73,11 @@ pub struct CacheOptions {
     /// The share of the cache the dynamic policy leaves free, for lists to grow into while their old
     /// prefixes are still in place (a list that finds no room keeps its old prefix).
     pub headroom: f64,
-    /// A call's queries go to the GPU in this many chunks (of at least [`run::MIN_CHUNK`] queries and
-    /// at most a GPU batch): chunk i+1 is split and sent while chunk i computes, and chunk i's partial
-    /// answers are completed on the CPU while chunk i+1 computes (papers/000 section 3.1). 1: none.
+    /// The GPU backend sends a call's queries in this many chunks (of at least [`run::MIN_CHUNK`]
+    /// queries and at most a GPU batch, so a call longer than a batch has more): chunk i+1 is split
+    /// and sent while chunk i computes, and chunk i's partial answers are completed on the CPU while
+    /// chunk i+1 computes (papers/000 section 3.1). 1: a call of at most a batch is one chunk, its
+    /// completions after its GPU work. The hybrid backend has its own pipeline and ignores it.
     pub chunks: usize,
 }
 
