@@ -38,10 +38,11 @@ struct Sent {
     submit: Duration,
 }
 
-/// What the CPU does for a chunk: completions (with the GPU's part), failures and queries the GPU
-/// cannot take (none); and the GPU's whole answers with their k-th scores, for the dynamic policy.
+/// What the CPU does for a chunk: completions (with the GPU's part and its latency), failures and
+/// queries the GPU cannot take (none); and the GPU's whole answers with their k-th scores, for the
+/// dynamic policy.
 struct Work {
-    jobs: Vec<(usize, Option<(Partial, Answer)>)>,
+    jobs: Vec<(usize, Option<(Partial, Duration)>)>,
     seen: Vec<(usize, Option<f32>)>,
 }
 
@@ -111,8 +112,9 @@ pub fn search_batch(
     (answers, failed)
 }
 
-/// Waits for chunk `sent`'s GPU answers (its queries' ranges cut from `all`): the whole ones go to `out`; the rest, with the queries the
-/// GPU failed (counted in `failed`) or never took, become the CPU's work.
+/// Waits for chunk `sent`'s GPU answers (its queries' ranges cut from `all`): the whole ones go to
+/// `out`; the rest, with the queries the GPU failed (counted in `failed`) or never took, become the
+/// CPU's work.
 fn collect(
     gpu: &mut GpuSearcher,
     requests: &[Request],
@@ -139,11 +141,11 @@ fn collect(
         match (answer, rest) {
             (Ok(a), Some(rest)) => {
                 let partial = Partial {
-                    hits: a.hits.clone(),
+                    hits: a.hits,
                     rest,
                     whole: all,
                 };
-                work.jobs.push((at, Some((partial, a))));
+                work.jobs.push((at, Some((partial, a.latency))));
             }
             (Ok(a), None) => {
                 work.seen.push((at, kth(&reqs[i], Some(&a.hits))));
@@ -188,7 +190,7 @@ fn spawn_work<'s>(
             let request = &requests[i];
             let result = match job {
                 None => cpu.answer(request),
-                Some((partial, gpu_answer)) => {
+                Some((partial, gpu_latency)) => {
                     let t = Instant::now();
                     let hits = complete(cpu, request, &partial, f32::NEG_INFINITY);
                     ctl.completed(t.elapsed().as_secs_f64());
@@ -197,7 +199,7 @@ fn spawn_work<'s>(
                     }
                     hits.map(|hits| Answer {
                         hits,
-                        latency: gpu_answer.latency + t.elapsed(),
+                        latency: gpu_latency + t.elapsed(),
                     })
                 }
             };
