@@ -187,9 +187,6 @@ fn synth_and_synth_check_run_end_to_end() {
         assert!(text.contains("static       yes"), "{text}");
         assert_eq!(text.contains("GlobalScore"), order == "global-score", "{text}");
     }
-    // bm25-static's hits on `name` with --stats: per query, its scores and its documents above its
-    // k-th score (documents tied with the k-th may differ: ties go by docID, which the orders number
-    // differently); and what --stats printed.
     // `command` (search or bench) of bm25-static OR top-10 on `name`, with `extra` options.
     let static_or = |command: &str, name: &str, extra: &[&str]| {
         let (index, queries) = (p(name), topics.to_str().unwrap().to_owned());
@@ -198,6 +195,9 @@ fn synth_and_synth_check_run_end_to_end() {
         args.extend_from_slice(extra);
         warpsearch(&args)
     };
+    // bm25-static's hits on `name` with --stats: per query, its scores and its documents above its
+    // k-th score (documents tied with the k-th may differ: ties go by docID, which the orders number
+    // differently); and what --stats printed.
     let search = |name: &str| {
         let out = static_or("search", name, &["--stats"]);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
