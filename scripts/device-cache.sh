@@ -34,6 +34,7 @@
 #   runs   the runs RUNS names, ';'-separated "mode policy share label [more bench options]" (policy none:
 #          all resident; S_b a quarter of the budget), on RUNS_INDEX (synth-gs, else the plain synth);
 #          e.g. RUNS="and dynamic 0.25 no-replan --gpu-cache-epoch 1000000000" EXTRA="--ranking bm25-static";
+#          RUNS_STREAM=drift: trained and run as `long`'s drift-long stream;
 #   identical  `search` with a cache vs the CPU's run, byte for byte (after gs; IDENT_INDEX=synth-gs:
 #          on the synthetic collection in global-score order, after synth-gs);
 #   identical-synth  the same on the synthetic collection (plain BM25), AND, and-or and OR (IDENT_MODES) at 25% and 10%;
@@ -250,11 +251,16 @@ for part in $parts; do
     *) ridx=$synth ;;
     esac
     [ -f $ridx/meta.json ] || { say "runs: no index at $ridx (synth-gs or synth first)"; continue; }
+    # RUNS_STREAM=drift: trained on the queries before "m", run on LONG_TEST (20,000) from "m" on.
+    case ${RUNS_STREAM:-stationary} in
+    drift) rtrain=$work/drift-train.txt rtest=$work/drift-long.txt ;;
+    *) rtrain=$work/train.txt rtest=$work/test.txt ;;
+    esac
     IFS=';' read -ra specs <<<"${RUNS:-}"
     for spec in "${specs[@]}"; do
       read -r rmode rpolicy rshare rlabel ropts <<<"$spec"
       [ -n "${rlabel:-}" ] || { say "runs: \"$spec\" is not \"mode policy share label [options]\""; continue; }
-      idx=$ridx extra="${EXTRA:-} ${ropts:-}" LABEL=$rlabel run $rmode $rpolicy $rshare 0.25 $work/train.txt $work/test.txt $rlabel
+      idx=$ridx extra="${EXTRA:-} ${ropts:-}" LABEL=$rlabel run $rmode $rpolicy $rshare 0.25 $rtrain $rtest $rlabel
     done
     ;;
   identical)

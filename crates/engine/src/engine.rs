@@ -91,9 +91,7 @@ impl Engine {
             let mut g = GpuSearcher::new(Arc::new(g), scorer, gopts)?;
             let ctl = match cache {
                 Some((ctl, plan)) => {
-                    // The GPU backend's closed loop submits thousands of queries per call: it waits
-                    // for a plan being made rather than leave it for the next call.
-                    let ctl = Arc::new(ctl.waiting_for_plans(options.backend == BackendChoice::Gpu));
+                    let ctl = Arc::new(ctl);
                     ctl.install(&mut g, &plan)?;
                     Some(ctl)
                 }
@@ -272,17 +270,31 @@ impl Engine {
     }
 
     /// Runs every request `passes` times (warming caches, the GPU and the cost model), then forgets
-    /// the counters.
+    /// the counters and settles the list cache ([`Engine::settle_cache`]).
     pub fn warm_up(&mut self, requests: &[Request], passes: usize) -> Result<()> {
         for _ in 0..passes {
             for r in self.search_batch(requests) {
                 r?;
             }
         }
+        if passes > 0 {
+            self.settle_cache();
+        }
         self.take_gpu_stats();
         self.take_hybrid_stats();
         self.take_cache_stats();
         Ok(())
+    }
+
+    /// On the GPU backend, makes the dynamic cache policy's plan of the queries run so far and applies
+    /// it now, if it is worth its copies. Within a call, plans land behind its last batch once made,
+    /// and the GPU never waits for one: a plan of a warm-up pass would otherwise land only behind the
+    /// next call (in a closed loop, the next pass). The hybrid applies its plans as they come.
+    pub fn settle_cache(&mut self) {
+        if let Runner::Gpu(g, Some(ctl)) = &mut self.runner {
+            ctl.settle();
+            g.apply_ready_plan();
+        }
     }
 
     /// What happened that a user should hear of since the last call (fallbacks to the CPU).

@@ -494,7 +494,7 @@ fn the_dynamic_policy_feeds_one_plan_per_epoch() {
         let (ctl, first) = CacheCtl::prepare(&cpu, options, whole / 2).unwrap();
         // No training log: the first plan caches nothing.
         assert!(first.blocks.iter().all(|&b| b == 0));
-        Arc::new(ctl.waiting_for_plans(true))
+        Arc::new(ctl)
     };
 
     let ctl = feed(0.0);
@@ -579,8 +579,9 @@ fn the_dynamic_policy_thread_runs_at_a_lower_priority() {
 }
 
 /// The dynamic policy's cache on the device: without a training log (or with one that reads no list),
-/// the budget divided in the index's proportion; with one, in the proportion of VFB's plan of that
-/// log (5% more block slots), the whole budget and no more, and its first plan fits it.
+/// the budget divided in the index's proportion; with one, room for VFB's plan of that log, which is
+/// its first plan, and from the bytes that plan leaves up to 5% more block slots in its proportion;
+/// the whole budget and no more.
 #[test]
 fn the_dynamic_policy_shapes_its_cache_like_vfb_of_its_training_log() {
     let tmp = tempfile::tempdir().unwrap();
@@ -619,41 +620,40 @@ fn the_dynamic_policy_shapes_its_cache_like_vfb_of_its_training_log() {
         "a static plan's cache is its need"
     );
     let (dynamic, first) = prepare(Policy::Dynamic, &train);
+    assert_eq!(first.blocks, vfb_plan.blocks, "the first plan is VFB's");
     let shape = dynamic.shape(&ix, &first);
     let meta = warpsearch_gpu::cache::META_BYTES;
+    assert!(shape.holds(need), "the cache holds VFB's plan");
     let slots = (need.blocks as f64 * (bytes as f64 / need.bytes() as f64) * 1.05) as u64;
+    let spare = bytes - need.bytes();
     assert_eq!(
         shape.blocks,
-        slots.min(bytes / meta),
-        "VFB's proportion, 5% more slots"
+        need.blocks + slots.saturating_sub(need.blocks).min(spare / meta),
+        "up to 5% more slots in VFB's proportion, from the bytes its plan leaves"
     );
     assert_eq!(
         shape.words,
         (bytes - shape.blocks * meta) / 4,
         "the rest of the budget in words"
     );
-    assert!(shape.holds(first.need(&ix)), "the first plan fits");
     assert_ne!(shape, Capacity::of_bytes(&ix, bytes), "shaped by the log");
-
-    // The first plan is VFB's of the log in the whole cache, headroom and all (a log shorter than an
-    // epoch weighs 1 a query, as here).
-    let o = CacheOptions::default();
-    assert!(train.len() < o.epoch);
-    let mut usage = Usage::default();
-    for r in &train {
-        usage.add(&ix, &r.query, r.mode, None, 1.0);
-    }
-    let whole = plan(&ix, &usage, Policy::Vfb, shape, o.ratio_for(false), o.group);
-    assert_eq!(
-        first.blocks, whole.blocks,
-        "VFB's plan of the log in the whole cache"
-    );
-    let room = |x: u64| (x as f64 * (1.0 - o.headroom)) as u64;
-    let need = first.need(&ix);
+    let room = |x: u64| (x as f64 * (1.0 - CacheOptions::default().headroom)) as u64;
     assert!(
         need.words > room(shape.words) || need.blocks > room(shape.blocks),
         "the log asks for more than all but the headroom, so the first plan fills that too"
     );
+
+    // A log of many epochs weighs as one epoch from then on, but the first plan is still VFB's.
+    let options = CacheOptions {
+        policy: Policy::Dynamic,
+        train: train.clone(),
+        epoch: 3,
+        ..CacheOptions::default()
+    };
+    assert!(train.len() > 3 * options.epoch);
+    let (weighed, first) = CacheCtl::prepare(&cpu, options, bytes).unwrap();
+    assert_eq!(first.blocks, vfb_plan.blocks, "the first plan is VFB's");
+    assert_eq!(weighed.shape(&ix, &first), shape);
 }
 
 /// λ where none is given: 0.5 for VFB and the dynamic policy where the CPU completes on a global-score

@@ -293,6 +293,12 @@ impl GpuSearcher {
         self.host_pool = Some(pool);
     }
 
+    /// Applies the feed's plan now, if one is ready (between calls: the feed otherwise applies its
+    /// plans behind the last batch of a call, and never waits for one being made).
+    pub fn apply_ready_plan(&mut self) {
+        self.apply_fed_plan(0);
+    }
+
     /// Applies the feed's plan, if one is ready, while the batches in flight compute: its copies are
     /// queued on slot `s`'s stream behind the batch just submitted there and wait for the other
     /// slots' batches, whose kernels read the cache as it was; the host meanwhile places the lists

@@ -187,9 +187,8 @@ pub struct CacheStats {
     /// Lists whose cached prefix changed in them.
     pub lists_changed: u64,
     /// Seconds the GPU's thread spent on the dynamic policy's plan changes (while the batches in
-    /// flight computed): waiting for a plan still being made (where the backend waits for it), placing
-    /// lists, gathering their blocks and queueing their copies (which run behind the batches in flight
-    /// and are not waited for: since 62ce44a they are not in this).
+    /// flight computed): placing lists, gathering their blocks and queueing their copies (which run
+    /// behind the batches in flight and are not waited for: since 62ce44a they are not in this).
     pub replan_seconds: f64,
     /// The dynamic policy's plans left unapplied, as saving less than their copies cost.
     pub plans_skipped: u64,
@@ -215,7 +214,6 @@ pub struct CacheCtl {
     scorer: Arc<Scorer>,
     policy: Policy,
     ratio: f64,
-    group: u32,
     /// [`CacheOptions::headroom`].
     headroom: f64,
     /// [`CacheOptions::chunks`].
@@ -223,9 +221,6 @@ pub struct CacheCtl {
     /// The device cache the dynamic policy asks for (its words and block slots).
     dynamic_shape: warpsearch_gpu::Capacity,
     prune: bool,
-    /// Whether the GPU waits for a plan still being made (when it is asked next only thousands of
-    /// queries later, as in the GPU backend's closed loop), or goes on without it (the hybrid).
-    wait_for_plans: bool,
     /// The dynamic policy's observations and plans, on a thread of their own; the plans fill the
     /// GPU's cache less headroom (from the budget, then from the GPU's cache once the first plan is
     /// installed), and the GPU applies each behind the last batch of a call after it is made, if it
@@ -250,57 +245,49 @@ impl CacheCtl {
             .map(|r| cpu.stop_doc(r))
             .collect::<Result<_>>()?;
         let mut usage = Usage::default();
-        // The dynamic policy starts from the training log weighed as one epoch of the live stream, so
-        // that the stream's own queries soon outweigh it.
-        let w = match options.policy {
-            Policy::Dynamic if !options.train.is_empty() => {
-                (options.epoch.max(1) as f64 / options.train.len() as f64).min(1.0)
-            }
-            _ => 1.0,
-        };
         for (r, stop) in options.train.iter().zip(stops) {
-            usage.add(&index, &r.query, r.mode, stop, w);
+            usage.add(&index, &r.query, r.mode, stop, 1.0);
         }
         let prune = match options.completion {
             Completion::Auto => scorer.early_termination(),
             c => c == Completion::Cpu,
         };
         let ratio = options.ratio_for(prune && scorer.early_termination());
-        // The dynamic policy's plans must fit the cache the GPU allocates for its budget, less the
-        // room lists move through. With a training log, that cache takes the shape of VFB's plan for
-        // it (see `dynamic_shape`), else the index's.
+        let group = options.group.max(1);
         let headroom = options.headroom.clamp(0.0, 0.9);
-        let shape = match options.policy {
-            Policy::Dynamic if !options.train.is_empty() => {
-                let vfb = policy::plan_in_bytes(
-                    &index,
-                    &usage,
-                    Policy::Vfb,
-                    cache_bytes,
-                    ratio,
-                    options.group.max(1),
-                );
-                dynamic_shape(&index, vfb.need(&index), cache_bytes)
-            }
-            _ => warpsearch_gpu::Capacity::of_bytes(&index, cache_bytes),
+        let dynamic = options.policy == Policy::Dynamic;
+        // The dynamic policy's first plan is VFB's of the training log, the very plan VFB installs;
+        // the GPU allocates the cache that holds it (with any bytes it leaves, see `dynamic_shape`),
+        // and the later plans fit that cache less the room lists move through. On a stream like the
+        // log, those save less than their copies cost and the cache stays as VFB's; the headroom is
+        // made by the first change a drifting stream pays for, from the lists it drops. Without a
+        // log, the first plan is empty and the cache takes the index's division of the budget.
+        let base = if dynamic { Policy::Vfb } else { options.policy };
+        let plan = policy::plan_in_bytes(&index, &usage, base, cache_bytes, ratio, group);
+        let shape = match dynamic && !options.train.is_empty() {
+            true => dynamic_shape(&index, plan.need(&index), cache_bytes),
+            false => warpsearch_gpu::Capacity::of_bytes(&index, cache_bytes),
         };
+        // From then on, the training log weighs as one epoch of the live stream, so that the
+        // stream's own queries soon outweigh it.
+        if dynamic && !options.train.is_empty() {
+            usage.scale((options.epoch.max(1) as f64 / options.train.len() as f64).min(1.0));
+        }
         let planning = Planning {
             epoch: options.epoch.max(1),
             decay: options.decay.clamp(0.0, 1.0),
             ratio,
-            group: options.group.max(1),
+            group,
             min_gain: options.min_gain.max(0.0),
             early: scorer.early_termination(),
         };
         let ctl = CacheCtl {
             policy: options.policy,
             ratio,
-            group: options.group.max(1),
             headroom,
             chunks: options.chunks.max(1),
             dynamic_shape: shape,
             prune,
-            wait_for_plans: false,
             dynamic: (options.policy == Policy::Dynamic).then(|| {
                 let empty = CachePlan::empty(&index);
                 Observer::start(
@@ -314,14 +301,6 @@ impl CacheCtl {
             counters: Counters::default(),
             scorer,
         };
-        // The dynamic policy's first plan is VFB's of the training log and fills the whole cache, as
-        // VFB's does: on a stream like the log, later plans (in all but the headroom) then save less
-        // than their copies cost and the cache stays as VFB's. The headroom is made by the first
-        // change a drifting stream pays for, from the lists it drops.
-        let plan = match ctl.policy {
-            Policy::Dynamic => policy::plan(&index, &usage, ctl.policy, shape, ctl.ratio, ctl.group),
-            p => policy::plan_in_bytes(&index, &usage, p, cache_bytes, ctl.ratio, ctl.group),
-        };
         Ok((ctl, plan))
     }
 
@@ -332,13 +311,6 @@ impl CacheCtl {
             Policy::Dynamic => self.dynamic_shape,
             _ => plan.need(index),
         }
-    }
-
-    /// Whether the GPU waits for a dynamic plan still being made (at the last batch of a call) rather
-    /// than leave it for a later call: for a GPU whose batches come in calls of thousands of queries.
-    pub fn waiting_for_plans(mut self, wait: bool) -> CacheCtl {
-        self.wait_for_plans = wait;
-        self
     }
 
     /// Fills `gpu`'s cache with `plan`; the dynamic policy then feeds it its later plans.
@@ -473,7 +445,7 @@ impl PlanFeed for CacheCtl {
     fn ready(&self) -> Option<CachePlan> {
         let d = self.dynamic.as_ref()?;
         let started = Instant::now();
-        let made = d.ready(self.wait_for_plans);
+        let made = d.ready();
         if made.is_some() {
             self.counters
                 .replan_us
@@ -526,22 +498,27 @@ fn cut(range: DocRange, m: u32) -> (DocRange, DocRange) {
     )
 }
 
-/// The dynamic policy's cache of `bytes`, divided between words and block slots in the proportion of
-/// `vfb` (the need of VFB's plan of the training log for those bytes, which may take less than them),
-/// with 5% more slots: its later plans cache other lists. The index's average division
-/// ([`warpsearch_gpu::Capacity::of_bytes`], also where `vfb` is empty) keeps a quarter more slots
-/// than an average block needs, but the blocks queries visit hold more words than the average (those
-/// of long lists' prefixes): on the synthetic 8M collection at a quarter of the index, the dynamic
-/// policy's plans filled its words and left 40% of its slots empty, and it read 1.2–1.6 points fewer
-/// of its blocks from the cache than with this division (an offline replay of the TREC 2005 queries,
-/// `examples/cache_replay.rs`).
+/// The dynamic policy's cache of `bytes`: room for `vfb` (the need of VFB's plan of the training log
+/// for those bytes, its first plan) and, from the bytes that plan leaves, up to 5% more block slots
+/// in proportion (its later plans cache other lists), the rest as words.
+///
+/// The division follows the log's because the blocks queries visit hold more words than the
+/// index's average block (those of long lists' prefixes): with the average division
+/// ([`warpsearch_gpu::Capacity::of_bytes`], also where `vfb` is empty), on the synthetic 8M
+/// collection at a quarter of the index, the dynamic policy's plans filled its words and left 40% of
+/// its slots empty, and read 1.2–1.6 points fewer of its blocks from the cache (an offline replay of
+/// the TREC 2005 queries, `examples/cache_replay.rs`). Until the twenty-second session the extra
+/// slots were taken from the words VFB's plan needs, so the first plan could not be VFB's; on
+/// 20,000-query streams the dynamic policy then ran at 0.77–0.96 of VFB (`bench/RESULTS.md`).
 pub fn dynamic_shape(index: &Index, vfb: warpsearch_gpu::Capacity, bytes: u64) -> warpsearch_gpu::Capacity {
-    if vfb.blocks == 0 || vfb.bytes() == 0 {
+    if vfb.blocks == 0 || vfb.bytes() == 0 || vfb.bytes() > bytes {
         return warpsearch_gpu::Capacity::of_bytes(index, bytes);
     }
     let meta = warpsearch_gpu::cache::META_BYTES;
     let scale = bytes as f64 / vfb.bytes() as f64;
-    let blocks = ((vfb.blocks as f64 * scale * 1.05) as u64).min(bytes / meta);
+    let wanted = (vfb.blocks as f64 * scale * 1.05) as u64;
+    let spare = bytes - vfb.bytes();
+    let blocks = vfb.blocks + wanted.saturating_sub(vfb.blocks).min(spare / meta);
     warpsearch_gpu::Capacity {
         words: (bytes - blocks * meta) / 4,
         blocks,

@@ -153,14 +153,10 @@ impl Observer {
         }
     }
 
-    /// The plan made since the last call and whether it is worth its copies; with `wait`, after the
-    /// plan being made, if one is.
-    pub fn ready(&self, wait: bool) -> Option<(CachePlan, bool)> {
-        let mut g = self.state.lock();
-        while wait && g.planning && !g.gone {
-            g = self.state.changed.wait(g).unwrap_or_else(PoisonError::into_inner);
-        }
-        g.made.take()
+    /// The plan made since the last call and whether it is worth its copies (never waiting for one
+    /// being made: [`Observer::settle`] does).
+    pub fn ready(&self) -> Option<(CachePlan, bool)> {
+        self.state.lock().made.take()
     }
 
     /// The cache now holds `plan`, and from now on plans fill `cap` (when given).
@@ -304,30 +300,8 @@ mod tests {
         assert_eq!(o.take_dropped(), 0, "the count resets");
     }
 
-    /// `ready(true)` waits for a plan being made and returns it once published; `ready(false)` does not
-    /// wait.
-    #[test]
-    fn ready_waits_for_a_plan_being_made() {
-        let empty = CachePlan { blocks: Vec::new() };
-        let (o, _rx) = Observer::new(empty, Capacity::default(), 10);
-        o.state.lock().planning = true;
-        assert!(o.ready(false).is_none(), "not made yet, not waited for");
-        let state = o.state.clone();
-        let maker = std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            let mut g = state.lock();
-            g.made = Some((CachePlan { blocks: vec![7] }, true));
-            g.planning = false;
-            state.changed.notify_all();
-        });
-        let (plan, worth) = o.ready(true).expect("the plan being made");
-        assert_eq!((plan.blocks, worth), (vec![7], true));
-        assert!(o.ready(true).is_none(), "taken once");
-        maker.join().unwrap();
-    }
-
     /// A thread that fails while making a plan, with queries still waiting, leaves no one waiting for
-    /// it: `ready(true)` and `settle` return.
+    /// it: `settle` returns.
     #[test]
     fn a_failed_thread_is_waited_for_by_no_one() {
         let empty = CachePlan { blocks: Vec::new() };
@@ -340,8 +314,8 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(50));
             panic!("a plan failed (on purpose)");
         });
-        assert!(o.ready(true).is_none());
         o.settle();
+        assert!(o.ready().is_none());
         assert!(failing.join().is_err());
     }
 
