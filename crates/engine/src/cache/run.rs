@@ -174,8 +174,12 @@ fn collect(
     work
 }
 
-/// The CPU's work of a chunk, on the pool beside the GPU: the dynamic policy observes the GPU's whole
-/// answers; partial answers are completed, the rest answered whole.
+/// The CPU's work of a chunk, on the pool beside the GPU: partial answers are completed, the rest
+/// answered whole; the dynamic policy observes the GPU's whole answers, then the completed ones, in
+/// one message each. A message per completion woke the policy's thread 16,000 times a pass, each
+/// time taking a core from the completions: on the 25M collection in global-score order (AND, a
+/// tenth of the index in the cache, H200) that cost the dynamic policy 3–10% against VFB with the same
+/// cache, and sending once per chunk recovered it (`bench/RESULTS.md`, twenty-second session).
 fn spawn_work<'s>(
     scope: &rayon::Scope<'s>,
     cpu: &'s CpuSearcher,
@@ -186,25 +190,31 @@ fn spawn_work<'s>(
 ) {
     scope.spawn(move |_| {
         ctl.observe_all(work.seen.iter().map(|&(i, kth)| (&requests[i], kth)));
-        work.jobs.into_par_iter().for_each_with(tx, |tx, (i, job)| {
-            let request = &requests[i];
-            let result = match job {
-                None => cpu.answer(request),
-                Some((partial, gpu_latency)) => {
-                    let t = Instant::now();
-                    let hits = complete(cpu, request, &partial, f32::NEG_INFINITY);
-                    ctl.completed(t.elapsed().as_secs_f64());
-                    if let Ok(h) = &hits {
-                        ctl.observe(request, Some(h));
+        let completed: Vec<(usize, Option<f32>)> = work
+            .jobs
+            .into_par_iter()
+            .map_with(tx, |tx, (i, job)| {
+                let request = &requests[i];
+                let (result, seen) = match job {
+                    None => (cpu.answer(request), None),
+                    Some((partial, gpu_latency)) => {
+                        let t = Instant::now();
+                        let hits = complete(cpu, request, &partial, f32::NEG_INFINITY);
+                        ctl.completed(t.elapsed().as_secs_f64());
+                        let seen = hits.as_ref().ok().map(|h| (i, kth(request, Some(h))));
+                        let answer = hits.map(|hits| Answer {
+                            hits,
+                            latency: gpu_latency + t.elapsed(),
+                        });
+                        (answer, seen)
                     }
-                    hits.map(|hits| Answer {
-                        hits,
-                        latency: gpu_latency + t.elapsed(),
-                    })
-                }
-            };
-            let _ = tx.send((i, result));
-        });
+                };
+                let _ = tx.send((i, result));
+                seen
+            })
+            .flatten()
+            .collect();
+        ctl.observe_all(completed.iter().map(|&(i, kth)| (&requests[i], kth)));
     });
 }
 
