@@ -5,9 +5,9 @@
 //! microsecond or more a query, before), and plans are made on cores the query work leaves idle.
 //! When the thread falls more than four epochs behind (at least 65,536 queries, at most 2^20), new
 //! observations are dropped and counted: the policy then learns from a sample of the stream, and
-//! memory stays bounded. The GPU backend, which waits for a plan being made at a call's end
-//! ([`Observer::ready`]), waits only for one the thread has started: a plan whose queries are still
-//! in the channel is applied a call later.
+//! memory stays bounded. The GPU never waits for a plan being made ([`Observer::ready`]); a caller
+//! that wants the plan of what it has run so far waits with [`Observer::settle`] (`bench` after its
+//! warm-up).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
