@@ -64,8 +64,9 @@ impl Capacity {
 /// The searcher asks after the last batch of each call is submitted, and applies a plan behind the
 /// batches in flight, so that the GPU computes while the host places lists and gathers their blocks.
 pub trait PlanFeed: Send + Sync {
-    /// A plan to apply now, if one is ready; asked once per call, so it should be cheap unless the
-    /// feed chooses to wait for a plan still being made.
+    /// A plan to apply now, if one is ready; asked once per call (and by
+    /// [`crate::GpuSearcher::apply_ready_plan`]), so it should be cheap: it should not wait for a plan
+    /// still being made.
     fn ready(&self) -> Option<CachePlan>;
     /// What applying `plan` did, and the seconds it took the searcher's thread. On an error the cache
     /// holds nothing (every list is then staged: slower, still exact).
