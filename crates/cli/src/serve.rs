@@ -1,6 +1,6 @@
 //! `warpsearch serve`: the engine over HTTP (axum on tokio). `POST /search` and `GET /search` answer
 //! queries through one shared engine ([`searcher`]), `GET /health` says it is ready, `GET /metrics`
-//! exposes the counters ([`metrics`]); `docs/openapi.yaml` describes every endpoint. Requests are checked
+//! exposes the counters ([`metrics()`]); `docs/openapi.yaml` describes every endpoint. Requests are checked
 //! field by field ([`request`]); beyond `--max-in-flight` queries, or when the queries in flight would
 //! take longer than `--shed-ms` to answer ([`pace`]), a request is refused with 429 and
 //! `Retry-After: 1`. SIGTERM or Ctrl-C stops accepting connections and answers what is in flight.

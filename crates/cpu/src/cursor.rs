@@ -174,7 +174,7 @@ impl<'p, 'a> Cursor<'p, 'a> {
             .map(|m| (self.term.block_bound(self.shallow), m.last_doc))
     }
 
-    /// Asks the memory system for the length norm of the document [`AHEAD`] postings on in this block:
+    /// Asks the memory system for the length norm of the document `AHEAD` postings on in this block:
     /// scoring waits on that load (a cache miss on a large collection) more than on anything else.
     #[inline]
     pub fn prefetch_norm(&self, plan: &Plan) {

@@ -45,7 +45,7 @@ pub struct GpuOptions {
     /// Largest k a request may ask for (result buffers are sized for it), at most 1,000.
     pub max_k: usize,
     /// Cache part of the index ([`CacheBudget`]) instead of uploading all of it; the cache starts
-    /// empty and holds what [`GpuSearcher::set_plan`] gives it.
+    /// empty and holds what [`crate::GpuSearcher::set_plan`] gives it.
     pub cache: Option<CacheBudget>,
     /// Build a batch's descriptors on all cores (rayon's pool). Off where other threads already keep
     /// the cores busy (the hybrid's CPU workers): the pool's threads would then be time-sliced with

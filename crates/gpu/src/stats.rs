@@ -3,7 +3,7 @@
 /// Phases the kernel times when instrumented (`PH_*` in the source).
 pub const PHASES: [&str; 5] = ["block selection", "decode", "intersect", "score", "top-k"];
 
-/// Counters of a searcher's work since it was made (or since [`GpuSearcher::take_stats`]).
+/// Counters of a searcher's work since it was made (or since [`crate::GpuSearcher::take_stats`]).
 #[derive(Debug, Clone, Default)]
 pub struct GpuStats {
     /// Kernel launches.

@@ -1,7 +1,7 @@
 //! The GPU list cache's policy side, for indexes larger than GPU memory (papers/000 sections 3.1–3.4):
 //! which list prefixes the GPU keeps ([`policy`], from a training log or the live stream), how far
 //! into its docID range the GPU answers each query ([`CacheCtl::split`]), and the CPU's exact
-//! completion of the rest ([`complete`]). The GPU crate holds the cache and stages what it lacks.
+//! completion of the rest ([`complete()`]). The GPU crate holds the cache and stages what it lacks.
 
 pub mod complete;
 pub mod observer;

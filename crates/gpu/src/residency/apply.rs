@@ -20,7 +20,7 @@ impl DeviceIndex {
     /// ([`Applied::skipped`]; a later plan may place it). The copies run on `stream`
     /// in its order. A batch still reading the cache on another stream must be put before them by the
     /// caller ([`crate::GpuSearcher`] makes `stream` wait for it), and a batch on another stream
-    /// that reads the new cache after them ([`Self::copies`]): a change from a non-empty cache returns
+    /// that reads the new cache after them (`copies`): a change from a non-empty cache returns
     /// without waiting for its copies, which run behind the batches in flight while the host goes on.
     /// (It waits only where the change exceeds the bounce buffer.)
     pub fn apply(
