@@ -111,13 +111,14 @@ fn main() {
         blocks: keep(shape.blocks),
     };
     let epoch = d.epoch;
-    let mut live = Usage::default();
-    let w = (epoch as f64 / train.len() as f64).min(1.0);
-    for q in &train {
-        live.add(&ix, q, mode, None, w);
-    }
-    // The first plan fills the whole cache, as in `CacheCtl::prepare`.
-    let mut current = plan(&ix, &live, Policy::Dynamic, shape, 1.0, GROUP);
+    // As in `CacheCtl::prepare`: the first plan is VFB's (with the index's division of the budget,
+    // the dynamic policy's plan of the log in that shape), then the log weighs as one epoch.
+    let mut current = match by_index {
+        true => plan(&ix, &usage, Policy::Dynamic, shape, 1.0, GROUP),
+        false => vfb.clone(),
+    };
+    let mut live = usage.clone();
+    live.scale((epoch as f64 / train.len() as f64).min(1.0));
     for pass in 1..=2 {
         let (mut hit, mut all, mut skipped) = (0, 0, 0);
         for (i, q) in stream.iter().enumerate() {

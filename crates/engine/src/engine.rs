@@ -286,10 +286,12 @@ impl Engine {
         Ok(())
     }
 
-    /// On the GPU backend, makes the dynamic cache policy's plan of the queries run so far and applies
-    /// it now, if it is worth its copies. Within a call, plans land behind its last batch once made,
-    /// and the GPU never waits for one: a plan of a warm-up pass would otherwise land only behind the
-    /// next call (in a closed loop, the next pass). The hybrid applies its plans as they come.
+    /// On the GPU backend, waits until the dynamic cache policy has taken in the queries run so far
+    /// and made the plan they call for (one per epoch of them; a last partial epoch waits for more),
+    /// then applies a plan made, if it is worth its copies, and waits for them. Within a call, plans
+    /// land behind its last batch once made, and the GPU never waits for one: a plan of a warm-up
+    /// pass would otherwise land only behind the next call (in a closed loop, the next pass). The
+    /// hybrid applies its plans as they come.
     pub fn settle_cache(&mut self) {
         if let Runner::Gpu(g, Some(ctl)) = &mut self.runner {
             ctl.settle();

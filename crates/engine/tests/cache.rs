@@ -11,7 +11,7 @@ use warpsearch_codec::Codec;
 use warpsearch_cpu::CpuSearcher;
 use warpsearch_engine::cache::policy::{plan, worth_changing, Policy};
 use warpsearch_engine::cache::usage::Usage;
-use warpsearch_engine::cache::{complete, gpu_mode, take_answer, CacheCtl, Partial, Split};
+use warpsearch_engine::cache::{complete, dynamic_shape, gpu_mode, take_answer, CacheCtl, Partial, Split};
 use warpsearch_engine::{CacheOptions, Completion};
 use warpsearch_gpu::cache::prefix_need;
 use warpsearch_gpu::cache::PlanFeed;
@@ -654,6 +654,46 @@ fn the_dynamic_policy_shapes_its_cache_like_vfb_of_its_training_log() {
     let (weighed, first) = CacheCtl::prepare(&cpu, options, bytes).unwrap();
     assert_eq!(first.blocks, vfb_plan.blocks, "the first plan is VFB's");
     assert_eq!(weighed.shape(&ix, &first), shape);
+}
+
+/// The dynamic cache's division of a budget around VFB's need: every byte of the budget and no more,
+/// never fewer words or slots than the need; extra slots only from the bytes the need leaves, at most
+/// 5% more in the need's proportion; none where fewer bytes than a slot are left; the index's division
+/// where the need is empty or larger than the budget.
+#[test]
+fn the_dynamic_cache_holds_vfbs_need_and_takes_slots_only_from_what_it_leaves() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ix = index_with_long_list(tmp.path());
+    let meta = warpsearch_gpu::cache::META_BYTES;
+    let need = Capacity {
+        words: 100_000,
+        blocks: 1_000,
+    };
+    let full = need.bytes();
+    for (bytes, slots) in [
+        // No spare byte, then fewer than a slot's: VFB's slots exactly.
+        (full, 1_000),
+        (full + meta - 1, 1_000),
+        // Three slots' worth: three more.
+        (full + 3 * meta, 1_003),
+        // Plenty: 5% more than the need's proportion of the budget, the rest as words.
+        (2 * full, (1_000.0 * 2.0 * 1.05) as u64),
+    ] {
+        let shape = dynamic_shape(&ix, need, bytes);
+        assert_eq!(shape.blocks, slots, "{bytes} bytes");
+        assert_eq!(shape.words, (bytes - slots * meta) / 4, "{bytes} bytes");
+        assert!(shape.holds(need) && shape.bytes() <= bytes, "{bytes} bytes");
+    }
+    assert_eq!(
+        dynamic_shape(&ix, need, full - 1),
+        Capacity::of_bytes(&ix, full - 1),
+        "a need larger than the budget"
+    );
+    assert_eq!(
+        dynamic_shape(&ix, Capacity::default(), full),
+        Capacity::of_bytes(&ix, full),
+        "no need"
+    );
 }
 
 /// λ where none is given: 0.5 for VFB and the dynamic policy where the CPU completes on a global-score

@@ -293,17 +293,22 @@ impl GpuSearcher {
         self.host_pool = Some(pool);
     }
 
-    /// Applies the feed's plan now, if one is ready (between calls: the feed otherwise applies its
-    /// plans behind the last batch of a call, and never waits for one being made).
+    /// Applies the feed's plan now, if one is ready, and waits for its copies: between calls, from
+    /// any thread (the feed otherwise applies its plans behind the last batch of a call, and never
+    /// waits for one being made). Nothing is in flight then, so the next call's first batches do not
+    /// stall behind the copies.
     pub fn apply_ready_plan(&mut self) {
-        self.apply_fed_plan(0);
+        if self.feed.is_some() && self.gpu.ctx.bind_to_thread().is_ok() {
+            self.apply_fed_plan(0, true);
+        }
     }
 
     /// Applies the feed's plan, if one is ready, while the batches in flight compute: its copies are
     /// queued on slot `s`'s stream behind the batch just submitted there and wait for the other
     /// slots' batches, whose kernels read the cache as it was; the host meanwhile places the lists
-    /// and gathers their blocks.
-    fn apply_fed_plan(&mut self, s: usize) {
+    /// and gathers their blocks. With `wait`, the host then waits for the copies; where they failed,
+    /// the cache is forgotten (every list staged), as after a failed change.
+    fn apply_fed_plan(&mut self, s: usize, wait: bool) {
         let Some(feed) = self.feed.clone() else {
             return;
         };
@@ -311,7 +316,14 @@ impl GpuSearcher {
             return;
         };
         let started = Instant::now();
-        let result = self.apply_on(s, &plan);
+        let mut result = self.apply_on(s, &plan);
+        if wait && result.is_ok() {
+            if let Err(e) = self.dev.reclaim() {
+                let stream = self.slots[s].stream.clone();
+                self.dev.forget(&stream);
+                result = Err(e);
+            }
+        }
         feed.applied(plan, result.as_ref().copied(), started.elapsed().as_secs_f64());
     }
 
@@ -601,7 +613,7 @@ impl GpuSearcher {
                 // The call's last batch: a plan ready now changes the cache while it computes. (Not
                 // earlier: the caller chose each query's docID ranges for the cache as it was, and a
                 // term is read from the cache only where its cached prefix covers a whole range.)
-                self.apply_fed_plan(s);
+                self.apply_fed_plan(s, false);
             }
             // Collect the previous batch (of this call or an earlier one) while this one computes.
             self.harvest((s + nslots - 1) % nslots);

@@ -230,8 +230,9 @@ pub struct CacheCtl {
 }
 
 impl CacheCtl {
-    /// The policy and its first plan within `cache_bytes` (from the training log; empty for the dynamic
-    /// policy without one), before the GPU searcher exists: a static plan fixes the cache's shape.
+    /// The policy and its first plan within `cache_bytes` (from the training log; for the dynamic
+    /// policy VFB's plan of it, empty without one), before the GPU searcher exists: a static plan
+    /// fixes the cache's shape, and the dynamic policy's cache holds its first plan.
     pub fn prepare(
         cpu: &CpuSearcher,
         options: CacheOptions,
@@ -269,7 +270,8 @@ impl CacheCtl {
             false => warpsearch_gpu::Capacity::of_bytes(&index, cache_bytes),
         };
         // From then on, the training log weighs as one epoch of the live stream, so that the
-        // stream's own queries soon outweigh it.
+        // stream's own queries soon outweigh it (weights that fall to 1e-3 are dropped: a log of
+        // over a thousand epochs loses its rarest uses, as the first decay would drop them).
         if dynamic && !options.train.is_empty() {
             usage.scale((options.epoch.max(1) as f64 / options.train.len() as f64).min(1.0));
         }
@@ -305,7 +307,7 @@ impl CacheCtl {
     }
 
     /// The cache's shape on the device: exactly `plan`'s need for a static policy; for the dynamic
-    /// one, the budget divided as its training log suggests ([`dynamic_shape`]).
+    /// one, room for its first plan (VFB's) and the bytes that plan leaves ([`dynamic_shape`]).
     pub fn shape(&self, index: &Index, plan: &CachePlan) -> warpsearch_gpu::Capacity {
         match self.policy {
             Policy::Dynamic => self.dynamic_shape,

@@ -142,7 +142,7 @@ impl DeviceIndex {
 
     /// Waits for the last plan change's copies (long done by the next change): the bounce buffer is
     /// free again.
-    pub(super) fn reclaim(&mut self) -> Result<(), GpuError> {
+    pub(crate) fn reclaim(&mut self) -> Result<(), GpuError> {
         if let Some(e) = self.copied.take() {
             e.synchronize()?;
             self.bounce_at = 0;
