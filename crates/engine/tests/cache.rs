@@ -656,6 +656,51 @@ fn the_dynamic_policy_shapes_its_cache_like_vfb_of_its_training_log() {
     assert_eq!(weighed.shape(&ix, &first), shape);
 }
 
+/// The dynamic policy weighs a long training log as one epoch of the live stream: trained on 40
+/// queries of one list in a cache that list fills, its first plan caches that list whole; an epoch and
+/// a half of queries of another list then outweighs the log (7 against 4), so the next plan caches
+/// that other list first. Weighed 40, the log would keep its list whole and leave the other none.
+#[test]
+fn a_long_training_log_weighs_as_one_epoch_of_the_stream() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ix = index_with_long_list(tmp.path());
+    let long = longest(&ix);
+    let records = ix.term_records();
+    let other = (0..records.len() as u32)
+        .filter(|&t| t != long)
+        .max_by_key(|&t| records[t as usize].df)
+        .unwrap();
+    let other_blocks = records[other as usize].num_blocks() as u32;
+    assert!(other_blocks > 0);
+    let cpu = CpuSearcher::new(Arc::new(
+        Scorer::new(ix.clone(), SearchOptions::new(&ix)).unwrap(),
+    ));
+    let options = CacheOptions {
+        policy: Policy::Dynamic,
+        train: vec![Request::new(query(&[other]), Mode::Or, 10); 40],
+        epoch: 4,
+        headroom: 0.0,
+        min_gain: 0.0,
+        ..CacheOptions::default()
+    };
+    let bytes = prefix_need(&ix, other, other_blocks).bytes();
+    let (ctl, first) = CacheCtl::prepare(&cpu, options, bytes).unwrap();
+    assert_eq!(
+        first.blocks[other as usize], other_blocks,
+        "the log's list, whole"
+    );
+    assert_eq!(first.blocks[long as usize], 0);
+    let stream = vec![Request::new(query(&[long]), Mode::Or, 10); 7];
+    ctl.observe_all(stream.iter().map(|r| (r, None)));
+    ctl.settle();
+    let next = ctl.ready().expect("a plan after an epoch");
+    assert!(
+        next.blocks[long as usize] > 0,
+        "the stream's list outweighs the log's"
+    );
+    assert!(next.blocks[other as usize] < other_blocks);
+}
+
 /// The dynamic cache's division of a budget around VFB's need: every byte of the budget and no more,
 /// never fewer words or slots than the need; extra slots only from the bytes the need leaves, at most
 /// 5% more in the need's proportion; none where fewer bytes than a slot are left; the index's division
