@@ -20,7 +20,7 @@ use warpsearch_engine::{Backend, Engine, Hybrid, HybridStats};
 use warpsearch_query::Request;
 
 use crate::args::{BenchArgs, BenchPlotArgs};
-use crate::cache::{cache_json, cache_stats_line};
+use crate::cache::{cache_json, cache_stats_line, warmup_line};
 use crate::demo::Rng;
 use crate::gpu::gpu_stats_line;
 use crate::search::{answer_batch, load_queries, open_engine, Latency, Output};
@@ -43,7 +43,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         bail!("{} holds no queries", queries_name(&a.engine));
     }
     let backend = engine.describe();
-    engine.warm_up(&queries, a.warmup)?;
+    let warm = engine.warm_up(&queries, a.warmup)?.filter(|_| a.warmup > 0);
 
     // Closed loop: every query available at once.
     let started = Instant::now();
@@ -80,6 +80,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     if let Some(c) = &cache {
         println!("{}", cache_stats_line(c, gpu.as_ref(), queries.len()));
+        if let Some(w) = &warm {
+            println!("{}", warmup_line(w, a.warmup));
+        }
     }
     let closed_hybrid = engine.take_hybrid_stats();
     if let Some(h) = &closed_hybrid {
@@ -145,6 +148,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             "closed_loop": {"qps": closed_qps, "latency_ms": closed.json(),
                             "gpu": gpu.as_ref().map(gpu_json),
                             "cache": cache.as_ref().map(|c| cache_json(c, gpu.as_ref(), queries.len())),
+                            "warmup_cache": warm.as_ref().map(|c| cache_json(c, None, queries.len() * a.warmup)),
                             "hybrid": closed_hybrid.as_ref().map(hybrid_json),
                             "early_termination": stops.as_ref().map(crate::early::Stops::json)},
             "open_loop": open,

@@ -129,6 +129,19 @@ pub fn cache_stats_line(c: &CacheStats, g: Option<&GpuStats>, queries: usize) ->
     )
 }
 
+/// What the list cache's plans did over `passes` warm-up passes, settled after them: whether the
+/// measured passes run on the first plan or on one the dynamic policy made of the warm-up.
+pub fn warmup_line(c: &CacheStats, passes: usize) -> String {
+    format!(
+        "GPU cache over the warm-up ({passes} pass{}, then settled): {} plans applied, the first \
+         included ({} left as not worth their copies), {} lists changed",
+        if passes == 1 { "" } else { "es" },
+        c.replans,
+        c.plans_skipped,
+        c.lists_changed
+    )
+}
+
 /// The list cache's counters as JSON.
 pub fn cache_json(c: &CacheStats, g: Option<&GpuStats>, queries: usize) -> Value {
     json!({

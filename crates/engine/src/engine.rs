@@ -269,9 +269,10 @@ impl Engine {
         out
     }
 
-    /// Runs every request `passes` times (warming caches, the GPU and the cost model), then forgets
-    /// the counters and settles the list cache ([`Engine::settle_cache`]).
-    pub fn warm_up(&mut self, requests: &[Request], passes: usize) -> Result<()> {
+    /// Runs every request `passes` times (warming caches, the GPU and the cost model), settles the
+    /// list cache ([`Engine::settle_cache`]) and forgets the counters; returns the list cache's
+    /// counters over the warm-up, the settle and the first plan included (None without a cache).
+    pub fn warm_up(&mut self, requests: &[Request], passes: usize) -> Result<Option<CacheStats>> {
         for _ in 0..passes {
             for r in self.search_batch(requests) {
                 r?;
@@ -282,8 +283,7 @@ impl Engine {
         }
         self.take_gpu_stats();
         self.take_hybrid_stats();
-        self.take_cache_stats();
-        Ok(())
+        Ok(self.take_cache_stats())
     }
 
     /// On the GPU backend, waits until the dynamic cache policy has taken in the queries run so far
