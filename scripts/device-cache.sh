@@ -39,7 +39,8 @@
 #          on the synthetic collection in global-score order, after synth-gs);
 #   identical-synth  the same on the synthetic collection (plain BM25), AND, and-or and OR (IDENT_MODES) at 25% and 10%;
 #   sweep  at a 25% budget, the split between cache S_c and staging S_b (for the throughput model).
-# Output under $OUT: cache.log, cache-table.txt (one row per run), reports/*.json.
+# Output under $OUT: cache.log, cache-table.txt (one row per run; warm_pl: plans applied over the
+# warm-up and its settle, the first included), reports/*.json.
 # usage: scripts/device-cache.sh [tests] [synth] [and] [or] [base] [vfb] [hybrid] [drift] [dyn] [long] [gs] [synth-gs]
 #        [gs-synth] [chunks] [runs] [identical] [identical-synth] [sweep]
 set -uo pipefail
@@ -64,8 +65,8 @@ awk '$1 >= "m"' $dev/trec05-efficiency.txt | head -n 5000 >$work/drift-test.txt
 long=${LONG_TEST:-20000}
 awk '$1 >= "m"' $dev/trec05-efficiency.txt | head -n "$long" >$work/drift-long.txt
 sed -n "25001,$((25000 + long))p" $dev/trec05-efficiency.txt >$work/test-long.txt
-[ -f "$table" ] || printf "%-5s %-8s %-7s %-8s %10s %8s %8s %6s %9s %7s %7s %8s %8s %8s %8s %8s\n" mode policy budget buffer \
-  "queries/s" p50_ms p99_ms hit "KiB/q" partial cpu_only "compl_s" "replan_s" host_ms wait_ms kern_ms run >"$table"
+[ -f "$table" ] || printf "%-5s %-8s %-7s %-8s %10s %8s %8s %6s %9s %7s %7s %8s %8s %8s %8s %8s %7s %s\n" mode policy budget buffer \
+  "queries/s" p50_ms p99_ms hit "KiB/q" partial cpu_only "compl_s" "replan_s" host_ms wait_ms kern_ms warm_pl run >"$table"
 
 # The index's bytes on the device (postings words and 20 bytes of skip data per block).
 index_bytes() { python3 -c "import os,sys; d=sys.argv[1]; print(os.path.getsize(d+'/postings.bin') + os.path.getsize(d+'/blocks.bin'))" "$1"; }
@@ -90,7 +91,7 @@ run() {
   fi
   say "== $name: ${args[*]}"
   $bin bench "${args[@]}" >>"$log" 2>&1 || { say "$name failed"; return; }
-  grep -E "^(closed|GPU cache|GPU:)" "$log" | tail -n 3
+  grep -E "^(closed|GPU cache|GPU:)" "$log" | tail -n 4
   python3 - "$json" "$mode" "$policy" "$share" "$buf" "$table" "${LABEL:-${TAG:--}}" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))["closed_loop"]
@@ -98,14 +99,16 @@ c = r.get("cache") or {}
 n = json.load(open(sys.argv[1]))["num_queries"]
 l = r["latency_ms"]
 g = r.get("gpu") or {}
-row = "%-5s %-8s %-7s %-8s %10.0f %8.3f %8.3f %6s %9s %7s %7s %8s %8s %8.0f %8.0f %8.0f %s\n" % (
+w = r.get("warmup_cache") or {}
+row = "%-5s %-8s %-7s %-8s %10.0f %8.3f %8.3f %6s %9s %7s %7s %8s %8s %8.0f %8.0f %8.0f %7s %s\n" % (
     sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], r["qps"], l["p50"], l["p99"],
     "%.3f" % c["hit_rate"] if c.get("hit_rate") is not None else "-",
     "%.1f" % (c["staged_bytes_per_query"] / 1024) if c.get("staged_bytes_per_query") is not None else "-",
     c.get("partial", "-"), c.get("cpu_only", "-"),
     "%.2f" % c["completion_seconds"] if "completion_seconds" in c else "-",
     "%.3f" % c["replan_seconds"] if "replan_seconds" in c else "-",
-    g.get("prepare_ms", 0) + g.get("stage_ms", 0), g.get("wait_ms", 0), g.get("kernel_ms", 0), sys.argv[7])
+    g.get("prepare_ms", 0) + g.get("stage_ms", 0), g.get("wait_ms", 0), g.get("kernel_ms", 0),
+    w.get("replans", "-"), sys.argv[7])
 open(sys.argv[6], "a").write(row)
 PY
 }
