@@ -224,15 +224,16 @@ impl GpuSearcher {
         }
         let started = Instant::now();
         self.gpu.ctx.bind_to_thread()?;
-        let applied = self.apply_on(0, plan)?;
+        let applied = self.apply_on(0, plan, false)?;
         self.stats.prepare_ms += started.elapsed().as_secs_f64() * 1e3;
         Ok(applied)
     }
 
     /// Applies `plan` on slot `s`'s stream, behind what runs there; the copies first wait for the
     /// other slots' batches in flight, whose kernels read the cache as it was (none between calls).
-    /// A failure leaves the cache empty: a copy may have failed half way, and nothing stale is served.
-    fn apply_on(&mut self, s: usize, plan: &CachePlan) -> Result<Applied, GpuError> {
+    /// With `wait`, the host then waits for the copies. A failure leaves the cache empty: a copy may
+    /// have failed half way, and nothing stale is served.
+    fn apply_on(&mut self, s: usize, plan: &CachePlan, wait: bool) -> Result<Applied, GpuError> {
         let stream = self.slots[s].stream.clone();
         let index = self.scorer.index().clone();
         // The event recorded after each such batch's results were copied back.
@@ -252,6 +253,9 @@ impl GpuSearcher {
                     for (_, slot) in self.slots.iter().enumerate().filter(|(o, _)| *o != s) {
                         slot.stream.wait(copies)?;
                     }
+                }
+                if wait {
+                    self.dev.reclaim()?;
                 }
                 Ok(applied)
             });
@@ -306,8 +310,8 @@ impl GpuSearcher {
     /// Applies the feed's plan, if one is ready, while the batches in flight compute: its copies are
     /// queued on slot `s`'s stream behind the batch just submitted there and wait for the other
     /// slots' batches, whose kernels read the cache as it was; the host meanwhile places the lists
-    /// and gathers their blocks. With `wait`, the host then waits for the copies; where they failed,
-    /// the cache is forgotten (every list staged), as after a failed change.
+    /// and gathers their blocks. With `wait`, the host then waits for the copies
+    /// ([`GpuSearcher::apply_on`]).
     fn apply_fed_plan(&mut self, s: usize, wait: bool) {
         let Some(feed) = self.feed.clone() else {
             return;
@@ -316,14 +320,7 @@ impl GpuSearcher {
             return;
         };
         let started = Instant::now();
-        let mut result = self.apply_on(s, &plan);
-        if wait && result.is_ok() {
-            if let Err(e) = self.dev.reclaim() {
-                let stream = self.slots[s].stream.clone();
-                self.dev.forget(&stream);
-                result = Err(e);
-            }
-        }
+        let result = self.apply_on(s, &plan, wait);
         feed.applied(plan, result.as_ref().copied(), started.elapsed().as_secs_f64());
     }
 

@@ -265,18 +265,20 @@ impl CacheCtl {
         // log, the first plan is empty and the cache takes the index's division of the budget.
         let base = if dynamic { Policy::Vfb } else { options.policy };
         let plan = policy::plan_in_bytes(&index, &usage, base, cache_bytes, ratio, group);
-        let shape = match dynamic && !options.train.is_empty() {
+        let trained = dynamic && !options.train.is_empty();
+        let shape = match trained {
             true => dynamic_shape(&index, plan.need(&index), cache_bytes),
             false => warpsearch_gpu::Capacity::of_bytes(&index, cache_bytes),
         };
+        let epoch = options.epoch.max(1);
         // From then on, the training log weighs as one epoch of the live stream, so that the
         // stream's own queries soon outweigh it (weights that fall to 1e-3 are dropped: a log of
         // over a thousand epochs loses its rarest uses, as the first decay would drop them).
-        if dynamic && !options.train.is_empty() {
-            usage.scale((options.epoch.max(1) as f64 / options.train.len() as f64).min(1.0));
+        if trained {
+            usage.scale((epoch as f64 / options.train.len() as f64).min(1.0));
         }
         let planning = Planning {
-            epoch: options.epoch.max(1),
+            epoch,
             decay: options.decay.clamp(0.0, 1.0),
             ratio,
             group,
