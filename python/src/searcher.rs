@@ -103,7 +103,14 @@ impl PySearcher {
             scorer: engine.scorer().clone(),
             backend: engine.backend(),
             batch_hint: engine.batch_hint(),
-            describe: engine.describe(),
+            // A CPU engine names rayon's threads where it is described: on a pool of the searcher's
+            // own, that pool's.
+            describe: match &pool {
+                Some(p) if engine.backend() == Backend::Cpu => {
+                    format!("cpu ({} threads)", p.current_num_threads())
+                }
+                _ => engine.describe(),
+            },
             choice: engine.choice().map(str::to_owned),
             engine: Mutex::new(engine),
             doc_ids: OnceLock::new(),

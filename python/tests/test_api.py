@@ -113,7 +113,9 @@ def test_batches_of_many_chunks_equal_their_parts(index, trec05):
 def test_threads_give_the_same_answers(index, trec05):
     texts = trec05[:3000]
     expected = index.searcher("cpu").search_batch(texts, k=50)
-    assert index.searcher("cpu", threads=1).search_batch(texts, k=50) == expected
+    one = index.searcher("cpu", threads=1)
+    assert repr(one) == "Searcher(cpu (1 threads))", "it names its own pool's threads"
+    assert one.search_batch(texts, k=50) == expected
     assert index.searcher("hybrid", threads=2).search_batch(texts, k=50) == expected
 
 
