@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 use warpsearch_index::build::{build_from_jsonl, BuildOptions, BuildReport};
 use warpsearch_index::{ciff, AnalyzerConfig, Bm25Params, Codec, DocOrder, Index, WriterOptions};
 
+use crate::cache::CacheArgs;
 use crate::errors::{index_error, open_error, value_error, warn};
 use crate::searcher::{PySearcher, SearcherOptions};
 
@@ -125,12 +126,21 @@ impl PyIndex {
     /// --backend`); `ranking` bm25 or bm25-static (with `alpha`); `k1` and `b` (default: the index's);
     /// `algorithm` (the CPU engine's: auto, exhaustive, daat, maxscore, bmw, early); `max_k`, the
     /// largest k the GPU is prepared for (larger k are answered by the CPU); `threads`, CPU threads
-    /// (default: every core).
+    /// (default: every core); `gpu_memory`, the GPU memory the index may take, in bytes (as
+    /// `--gpu-memory`).
+    ///
+    /// For an index larger than that memory, `gpu_cache` (qtf, qtfdf, vfb or dynamic) keeps part of it
+    /// on the GPU, filled from `gpu_cache_train` (a list of query texts, weighed as `gpu_cache_mode`
+    /// queries of `gpu_cache_k` results), and the CPU completes exactly what the GPU lacks;
+    /// `gpu_cache_ratio` (λ), `gpu_cache_buffer` (S_b, bytes) and `gpu_cache_complete` (auto, cpu or
+    /// transfer) as `warpsearch search --gpu-cache-ratio`, `--gpu-cache-buffer` and
+    /// `--gpu-cache-complete`. docs/gpu-cache.md says how to size it.
     // One keyword argument per engine option of `warpsearch search`.
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (
         backend="auto", *, ranking="bm25", alpha=None, k1=None, b=None, algorithm="auto", max_k=1000,
-        threads=None
+        threads=None, gpu_memory=None, gpu_cache=None, gpu_cache_train=None, gpu_cache_mode="or",
+        gpu_cache_k=10, gpu_cache_ratio=None, gpu_cache_buffer=None, gpu_cache_complete="auto"
     ))]
     fn searcher(
         &self,
@@ -143,6 +153,14 @@ impl PyIndex {
         algorithm: &str,
         max_k: usize,
         threads: Option<usize>,
+        gpu_memory: Option<usize>,
+        gpu_cache: Option<&str>,
+        gpu_cache_train: Option<Vec<String>>,
+        gpu_cache_mode: &str,
+        gpu_cache_k: usize,
+        gpu_cache_ratio: Option<f64>,
+        gpu_cache_buffer: Option<usize>,
+        gpu_cache_complete: &str,
     ) -> PyResult<PySearcher> {
         let options = SearcherOptions {
             backend,
@@ -153,8 +171,18 @@ impl PyIndex {
             algorithm,
             max_k,
             threads,
+            gpu_memory,
+            cache: CacheArgs {
+                policy: gpu_cache,
+                train: gpu_cache_train,
+                mode: gpu_cache_mode,
+                k: gpu_cache_k,
+                ratio: gpu_cache_ratio,
+                buffer: gpu_cache_buffer,
+                complete: gpu_cache_complete,
+            },
         };
-        PySearcher::new(py, self.index.clone(), &options)
+        PySearcher::new(py, self.index.clone(), options)
     }
 
     /// The terms the index's analyzer makes of `text` (as `warpsearch analyze`).

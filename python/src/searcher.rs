@@ -12,6 +12,7 @@ use warpsearch_engine::{Backend, BackendChoice, Engine, EngineOptions, GpuOption
 use warpsearch_index::{Bm25Params, DocOrder, Index};
 use warpsearch_query::{Algorithm, Answer, Mode, Query, Ranking, Request, Scorer, SearchOptions, MAX_K};
 
+use crate::cache::CacheArgs;
 use crate::errors::{engine_error, index_error, value_error, warn};
 use crate::frame::Frame;
 use crate::hits::{hit_lists, DocIds};
@@ -32,6 +33,10 @@ pub struct SearcherOptions<'a> {
     pub algorithm: &'a str,
     pub max_k: usize,
     pub threads: Option<usize>,
+    /// `--gpu-memory`, bytes.
+    pub gpu_memory: Option<usize>,
+    /// The GPU list cache's arguments.
+    pub cache: CacheArgs<'a>,
 }
 
 /// Answers queries on one index with fixed options; `search` and `search_batch` take a query's mode
@@ -56,8 +61,9 @@ pub struct PySearcher {
 impl PySearcher {
     /// The engine `o` asks for on `index`, its options checked before any query runs (as the binary's
     /// `open_scorer_engine`), with the binary's note when k1 and b make it slow.
-    pub fn new(py: Python<'_>, index: Arc<Index>, o: &SearcherOptions) -> PyResult<PySearcher> {
-        let options = search_options(o, &index)?;
+    pub fn new(py: Python<'_>, index: Arc<Index>, o: SearcherOptions) -> PyResult<PySearcher> {
+        let options = search_options(&o, &index)?;
+        let cache = o.cache.resolve(&index, o.gpu_memory)?;
         let backend = BackendChoice::by_name(o.backend).map_err(value_error)?;
         let pool = match o.threads {
             None => None,
@@ -72,14 +78,15 @@ impl PySearcher {
             backend,
             gpu: GpuOptions {
                 max_k: o.max_k,
+                memory_budget: o.gpu_memory,
+                cache: cache.as_ref().map(|(budget, _)| *budget),
                 ..GpuOptions::default()
             },
             hybrid: Some(HybridOptions {
                 cpu_workers: o.threads.unwrap_or(0),
                 ..HybridOptions::default()
             }),
-            // The whole index on the GPU (the CLI's --gpu-cache is not offered from Python yet).
-            cache: None,
+            cache: cache.map(|(_, options)| options),
         };
         let engine = py.detach(|| -> PyResult<Engine> {
             let scorer = Scorer::new(index.clone(), options).map_err(index_error)?;

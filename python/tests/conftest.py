@@ -54,3 +54,17 @@ def cacm_cli_index(cli, cacm, tmp_path_factory):
     out = tmp_path_factory.mktemp("cli") / "idx"
     cli("index", "--input", cacm / "docs.jsonl", "-o", out)
     return out
+
+
+@pytest.fixture(scope="session")
+def query_files(cacm, tmp_path_factory):
+    """CACM's 64 topics (`qid<TAB>text`) and the first 2,000 TREC 2005 efficiency queries (one per line,
+    qid = line number; many with terms CACM lacks, and a few with none)."""
+    trec = shared_data("queries/trec05-efficiency.txt")
+    dir = tmp_path_factory.mktemp("queries")
+    files = {"topics": cacm / "topics.tsv"}
+    for name, n in [("trec05", 2000), ("trec05-10k", 10000)]:
+        files[name] = dir / f"{name}.txt"
+        with open(trec, "rb") as f:
+            files[name].write_bytes(b"".join(f.readline() for _ in range(n)))
+    return files

@@ -89,6 +89,18 @@ def test_damaged_index(small, tmp_path):
         ({"ranking": "bm25-static"}, "static"),
         ({"k1": -1.0}, "BM25 needs"),
         ({"max_k": 0}, "out of range"),
+        # The GPU list cache's arguments, checked before a GPU is looked for (with the CLI's rules).
+        ({"gpu_cache": "lru", "gpu_memory": 1 << 30}, "gpu_cache 'lru' is not a policy"),
+        ({"gpu_cache": "vfb"}, "gpu_cache needs gpu_memory"),
+        ({"gpu_cache": "vfb", "gpu_memory": 1 << 30}, "gpu_cache vfb needs a training log: gpu_cache_train"),
+        ({"gpu_cache_train": ["bear"]}, "gpu_cache_train needs gpu_cache"),
+        (
+            {"gpu_cache": "dynamic", "gpu_memory": 1 << 20, "gpu_cache_buffer": 1 << 20},
+            r"gpu_cache_buffer \(1048576 bytes\) must be below gpu_memory",
+        ),
+        ({"gpu_cache": "dynamic", "gpu_memory": 1 << 30, "gpu_cache_ratio": 0.0}, "gpu_cache_ratio must be above 0"),
+        ({"gpu_cache": "dynamic", "gpu_memory": 1 << 30, "gpu_cache_complete": "gpu"}, "gpu_cache_complete 'gpu'"),
+        ({"gpu_cache": "dynamic", "gpu_memory": 1 << 30, "gpu_cache_mode": "xor"}, "unknown gpu_cache_mode 'xor'"),
     ],
 )
 def test_bad_searcher_options(small, kwargs, message):

@@ -9,21 +9,6 @@ import struct
 
 import pytest
 import warpsearch
-from conftest import shared_data
-
-
-@pytest.fixture(scope="session")
-def query_files(cacm, tmp_path_factory):
-    """CACM's 64 topics (`qid<TAB>text`) and the first 2,000 TREC 2005 efficiency queries (one per line,
-    qid = line number; many with terms CACM lacks, and a few with none)."""
-    trec = shared_data("queries/trec05-efficiency.txt")
-    dir = tmp_path_factory.mktemp("queries")
-    files = {"topics": cacm / "topics.tsv"}
-    for name, n in [("trec05", 2000), ("trec05-10k", 10000)]:
-        files[name] = dir / f"{name}.txt"
-        with open(trec, "rb") as f:
-            files[name].write_bytes(b"".join(f.readline() for _ in range(n)))
-    return files
 
 
 def trec_run(queries, results, tag="warpsearch"):

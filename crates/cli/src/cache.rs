@@ -2,20 +2,15 @@
 
 use anyhow::{bail, Result};
 use serde_json::{json, Value};
-use warpsearch_engine::{CacheBudget, CacheOptions, CacheStats, Completion, GpuStats, Policy};
+use warpsearch_engine::{CacheBudget, CacheChoice, CacheOptions, CacheStats, GpuStats};
 use warpsearch_index::Index;
 use warpsearch_query::{Mode, Query, Request};
 
 use crate::args::GpuArgs;
 
-/// Staging buffers S_b when not given: a quarter of the budget (the best split measured on the 25M
-/// collection at a quarter of the index, `bench/RESULTS.md`), from 64 MiB to 4 GiB.
-fn default_buffer(budget: usize) -> usize {
-    (budget / 4).clamp(64 << 20, 4 << 30).min(budget / 2)
-}
-
 /// The cache's memory split and policy that `g` asks for (None: the whole index on the GPU), with the
-/// training log analysed for `index` as requests of `mode` and `k`.
+/// training log analysed for `index` as requests of `mode` and `k`; checked as Python's arguments are
+/// ([`CacheChoice::resolve`]).
 pub fn cache_options(
     g: &GpuArgs,
     index: &Index,
@@ -28,73 +23,39 @@ pub fn cache_options(
         }
         return Ok(None);
     };
-    let policy = match policy.as_str() {
-        "qtf" => Policy::Qtf,
-        "qtfdf" => Policy::QtfDf,
-        "vfb" => Policy::Vfb,
-        _ => Policy::Dynamic,
-    };
-    let Some(budget) = g.gpu_memory else {
-        bail!("--gpu-cache needs --gpu-memory: the GPU memory for the cache and the staging buffers");
-    };
-    let buffer = g.gpu_cache_buffer.unwrap_or_else(|| default_buffer(budget));
-    if buffer >= budget {
-        bail!(
-            "--gpu-cache-buffer ({buffer} bytes) must be below --gpu-memory ({budget} bytes): the cache takes the rest"
-        );
-    }
-    if let Some(r) = g.gpu_cache_ratio.filter(|&r| !(r > 0.0 && r <= 1.0)) {
-        bail!("--gpu-cache-ratio must be above 0 and at most 1, not {r}");
-    }
-    if g.gpu_cache_chunks == 0 {
-        bail!("--gpu-cache-chunks must be at least 1 (1: one chunk per GPU batch of queries)");
-    }
-    let block = warpsearch_gpu::device::BLOCK_LEN as u32;
-    if g.gpu_cache_block == 0 || !g.gpu_cache_block.is_multiple_of(block) {
-        bail!(
-            "--gpu-cache-block must be a multiple of {block} postings, not {}",
-            g.gpu_cache_block
-        );
-    }
     let train = match &g.gpu_cache_train {
         Some(path) => {
             let mut warnings = Vec::new();
             let lines = crate::search::read_query_file(path, &mut warnings)?;
-            lines
+            let train = lines
                 .iter()
                 .map(|l| Request::new(Query::parse(index, &l.text), mode, k))
-                .collect()
+                .collect();
+            Some(train)
         }
-        None if policy != Policy::Dynamic => bail!(
-            "--gpu-cache {} needs a training log: --gpu-cache-train FILE (only dynamic learns from the stream)",
-            policy.name()
-        ),
-        None => Vec::new(),
+        None => None,
     };
-    let completion = match g.gpu_cache_complete.as_str() {
-        "cpu" => Completion::Cpu,
-        "transfer" => Completion::Transfer,
-        _ => Completion::Auto,
-    };
-    Ok(Some((
-        CacheBudget {
-            cache_bytes: (budget - buffer) as u64,
-            stage_bytes: buffer as u64,
-            shape: None,
-        },
-        CacheOptions {
-            policy,
-            train,
+    let choice = CacheChoice {
+        policy: policy.clone(),
+        memory: g.gpu_memory,
+        buffer: g.gpu_cache_buffer,
+        train,
+        block: g.gpu_cache_block,
+        completion: g.gpu_cache_complete.clone(),
+        tuning: CacheOptions {
             ratio: g.gpu_cache_ratio,
-            group: g.gpu_cache_block / block,
-            completion,
-            epoch: g.gpu_cache_epoch.max(1),
-            min_gain: g.gpu_cache_min_gain.max(0.0),
+            epoch: g.gpu_cache_epoch,
+            min_gain: g.gpu_cache_min_gain,
             headroom: g.gpu_cache_headroom,
             decay: g.gpu_cache_decay,
             chunks: g.gpu_cache_chunks,
+            ..CacheOptions::default()
         },
-    )))
+    };
+    choice
+        .resolve(|name| format!("--{name}"))
+        .map(Some)
+        .map_err(anyhow::Error::msg)
 }
 
 /// One line of the list cache's counters for `queries` queries: hit rate, bytes carried per query, who

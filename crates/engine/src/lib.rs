@@ -19,7 +19,7 @@ pub mod engine;
 pub mod hybrid;
 
 pub use backend::{Backend, BackendChoice};
-pub use cache::{CacheOptions, CacheStats, Completion, Policy};
+pub use cache::{CacheChoice, CacheOptions, CacheStats, Completion, Policy};
 pub use engine::{Engine, EngineOptions};
 pub use hybrid::{Done, Hybrid, HybridOptions, HybridStats, Reply, ServedBy, Slots};
 pub use warpsearch_gpu::{CacheBudget, GpuOptions, GpuStats};

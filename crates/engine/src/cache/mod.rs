@@ -3,6 +3,7 @@
 //! into its docID range the GPU answers each query ([`CacheCtl::split`]), and the CPU's exact
 //! completion of the rest ([`complete()`]). The GPU crate holds the cache and stages what it lacks.
 
+pub mod choice;
 pub mod complete;
 pub mod observer;
 pub mod policy;
@@ -21,6 +22,7 @@ use warpsearch_gpu::{CachePlan, CacheView, GpuError, GpuSearcher};
 use warpsearch_index::{Index, Result};
 use warpsearch_query::{Answer, DocRange, Request, Scored, Scorer};
 
+pub use choice::CacheChoice;
 pub use complete::{complete, gpu_mode, join_two, Partial};
 use observer::{Observer, Planning, Seen};
 pub use policy::Policy;
