@@ -28,7 +28,7 @@
 #   profile    kernel phases (--gpu-profile) and the kernel's registers and CTAs per SM (under each of
 #              GPU_ENVS, as identical);
 #   cpu        the CPU engine against PISA on the same postings (PISA's best per mode here:
-#              block_max_ranked_and, maxscore): all cores on the 20,000 queries, then one and all cores on
+#              block_max_ranked_and, block_max_maxscore): all cores on the 20,000 queries, then one and all cores on
 #              the first 2,000 (how each scales), with perf's cpu-clock profiles of both at all cores and
 #              perf stat's faults and switches (perf from .device/perfkit.tar.xz; needs .device/whl);
 #              CPU_SCALING=0 leaves out the runs on 2,000 queries;
@@ -113,8 +113,10 @@ print(round(c["qps"]), round(c["latency_ms"]["p50"], 1), round(c["latency_ms"]["
   printf "%-14s %-5s %-7s %-7s %10s %8s %8s\n" $name $mode $column $build "$qps" "$p50" "$p99" >>"$table"
 }
 
-# PISA's best algorithm per mode on this collection (bench/RESULTS.md, issue 5's side-by-side run).
-pisa_algs() { [ "$1" = and ] && echo "--and block_max_ranked_and --or ''" || echo "--and '' --or maxscore"; }
+# PISA's best algorithm per mode on this collection: block_max_ranked_and for AND; block_max_maxscore for
+# OR, 1.4-1.5x its maxscore at 25M on 16 cores (bench/RESULTS.md, eighteenth and twenty-third sessions;
+# maxscore had led on the smaller collection of issue 5's side-by-side run).
+pisa_algs() { [ "$1" = and ] && echo "--and block_max_ranked_and --or ''" || echo "--and '' --or block_max_maxscore"; }
 
 # pisa_start <mode> <analyzed queries> <threads> <passes> <prefix>: PISA's best algorithm for <mode> in the
 # background (JSON lines in <prefix>.jsonl, errors in <prefix>.err); returns once its index is ready (or
