@@ -5,7 +5,7 @@
 use pyo3::prelude::*;
 use warpsearch_engine::{CacheBudget, CacheChoice, CacheOptions};
 use warpsearch_index::Index;
-use warpsearch_query::{Mode, Query, Request};
+use warpsearch_query::{Mode, Query, Request, MAX_K};
 
 use crate::errors::value_error;
 
@@ -51,6 +51,12 @@ impl CacheArgs<'_> {
                     self.mode
                 ))
             })?;
+        if !(1..=MAX_K).contains(&self.k) {
+            return Err(value_error(format!(
+                "gpu_cache_k = {} is out of range: use 1 to {MAX_K}",
+                self.k
+            )));
+        }
         let train = self.train.map(|texts| {
             texts
                 .iter()

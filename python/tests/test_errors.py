@@ -101,6 +101,7 @@ def test_damaged_index(small, tmp_path):
         ({"gpu_cache": "dynamic", "gpu_memory": 1 << 30, "gpu_cache_ratio": 0.0}, "gpu_cache_ratio must be above 0"),
         ({"gpu_cache": "dynamic", "gpu_memory": 1 << 30, "gpu_cache_complete": "gpu"}, "gpu_cache_complete 'gpu'"),
         ({"gpu_cache": "dynamic", "gpu_memory": 1 << 30, "gpu_cache_mode": "xor"}, "unknown gpu_cache_mode 'xor'"),
+        ({"gpu_cache": "dynamic", "gpu_memory": 1 << 30, "gpu_cache_k": 0}, "gpu_cache_k = 0 is out of range"),
     ],
 )
 def test_bad_searcher_options(small, kwargs, message):
