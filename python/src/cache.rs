@@ -5,9 +5,10 @@
 use pyo3::prelude::*;
 use warpsearch_engine::{CacheBudget, CacheChoice, CacheOptions};
 use warpsearch_index::Index;
-use warpsearch_query::{Mode, Query, Request, MAX_K};
+use warpsearch_query::{Query, Request, MAX_K};
 
 use crate::errors::value_error;
+use crate::searcher::mode_named;
 
 /// The cache's arguments, by name.
 pub struct CacheArgs<'a> {
@@ -42,15 +43,12 @@ impl CacheArgs<'_> {
             }
             return Ok(None);
         };
-        let mode = [Mode::And, Mode::Or, Mode::AndOr]
-            .into_iter()
-            .find(|m| m.name() == self.mode)
-            .ok_or_else(|| {
-                value_error(format!(
-                    "unknown gpu_cache_mode '{}': expected and, or or and-or",
-                    self.mode
-                ))
-            })?;
+        let mode = mode_named(self.mode).ok_or_else(|| {
+            value_error(format!(
+                "unknown gpu_cache_mode '{}': expected and, or or and-or",
+                self.mode
+            ))
+        })?;
         if !(1..=MAX_K).contains(&self.k) {
             return Err(value_error(format!(
                 "gpu_cache_k = {} is out of range: use 1 to {MAX_K}",
