@@ -294,7 +294,7 @@ impl CacheCtl {
             chunks: options.chunks.max(1),
             dynamic_shape: shape,
             prune,
-            dynamic: (options.policy == Policy::Dynamic).then(|| {
+            dynamic: dynamic.then(|| {
                 let empty = CachePlan::empty(&index);
                 Observer::start(
                     index.clone(),
