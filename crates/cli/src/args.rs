@@ -563,6 +563,11 @@ pub struct GpuArgs {
     /// throughput, on the 25M collection).
     #[arg(long, default_value_t = CacheOptions::default().chunks)]
     pub gpu_cache_chunks: usize,
+    /// Pipeline slots of a GPU that caches part of the index: each stages a batch in its own share of
+    /// --gpu-cache-buffer, so that a batch's copies overlap the kernels of those before it (at least 2;
+    /// each holds about 0.85 GiB of per-CTA scratch outside --gpu-memory on an H100).
+    #[arg(long, default_value_t = warpsearch_gpu::DEFAULT_CACHE_SLOTS)]
+    pub gpu_cache_slots: usize,
 }
 
 /// A share in [0, 1], or none (`model`: the engine decides).

@@ -49,6 +49,7 @@ pub fn cache_options(
             headroom: g.gpu_cache_headroom,
             decay: g.gpu_cache_decay,
             chunks: g.gpu_cache_chunks,
+            slots: g.gpu_cache_slots,
             ..CacheOptions::default()
         },
     };

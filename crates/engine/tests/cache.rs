@@ -337,7 +337,14 @@ fn staged_spans_are_filled_as_the_device_reads_them() {
         let used = stage.used();
         let (nw, nb) = (used.words as usize, used.blocks as usize);
         let mut buf = vec![u32::MAX; nw + 5 * nb];
-        stage.fill(&ix, &mut buf);
+        stage.fill(&ix, &mut buf, true);
+        // Without the words (the device copies them from the index), the skip data is the same.
+        let mut skips = vec![u32::MAX; nw + 5 * nb];
+        stage.fill(&ix, &mut skips, false);
+        assert!(
+            skips[..nw].iter().all(|&w| w == u32::MAX) && skips[nw..] == buf[nw..],
+            "seed {seed}: filled without words"
+        );
         let col = |c: usize, j: usize| buf[nw + c * nb + j];
         for (id, lo, hi, d) in staged {
             let rec = &ix.term_records()[id as usize];

@@ -640,6 +640,7 @@ fn cached_engine(
             cache_bytes: cache,
             stage_bytes: stage,
             shape: None,
+            slots: 0,
         }),
         ..base
     };

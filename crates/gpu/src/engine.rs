@@ -19,12 +19,14 @@ use crate::calls::{CallId, Calls};
 use crate::device::{
     and_shared_bytes, or_shared_bytes, or_window_bytes, threads, MAX_K, MAX_SMALL_OR, MAX_WINDOW,
 };
-use crate::launch::{self, BatchArgs, Pinned};
-use crate::options::GpuOptions;
+use crate::launch::{self, BatchArgs};
+use crate::options::{CacheBudget, GpuOptions, DEFAULT_CACHE_SLOTS};
+use crate::registered::Registered;
 use crate::residency::{mib, ptr, Applied, DeviceIndex, IndexArgs, Residency};
 use crate::slot::{InFlight, Slot};
 use crate::stage::{self, Stage};
 use crate::stats::{GpuStats, PHASES};
+use crate::trace::Epoch;
 use crate::view::CacheView;
 use crate::{Gpu, GpuError};
 
@@ -49,8 +51,10 @@ pub struct GpuSearcher {
     smem_and: u32,
     small_or: u32,
     stats: GpuStats,
-    /// Print a line per batch (`WARPSEARCH_CACHE_TRACE`).
+    /// Print a line per batch (`WARPSEARCH_CACHE_TRACE`), with its events' and the host's times after
+    /// `epoch`'s event (recorded on the first slot's stream when the searcher was made) and instant.
     trace: bool,
+    epoch: Option<Epoch>,
     /// Plan changes to make while batches run ([`GpuSearcher::set_feed`]).
     feed: Option<Arc<dyn PlanFeed>>,
     /// Threads of its own for a batch's host work ([`GpuSearcher::set_host_pool`]).
@@ -59,6 +63,18 @@ pub struct GpuSearcher {
     calls: Calls,
     /// The slot the next kernel batch goes to (round robin, across calls).
     next_slot: usize,
+    /// The index's words, page-locked for staging copies straight from them (a cached searcher,
+    /// where the driver allows it); else `Err` with why, and staged words are gathered on the host.
+    registered: Result<Registered, String>,
+}
+
+impl Drop for GpuSearcher {
+    fn drop(&mut self) {
+        // Copies may still read pinned or registered host memory: finish them before it is freed.
+        for slot in &self.slots {
+            let _ = slot.stream.synchronize();
+        }
+    }
 }
 
 impl GpuSearcher {
@@ -107,6 +123,11 @@ impl GpuSearcher {
         let init = gpu.ctx.new_stream()?;
         let (free, _) = gpu.memory_info()?;
         let budget = gopts.memory_budget.unwrap_or(free / 10 * 9);
+        let nslots = match gopts.cache {
+            Some(CacheBudget { slots: 0, .. }) => DEFAULT_CACHE_SLOTS,
+            Some(c) => c.slots.max(2),
+            None => 2,
+        };
         let dev = match gopts.cache {
             None => DeviceIndex::upload(&gpu, &init, &index, budget)?,
             Some(c) => {
@@ -119,11 +140,19 @@ impl GpuSearcher {
                         mib(budget)
                     )));
                 }
-                let stage = Capacity::of_bytes(&index, c.stage_bytes / 2);
+                let stage = Capacity::of_bytes(&index, c.stage_bytes / nslots as u64);
                 let cache = c
                     .shape
                     .unwrap_or_else(|| Capacity::of_bytes(&index, c.cache_bytes));
-                DeviceIndex::with_cache(&gpu, &init, &index, cache, stage, 2, &CachePlan::empty(&index))?
+                DeviceIndex::with_cache(
+                    &gpu,
+                    &init,
+                    &index,
+                    cache,
+                    stage,
+                    nslots,
+                    &CachePlan::empty(&index),
+                )?
             }
         };
         let norms = init.memcpy_stod(nonempty(scorer.norms()))?;
@@ -151,10 +180,16 @@ impl GpuSearcher {
         let grid_and = occupancy(&gpu.search_and, smem_and)?;
         let grid_or = occupancy(&gpu.search_or, smem_or)?;
         let grid = grid_and.max(grid_or);
-        let slots = (0..2)
+        let slots = (0..nslots)
             .map(|_| Slot::new(&gpu, batch_size, gopts.max_k, grid, dev.stage_capacity()))
             .collect::<Result<Vec<_>, _>>()?;
+        let epoch = match crate::cache::tracing() {
+            true => Some(Epoch::new(&gpu, &slots[0].stream)?),
+            false => None,
+        };
+        let registered = Registered::for_staging(&gpu, &index, dev.stage_capacity().blocks > 0);
         Ok(GpuSearcher {
+            registered,
             gpu,
             scorer,
             gopts,
@@ -172,6 +207,7 @@ impl GpuSearcher {
             small_or: small_or_limit(gopts.small_or, or_window_bytes(gopts.window)),
             stats: GpuStats::default(),
             trace: crate::cache::tracing(),
+            epoch,
             feed: None,
             host_pool: None,
             calls: Calls::default(),
@@ -558,7 +594,10 @@ impl GpuSearcher {
             let chunk = &chunk[..];
             let s = self.next_slot;
             self.next_slot = (s + 1) % nslots;
-            self.harvest(s);
+            // The batch is prepared and its blocks gathered while the slot's last batch may still
+            // compute; only its copies and kernel wait for that batch's answers to be collected. (So
+            // the host's work no longer waits for the batch before last: with two slots it did, and a
+            // batch's host work, copies and kernel ran one after another, half of them overlapped.)
             let started = Instant::now();
             let mut stage = Stage::new(self.dev.stage_base(s), cap);
             let split = split.for_batch(
@@ -589,7 +628,9 @@ impl GpuSearcher {
             self.stats.prepare_ms += started.elapsed().as_secs_f64() * 1e3;
             self.stats.cached_blocks += stage.cached_blocks;
             self.stats.staged_blocks += stage.staged_blocks;
-            if let Err(e) = self.submit(s, &prepared, &stage, mode, k) {
+            let gathered = self.gather(s, &stage);
+            self.harvest(s);
+            if let Err(e) = gathered.and_then(|_| self.submit(s, &prepared, &stage, mode, k)) {
                 self.fail(call, chunk, |n| {
                     format!("a GPU batch of {n} queries failed ({e})")
                 });
@@ -603,6 +644,7 @@ impl GpuSearcher {
                 started,
                 k,
                 staged,
+                spans: stage.spans.len(),
                 split_cost: split.cost,
                 blocks: (stage.cached_blocks, stage.staged_blocks),
             });
@@ -612,8 +654,6 @@ impl GpuSearcher {
                 // term is read from the cache only where its cached prefix covers a whole range.)
                 self.apply_fed_plan(s, false);
             }
-            // Collect the previous batch (of this call or an earlier one) while this one computes.
-            self.harvest((s + nslots - 1) % nslots);
         }
     }
 
@@ -632,7 +672,29 @@ impl GpuSearcher {
         }
     }
 
-    /// Copies a batch's descriptors and launches it on slot `s`'s stream (all asynchronous).
+    /// Gathers a batch's staged blocks from the index into slot `s`'s pinned buffer, once the copies of
+    /// the slot's last batch, which read that buffer, are done (its kernel may still run).
+    fn gather(&mut self, s: usize, stage: &Stage) -> Result<(), GpuError> {
+        if stage.used().blocks == 0 {
+            return Ok(());
+        }
+        let slot = &mut self.slots[s];
+        if slot.in_flight.is_some() {
+            // Recorded after the last batch's copies.
+            slot.events[1].synchronize()?;
+        }
+        let gathered = Instant::now();
+        let index = self.scorer.index();
+        let h = &mut slot.h_stage;
+        // On all cores (the batch's largest host cost), or the host pool's.
+        let words = self.registered.is_err();
+        on_host(&self.host_pool, || stage.fill(index, h.as_mut_slice(), words));
+        self.stats.stage_ms += gathered.elapsed().as_secs_f64() * 1e3;
+        Ok(())
+    }
+
+    /// Copies a batch's staged blocks ([`GpuSearcher::gather`]) and descriptors and launches it on slot
+    /// `s`'s stream (all asynchronous).
     fn submit(
         &mut self,
         s: usize,
@@ -686,16 +748,11 @@ impl GpuSearcher {
         };
         debug_assert_eq!(qbytes.len() % 8, 0, "TermDesc needs 8-byte alignment");
         let st = &slot.stream;
+        // The staged blocks are in the slot's pinned buffer ([`GpuSearcher::gather`]).
         slot.events[0].record(st)?;
         if stage.used().blocks > 0 {
             let (w, b) = self.dev.stage_base(s);
-            let gathered = Instant::now();
-            let index = self.scorer.index();
-            let h = &mut slot.h_stage;
-            // Gathered from the index on all cores (the batch's largest host cost), or the host pool's.
-            on_host(&self.host_pool, || stage.fill(index, h.as_mut_slice()));
-            let bytes = copy_stage(st, h, stage, &ix, w, b)?;
-            self.stats.stage_ms += gathered.elapsed().as_secs_f64() * 1e3;
+            let bytes = stage::copy(st, &slot.h_stage, stage, self.registered.as_ref().ok(), &ix, w, b)?;
             self.stats.staged_bytes += bytes;
             self.stats.h2d_bytes += bytes;
         }
@@ -761,13 +818,15 @@ impl GpuSearcher {
         self.stats.d2h_ms += d2h;
         if self.trace {
             eprintln!(
-                "gpu batch: {} tasks (cut above {} postings), {:.1} MiB staged, hit rate {:.3}; host→device {h2d:.2} ms, \
-                 kernel {kernel:.2} ms, device→host {d2h:.2} ms, {:.2} ms from preparation to answers",
+                "gpu batch: {} tasks (cut above {} postings), {:.1} MiB staged in {} spans, hit rate {:.3}; host→device {h2d:.2} ms, \
+                 kernel {kernel:.2} ms, device→host {d2h:.2} ms, {:.2} ms from preparation to answers; slot {s}, {}",
                 p.queries.len(),
                 job.split_cost,
                 job.staged as f64 / (1u64 << 20) as f64,
+                job.spans,
                 job.blocks.0 as f64 / (job.blocks.0 + job.blocks.1).max(1) as f64,
-                job.started.elapsed().as_secs_f64() * 1e3
+                job.started.elapsed().as_secs_f64() * 1e3,
+                self.epoch.as_ref().map_or(String::new(), |e| e.timeline(&slot.events, job.started))
             );
         }
         if self.gopts.instrument {
@@ -841,12 +900,24 @@ impl GpuSearcher {
     /// A short description of the memory held, for logs.
     pub fn describe(&self) -> String {
         format!(
-            "{}; index {:.1} MiB on the device; {} + {} CTAs (AND, OR); batch {}",
+            "{}; index {:.1} MiB on the device; {} + {} CTAs (AND, OR); batch {}{}",
             self.gpu.describe(),
             mib(self.dev.bytes()),
             self.grid_and,
             self.grid_or,
-            self.gopts.batch_size
+            self.gopts.batch_size,
+            match &self.registered {
+                Ok(r) => format!(
+                    "; {} slots, staged words copied from the index ({:.1} MiB page-locked)",
+                    self.slots.len(),
+                    mib(r.bytes())
+                ),
+                Err(why) if self.caches() => format!(
+                    "; {} slots, staged words gathered on the host ({why})",
+                    self.slots.len()
+                ),
+                Err(_) => String::new(),
+            }
         )
     }
 }
@@ -856,28 +927,6 @@ fn on_host<T: Send>(pool: &Option<Arc<rayon::ThreadPool>>, f: impl FnOnce() -> T
         Some(p) => p.install(f),
         None => f(),
     }
-}
-
-/// Copies a batch's staged blocks, gathered into the slot's pinned buffer `h`, to the staging region at word
-/// `w` and block `b` of the device arrays `ix` points at (asynchronously on `stream`); returns the bytes.
-fn copy_stage(
-    stream: &CudaStream,
-    h: &Pinned<u32>,
-    stage: &Stage,
-    ix: &IndexArgs,
-    w: u64,
-    b: u64,
-) -> Result<u64, GpuError> {
-    let used = stage.used();
-    let (nw, nb) = (used.words as usize, used.blocks as usize);
-    let buf = h.as_slice();
-    launch::copy_to_device(stream, ix.words + w * 4, &buf[..nw])?;
-    let targets = [ix.blk_first, ix.blk_last, ix.blk_off, ix.blk_foff, ix.blk_max];
-    for (c, &dst) in targets.iter().enumerate() {
-        let col = &buf[nw + c * nb..nw + (c + 1) * nb];
-        launch::copy_to_device(stream, dst + b * 4, col)?;
-    }
-    Ok((nw * 4 + nb * 20) as u64)
 }
 
 /// The sort path's posting limit: a power of two at most `wanted` and `MAX_SMALL_OR`, whose keys and

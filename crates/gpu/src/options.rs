@@ -77,14 +77,25 @@ impl Default for GpuOptions {
     }
 }
 
+/// Pipeline slots of a searcher that caches part of the index, where [`CacheBudget::slots`] is 0. A
+/// batch's staged blocks can be copied only once the batch that used its slot's staging region
+/// before has finished on the GPU; with two slots that was often after the kernel running beside it
+/// had finished too, and the GPU idled while the copies ran. AND with a quarter of the 25M collection
+/// cached made 21,773–25,543 queries/s with two slots, 26,693–27,730 with three and 29,444 with four
+/// (one H100, bench/RESULTS.md, issue 13, twenty-fourth session). Each slot holds its own per-CTA
+/// scratch outside the budget (about 0.85 GiB on an H100).
+pub const DEFAULT_CACHE_SLOTS: usize = 4;
+
 /// How the device memory for the index is divided (papers/000 section 3.3.5): the list cache S_c and
-/// the batches' staging buffers S_b (both pipeline slots together).
+/// the batches' staging buffers S_b (all pipeline slots together).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheBudget {
     /// Bytes for cached list prefixes (S_c).
     pub cache_bytes: u64,
-    /// Bytes for the blocks batches carry (S_b), split between the two pipeline slots.
+    /// Bytes for the blocks batches carry (S_b), split evenly between the pipeline slots.
     pub stage_bytes: u64,
+    /// Pipeline slots, each with a staging region of its own (0: [`DEFAULT_CACHE_SLOTS`]; at least 2).
+    pub slots: usize,
     /// The cache's exact shape when the plan is known in advance (at most `cache_bytes`); else words
     /// and blocks in the index's proportion.
     pub shape: Option<Capacity>,

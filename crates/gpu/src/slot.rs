@@ -21,8 +21,9 @@ pub(crate) struct InFlight {
     pub(crate) prepared: Prepared,
     pub(crate) started: Instant,
     pub(crate) k: usize,
-    /// Bytes staged with the batch.
+    /// Bytes staged with the batch, and the spans they came in.
     pub(crate) staged: u64,
+    pub(crate) spans: usize,
     /// The cost above which its queries were cut.
     pub(crate) split_cost: u64,
     /// Blocks of its ranges read from the cache, and staged.

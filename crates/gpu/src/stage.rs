@@ -7,10 +7,15 @@ use std::collections::HashMap;
 use rayon::prelude::*;
 use warpsearch_index::{Index, TermRecord};
 
+use cudarc::driver::CudaStream;
+
 use crate::batch::TermDesc;
 use crate::cache::Capacity;
 use crate::device::BLOCK_LEN;
-use crate::residency::{ListLocation, Residency};
+use crate::launch::{self, Pinned};
+use crate::registered::Registered;
+use crate::residency::{IndexArgs, ListLocation, Residency};
+use crate::GpuError;
 
 /// The last docID of term `id`'s list that its cached prefix covers: every posting of the list up to
 /// it is cached (`None`: nothing cached; `u32::MAX`: the whole list).
@@ -174,11 +179,12 @@ impl Stage {
         self.used
     }
 
-    /// Writes the staged spans into `buf` as the device takes them: every span's words side by side,
-    /// then the skip data's five columns (first docID, last docID, offset from the span's start,
-    /// frequency offset, bound), on all cores. `buf` holds at least `words + 5 × blocks` of
-    /// [`Stage::used`].
-    pub fn fill(&self, index: &Index, buf: &mut [u32]) {
+    /// Writes the staged spans into `buf` as the device takes them: every span's words side by side
+    /// (unless `words` is false: the device copies them from the index itself), then the skip data's
+    /// five columns (first docID, last docID, offset from the span's start, frequency offset, bound),
+    /// on all cores. `buf` holds at least `words + 5 × blocks` of [`Stage::used`].
+    pub fn fill(&self, index: &Index, buf: &mut [u32], words: bool) {
+        let copy_words = words;
         let (nw, nb) = (self.used.words as usize, self.used.blocks as usize);
         let (mut words, cols) = buf[..nw + 5 * nb].split_at_mut(nw);
         let mut cols: Vec<&mut [u32]> = cols.chunks_mut(nb.max(1)).collect();
@@ -197,7 +203,9 @@ impl Stage {
         let (all_words, all_metas) = (index.words(), index.block_metas());
         jobs.into_par_iter()
             .for_each(|(span, w, [first, last, off, foff, max])| {
-                w.copy_from_slice(&all_words[span.word as usize..][..span.words as usize]);
+                if copy_words {
+                    w.copy_from_slice(&all_words[span.word as usize..][..span.words as usize]);
+                }
                 let metas = &all_metas[span.block as usize..][..span.blocks as usize];
                 for (j, m) in metas.iter().enumerate() {
                     first[j] = m.first_doc;
@@ -264,4 +272,39 @@ impl Stage {
         desc.len_words = w1 - w0;
         Some(desc)
     }
+}
+
+/// Copies a batch's staged blocks to the staging region at word `w` and block `b` of the device arrays
+/// `ix` points at (asynchronously on `stream`); returns the bytes. The skip data's columns were gathered
+/// into the slot's pinned buffer `h`; the words too, unless the index's words are `registered`: then
+/// each span's are copied from the index.
+pub(crate) fn copy(
+    stream: &CudaStream,
+    h: &Pinned<u32>,
+    stage: &Stage,
+    registered: Option<&Registered>,
+    ix: &IndexArgs,
+    w: u64,
+    b: u64,
+) -> Result<u64, GpuError> {
+    let used = stage.used();
+    let (nw, nb) = (used.words as usize, used.blocks as usize);
+    let buf = h.as_slice();
+    match registered {
+        Some(r) => {
+            let mut at = ix.words + w * 4;
+            for span in &stage.spans {
+                let src = &r.words()[span.word as usize..][..span.words as usize];
+                launch::copy_to_device(stream, at, src)?;
+                at += span.words as u64 * 4;
+            }
+        }
+        None => launch::copy_to_device(stream, ix.words + w * 4, &buf[..nw])?,
+    }
+    let targets = [ix.blk_first, ix.blk_last, ix.blk_off, ix.blk_foff, ix.blk_max];
+    for (c, &dst) in targets.iter().enumerate() {
+        let col = &buf[nw + c * nb..nw + (c + 1) * nb];
+        launch::copy_to_device(stream, dst + b * 4, col)?;
+    }
+    Ok((nw * 4 + nb * 20) as u64)
 }

@@ -42,6 +42,9 @@ impl Default for CacheChoice {
     }
 }
 
+/// The most pipeline slots a cached GPU may be given (each holds per-CTA scratch of its own).
+pub const MAX_SLOTS: usize = 16;
+
 /// Staging buffers S_b when not given: a quarter of the budget (the best split measured on the 25M
 /// collection at a quarter of the index, `bench/RESULTS.md`), from 64 MiB to 4 GiB.
 pub fn default_buffer(budget: usize) -> usize {
@@ -91,6 +94,13 @@ impl CacheChoice {
                 name("gpu-cache-chunks")
             ));
         }
+        if t.slots == 1 || t.slots > MAX_SLOTS {
+            return Err(format!(
+                "{} must be from 2 to {MAX_SLOTS}, not {} (each slot stages a batch)",
+                name("gpu-cache-slots"),
+                t.slots
+            ));
+        }
         let block = BLOCK_LEN as u32;
         if self.block == 0 || !self.block.is_multiple_of(block) {
             return Err(format!(
@@ -125,6 +135,7 @@ impl CacheChoice {
             cache_bytes: (budget - buffer) as u64,
             stage_bytes: buffer as u64,
             shape: None,
+            slots: self.tuning.slots,
         };
         let options = CacheOptions {
             policy,
@@ -165,6 +176,7 @@ mod tests {
             "a quarter of the budget by default"
         );
         assert_eq!(budget.cache_bytes, 768 << 20);
+        assert_eq!(budget.slots, 0, "the GPU's default number of slots");
         assert_eq!((options.policy, options.group), (Policy::Vfb, 2));
         let choice = CacheChoice {
             policy: "dynamic".into(),
@@ -175,12 +187,14 @@ mod tests {
             tuning: CacheOptions {
                 ratio: Some(0.5),
                 epoch: 0,
+                slots: 3,
                 ..CacheOptions::default()
             },
             ..vfb(1 << 30)
         };
         let (budget, options) = choice.resolve(flag).unwrap();
         assert_eq!(budget.stage_bytes, 100 << 20);
+        assert_eq!(budget.slots, 3);
         assert_eq!(
             (options.policy, options.group, options.completion),
             (Policy::Dynamic, 4, Completion::Cpu)
@@ -198,7 +212,7 @@ mod tests {
     fn mistakes_are_named_as_the_front_end_spells_them() {
         let python = |s: &str| s.replace('-', "_");
         type Change = fn(&mut CacheChoice);
-        let cases: [(Change, &str); 8] = [
+        let cases: [(Change, &str); 10] = [
             (|c| c.policy = "lru".into(), "gpu_cache 'lru' is not a policy"),
             (|c| c.memory = None, "gpu_cache needs gpu_memory"),
             (
@@ -216,6 +230,14 @@ mod tests {
                 "gpu_cache_ratio must be above 0 and at most 1, not 1.5",
             ),
             (|c| c.tuning.chunks = 0, "gpu_cache_chunks must be at least 1"),
+            (
+                |c| c.tuning.slots = 1,
+                "gpu_cache_slots must be from 2 to 16, not 1",
+            ),
+            (
+                |c| c.tuning.slots = 17,
+                "gpu_cache_slots must be from 2 to 16, not 17",
+            ),
         ];
         for (change, want) in cases {
             let mut choice = vfb(1 << 30);

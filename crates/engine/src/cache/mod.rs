@@ -81,6 +81,8 @@ pub struct CacheOptions {
     /// chunk i+1 computes (papers/000 section 3.1). 1: a call of at most a batch is one chunk, its
     /// completions after its GPU work. The hybrid backend has its own pipeline and ignores it.
     pub chunks: usize,
+    /// The GPU's pipeline slots, each staging a batch (0: [`warpsearch_gpu::DEFAULT_CACHE_SLOTS`]).
+    pub slots: usize,
 }
 
 /// λ where none is given, for VFB and the dynamic policy when the CPU completes on a global-score
@@ -122,6 +124,7 @@ impl Default for CacheOptions {
             // quarter: 31.1–32.9k queries/s against 31.0–32.0k; at a tenth 19.6–20.7k against
             // 21.0–22.4k), so a call stays one chunk (bench/RESULTS.md, issue 13, twentieth session).
             chunks: 1,
+            slots: 0,
         }
     }
 }
