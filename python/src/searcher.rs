@@ -110,13 +110,10 @@ impl PySearcher {
             scorer: engine.scorer().clone(),
             backend: engine.backend(),
             batch_hint: engine.batch_hint(),
-            // A CPU engine names rayon's threads where it is described: on a pool of the searcher's
-            // own, that pool's.
+            // A CPU engine runs on the searcher's own pool where it has one.
             describe: match &pool {
-                Some(p) if engine.backend() == Backend::Cpu => {
-                    format!("cpu ({} threads)", p.current_num_threads())
-                }
-                _ => engine.describe(),
+                Some(p) => engine.describe_on(p.current_num_threads()),
+                None => engine.describe(),
             },
             choice: engine.choice().map(str::to_owned),
             engine: Mutex::new(engine),

@@ -183,6 +183,12 @@ impl Engine {
 
     /// The backend in a few words, for reports.
     pub fn describe(&self) -> String {
+        self.describe_on(rayon::current_num_threads())
+    }
+
+    /// [`Engine::describe`] for an engine run on a pool of `threads` threads (a CPU engine uses the
+    /// current rayon pool's, which need not be the one it is described from).
+    pub fn describe_on(&self, threads: usize) -> String {
         match &self.runner {
             Runner::Gpu(g, ctl) => format!(
                 "gpu ({}){}",
@@ -193,7 +199,7 @@ impl Engine {
                     c.ratio()
                 ))
             ),
-            Runner::Cpu => format!("cpu ({} threads)", rayon::current_num_threads()),
+            Runner::Cpu => format!("cpu ({threads} threads)"),
             Runner::Hybrid(h) => format!(
                 "hybrid ({} CPU workers{})",
                 h.options().cpu_workers,
