@@ -78,8 +78,9 @@ impl Registered {
 
 impl Drop for Registered {
     fn drop(&mut self) {
-        // SAFETY: `base` was registered in `new` and is unregistered once, here; the slots synchronize
-        // their batches before the searcher (which owns this) is dropped, so no copy reads it.
+        // SAFETY: `base` was registered in `new` and is unregistered once, here; the searcher that owns
+        // this synchronizes its slots' streams in its `drop`, before its fields are dropped, so no copy
+        // reads it (and that binds the searcher's context to this thread, which the call needs).
         unsafe {
             let _ = sys::cuMemHostUnregister(self.base);
         }
