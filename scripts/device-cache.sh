@@ -38,9 +38,11 @@
 #   identical  `search` with a cache vs the CPU's run, byte for byte (after gs; IDENT_INDEX=synth-gs:
 #          on the synthetic collection in global-score order, after synth-gs);
 #   identical-synth  the same on the synthetic collection (plain BM25), AND, and-or and OR (IDENT_MODES) at 25% and 10%;
-#   sweep  at a 25% budget, the split between cache S_c and staging S_b (for the throughput model).
+#   sweep  at a 25% budget, the split between cache S_c and staging S_b, five splits (for the throughput
+#          model: python3 bench/cache_model.py OUT.svg <their reports>).
 # Output under $OUT: cache.log, cache-table.txt (one row per run; warm_pl: plans applied over the
-# warm-up and its settle, the first included), reports/*.json.
+# warm-up and its settle, the first included), reports.tgz (reports/*.json of every run on this machine
+# so far).
 # usage: scripts/device-cache.sh [tests] [synth] [and] [or] [base] [vfb] [hybrid] [drift] [dyn] [long] [gs] [synth-gs]
 #        [gs-synth] [chunks] [runs] [identical] [identical-synth] [sweep]
 set -uo pipefail
@@ -53,7 +55,6 @@ idx=$synth
 extra=${EXTRA:-}  # more `bench` options for every run (EXTRA="--gpu-split 50000")
 # WARMUP=0: no warm-up pass (the dynamic policy then meets the measured queries for the first time).
 # BACKEND=hybrid: the hybrid (CPU workers beside the GPU, which keeps its cache) instead of the GPU alone.
-mkdir -p "$out/reports"
 touch "$log"
 parts=${*:-tests synth and or drift sweep}
 work=/tmp/cache-work
@@ -75,8 +76,8 @@ index_bytes() { python3 -c "import os,sys; d=sys.argv[1]; print(os.path.getsize(
 run() {
   local mode=$1 policy=$2 share=$3 buf=$4 train=$5 test=$6 tag=$7
   local name=${TAG:+$TAG-}$tag-$mode-$policy-$share-$buf json
-  json=$out/reports/$name.json
-  mkdir -p "$out/reports"
+  json=$work/reports/$name.json
+  mkdir -p "$work/reports"
   local args=(--index $idx --queries $test --mode $mode --k 10 --backend ${BACKEND:-gpu} --warmup ${WARMUP:-1} --json $json $extra)
   if [ "$policy" != none ]; then
     local total=$(( $(index_bytes $idx) ))
@@ -313,14 +314,15 @@ for part in $parts; do
     done
     ;;
   sweep)
-    for buf in 0.0625 0.125 0.375 0.5; do
+    for buf in 0.0625 0.125 0.25 0.375 0.5; do
       run and vfb 0.25 $buf $work/train.txt $work/test.txt sweep
     done
     ;;
   esac
 done
-# At most 8 files come back from a call: the reports travel as one archive (one per TAG, so that a
-# second run of this script in the same call keeps the first one's).
-tar -C "$out" -czf "$out/reports${TAG:+-$TAG}.tgz" reports && rm -rf "$out/reports"
+# At most 8 files come back from a call: the reports travel as one archive, of every run's report on this
+# machine so far (they are kept under $work, so a later run of this script in the same call or machine
+# session adds to them; a run of the same name replaces its report).
+[ -d "$work/reports" ] && tar -C "$work" -czf "$out/reports.tgz" reports
 say "== table"
 cat "$table"
