@@ -59,6 +59,12 @@ class Index:
     def analyze(self, text: str) -> List[str]:
         """The terms the index's analyzer makes of `text`."""
 
+    def doc_id(self, number: int) -> str:
+        """The id of the document numbered `number` (0 to num_docs - 1)."""
+
+    def doc_ids(self, numbers: Sequence[int]) -> List[Optional[str]]:
+        """The ids of the documents `numbers` names, in order; None for -1."""
+
     @property
     def path(self) -> "pathlib.Path": ...
     @property
@@ -91,6 +97,7 @@ class Searcher:
         *,
         qids: Optional[Sequence[str]] = None,
         as_frame: Literal[False] = False,
+        as_arrays: Literal[False] = False,
     ) -> List[List[Tuple[str, float]]]: ...
     @overload
     def search_batch(
@@ -102,9 +109,21 @@ class Searcher:
         qids: Optional[Sequence[str]] = None,
         as_frame: Literal[True],
     ) -> "pandas.DataFrame":  # type: ignore[name-defined]  # noqa: F821
+        ...
+    @overload
+    def search_batch(
+        self,
+        texts: Sequence[str],
+        k: int = 10,
+        mode: _Mode = "or",
+        *,
+        as_arrays: Literal[True],
+    ) -> Tuple["numpy.ndarray", "numpy.ndarray"]:  # type: ignore[name-defined]  # noqa: F821
         """The top `k` of every query, with the GIL released while the engine runs; with
         `as_frame=True` a DataFrame with columns qid, docid (pandas categoricals of str), rank (int64)
-        and score (float32)."""
+        and score (float32); with `as_arrays=True` `(docs, scores)`, arrays of len(texts) rows and k
+        columns: document numbers (int64, -1 past the last hit; `Index.doc_ids` names them) and scores
+        (float32, NaN past the last hit)."""
 
     @property
     def backend(self) -> Literal["cpu", "gpu", "hybrid"]: ...

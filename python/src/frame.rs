@@ -163,7 +163,7 @@ impl<'py> Frame<'py> {
 /// would fault in every page on the thread that holds the GIL (a third of that thread's time at
 /// top-1000, measured with `perf`), where the writers fault them in on all cores. The caller writes
 /// every byte before Python can read any.
-fn uninit_bytearray(py: Python<'_>, len: usize) -> PyResult<Bound<'_, PyByteArray>> {
+pub(crate) fn uninit_bytearray(py: Python<'_>, len: usize) -> PyResult<Bound<'_, PyByteArray>> {
     let len = isize::try_from(len).map_err(|_| PyOverflowError::new_err("too many hits for one frame"))?;
     // SAFETY: a null pointer asks CPython for `len` bytes it does not initialise; the new reference is
     // owned by the returned Bound, and a null result is turned into the Python error CPython set.

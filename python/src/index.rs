@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use pyo3::exceptions::PyUserWarning;
+use pyo3::exceptions::{PyIndexError, PyUserWarning};
 use pyo3::prelude::*;
 use warpsearch_index::build::{build_from_jsonl, BuildOptions, BuildReport};
 use warpsearch_index::{ciff, AnalyzerConfig, Bm25Params, Codec, DocOrder, Index, WriterOptions};
@@ -185,6 +185,23 @@ impl PyIndex {
         PySearcher::new(py, self.index.clone(), options)
     }
 
+    /// The id of the document numbered `number` (0 to num_docs - 1), as runs and hits name it.
+    fn doc_id(&self, number: i64) -> PyResult<String> {
+        Ok(self.index.doc_id(self.doc_number(number)?).to_owned())
+    }
+
+    /// The ids of the documents `numbers` names (any sequence of ints, such as a row or a whole array of
+    /// `search_batch(..., as_arrays=True)`'s docs, flattened), in order; None for -1 (no hit).
+    fn doc_ids(&self, numbers: Vec<i64>) -> PyResult<Vec<Option<String>>> {
+        numbers
+            .into_iter()
+            .map(|n| match n {
+                -1 => Ok(None),
+                n => self.doc_id(n).map(Some),
+            })
+            .collect()
+    }
+
     /// The terms the index's analyzer makes of `text` (as `warpsearch analyze`).
     fn analyze(&self, text: &str) -> Vec<String> {
         self.index.meta().analyzer.terms(text)
@@ -250,6 +267,19 @@ impl PyIndex {
             m.codec.name(),
             m.analyzer
         )
+    }
+}
+
+impl PyIndex {
+    /// `number` as a document of the index, or an IndexError that says the range.
+    fn doc_number(&self, number: i64) -> PyResult<u32> {
+        let n = self.index.num_docs();
+        u32::try_from(number).ok().filter(|&d| d < n).ok_or_else(|| {
+            PyIndexError::new_err(format!(
+                "document number {number} is out of range: the index numbers its {n} documents 0 to {}",
+                i64::from(n) - 1
+            ))
+        })
     }
 }
 

@@ -21,6 +21,7 @@ use pyo3::exceptions::PyUserWarning;
 use pyo3::prelude::*;
 use warpsearch_index::IndexError;
 
+mod arrays;
 mod cache;
 mod errors;
 mod frame;

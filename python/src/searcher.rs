@@ -12,6 +12,7 @@ use warpsearch_engine::{Backend, BackendChoice, Engine, EngineOptions, GpuOption
 use warpsearch_index::{Bm25Params, DocOrder, Index};
 use warpsearch_query::{Algorithm, Answer, Mode, Query, Ranking, Request, Scorer, SearchOptions, MAX_K};
 
+use crate::arrays::arrays;
 use crate::cache::CacheArgs;
 use crate::errors::{engine_error, index_error, value_error, warn};
 use crate::frame::Frame;
@@ -276,8 +277,12 @@ impl PySearcher {
     /// The top `k` of every query of `texts` at once, in order: a list of lists of `(docid, score)`.
     /// The GIL is released while the queries are analysed and answered (on every core, or `threads`).
     /// With `as_frame=True`: one pandas DataFrame with columns qid, docid, rank (from 1) and score
-    /// (float32), qids from `qids` or "1", "2", … (a query file's line numbers).
-    #[pyo3(signature = (texts, k=10, mode="or", *, qids=None, as_frame=false))]
+    /// (float32), qids from `qids` or "1", "2", … (a query file's line numbers). With `as_arrays=True`:
+    /// `(docs, scores)`, numpy arrays of one row per query and `k` columns, best first: the documents'
+    /// numbers (int64, -1 past a query's last hit; `Index.doc_ids` gives their ids) and scores
+    /// (float32, NaN past the last hit), made without an object per hit (bm25s's shape).
+    #[pyo3(signature = (texts, k=10, mode="or", *, qids=None, as_frame=false, as_arrays=false))]
+    #[allow(clippy::too_many_arguments)]
     fn search_batch<'py>(
         &self,
         py: Python<'py>,
@@ -286,8 +291,23 @@ impl PySearcher {
         mode: &str,
         qids: Option<Vec<Bound<'py, PyString>>>,
         as_frame: bool,
+        as_arrays: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         let (mode, k) = self.shape(mode, k)?;
+        if as_arrays && (as_frame || qids.is_some()) {
+            return Err(value_error(
+                "as_arrays=True returns (docs, scores) in query order, without qids: \
+                 leave out as_frame and qids, or use as_frame=True for a table with qids",
+            ));
+        }
+        if as_arrays {
+            let mut all = Vec::with_capacity(texts.len());
+            self.answer_chunks(py, &texts, mode, k, |answers| {
+                all.extend(answers);
+                Ok(())
+            })?;
+            return Ok(arrays(py, &all, k, self.pool.as_ref())?.into_any());
+        }
         if let Some(q) = &qids {
             if q.len() != texts.len() {
                 return Err(value_error(format!(
