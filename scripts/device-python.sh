@@ -3,7 +3,8 @@
 # (bench/python_search_batch.py), for the wheel in .device/pywhl ("new") and, where carried, the one in
 # .device/pywhl-old ("old"), in alternation, ROUNDS rounds (default 2); then the GIL thread's CPU time per
 # call for each (bench/python_gil_cost.py). THREADS="15" adds runs of the new wheel's searcher on that many
-# threads (the CLI keeps every core). Needs the passages unpacked (a call carrying .device/part1 first) and
+# threads (the CLI keeps every core). ARRAYS=1 also measures the new wheel's `as_arrays=True` (fca9e50 on;
+# an older "old" wheel lacks it). Needs the passages unpacked (a call carrying .device/part1 first) and
 # numpy and pandas on the machine. Wheels are built here with `pip wheel --no-deps -w .device/pywhl
 # ./python` (abi3) and unpacked with `pip install --no-deps --target`. Output under $OUT: python.log.
 # usage: WARPSEARCH_WIKI_INDEX=/root/wiki-simdbp scripts/device-python.sh   (from the repository root)
@@ -23,8 +24,10 @@ say "cores: $(nproc); date: $(date -u +%FT%TZ); binary: $bin; index: $wiki; buil
 for round in $(seq "${ROUNDS:-2}"); do
   for b in $builds; do
     say "== round $round build $b"
+    arrays=""
+    [ -n "${ARRAYS:-}" ] && [ $b = new ] && arrays=--arrays
     PYTHONPATH=/tmp/py-$b python3 bench/python_search_batch.py --index "$wiki" --queries "$queries" \
-      --bin "$bin" --frame --reps 1 2>&1 | tee -a "$log"
+      --bin "$bin" --frame $arrays --reps 1 2>&1 | tee -a "$log"
   done
   for t in ${THREADS:-}; do
     say "== round $round build new, $t threads"
