@@ -51,10 +51,9 @@ pub struct GpuSearcher {
     smem_and: u32,
     small_or: u32,
     stats: GpuStats,
-    /// Print a line per batch (`WARPSEARCH_CACHE_TRACE`), with its events' and the host's times after
-    /// `epoch`'s event (recorded on the first slot's stream when the searcher was made) and instant.
-    trace: bool,
-    epoch: Option<Epoch>,
+    /// With `WARPSEARCH_CACHE_TRACE`: print a line per batch, with its events' and the host's times after
+    /// this epoch's event (recorded on the first slot's stream when the searcher was made) and instant.
+    trace: Option<Epoch>,
     /// Plan changes to make while batches run ([`GpuSearcher::set_feed`]).
     feed: Option<Arc<dyn PlanFeed>>,
     /// Threads of its own for a batch's host work ([`GpuSearcher::set_host_pool`]).
@@ -183,7 +182,7 @@ impl GpuSearcher {
         let slots = (0..nslots)
             .map(|_| Slot::new(&gpu, batch_size, gopts.max_k, grid, dev.stage_capacity()))
             .collect::<Result<Vec<_>, _>>()?;
-        let epoch = match crate::cache::tracing() {
+        let trace = match crate::cache::tracing() {
             true => Some(Epoch::new(&gpu, &slots[0].stream)?),
             false => None,
         };
@@ -206,8 +205,7 @@ impl GpuSearcher {
             // The sort path's arrays take the window's part (the decoders' scratch is in use meanwhile).
             small_or: small_or_limit(gopts.small_or, or_window_bytes(gopts.window)),
             stats: GpuStats::default(),
-            trace: crate::cache::tracing(),
-            epoch,
+            trace,
             feed: None,
             host_pool: None,
             calls: Calls::default(),
@@ -816,7 +814,7 @@ impl GpuSearcher {
         self.stats.h2d_ms += h2d;
         self.stats.kernel_ms += kernel;
         self.stats.d2h_ms += d2h;
-        if self.trace {
+        if let Some(epoch) = &self.trace {
             eprintln!(
                 "gpu batch: {} tasks (cut above {} postings), {:.1} MiB staged in {} spans, hit rate {:.3}; host→device {h2d:.2} ms, \
                  kernel {kernel:.2} ms, device→host {d2h:.2} ms, {:.2} ms from preparation to answers; slot {s}, {}",
@@ -826,7 +824,7 @@ impl GpuSearcher {
                 job.spans,
                 job.blocks.0 as f64 / (job.blocks.0 + job.blocks.1).max(1) as f64,
                 job.started.elapsed().as_secs_f64() * 1e3,
-                self.epoch.as_ref().map_or(String::new(), |e| e.timeline(&slot.events, job.started))
+                epoch.timeline(&slot.events, job.started)
             );
         }
         if self.gopts.instrument {

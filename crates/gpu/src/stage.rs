@@ -180,11 +180,10 @@ impl Stage {
     }
 
     /// Writes the staged spans into `buf` as the device takes them: every span's words side by side
-    /// (unless `words` is false: the device copies them from the index itself), then the skip data's
+    /// (unless `with_words` is false: the device copies them from the index itself), then the skip data's
     /// five columns (first docID, last docID, offset from the span's start, frequency offset, bound),
     /// on all cores. `buf` holds at least `words + 5 × blocks` of [`Stage::used`].
-    pub fn fill(&self, index: &Index, buf: &mut [u32], words: bool) {
-        let copy_words = words;
+    pub fn fill(&self, index: &Index, buf: &mut [u32], with_words: bool) {
         let (nw, nb) = (self.used.words as usize, self.used.blocks as usize);
         let (mut words, cols) = buf[..nw + 5 * nb].split_at_mut(nw);
         let mut cols: Vec<&mut [u32]> = cols.chunks_mut(nb.max(1)).collect();
@@ -203,7 +202,7 @@ impl Stage {
         let (all_words, all_metas) = (index.words(), index.block_metas());
         jobs.into_par_iter()
             .for_each(|(span, w, [first, last, off, foff, max])| {
-                if copy_words {
+                if with_words {
                     w.copy_from_slice(&all_words[span.word as usize..][..span.words as usize]);
                 }
                 let metas = &all_metas[span.block as usize..][..span.blocks as usize];

@@ -23,7 +23,7 @@ pub struct CacheChoice {
     pub block: u32,
     /// auto, cpu or transfer.
     pub completion: String,
-    /// The rest of the options (λ, epoch, decay, gain, headroom, chunks); its policy, training log,
+    /// The rest of the options (λ, epoch, decay, gain, headroom, chunks, slots); its policy, training log,
     /// group and completion are replaced by the fields above.
     pub tuning: CacheOptions,
 }
