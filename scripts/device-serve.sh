@@ -22,7 +22,7 @@
 # What travels: what scripts/device-bench.sh needs (scripts/device-prepare.sh packs .device/: the binary,
 # the passage index in two parts, the queries). Full output under $OUT: serve.log, serve-table.txt, the
 # servers' stderr and a .tgz of every JSON report; the short table is printed last. BIN=…,
-# WARPSEARCH_WIKI_INDEX=…, QUERIES=…, DEADLINE_MS=… (default 100), ENGINE_OPTS=… and BACKENDS=cpu run it
+# WARPSEARCH_WIKI_INDEX=…, QUERIES=…, REPEAT=…, DEADLINE_MS=… (default 100), ENGINE_OPTS=… and BACKENDS=cpu run it
 # on any machine (the development machine's figures in bench/RESULTS.md came from it); OVERLOAD=0 runs the
 # closed loops only; CLOSED_OPTS=… adds options to the closed loop's server (e.g. --max-in-flight 65536 for
 # LOADS beyond 4,096 queries in flight).
@@ -31,6 +31,12 @@ set -uo pipefail
 source scripts/device-common.sh
 bin=${BIN:-$bin}
 queries=${QUERIES:-$dev/trec05-efficiency.txt}
+# REPEAT=N: the query file N times over (the in-process run and every closed loop then last N times
+# longer; on the passages 50,000 CPU AND queries take 0.1-0.3 s, too short to compare throughputs).
+if [ "${REPEAT:-1}" -gt 1 ]; then
+  for _ in $(seq "$REPEAT"); do cat "$queries"; done >"/tmp/queries-x$REPEAT.txt"
+  queries=/tmp/queries-x$REPEAT.txt
+fi
 backends=${BACKENDS:-hybrid gpu}
 modes=${MODES:-and or}
 loads=${LOADS:-1x64 32x32 256x16}
