@@ -117,17 +117,22 @@ impl AnalyzerConfig {
 
     /// Calls `emit` with every term of `text`, in order.
     pub fn for_each_term(&self, text: &str, mut emit: impl FnMut(&str)) {
+        self.for_each_token(text, |token| self.finish_token(token, &mut emit));
+    }
+
+    /// Calls `emit` with every token of `text`, in order: the words cut, possessives removed and
+    /// lowercased (standard), or the text's white-space-separated pieces. [`AnalyzerConfig::finish_token`]
+    /// makes each into at most one term; the two are [`AnalyzerConfig::for_each_term`].
+    pub fn for_each_token(&self, text: &str, mut emit: impl FnMut(&str)) {
         match self.tokenizer {
-            Tokenizer::Whitespace => text
-                .split_whitespace()
-                .for_each(|t| self.finish_token(t, &mut emit)),
+            Tokenizer::Whitespace => text.split_whitespace().for_each(emit),
             Tokenizer::Standard => {
                 let mut lower = String::new();
                 for word in text.unicode_words() {
                     for piece in split_long(word) {
                         lower.clear();
                         lower.extend(strip_possessive(piece).chars().flat_map(char::to_lowercase));
-                        self.finish_token(&lower, &mut emit);
+                        emit(&lower);
                     }
                 }
             }
@@ -141,7 +146,9 @@ impl AnalyzerConfig {
         out
     }
 
-    fn finish_token(&self, token: &str, emit: &mut impl FnMut(&str)) {
+    /// Calls `emit` with the term of `token` (one of [`AnalyzerConfig::for_each_token`]'s), or not at
+    /// all where the token is empty or a stopword: the stem, or the token unchanged without a stemmer.
+    pub fn finish_token(&self, token: &str, emit: &mut impl FnMut(&str)) {
         if token.is_empty() || (self.stopwords && LUCENE_ENGLISH_STOPWORDS.contains(&token)) {
             return;
         }

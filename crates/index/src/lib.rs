@@ -6,6 +6,7 @@
 //! - [`replace`]: atomic replacement of an output, failure injection, cleanup of killed runs' leftovers.
 //! - [`ciff`]: import and export of the Common Index File Format.
 //! - [`pisa`]: export to PISA's binary collection, so PISA can index exactly our postings.
+//! - [`lookup`]: query terms looked up through a per-thread cache of tokens.
 //! - [`queries`]: query files (`qid<TAB>text` lines).
 //! - [`inspect`]: statistics and a per-codec size and speed comparison.
 //! - [`synth`]: a synthetic collection of any size generated as posting lists from a real sample.
@@ -24,6 +25,7 @@ pub mod container;
 pub mod error;
 pub mod format;
 pub mod inspect;
+pub mod lookup;
 pub mod order;
 pub mod pisa;
 pub mod queries;
@@ -39,6 +41,7 @@ pub use analyzer::AnalyzerConfig;
 pub use bm25::{Bm25, Bm25Params};
 pub use error::{IndexError, Result};
 pub use format::{BlockMeta, DocOrder, IndexMeta, TermRecord};
+pub use lookup::Lookup;
 pub use reader::{Index, PostingList};
 pub use warpsearch_codec::{Codec, BLOCK_LEN};
 pub use writer::{DocIds, DocTable, EncodedList, IndexWriter, ListEncoder, WriterOptions};

@@ -20,6 +20,8 @@ use crate::termdict::{self, term_name, term_text};
 
 /// An open, read-only index.
 pub struct Index {
+    /// This open index's number in the process ([`Index::uid`]).
+    uid: u64,
     dir: PathBuf,
     meta: IndexMeta,
     terms_fst: fst::Map<Payload>,
@@ -188,6 +190,7 @@ impl Index {
                 optional(files::GLOBAL)?
             },
             terms_fst,
+            uid: crate::lookup::next_uid(),
             dir: dir.to_owned(),
             meta,
         };
@@ -383,6 +386,11 @@ impl Index {
             num_docs: self.meta.num_docs,
             avg_doc_len: self.meta.avg_doc_len as f32,
         }
+    }
+
+    /// A number no other index opened by this process has: caches of what an index holds key on it.
+    pub fn uid(&self) -> u64 {
+        self.uid
     }
 
     /// The ordinal of `term`, if the index has it.

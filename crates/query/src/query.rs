@@ -5,7 +5,7 @@
 //! often it occurs (Anserini's bag-of-words query weights a repeated term by its count), and the terms
 //! the index does not know.
 
-use warpsearch_index::Index;
+use warpsearch_index::{Index, Lookup};
 
 /// Which documents match.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,13 +65,10 @@ impl Query {
     /// Analyses `text` with the index's analyzer and looks its terms up.
     pub fn parse(index: &Index, text: &str) -> Query {
         let mut query = Query::default();
-        index
-            .meta()
-            .analyzer
-            .for_each_term(text, |term| match index.term_id(term) {
-                Some(id) => query.add(id),
-                None => query.unknown.push(term.to_owned()),
-            });
+        index.for_each_query_term(text, |term| match term {
+            Lookup::Known(id) => query.add(id),
+            Lookup::Unknown(term) => query.unknown.push(term.to_owned()),
+        });
         query
     }
 
