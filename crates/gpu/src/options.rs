@@ -82,7 +82,8 @@ impl Default for GpuOptions {
 /// before has finished on the GPU; with two slots that was often after the kernel running beside it
 /// had finished too, and the GPU idled while the copies ran. AND with a quarter of the 25M collection
 /// cached made 21,773–25,543 queries/s with two slots, 26,693–27,730 with three and 29,444 with four
-/// (one H100, bench/RESULTS.md, issue 13, twenty-fourth session). Each slot holds its own per-CTA
+/// (one H100, one call: bench/results/twentyfourth/call12-h100-slots/; bench/RESULTS.md, issue 13,
+/// twenty-fourth session, has the later calls). Each slot holds its own per-CTA
 /// scratch outside the budget (about 0.85 GiB on an H100).
 pub const DEFAULT_CACHE_SLOTS: usize = 4;
 
