@@ -321,9 +321,9 @@ fn write_answer(w: &mut dyn Write, index: &Index, qid: &str, hits: &[Scored], a:
         #[derive(serde::Serialize)]
         struct Line<'a> {
             qid: &'a str,
-            hits: Vec<Hit<'a>>,
+            hits: JsonHits<'a>,
         }
-        let hits = json_hits(index, hits);
+        let hits = JsonHits { index, hits };
         serde_json::to_writer(&mut *w, &Line { qid, hits })?;
         writeln!(w)?;
     }
@@ -333,23 +333,43 @@ fn write_answer(w: &mut dyn Write, index: &Index, qid: &str, hits: &[Scored], a:
 /// One ranked document as JSON output prints it: the score as the `f32` it is, in its shortest form
 /// (a `serde_json::Value` would widen it to `f64` and print 0.9400072693824768 for 0.94000727).
 #[derive(serde::Serialize)]
-pub(crate) struct Hit<'a> {
+struct Hit<'a> {
     /// Borrowed from the index's id table (no copy per hit).
-    pub(crate) docid: &'a str,
-    pub(crate) score: f32,
-    pub(crate) rank: usize,
+    docid: &'a str,
+    score: f32,
+    rank: usize,
 }
 
-/// `hits` as JSON output prints them, ranks from 1.
-pub(crate) fn json_hits<'a>(index: &'a Index, hits: &[Scored]) -> Vec<Hit<'a>> {
-    hits.iter()
-        .enumerate()
-        .map(|(i, h)| Hit {
-            docid: index.doc_id(h.doc),
-            score: h.score,
-            rank: i + 1,
-        })
-        .collect()
+/// `hits` as JSON output prints them, ranks from 1: `[{"docid": …, "score": …, "rank": 1}, …]`,
+/// written as they are read (the server writes thousands per response; no list of hits is made).
+pub(crate) struct JsonHits<'a> {
+    pub(crate) index: &'a Index,
+    pub(crate) hits: &'a [Scored],
+}
+
+impl serde::Serialize for JsonHits<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        // Ids are looked up a few at a time before they are written: each lookup misses the cache
+        // (twice: offset, then text) and, in a loop of lookups alone, the misses overlap.
+        const AHEAD: usize = 16;
+        let mut seq = serializer.serialize_seq(Some(self.hits.len()))?;
+        for (c, chunk) in self.hits.chunks(AHEAD).enumerate() {
+            let mut ids = [""; AHEAD];
+            for (id, h) in ids.iter_mut().zip(chunk) {
+                *id = self.index.doc_id(h.doc);
+            }
+            for (i, (h, docid)) in chunk.iter().zip(ids).enumerate() {
+                let rank = c * AHEAD + i + 1;
+                seq.serialize_element(&Hit {
+                    docid,
+                    score: h.score,
+                    rank,
+                })?;
+            }
+        }
+        seq.end()
+    }
 }
 
 /// Standard output, or a file written under a temporary name and renamed when complete.

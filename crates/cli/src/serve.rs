@@ -31,7 +31,7 @@ use warpsearch_engine::{BackendChoice, Hybrid};
 use warpsearch_query::{Mode, Query, Request, Scored, MAX_K};
 
 use crate::args::ServeArgs;
-use crate::search::{json_hits, Hit};
+use crate::search::JsonHits;
 use metrics::Metrics;
 use pace::Pace;
 use request::{ApiError, Limits, Search};
@@ -51,8 +51,8 @@ struct Server {
 
 #[derive(Serialize)]
 struct QueryResult<'a> {
-    id: String,
-    hits: Vec<Hit<'a>>,
+    id: &'a str,
+    hits: JsonHits<'a>,
 }
 
 /// Typed responses (never through `serde_json::Value`, which would widen the scores to `f64`).
@@ -64,7 +64,7 @@ struct PostResponse<'a> {
 
 #[derive(Serialize)]
 struct GetResponse<'a> {
-    hits: Vec<Hit<'a>>,
+    hits: JsonHits<'a>,
     took_ms: f64,
 }
 
@@ -244,8 +244,11 @@ impl Server {
         failure.map_or(Ok(out), Err)
     }
 
-    fn hits(&self, hits: &[Scored]) -> Vec<Hit<'_>> {
-        json_hits(self.searcher.scorer().index(), hits)
+    fn hits<'a>(&'a self, hits: &'a [Scored]) -> JsonHits<'a> {
+        JsonHits {
+            index: self.searcher.scorer().index(),
+            hits,
+        }
     }
 
     /// The response to a refused request, counted.
@@ -255,6 +258,22 @@ impl Server {
         }
         debug!(status = %e.status, error = %e.message, "request refused");
         e.into_response()
+    }
+}
+
+/// About how many bytes the JSON of `results` takes (ids of passages and web pages are short).
+fn response_size(results: &[(String, Vec<Scored>)]) -> usize {
+    let hits: usize = results.iter().map(|(_, h)| h.len()).sum();
+    64 + 32 * results.len() + 64 * hits
+}
+
+/// `value` as a JSON response, written into one buffer of about `size` bytes (axum's `Json` grows its
+/// buffer from 128 bytes, copying a 1,000-query response a dozen times over).
+fn json_response(value: &impl Serialize, size: usize) -> Response {
+    let mut body = Vec::with_capacity(size);
+    match serde_json::to_writer(&mut body, value) {
+        Ok(()) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(e) => ApiError::internal(format!("writing the response: {e}")).into_response(),
     }
 }
 
@@ -273,16 +292,17 @@ async fn post_search(State(s): State<Arc<Server>>, body: Result<Bytes, BytesReje
         .and_then(|b| request::parse_post(&b, &s.limits));
     match async { s.answer(search?).await }.await {
         Ok(results) => {
+            let size = response_size(&results);
             let results: Vec<QueryResult> = results
-                .into_iter()
+                .iter()
                 .map(|(id, hits)| QueryResult {
                     id,
-                    hits: s.hits(&hits),
+                    hits: s.hits(hits),
                 })
                 .collect();
             debug!(queries = results.len(), "POST /search");
             let took_ms = took_ms(started);
-            Json(PostResponse { results, took_ms }).into_response()
+            json_response(&PostResponse { results, took_ms }, size)
         }
         Err(e) => s.refuse(e),
     }
@@ -298,9 +318,10 @@ async fn get_search(
         .and_then(|UrlQuery(p)| request::parse_get(&p, &s.limits));
     match async { s.answer(search?).await }.await {
         Ok(results) => {
-            let hits = results.first().map(|(_, h)| s.hits(h)).unwrap_or_default();
+            let size = response_size(&results);
+            let hits = s.hits(results.first().map_or(&[], |(_, h)| h));
             let took_ms = took_ms(started);
-            Json(GetResponse { hits, took_ms }).into_response()
+            json_response(&GetResponse { hits, took_ms }, size)
         }
         Err(e) => s.refuse(e),
     }
