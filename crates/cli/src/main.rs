@@ -287,3 +287,7 @@ fn export_pisa(a: &ExportArgs, index: &Index) -> Result<()> {
 pub(crate) fn open(path: &Path) -> Result<Index> {
     Index::open(path).with_context(|| format!("opening index {}", path.display()))
 }
+
+/// mimalloc for every allocation of the binary (why: `crates/cli/Cargo.toml`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
