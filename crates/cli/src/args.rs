@@ -421,6 +421,11 @@ pub struct BenchArgs {
     /// Passes over all queries before measuring.
     #[arg(long, default_value_t = 1)]
     pub warmup: usize,
+    /// The closed loop from each query's text: analysed and its hits' document ids looked up inside
+    /// the timed loop, the work of a caller with text (the server, Python's `search_batch`). Without
+    /// it the queries are analysed before the clock starts and no id is looked up: the engine alone.
+    #[arg(long)]
+    pub text: bool,
     /// Open-loop arrival rates in queries/s (Poisson arrivals), comma-separated; none: closed loop only.
     #[arg(long, value_delimiter = ',')]
     pub rates: Vec<f64>,

@@ -51,6 +51,7 @@ fn bench_reports_closed_and_open_loop_in_json() {
     let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(report["num_queries"], 3);
     assert_eq!(report["mode"], "and");
+    assert_eq!(report["from_text"], false);
     assert!(report["closed_loop"]["qps"].as_f64().unwrap() > 0.0);
     let open = report["open_loop"].as_array().unwrap();
     assert_eq!(open.len(), 2);
@@ -68,6 +69,32 @@ fn bench_reports_closed_and_open_loop_in_json() {
         let svg = std::fs::read_to_string(dir.path().join(plot)).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("polyline"), "{plot}");
     }
+    // From text: the same queries analysed inside the closed loop.
+    let text_json = dir.path().join("text.json");
+    let (i, q) = (index.to_str().unwrap(), queries.to_str().unwrap());
+    let out = warpsearch(&[
+        "bench",
+        "--index",
+        i,
+        "--queries",
+        q,
+        "--mode",
+        "and",
+        "--backend",
+        "cpu",
+        "--text",
+        "--json",
+        text_json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(", from text"));
+    let text: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&text_json).unwrap()).unwrap();
+    assert_eq!(
+        (text["from_text"].as_bool(), text["num_queries"].as_u64()),
+        (Some(true), Some(3))
+    );
+    assert!(text["closed_loop"]["qps"].as_f64().unwrap() > 0.0);
     let bars = dir.path().join("bars.svg");
     let out = warpsearch(&[
         "bench-plot",
