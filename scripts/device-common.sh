@@ -44,3 +44,8 @@ perf_setup() {
   [ -x /root/perfkit/perf ] && perf="env LD_LIBRARY_PATH=/root/perfkit/lib /root/perfkit/perf"
   return 0
 }
+
+# perf_top <perf.data> [sort keys]: the functions over 0.4% of the samples (sorted by dso,sym unless given).
+perf_top() {
+  $perf report -i "$1" --stdio --sort "${2:-dso,sym}" --percent-limit 0.4 2>/dev/null | grep -v "^#" | grep -v "^$" | head -n 45
+}

@@ -3,10 +3,12 @@
 # in-process `warpsearch bench` on the same index, queries, mode and k (top-10 on the Wikipedia passages
 # with the TREC 2005 efficiency queries). For each backend (BACKENDS, default "hybrid gpu"; the server's
 # `--backend gpu` is the hybrid scheduler required to have the GPU) and mode (MODES, default "and or"):
-#   1. in-process: `warpsearch bench --backend B` (closed loop after one warm-up pass, every query at once);
+#   1. in-process: `warpsearch bench --backend B` (closed loop after one warm-up pass, every query at once),
+#      the engine alone, and `bench --text`: the same from each query's text (analysis and the hits'
+#      document ids inside the clock, as the server has them);
 #   2. the server (with --shed-ms 0) in closed loop: `warpsearch load --batch b --clients c` for each "bxc"
 #      of LOADS (queries per request x clients; default "1x64 32x32 256x16"), one warm-up pass each; the
-#      best throughput is the server's capacity, and its ratio to the in-process throughput the issue's
+#      best throughput is the server's capacity, and its ratios to both in-process throughputs the issue's
 #      first target (>= 0.9);
 #   3. overload: open loop at twice that capacity for OVERLOAD_S seconds (default 10), then at half of it
 #      for as long (the load drops at once), Poisson arrivals, deadline DEADLINE_MS: the share shed with 429,
@@ -26,7 +28,7 @@
 # on any machine (the development machine's figures in bench/RESULTS.md came from it); OVERLOAD=0 runs the
 # closed loops only; CLOSED_OPTS=… adds options to the closed loop's server (e.g. --max-in-flight 65536 for
 # LOADS beyond 4,096 queries in flight).
-# usage: scripts/device-serve.sh [all|rss]   (from the repository root)
+# usage: scripts/device-serve.sh [all|rss|profile]   (from the repository root)
 set -uo pipefail
 source scripts/device-common.sh
 bin=${BIN:-$bin}
@@ -148,6 +150,15 @@ for backend in $backends; do
     read -r qps p50 p99 p999 < <(inprocess "$work/$backend-$mode-inprocess.json")
     inproc=$qps
     row "$backend" "$mode" "in-process bench" "$qps" "$p50" "$p99" "$p999" - - "every query at once"
+    # The same from each query's text (analysis and document ids inside the clock, as the server has them).
+    say "[${SECONDS}s] == $backend $mode: in-process bench --text"
+    text=0  # an older binary has no --text
+    if $bin bench --index "$wiki" --queries "$queries" --mode "$mode" --k 10 --backend "$backend" $engine_opts \
+      --text --json "$work/$backend-$mode-text.json" >>"$log" 2>"$work/bench.err"; then
+      read -r qps p50 p99 p999 < <(inprocess "$work/$backend-$mode-text.json")
+      text=$qps
+      row "$backend" "$mode" "in-process bench --text" "$qps" "$p50" "$p99" "$p999" - - "from text"
+    fi
     # Capacity is measured without shedding by time (--shed-ms 0): a closed loop keeps its clients' queries
     # in flight, which on a collection whose batches take longer than the deadline would be refused.
     start_server "$backend" --shed-ms 0 ${CLOSED_OPTS:-} || continue
@@ -162,7 +173,7 @@ print('  metrics after $l:', ' '.join(l.split('warpsearch_')[1] for l in t.split
       if l.startswith(('warpsearch_hybrid_', 'warpsearch_queries_total', 'warpsearch_deadline'))))" "$url" >>"$log" 2>&1
       read -r qps p50 p99 p999 refused errors < <(summary "$work/$backend-$mode-closed-$l.json" closed)
       row "$backend" "$mode" "serve closed b$b c$c" "$qps" "$p50" "$p99" "$p999" "$refused" "$errors" \
-        "$(python3 -c "print('%.2f of in-process' % ($qps / $inproc))")"
+        "$(python3 -c "print('%.2f of in-process' % ($qps / $inproc) + ($text and ', %.2f from text' % ($qps / ($text or 1)) or ''))")"
       [ "$qps" -gt "$cap" ] && cap=$qps best=$b
     done
     stop_server
@@ -174,6 +185,41 @@ print('  metrics after $l:', ' '.join(l.split('warpsearch_')[1] for l in t.split
     overload "$backend" "$mode" "$cap" "$batch" "max-in-flight $sized" --max-in-flight "$sized"
   done
 done
+fi
+
+# profile: perf's cpu-clock profiles (PROFILE_S seconds, default 4) of the in-process bench and of the server
+# in a closed loop (the last of LOADS), the first backend of BACKENDS, each mode of MODES; each attaches 2 s
+# into its run (REPEAT long enough that the run outlasts it), after 1 s of perf stat (switches, migrations).
+# Under $OUT: perf-<run>.txt by function, perf-<run>-threads.txt by thread name (tokio's workers against
+# the pool's), stat-<run>.txt. Needs .device/perfkit.tar.xz.
+if [ "$part" = profile ]; then
+  perf_setup
+  [ -n "$perf" ] || { say "profile needs .device/perfkit.tar.xz"; exit 1; }
+  backend=${backends%% *} l=${loads##* } profile_s=${PROFILE_S:-4}
+  b=${l%x*} c=${l#*x}
+  # attach <pid> <run>: perf stat, then perf record, on the running process <pid>.
+  attach() {
+    sleep 2
+    $perf stat -e task-clock,context-switches,cpu-migrations,page-faults -p "$1" -o "$out/stat-$2.txt" -- sleep 1
+    $perf record -e cpu-clock -F 499 -p "$1" -o "$work/$2.data" -- sleep "$profile_s" 2>/dev/null
+    perf_top "$work/$2.data" >"$out/perf-$2.txt"
+    perf_top "$work/$2.data" comm >"$out/perf-$2-threads.txt"
+  }
+  for mode in $modes; do
+    say "[${SECONDS}s] profile $backend $mode: in-process bench"
+    $bin bench --index "$wiki" --queries "$queries" --mode "$mode" --k 10 --backend "$backend" $engine_opts \
+      >>"$log" 2>&1 &
+    running=$!
+    attach $running "inprocess-$mode"
+    wait $running
+    start_server "$backend" --shed-ms 0 ${CLOSED_OPTS:-} || continue
+    say "[${SECONDS}s] profile $backend $mode: server, closed loop, $b queries per request, $c clients"
+    load "$work/profile-$mode.json" --mode "$mode" --batch "$b" --clients "$c" &
+    running=$!
+    attach "$pid" "serve-$mode"
+    wait $running
+    stop_server
+  done
 fi
 
 if [ "$part" = rss ]; then

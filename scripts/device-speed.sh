@@ -165,11 +165,6 @@ pisa_export() {
   fi
 }
 
-# perf_top <perf.data>: the functions over 0.4% of the samples.
-perf_top() {
-  $perf report -i "$1" --stdio --sort dso,sym --percent-limit 0.4 2>/dev/null | grep -v "^#" | grep -v "^$" | head -n 45
-}
-
 for part in $parts; do
   case $part in
   tests)
