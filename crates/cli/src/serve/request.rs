@@ -108,8 +108,8 @@ pub fn parse_post(body: &[u8], limits: &Limits) -> Result<Search, ApiError> {
     }
 }
 
-/// `POST /search`'s body in its common shape: no tree of values, no map per query (which were a third
-/// of the server's request parsing).
+/// `POST /search`'s body in its common shape, read without the tree of values (a map per query) that
+/// the `Value` path builds.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Body {
