@@ -188,8 +188,9 @@ done
 fi
 
 # profile: perf's cpu-clock profiles (PROFILE_S seconds, default 4) of the in-process bench and of the server
-# in a closed loop (the last of LOADS), the first backend of BACKENDS, each mode of MODES; each attaches 2 s
-# into its run (REPEAT long enough that the run outlasts it), after 1 s of perf stat (switches, migrations).
+# in a closed loop (the last of LOADS), the first backend of BACKENDS, each mode of MODES; each attaches
+# once its process keeps more than 1.5 cores busy (the bench first reads and analyses its queries on one
+# thread; REPEAT long enough that the run outlasts the profile), after 1 s of perf stat (switches, migrations).
 # Under $OUT: perf-<run>.txt by function, perf-<run>-threads.txt by thread name (tokio's workers against
 # the pool's), stat-<run>.txt. Needs .device/perfkit.tar.xz.
 if [ "$part" = profile ]; then
@@ -197,9 +198,20 @@ if [ "$part" = profile ]; then
   [ -n "$perf" ] || { say "profile needs .device/perfkit.tar.xz"; exit 1; }
   backend=${backends%% *} l=${loads##* } profile_s=${PROFILE_S:-4}
   b=${l%x*} c=${l#*x}
+  # busy <pid>: returns once <pid> kept more than 1.5 cores busy over half a second (or after a minute).
+  busy() {
+    local t0 t1 tick
+    tick=$(getconf CLK_TCK)
+    for _ in $(seq 120); do
+      t0=$(awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null) || return 0
+      sleep 0.5
+      t1=$(awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null) || return 0
+      [ $((t1 - t0)) -gt $((tick * 3 / 4)) ] && return 0
+    done
+  }
   # attach <pid> <run>: perf stat, then perf record, on the running process <pid>.
   attach() {
-    sleep 2
+    busy "$1"
     $perf stat -e task-clock,context-switches,cpu-migrations,page-faults -p "$1" -o "$out/stat-$2.txt" -- sleep 1
     $perf record -e cpu-clock -F 499 -p "$1" -o "$work/$2.data" -- sleep "$profile_s" 2>/dev/null
     perf_top "$work/$2.data" >"$out/perf-$2.txt"
