@@ -81,6 +81,10 @@ stop_server() {
 }
 trap stop_server EXIT
 
+# The in-process `warpsearch bench` on the same index, queries and k; add --backend, --mode and the rest.
+# (An array, not a function: started with `&`, its $! is the bench itself, for perf to attach to.)
+bench_inprocess=($bin bench --index "$wiki" --queries "$queries" --k 10 $engine_opts)
+
 # load <json> <load options…>: `warpsearch load` against the running server, its table in the log.
 load() {
   local json=$1
@@ -142,7 +146,7 @@ if [ "$part" = all ]; then
 for backend in $backends; do
   for mode in $modes; do
     say "[${SECONDS}s] == $backend $mode: in-process bench"
-    if ! $bin bench --index "$wiki" --queries "$queries" --mode "$mode" --k 10 --backend "$backend" $engine_opts \
+    if ! "${bench_inprocess[@]}" --backend "$backend" --mode "$mode" \
       --json "$work/$backend-$mode-inprocess.json" >>"$log" 2>"$work/bench.err"; then
       say "bench --backend $backend failed: $(tail -n 1 "$work/bench.err")"
       continue
@@ -153,7 +157,7 @@ for backend in $backends; do
     # The same from each query's text (analysis and document ids inside the clock, as the server has them).
     say "[${SECONDS}s] == $backend $mode: in-process bench --text"
     text=0  # an older binary has no --text
-    if $bin bench --index "$wiki" --queries "$queries" --mode "$mode" --k 10 --backend "$backend" $engine_opts \
+    if "${bench_inprocess[@]}" --backend "$backend" --mode "$mode" \
       --text --json "$work/$backend-$mode-text.json" >>"$log" 2>"$work/bench.err"; then
       read -r qps p50 p99 p999 < <(inprocess "$work/$backend-$mode-text.json")
       text=$qps
@@ -219,8 +223,7 @@ if [ "$part" = profile ]; then
   }
   for mode in $modes; do
     say "[${SECONDS}s] profile $backend $mode: in-process bench"
-    $bin bench --index "$wiki" --queries "$queries" --mode "$mode" --k 10 --backend "$backend" $engine_opts \
-      >>"$log" 2>&1 &
+    "${bench_inprocess[@]}" --backend "$backend" --mode "$mode" >>"$log" 2>&1 &
     running=$!
     attach $running "inprocess-$mode"
     wait $running
