@@ -5,10 +5,12 @@
 //! take longer than `--shed-ms` to answer ([`pace`]), a request is refused with 429 and
 //! `Retry-After: 1`. SIGTERM or Ctrl-C stops accepting connections and answers what is in flight.
 
+mod gather;
 mod metrics;
 mod pace;
 mod request;
 mod searcher;
+mod workers;
 
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
@@ -32,7 +34,7 @@ use warpsearch_query::{Mode, Query, Request, Scored, MAX_K};
 
 use crate::args::ServeArgs;
 use crate::search::JsonHits;
-use metrics::Metrics;
+use metrics::{Metrics, Tally};
 use pace::Pace;
 use request::{ApiError, Limits, Search};
 use searcher::Searcher;
@@ -110,8 +112,11 @@ pub fn run(a: ServeArgs) -> Result<()> {
         );
     }
     let backend = engine.describe();
+    // The CPU engine's threads: as many as rayon's pool has (`--threads`, else every core).
+    let threads = rayon::current_num_threads();
     let server = Arc::new(Server {
-        searcher: Searcher::new(engine, Duration::from_secs_f64(a.deadline_ms / 1e3)),
+        searcher: Searcher::new(engine, threads, Duration::from_secs_f64(a.deadline_ms / 1e3))
+            .context("starting the CPU engine's threads")?,
         limits: Limits {
             max_k: a.max_k,
             max_queries: a.max_queries,
@@ -222,12 +227,12 @@ impl Server {
             .unzip();
         let answers = self.searcher.start(requests).finish().await;
         let mut out = Vec::with_capacity(answers.len());
+        let mut tally = Tally::default();
         let mut failure = None;
         for (id, answered) in ids.into_iter().zip(answers) {
             match answered.result {
                 Ok(answer) => {
-                    let m = &self.metrics;
-                    m.answered(answered.latency, answered.served_by, answered.missed_deadline);
+                    tally.answered(answered.latency, answered.served_by, answered.missed_deadline);
                     out.push((id, answer.hits));
                 }
                 Err(e) => {
@@ -237,6 +242,7 @@ impl Server {
                 }
             }
         }
+        self.metrics.add(&tally);
         drop(permits);
         let capacity = self.searcher.capacity();
         self.pace

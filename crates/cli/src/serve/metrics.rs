@@ -38,24 +38,56 @@ fn bump(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }
 
-impl Metrics {
+/// A request's answered queries, counted on its handler's thread and added to [`Metrics`] at once: a
+/// shared counter bumped per query is a cache line every core fights over, several times a query.
+#[derive(Default)]
+pub struct Tally {
+    queries: u64,
+    deadline_misses: u64,
+    served_cpu: u64,
+    served_gpu: u64,
+    served_both: u64,
+    latency_buckets: [u64; BUCKETS.len() + 1],
+    latency_sum_us: u64,
+}
+
+impl Tally {
     /// One query answered in `latency` (by `served_by` under the hybrid).
-    pub fn answered(&self, latency: Duration, served_by: Option<ServedBy>, missed_deadline: bool) {
-        bump(&self.queries);
+    pub fn answered(&mut self, latency: Duration, served_by: Option<ServedBy>, missed_deadline: bool) {
+        self.queries += 1;
         let s = latency.as_secs_f64();
         let bucket = BUCKETS.iter().position(|&b| s <= b).unwrap_or(BUCKETS.len());
-        bump(&self.latency_buckets[bucket]);
-        self.latency_sum_us
-            .fetch_add(latency.as_micros() as u64, Ordering::Relaxed);
-        if missed_deadline {
-            bump(&self.deadline_misses);
-        }
+        self.latency_buckets[bucket] += 1;
+        self.latency_sum_us += latency.as_micros() as u64;
+        self.deadline_misses += u64::from(missed_deadline);
         match served_by {
-            Some(ServedBy::Cpu) => bump(&self.served_cpu),
-            Some(ServedBy::Gpu) => bump(&self.served_gpu),
-            Some(ServedBy::Both) => bump(&self.served_both),
+            Some(ServedBy::Cpu) => self.served_cpu += 1,
+            Some(ServedBy::Gpu) => self.served_gpu += 1,
+            Some(ServedBy::Both) => self.served_both += 1,
             None => {}
         }
+    }
+}
+
+/// Adds `n` to `c` (nothing when 0: no write to the shared line).
+fn add(c: &AtomicU64, n: u64) {
+    if n > 0 {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+impl Metrics {
+    /// A request's answered queries.
+    pub fn add(&self, t: &Tally) {
+        add(&self.queries, t.queries);
+        add(&self.deadline_misses, t.deadline_misses);
+        add(&self.served_cpu, t.served_cpu);
+        add(&self.served_gpu, t.served_gpu);
+        add(&self.served_both, t.served_both);
+        for (c, &n) in self.latency_buckets.iter().zip(&t.latency_buckets) {
+            add(c, n);
+        }
+        add(&self.latency_sum_us, t.latency_sum_us);
     }
 
     /// One query the engine failed.
@@ -226,9 +258,13 @@ mod tests {
     #[test]
     fn histogram_is_cumulative_and_counts_every_query() {
         let m = Metrics::default();
-        m.answered(Duration::from_micros(300), None, false);
-        m.answered(Duration::from_millis(3), Some(ServedBy::Gpu), true);
-        m.answered(Duration::from_secs(60), None, false);
+        let mut tally = Tally::default();
+        tally.answered(Duration::from_micros(300), None, false);
+        tally.answered(Duration::from_millis(3), Some(ServedBy::Gpu), true);
+        m.add(&tally);
+        let mut tally = Tally::default();
+        tally.answered(Duration::from_secs(60), None, false);
+        m.add(&tally);
         m.refused(true);
         let text = m.render(
             2,

@@ -1,28 +1,22 @@
 //! One shared engine answering requests for async handlers without blocking the runtime. Under the
 //! hybrid scheduler a request's queries are submitted together with their deadline (concurrent
 //! requests are batched by the scheduler), and the worker that finishes a request's last query wakes its
-//! handler, once per request; on the CPU engine each query runs on rayon's pool (`--threads`), and the
-//! last of a request's queries to finish wakes its handler.
+//! handler, once per request; on the CPU engine the request is queued for the server's CPU threads
+//! (`--threads`, [`super::workers`]), and the last of its queries to finish wakes its handler.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 use warpsearch_cpu::CpuSearcher;
-use warpsearch_engine::{Done, Engine, Hybrid, HybridStats, Reply, ServedBy, Slots};
-use warpsearch_query::{Answer, Request, Scorer};
+use warpsearch_engine::{Engine, Hybrid, HybridStats};
+use warpsearch_query::{Request, Scorer};
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+use super::gather::{Answered, Gather};
+use super::workers::Workers;
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().expect("no thread panics under this lock")
-}
-
-/// A query's answer as the server sees it.
-pub struct Answered {
-    pub result: Result<Answer, String>,
-    /// From [`Searcher::start`] to the answer.
-    pub latency: Duration,
-    pub served_by: Option<ServedBy>,
-    pub missed_deadline: bool,
 }
 
 /// A request's queries under way.
@@ -41,69 +35,29 @@ pub struct Searcher {
     /// at 16 cores this measured no change in throughput: the server's cap there is elsewhere.)
     hybrid: Option<Arc<Hybrid>>,
     cpu: CpuSearcher,
+    /// The CPU engine's threads (none under the hybrid scheduler, which has its own).
+    workers: Option<Workers>,
     describe: String,
     deadline: Duration,
 }
 
-/// A request's answers, gathered on the scheduler's threads as its queries finish (in any order); the
-/// last one sends them all to the waiting handler.
-struct Gather {
-    started: Instant,
-    state: Mutex<Gathering>,
-}
-
-struct Gathering {
-    answers: Slots<Answered>,
-    tx: Option<oneshot::Sender<Vec<Answered>>>,
-}
-
-impl Gather {
-    fn new(started: Instant, queries: usize, tx: oneshot::Sender<Vec<Answered>>) -> Gather {
-        Gather {
-            started,
-            state: Mutex::new(Gathering {
-                answers: Slots::new(queries),
-                tx: Some(tx),
-            }),
-        }
-    }
-
-    /// Query `i`'s answer; the last one sends them all.
-    fn put(&self, i: usize, answered: Answered) {
-        let mut g = lock(&self.state);
-        if g.answers.put(i, answered) {
-            if let Some(tx) = g.tx.take() {
-                let answers = g.answers.take().into_iter();
-                let answers = answers.map(|a| a.expect("every query answered"));
-                // The handler may be gone (its client hung up); the answers are then unwanted.
-                let _ = tx.send(answers.collect());
-            }
-        }
-    }
-}
-
-impl Reply for Gather {
-    fn send(&self, done: Done) {
-        let answered = Answered {
-            result: done.result.map_err(|e| e.to_string()),
-            latency: self.started.elapsed(),
-            served_by: Some(done.served_by),
-            missed_deadline: done.missed_deadline,
-        };
-        self.put(done.id as usize, answered);
-    }
-}
-
 impl Searcher {
-    /// Serves `engine`'s queries; hybrid queries are due `deadline` after they arrive.
-    pub fn new(engine: Engine, deadline: Duration) -> Searcher {
-        Searcher {
+    /// Serves `engine`'s queries (the CPU engine's on `threads` threads); hybrid queries are due
+    /// `deadline` after they arrive.
+    pub fn new(engine: Engine, threads: usize, deadline: Duration) -> std::io::Result<Searcher> {
+        let hybrid = engine.shared_hybrid();
+        let workers = match hybrid {
+            Some(_) => None,
+            None => Some(Workers::start(engine.cpu(), threads)?),
+        };
+        Ok(Searcher {
             cpu: engine.cpu().clone(),
+            workers,
             describe: engine.describe(),
-            hybrid: engine.shared_hybrid(),
+            hybrid,
             engine: Mutex::new(engine),
             deadline,
-        }
+        })
     }
 
     /// The scorer (index and ranking).
@@ -142,25 +96,8 @@ impl Searcher {
             hybrid.submit_many(requests, Some(self.deadline), gather);
             return Pending { queries, rx };
         }
-        // One pool task per query, queued first come, first served (a parallel iterator per
-        // request would let one request's queries overtake another's, which doubled the p99).
-        for (i, request) in requests.into_iter().enumerate() {
-            let cpu = self.cpu.clone();
-            let gather = gather.clone();
-            rayon::spawn(move || {
-                let run = std::panic::AssertUnwindSafe(|| cpu.answer(&request));
-                let result = match std::panic::catch_unwind(run) {
-                    Ok(answer) => answer.map_err(|e| e.to_string()),
-                    Err(_) => Err("the query panicked".to_string()),
-                };
-                let answered = Answered {
-                    result,
-                    latency: gather.started.elapsed(),
-                    served_by: None,
-                    missed_deadline: false,
-                };
-                gather.put(i, answered);
-            });
+        if let Some(workers) = &self.workers {
+            workers.submit(requests, gather);
         }
         Pending { queries, rx }
     }
