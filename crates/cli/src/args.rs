@@ -499,13 +499,14 @@ pub struct GpuArgs {
     /// Time the GPU kernel's phases (with --stats; slightly slower).
     #[arg(long)]
     pub gpu_profile: bool,
-    /// Hybrid: CPU worker threads (default: every core but one with a GPU, else every core; `serve`:
-    /// half the cores on a machine of 8 or more, leaving the rest to its HTTP handlers).
+    /// Hybrid: CPU worker threads (default: every core but one and the host threads with a GPU, else
+    /// every core; `serve`: half the cores on a machine of 8 or more, leaving the rest to its HTTP
+    /// handlers).
     #[arg(long)]
     pub hybrid_workers: Option<usize>,
     /// Hybrid: threads of the GPU's own for its batches' host work (descriptors; with a list cache,
     /// cutting queries by what it holds and gathering the blocks they carry), taken from the CPU
-    /// workers' cores (default: a quarter of the cores with a cache, else none).
+    /// workers' cores (default: a quarter of the cores; 0: none, the GPU's dispatcher prepares alone).
     #[arg(long)]
     pub hybrid_host_threads: Option<usize>,
     /// Hybrid: the GPU batch's latency target in ms (a batch of queries with deadlines grows until its

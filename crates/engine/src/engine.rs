@@ -203,7 +203,7 @@ impl Engine {
             Runner::Hybrid(h) => format!(
                 "hybrid ({} CPU workers{})",
                 h.options().cpu_workers,
-                match (h.has_gpu(), h.options().host_threads) {
+                match (h.has_gpu(), h.options().host_threads.unwrap_or(0)) {
                     (false, _) => ", no GPU".to_string(),
                     (true, 0) => " and the GPU".to_string(),
                     (true, n) => format!(" and the GPU, with {n} host threads of its own"),

@@ -41,13 +41,15 @@ pub use stats::HybridStats;
 /// How the hybrid scheduler runs.
 #[derive(Debug, Clone, Copy)]
 pub struct HybridOptions {
-    /// CPU worker threads; 0: every core but one when a GPU takes part (its dispatcher's), and but
-    /// `host_threads` more when it caches part of the index; else every core.
+    /// CPU worker threads; 0: every core but one when a GPU takes part (its dispatcher's) and but the
+    /// GPU's `host_threads`; else every core.
     pub cpu_workers: usize,
-    /// Threads of the GPU's own for its batches' host work (cutting queries by what the cache holds,
-    /// descriptors, gathering staged blocks), beside the CPU workers; 0: a quarter of the cores when
-    /// it caches part of the index, else none (its dispatcher prepares each batch alone).
-    pub host_threads: usize,
+    /// Threads of the GPU's own for its batches' host work (descriptors; with a list cache, cutting
+    /// queries by what it holds and gathering staged blocks), beside the CPU workers. None: a quarter
+    /// of the cores when a GPU takes part; `Some(0)`: none (its dispatcher prepares each batch alone,
+    /// which on the passages left the GPU waiting: AND made ~800,000 queries a second in process
+    /// against 1.05-1.11 million with 4 of 16 cores, `bench/RESULTS.md`, issue 15).
+    pub host_threads: Option<usize>,
     /// Most queries in one GPU batch.
     pub max_batch: usize,
     /// The GPU batch's latency target: a batch grows until its predicted time reaches this.
@@ -72,7 +74,7 @@ impl Default for HybridOptions {
     fn default() -> HybridOptions {
         HybridOptions {
             cpu_workers: 0,
-            host_threads: 0,
+            host_threads: None,
             max_batch: 8192,
             batch_target: Duration::from_millis(20),
             urgency: 0.5,
@@ -116,7 +118,7 @@ struct Shared {
     gpu_stats: Mutex<GpuStats>,
     /// The GPU's list cache policy, when it caches part of the index.
     cache: Option<Arc<CacheCtl>>,
-    /// The GPU's threads for its batches' host work (with a cache; [`HybridOptions::host_threads`]).
+    /// The GPU's threads for its batches' host work ([`HybridOptions::host_threads`]).
     host_pool: Option<Arc<rayon::ThreadPool>>,
 }
 
@@ -145,14 +147,14 @@ impl Hybrid {
         let cache = gpu.as_ref().and_then(|g| g.1.clone());
         let mut gpu = gpu.map(|g| g.0);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        // A cached GPU gathers what its batches stage on threads of its own: on the cores the CPU
-        // workers keep busy, the gather of a batch took 3x as long as with the cores to itself
-        // (bench/RESULTS.md, the hybrid with a cache).
+        // The GPU prepares its batches on threads of its own: on the cores the CPU workers keep busy,
+        // a cached GPU's gather of a batch took 3x as long as with the cores to itself, and an
+        // uncached one's descriptors, made by its dispatcher alone, held back the GPU
+        // (bench/RESULTS.md, the hybrid with a cache; issue 15).
         let host_threads = match options.host_threads {
             _ if gpu.is_none() => 0,
-            0 if cache.is_none() => 0,
-            0 => (cores / 4).max(1),
-            n => n,
+            None => (cores / 4).max(1),
+            Some(n) => n,
         };
         let host_pool = (host_threads > 0).then(|| {
             Arc::new(
@@ -172,7 +174,7 @@ impl Hybrid {
                 0 => cores,
                 n => n,
             },
-            host_threads,
+            host_threads: Some(host_threads),
             ..options
         };
         let shared = Arc::new(Shared {
