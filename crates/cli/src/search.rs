@@ -350,15 +350,13 @@ pub(crate) struct JsonHits<'a> {
 impl serde::Serialize for JsonHits<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
         use serde::ser::SerializeSeq;
-        // Ids are looked up a few at a time before they are written: each lookup misses the cache
-        // (twice: offset, then text) and, in a loop of lookups alone, the misses overlap.
+        // Ids are looked up a few at a time before they are written, so that their cache misses
+        // overlap ([`Index::doc_ids_into`]).
         const AHEAD: usize = 16;
         let mut seq = serializer.serialize_seq(Some(self.hits.len()))?;
         for (c, chunk) in self.hits.chunks(AHEAD).enumerate() {
             let mut ids = [""; AHEAD];
-            for (id, h) in ids.iter_mut().zip(chunk) {
-                *id = self.index.doc_id(h.doc);
-            }
+            self.index.doc_ids_into(chunk.iter().map(|h| h.doc), &mut ids);
             for (i, (h, docid)) in chunk.iter().zip(ids).enumerate() {
                 let rank = c * AHEAD + i + 1;
                 seq.serialize_element(&Hit {

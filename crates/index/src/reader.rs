@@ -453,6 +453,44 @@ impl Index {
         std::str::from_utf8(bytes).unwrap_or("\u{FFFD}")
     }
 
+    /// The ids of `docs`, in order, into `out` (as many as both hold; returns how many), each as
+    /// [`Index::doc_id`] gives it. Each id costs two cache misses in a large table (its offsets, then
+    /// its text), and checking one id's text waits for both; here the offsets of 16 ids are read first,
+    /// then the first byte of each text, then the texts are checked, so that the misses of a batch
+    /// overlap (a server writes 10 to 1,000 ids a query).
+    pub fn doc_ids_into<'a>(&'a self, docs: impl IntoIterator<Item = u32>, out: &mut [&'a str]) -> usize {
+        const AHEAD: usize = 16;
+        let ids = self.doc_ids.bytes();
+        let n = self.meta.num_docs as usize;
+        let offsets: &[u64] = bytemuck::cast_slice(&ids[..8 * (n + 1)]);
+        let text = &ids[8 * (n + 1)..];
+        let mut docs = docs.into_iter();
+        let mut filled = 0;
+        for out in out.chunks_mut(AHEAD) {
+            let mut spans = [(0, 0); AHEAD];
+            let mut k = 0;
+            for (span, doc) in spans.iter_mut().zip(docs.by_ref().take(out.len())) {
+                *span = (offsets[doc as usize] as usize, offsets[doc as usize + 1] as usize);
+                k += 1;
+            }
+            let mut first = 0u8;
+            for &(start, _) in &spans[..k] {
+                first ^= text.get(start).copied().unwrap_or(0);
+            }
+            // The loads above must happen (their value is not needed).
+            std::hint::black_box(first);
+            for (id, &(start, end)) in out.iter_mut().zip(&spans[..k]) {
+                // As in `doc_id`: checked at open; a damaged file shows a marker, never panics.
+                *id = std::str::from_utf8(&text[start..end]).unwrap_or("\u{FFFD}");
+            }
+            filled += k;
+            if k < out.len() {
+                break;
+            }
+        }
+        filled
+    }
+
     /// Raw static scores, by docID, when the index has them.
     pub fn static_scores(&self) -> Option<&[f32]> {
         self.static_scores

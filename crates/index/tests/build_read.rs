@@ -86,6 +86,22 @@ fn check_index(index: &Index, docs: &[(String, String)], position_of: impl Fn(u3
             text.split_whitespace().count()
         );
     }
+    // Ids looked up in batches are those looked up one by one, in order, whatever the batch's length
+    // and the room given for them (16 at a time inside).
+    let order: Vec<u32> = (0..index.num_docs()).rev().collect();
+    for size in [1, 15, 16, 17, 33] {
+        for room in [0, 1, 16, 17, 40] {
+            for docs in order.chunks(size) {
+                let mut out = vec![""; room];
+                let filled = index.doc_ids_into(docs.iter().copied(), &mut out);
+                assert_eq!(filled, docs.len().min(room), "{size} docs, room {room}");
+                for (id, &d) in out.iter().zip(docs) {
+                    assert_eq!(*id, index.doc_id(d));
+                }
+                assert!(out[filled..].iter().all(|id| id.is_empty()));
+            }
+        }
+    }
     let bm25 = index.bm25();
     for (term, list) in &expected {
         let id = index
