@@ -45,7 +45,8 @@ perf_setup() {
   return 0
 }
 
-# perf_top <perf.data> [sort keys]: the functions over 0.4% of the samples (sorted by dso,sym unless given).
+# perf_top <perf.data> [sort keys]: the functions by share of the samples (sorted by dso,sym unless given;
+# those over PERF_LIMIT percent, default 0.4; the first PERF_LINES lines, default 45).
 perf_top() {
-  $perf report -i "$1" --stdio --sort "${2:-dso,sym}" --percent-limit 0.4 2>/dev/null | grep -v "^#" | grep -v "^$" | head -n 45
+  $perf report -i "$1" --stdio --sort "${2:-dso,sym}" --percent-limit "${PERF_LIMIT:-0.4}" 2>/dev/null | grep -v "^#" | grep -v "^$" | head -n "${PERF_LINES:-45}"
 }

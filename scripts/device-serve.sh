@@ -196,7 +196,8 @@ fi
 # once its process keeps more than 1.5 cores busy (the bench first reads and analyses its queries on one
 # thread; REPEAT long enough that the run outlasts the profile), after 1 s of perf stat (switches, migrations).
 # Under $OUT: perf-<run>.txt by function, perf-<run>-threads.txt by thread name (tokio's workers against
-# the pool's), perf-<run>-tids.txt by thread (one saturated thread shows there), stat-<run>.txt. Needs .device/perfkit.tar.xz.
+# the pool's), perf-<run>-tids.txt by thread (one saturated thread shows there),
+# perf-<run>-thread-functions.txt by thread name and function, stat-<run>.txt. Needs .device/perfkit.tar.xz.
 if [ "$part" = profile ]; then
   perf_setup
   [ -n "$perf" ] || { say "profile needs .device/perfkit.tar.xz"; exit 1; }
@@ -221,6 +222,7 @@ if [ "$part" = profile ]; then
     perf_top "$work/$2.data" >"$out/perf-$2.txt"
     perf_top "$work/$2.data" comm >"$out/perf-$2-threads.txt"
     perf_top "$work/$2.data" pid >"$out/perf-$2-tids.txt"
+    PERF_LIMIT=0.02 PERF_LINES=400 perf_top "$work/$2.data" comm,sym >"$out/perf-$2-thread-functions.txt"
   }
   for mode in $modes; do
     say "[${SECONDS}s] profile $backend $mode: in-process bench"

@@ -417,7 +417,7 @@ fn and_batches_are_cut_to_their_size() {
         (64, 1, 0, 10_000),
         (64, 64, 1, all.len() + 3),
     ] {
-        let s = coarse.for_batch(&ix, &reqs, &all, ctas, waves, floor, batch);
+        let s = coarse.for_batch(&ix, &reqs, &all, ctas, waves, floor, batch, false);
         assert!(
             s.cost >= floor && s.cost <= coarse.cost,
             "{ctas} {waves} {floor} {batch}: {}",
@@ -458,21 +458,29 @@ fn and_batches_are_cut_to_their_size() {
         }
     }
     assert_eq!(
-        coarse.for_batch(&ix, &reqs, &all, 64, 0, 1, 10_000).cost,
+        coarse.for_batch(&ix, &reqs, &all, 64, 0, 1, 10_000, false).cost,
         coarse.cost
     );
     // A batch of FULL_WAVES tasks per CTA or more keeps the coarse split.
     let ctas = (all.len() / warpsearch_gpu::batch::FULL_WAVES) as u32;
     assert_eq!(
-        coarse.for_batch(&ix, &reqs, &all, ctas, 2, 1, 10_000).cost,
+        coarse.for_batch(&ix, &reqs, &all, ctas, 2, 1, 10_000, false).cost,
         coarse.cost
     );
-    assert!(coarse.for_batch(&ix, &reqs, &all, ctas + 1, 2, 1, 10_000).cost < coarse.cost);
+    assert!(
+        coarse
+            .for_batch(&ix, &reqs, &all, ctas + 1, 2, 1, 10_000, false)
+            .cost
+            < coarse.cost
+    );
     let or = Split {
         or_cost: true,
         ..coarse
     };
-    assert_eq!(or.for_batch(&ix, &reqs, &all, 2, 2, 1, 10_000).cost, or.cost);
+    assert_eq!(
+        or.for_batch(&ix, &reqs, &all, 2, 2, 1, 10_000, false).cost,
+        or.cost
+    );
 }
 
 /// The dynamic policy's plan feed, without a GPU: nothing before an epoch of queries is observed; then

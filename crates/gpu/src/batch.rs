@@ -148,9 +148,9 @@ impl Split {
     /// so finely that its largest task takes at most 1/`waves` of what each of `ctas` CTAs has to do
     /// on average, but never below `floor` postings, and it stays within `batch` tasks. Fuller batches
     /// keep `self`: there the parts' fixed costs outweigh (a batch of passage queries cut at 2,000
-    /// postings lost 11–16%).
+    /// postings lost 11–16%). The costs are read on all cores where `parallel` (a cache miss a term).
     #[allow(clippy::too_many_arguments)]
-    pub fn for_batch<R: Borrow<Request>>(
+    pub fn for_batch<R: Borrow<Request> + Sync>(
         self,
         index: &Index,
         queries: &[R],
@@ -159,14 +159,17 @@ impl Split {
         waves: u32,
         floor: u64,
         batch: usize,
+        parallel: bool,
     ) -> Split {
         if self.or_cost || waves == 0 {
             return self;
         }
-        let costs: Vec<u64> = chunk
-            .iter()
-            .map(|&i| self.cost(index, &queries[i].borrow().query))
-            .collect();
+        let cost = |&i: &usize| self.cost(index, &queries[i].borrow().query);
+        let costs: Vec<u64> = if parallel {
+            chunk.par_iter().map(cost).collect()
+        } else {
+            chunk.iter().map(cost).collect()
+        };
         let tasks = |s: &Split| -> usize { costs.iter().map(|&c| s.parts_of(index, c) as usize).sum() };
         if tasks(&self) >= FULL_WAVES * ctas as usize {
             return self;
@@ -202,22 +205,29 @@ pub fn batches<R: Borrow<Request>>(
     for &i in which {
         let parts = split.parts(index, &queries[i].borrow().query) as usize;
         let mine = spans(i);
+        // The space `mine` adds to a batch that has staged `seen` (none when all of it is cached: the
+        // common case, which then allocates nothing).
         let new = |seen: &HashSet<SpanKey>| {
+            if mine.is_empty() {
+                return Capacity::default();
+            }
             let mut keys: Vec<&(SpanKey, Capacity)> =
                 mine.iter().filter(|(k, _)| !seen.contains(k)).collect();
             keys.sort_by_key(|(k, _)| *k);
             keys.dedup_by_key(|(k, _)| *k);
             keys.iter().fold(Capacity::default(), |acc, (_, c)| acc.plus(*c))
         };
-        if out.is_empty() || used + parts > batch.max(parts) || !stage.holds(staged.plus(new(&seen))) {
+        let mut add = new(&seen);
+        if out.is_empty() || used + parts > batch.max(parts) || !stage.holds(staged.plus(add)) {
             out.push(Vec::new());
             used = 0;
             staged = Capacity::default();
             seen.clear();
+            add = new(&seen);
         }
         out.last_mut().expect("a batch").push(i);
         used += parts;
-        staged = staged.plus(new(&seen));
+        staged = staged.plus(add);
         seen.extend(mine.iter().map(|(k, _)| *k));
     }
     out
@@ -260,14 +270,18 @@ pub fn prepare<R: Borrow<Request> + Sync>(
         params,
         ..index.bm25()
     };
-    let mut order: Vec<(u64, usize, u32)> = which
-        .iter()
-        .map(|&i| {
-            let q = &queries[i].borrow().query;
-            let parts = split.parts(index, q);
-            (split.cost(index, q) / parts as u64, i, parts)
-        })
-        .collect();
+    // Each query's cost reads its terms' records, a cache miss each in a large dictionary: on all
+    // cores where `parallel`, as the descriptors below.
+    let cost = |&i: &usize| {
+        let q = &queries[i].borrow().query;
+        let parts = split.parts(index, q);
+        (split.cost(index, q) / parts as u64, i, parts)
+    };
+    let mut order: Vec<(u64, usize, u32)> = if parallel {
+        which.par_iter().map(cost).collect()
+    } else {
+        which.iter().map(cost).collect()
+    };
     order.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let num_docs = index.num_docs() as u64;
     let range = |i: usize| match ranges {

@@ -577,7 +577,13 @@ impl GpuSearcher {
             ranges.map_or((0, last), |r| (r[i].first, r[i].last.min(last)))
         };
         let cap = self.dev.stage_capacity();
+        let caches = self.caches();
         let need = |i: usize| {
+            // With the whole index on the device nothing is staged (and looking that up term by term
+            // cost the dispatcher a cache miss a term, serially, every batch).
+            if !caches {
+                return Vec::new();
+            }
             let (lo, hi) = range(i);
             stage::spans(
                 &index,
@@ -598,18 +604,17 @@ impl GpuSearcher {
             // batch's host work, copies and kernel ran one after another, half of them overlapped.)
             let started = Instant::now();
             let mut stage = Stage::new(self.dev.stage_base(s), cap);
-            let split = split.for_batch(
-                &index,
-                requests,
-                chunk,
+            let parallel = self.gopts.parallel_host || self.host_pool.is_some();
+            let (scorer, residency) = (&self.scorer, self.dev.residency());
+            let (grid, waves, floor, size) = (
                 self.grid_and,
                 self.gopts.split_waves,
                 self.gopts.and_split_cost,
                 self.batch_size(),
             );
-            let parallel = self.gopts.parallel_host || self.host_pool.is_some();
-            let (scorer, residency) = (&self.scorer, self.dev.residency());
+            let mut split = split;
             let prepared = match on_host(&self.host_pool, || {
+                split = split.for_batch(&index, requests, chunk, grid, waves, floor, size, parallel);
                 prepare(
                     scorer, residency, requests, chunk, split, ranges, &mut stage, parallel,
                 )
