@@ -500,8 +500,8 @@ pub struct GpuArgs {
     #[arg(long)]
     pub gpu_profile: bool,
     /// Hybrid: CPU worker threads (default: every core but one and the host threads with a GPU, else
-    /// every core; `serve`: half the cores on a machine of 8 or more, leaving the rest to its HTTP
-    /// handlers).
+    /// every core; `serve` on a machine of 8 cores or more: a quarter of them with the whole index on
+    /// the GPU, half with `--gpu-cache`, leaving the rest to its HTTP handlers).
     #[arg(long)]
     pub hybrid_workers: Option<usize>,
     /// Hybrid: threads of the GPU's own for its batches' host work (descriptors; with a list cache,
