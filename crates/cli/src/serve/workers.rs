@@ -211,4 +211,28 @@ mod tests {
         }
         drop(workers); // joins the threads: returns only if every thread stops
     }
+
+    #[test]
+    fn dropped_workers_answer_what_is_queued_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let cpu = searcher(dir.path());
+        let index = cpu.scorer().index().clone();
+        let workers = Workers::start(&cpu, 2).unwrap();
+        let mut pending = Vec::new();
+        for r in 0..20 {
+            let requests: Vec<Request> = (0..50)
+                .map(|i| Request::new(Query::parse(&index, &format!("w{} x", (r + i) % 12)), Mode::Or, 5))
+                .collect();
+            let (tx, rx) = oneshot::channel();
+            workers.submit(requests, Arc::new(Gather::new(Instant::now(), 50, tx)));
+            pending.push(rx);
+        }
+        drop(workers);
+        for rx in pending {
+            let answers = rx.blocking_recv().expect("answered before the threads stopped");
+            assert!(answers
+                .iter()
+                .all(|a| a.result.as_ref().is_ok_and(|r| !r.hits.is_empty())));
+        }
+    }
 }
