@@ -500,10 +500,14 @@ pub struct GpuArgs {
     #[arg(long)]
     pub gpu_profile: bool,
     /// Hybrid: CPU worker threads (default: every core but one and the host threads with a GPU, else
-    /// every core; `serve` on a machine of 8 cores or more: a quarter of them with the whole index on
-    /// the GPU, half with `--gpu-cache`, leaving the rest to its HTTP handlers).
+    /// every core; `serve` with a GPU on a machine of 8 cores or more: a quarter of them with the whole
+    /// index on the GPU, half with `--gpu-cache`, leaving the rest to its HTTP handlers).
     #[arg(long)]
     pub hybrid_workers: Option<usize>,
+    /// The hybrid's CPU workers when a GPU takes part, unless `--hybrid-workers` is given: set by
+    /// `serve`, not an option.
+    #[arg(skip)]
+    pub hybrid_gpu_workers: Option<usize>,
     /// Hybrid: threads of the GPU's own for its batches' host work (descriptors; with a list cache,
     /// cutting queries by what it holds and gathering the blocks they carry), taken from the CPU
     /// workers' cores (default: a quarter of the cores; 0: none, the GPU's dispatcher prepares alone).

@@ -39,6 +39,7 @@ fn hybrid_options(a: &ScorerArgs) -> HybridOptions {
     let g = &a.gpu;
     HybridOptions {
         cpu_workers: g.hybrid_workers.unwrap_or(0),
+        gpu_cpu_workers: g.hybrid_gpu_workers,
         host_threads: g.hybrid_host_threads,
         max_batch: g.gpu_batch.max(1),
         batch_target: Duration::from_secs_f64(g.hybrid_batch_ms.max(0.0) / 1e3),

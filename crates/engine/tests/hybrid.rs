@@ -24,6 +24,31 @@ fn options(split: bool) -> HybridOptions {
     }
 }
 
+/// A server's worker count for when a GPU takes part leaves a GPU-less hybrid every core.
+#[test]
+fn workers_for_a_gpu_do_not_apply_without_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (index, _) = random_index(tmp.path(), 0xC0FE, Codec::SimdBp, None);
+    let cpu = CpuSearcher::new(Arc::new(
+        Scorer::new(index.clone(), SearchOptions::new(&index)).unwrap(),
+    ));
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let gpu_only = HybridOptions {
+        gpu_cpu_workers: Some(1),
+        ..HybridOptions::default()
+    };
+    assert_eq!(
+        Hybrid::new(cpu.clone(), None, gpu_only).options().cpu_workers,
+        cores
+    );
+    let both = HybridOptions {
+        cpu_workers: 3,
+        gpu_cpu_workers: Some(1),
+        ..HybridOptions::default()
+    };
+    assert_eq!(Hybrid::new(cpu, None, both).options().cpu_workers, 3);
+}
+
 #[test]
 fn hybrid_on_the_cpu_equals_the_oracle_whole_and_split() {
     for seed in 0..6u64 {

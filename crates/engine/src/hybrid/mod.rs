@@ -44,6 +44,9 @@ pub struct HybridOptions {
     /// CPU worker threads; 0: every core but one when a GPU takes part (its dispatcher's) and but the
     /// GPU's `host_threads`; else every core.
     pub cpu_workers: usize,
+    /// CPU worker threads when a GPU takes part, in place of `cpu_workers` (None: as it says). A server
+    /// sets it to leave cores to its HTTP threads; without a GPU the workers still take every core.
+    pub gpu_cpu_workers: Option<usize>,
     /// Threads of the GPU's own for its batches' host work (descriptors; with a list cache, cutting
     /// queries by what it holds and gathering staged blocks), beside the CPU workers. None: a quarter
     /// of the cores when a GPU takes part; `Some(0)`: none (its dispatcher prepares each batch alone,
@@ -74,6 +77,7 @@ impl Default for HybridOptions {
     fn default() -> HybridOptions {
         HybridOptions {
             cpu_workers: 0,
+            gpu_cpu_workers: None,
             host_threads: None,
             max_batch: 8192,
             batch_target: Duration::from_millis(20),
@@ -169,10 +173,11 @@ impl Hybrid {
             g.set_host_pool(pool.clone());
         }
         let options = HybridOptions {
-            cpu_workers: match options.cpu_workers {
-                0 if gpu.is_some() => cores.saturating_sub(1 + host_threads).max(1),
-                0 => cores,
-                n => n,
+            cpu_workers: match (options.gpu_cpu_workers, options.cpu_workers) {
+                (Some(n), _) if gpu.is_some() => n.max(1),
+                (_, 0) if gpu.is_some() => cores.saturating_sub(1 + host_threads).max(1),
+                (_, 0) => cores,
+                (_, n) => n,
             },
             host_threads: Some(host_threads),
             ..options
