@@ -217,11 +217,12 @@ fn closed_from_text(
         .map(|answer| {
             // As the server's responses look them up (`JsonHits`).
             let mut bytes = 0;
-            for chunk in answer.hits.chunks(16) {
-                let mut ids = [""; 16];
-                index.doc_ids_into(chunk.iter().map(|h| h.doc), &mut ids);
-                bytes += ids.iter().map(|id| id.len()).sum::<usize>();
-            }
+            let docs = answer.hits.iter().map(|h| h.doc);
+            let looked_up = index.try_for_each_doc_id(docs, |id| {
+                bytes += id.len();
+                Ok::<(), std::convert::Infallible>(())
+            });
+            let Ok(()) = looked_up;
             bytes
         })
         .sum();

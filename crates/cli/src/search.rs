@@ -350,22 +350,18 @@ pub(crate) struct JsonHits<'a> {
 impl serde::Serialize for JsonHits<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
         use serde::ser::SerializeSeq;
-        // Ids are looked up a few at a time before they are written, so that their cache misses
-        // overlap ([`Index::doc_ids_into`]).
-        const AHEAD: usize = 16;
         let mut seq = serializer.serialize_seq(Some(self.hits.len()))?;
-        for (c, chunk) in self.hits.chunks(AHEAD).enumerate() {
-            let mut ids = [""; AHEAD];
-            self.index.doc_ids_into(chunk.iter().map(|h| h.doc), &mut ids);
-            for (i, (h, docid)) in chunk.iter().zip(ids).enumerate() {
-                let rank = c * AHEAD + i + 1;
-                seq.serialize_element(&Hit {
-                    docid,
-                    score: h.score,
-                    rank,
-                })?;
-            }
-        }
+        // Ids looked up a few at a time, their cache misses overlapped ([`Index::try_for_each_doc_id`]).
+        let mut hits = self.hits.iter().zip(1..);
+        let docs = self.hits.iter().map(|h| h.doc);
+        self.index.try_for_each_doc_id(docs, |docid| {
+            let (h, rank) = hits.next().expect("an id per hit");
+            seq.serialize_element(&Hit {
+                docid,
+                score: h.score,
+                rank,
+            })
+        })?;
         seq.end()
     }
 }

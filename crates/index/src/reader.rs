@@ -443,33 +443,30 @@ impl Index {
 
     /// The external id of document `doc`.
     pub fn doc_id(&self, doc: u32) -> &str {
-        let ids = self.doc_ids.bytes();
-        let n = self.meta.num_docs as usize;
-        let offsets: &[u64] = bytemuck::cast_slice(&ids[..8 * (n + 1)]);
-        let text = &ids[8 * (n + 1)..];
+        let (offsets, text) = self.id_table();
         let bytes = &text[offsets[doc as usize] as usize..offsets[doc as usize + 1] as usize];
         // Checked as UTF-8 as a whole at open; an id boundary inside a character is still possible in
         // a damaged file, so fall back to a visible marker instead of panicking.
         std::str::from_utf8(bytes).unwrap_or("\u{FFFD}")
     }
 
-    /// The ids of `docs`, in order, into `out` (as many as both hold; returns how many), each as
-    /// [`Index::doc_id`] gives it. Each id costs two cache misses in a large table (its offsets, then
-    /// its text), and checking one id's text waits for both; here the offsets of 16 ids are read first,
-    /// then the first byte of each text, then the texts are checked, so that the misses of a batch
-    /// overlap (a server writes 10 to 1,000 ids a query).
-    pub fn doc_ids_into<'a>(&'a self, docs: impl IntoIterator<Item = u32>, out: &mut [&'a str]) -> usize {
+    /// Calls `f` with the id of each of `docs`, in order, as [`Index::doc_id`] gives it, until `f`
+    /// fails. Each id costs two cache misses in a large table (its offsets, then its text), and
+    /// checking one id's text waits for both; here the offsets of 16 ids are read first, then the first
+    /// byte of each text, then the texts are checked, so that the misses of a batch overlap (a server
+    /// writes 10 to 1,000 ids a query).
+    pub fn try_for_each_doc_id<E>(
+        &self,
+        docs: impl IntoIterator<Item = u32>,
+        mut f: impl FnMut(&str) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
         const AHEAD: usize = 16;
-        let ids = self.doc_ids.bytes();
-        let n = self.meta.num_docs as usize;
-        let offsets: &[u64] = bytemuck::cast_slice(&ids[..8 * (n + 1)]);
-        let text = &ids[8 * (n + 1)..];
-        let mut docs = docs.into_iter();
-        let mut filled = 0;
-        for out in out.chunks_mut(AHEAD) {
+        let (offsets, text) = self.id_table();
+        let mut docs = docs.into_iter().peekable();
+        while docs.peek().is_some() {
             let mut spans = [(0, 0); AHEAD];
             let mut k = 0;
-            for (span, doc) in spans.iter_mut().zip(docs.by_ref().take(out.len())) {
+            for (span, doc) in spans.iter_mut().zip(docs.by_ref()) {
                 *span = (offsets[doc as usize] as usize, offsets[doc as usize + 1] as usize);
                 k += 1;
             }
@@ -479,16 +476,21 @@ impl Index {
             }
             // The loads above must happen (their value is not needed).
             std::hint::black_box(first);
-            for (id, &(start, end)) in out.iter_mut().zip(&spans[..k]) {
+            for &(start, end) in &spans[..k] {
                 // As in `doc_id`: checked at open; a damaged file shows a marker, never panics.
-                *id = std::str::from_utf8(&text[start..end]).unwrap_or("\u{FFFD}");
-            }
-            filled += k;
-            if k < out.len() {
-                break;
+                f(std::str::from_utf8(&text[start..end]).unwrap_or("\u{FFFD}"))?;
             }
         }
-        filled
+        Ok(())
+    }
+
+    /// The id table: each document's offset into the ids' text (one more than the documents), and the
+    /// text.
+    fn id_table(&self) -> (&[u64], &[u8]) {
+        let ids = self.doc_ids.bytes();
+        let n = self.meta.num_docs as usize;
+        let (offsets, text) = ids.split_at(8 * (n + 1));
+        (bytemuck::cast_slice(offsets), text)
     }
 
     /// Raw static scores, by docID, when the index has them.

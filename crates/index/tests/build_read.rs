@@ -87,21 +87,31 @@ fn check_index(index: &Index, docs: &[(String, String)], position_of: impl Fn(u3
         );
     }
     // Ids looked up in batches are those looked up one by one, in order, whatever the batch's length
-    // and the room given for them (16 at a time inside).
+    // (16 at a time inside); a failure stops the walk at once.
     let order: Vec<u32> = (0..index.num_docs()).rev().collect();
     for size in [1, 15, 16, 17, 33] {
-        for room in [0, 1, 16, 17, 40] {
-            for docs in order.chunks(size) {
-                let mut out = vec![""; room];
-                let filled = index.doc_ids_into(docs.iter().copied(), &mut out);
-                assert_eq!(filled, docs.len().min(room), "{size} docs, room {room}");
-                for (id, &d) in out.iter().zip(docs) {
-                    assert_eq!(*id, index.doc_id(d));
-                }
-                assert!(out[filled..].iter().all(|id| id.is_empty()));
-            }
+        for docs in order.chunks(size) {
+            let mut ids = Vec::new();
+            let walked = index.try_for_each_doc_id(docs.iter().copied(), |id| {
+                ids.push(id.to_owned());
+                Ok::<(), ()>(())
+            });
+            assert_eq!(walked, Ok(()));
+            let one_by_one: Vec<&str> = docs.iter().map(|&d| index.doc_id(d)).collect();
+            assert_eq!(ids, one_by_one, "{size} docs");
         }
+        let mut seen = 0;
+        let stopped = index.try_for_each_doc_id(order.iter().copied(), |_| {
+            seen += 1;
+            if seen == size {
+                Err(seen)
+            } else {
+                Ok(())
+            }
+        });
+        assert_eq!((stopped, seen), (Err(size), size));
     }
+    assert_eq!(index.try_for_each_doc_id([], |_| Err(())), Ok(()));
     let bm25 = index.bm25();
     for (term, list) in &expected {
         let id = index
