@@ -164,12 +164,7 @@ impl Split {
         if self.or_cost || waves == 0 {
             return self;
         }
-        let cost = |&i: &usize| self.cost(index, &queries[i].borrow().query);
-        let costs: Vec<u64> = if parallel {
-            chunk.par_iter().map(cost).collect()
-        } else {
-            chunk.iter().map(cost).collect()
-        };
+        let costs = map_all(chunk, parallel, |&i| self.cost(index, &queries[i].borrow().query));
         let tasks = |s: &Split| -> usize { costs.iter().map(|&c| s.parts_of(index, c) as usize).sum() };
         if tasks(&self) >= FULL_WAVES * ctas as usize {
             return self;
@@ -233,6 +228,15 @@ pub fn batches<R: Borrow<Request>>(
     out
 }
 
+/// `f` of every item, in order: on all cores of the current pool where `parallel`.
+fn map_all<T: Sync, U: Send>(items: &[T], parallel: bool, f: impl Fn(&T) -> U + Sync + Send) -> Vec<U> {
+    if parallel {
+        items.par_iter().map(f).collect()
+    } else {
+        items.iter().map(f).collect()
+    }
+}
+
 /// One query's descriptors, built on any thread.
 struct Built {
     /// Its terms in plan order (ascending document frequency); those in `staged` are yet to be placed.
@@ -272,16 +276,11 @@ pub fn prepare<R: Borrow<Request> + Sync>(
     };
     // Each query's cost reads its terms' records, a cache miss each in a large dictionary: on all
     // cores where `parallel`, as the descriptors below.
-    let cost = |&i: &usize| {
-        let q = &queries[i].borrow().query;
-        let parts = split.parts(index, q);
-        (split.cost(index, q) / parts as u64, i, parts)
-    };
-    let mut order: Vec<(u64, usize, u32)> = if parallel {
-        which.par_iter().map(cost).collect()
-    } else {
-        which.iter().map(cost).collect()
-    };
+    let mut order: Vec<(u64, usize, u32)> = map_all(which, parallel, |&i| {
+        let cost = split.cost(index, &queries[i].borrow().query);
+        let parts = split.parts_of(index, cost);
+        (cost / parts as u64, i, parts)
+    });
     order.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let num_docs = index.num_docs() as u64;
     let range = |i: usize| match ranges {
@@ -335,11 +334,7 @@ pub fn prepare<R: Borrow<Request> + Sync>(
         }
         Ok(b)
     };
-    let built: Vec<Result<Built, GpuError>> = if parallel {
-        order.par_iter().map(build).collect()
-    } else {
-        order.iter().map(build).collect()
-    };
+    let built: Vec<Result<Built, GpuError>> = map_all(&order, parallel, build);
     let mut out = Prepared::default();
     for (&(_, i, parts), b) in order.iter().zip(built) {
         let mut b = b?;
