@@ -93,8 +93,8 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let mut scorer = a.scorer;
     // The handlers need cores for HTTP, JSON and query analysis: on a machine of 8 cores or more the
     // hybrid's CPU workers take a quarter of them with the whole index on the GPU, and half with a list
-    // cache (whose queries the CPU completes), unless told otherwise; without a GPU, every core. On the H100's 16 cores, passages
-    // on the GPU (b1f457c): 4 workers answered 1.03-1.06 million AND queries a second (0.92-0.93 of in
+    // cache (whose queries the CPU completes), unless told otherwise; without a GPU, every core. On
+    // the H100's 16 cores, passages on the GPU (b1f457c): 4 workers answered 1.03-1.06 million AND queries a second (0.92-0.93 of in
     // process) and 813,000 OR (1.05), 8 workers 0.61-0.67 million and 595,000, 12 workers 596,000 AND.
     // On the H200's, 8 workers made 30-35% more than 15 on the passages before, and came within 4% of
     // them on the 25M collection (bench/RESULTS.md, issue 15).
@@ -116,10 +116,8 @@ pub fn run(a: ServeArgs) -> Result<()> {
         );
     }
     let backend = engine.describe();
-    // The CPU engine's threads: as many as rayon's pool has (`--threads`, else every core).
-    let threads = rayon::current_num_threads();
     let server = Arc::new(Server {
-        searcher: Searcher::new(engine, threads, Duration::from_secs_f64(a.deadline_ms / 1e3))
+        searcher: Searcher::new(engine, Duration::from_secs_f64(a.deadline_ms / 1e3))
             .context("starting the CPU engine's threads")?,
         limits: Limits {
             max_k: a.max_k,

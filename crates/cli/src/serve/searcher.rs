@@ -42,13 +42,13 @@ pub struct Searcher {
 }
 
 impl Searcher {
-    /// Serves `engine`'s queries (the CPU engine's on `threads` threads); hybrid queries are due
-    /// `deadline` after they arrive.
-    pub fn new(engine: Engine, threads: usize, deadline: Duration) -> std::io::Result<Searcher> {
+    /// Serves `engine`'s queries (the CPU engine's on as many threads as rayon's pool has: `--threads`,
+    /// else every core); hybrid queries are due `deadline` after they arrive.
+    pub fn new(engine: Engine, deadline: Duration) -> std::io::Result<Searcher> {
         let hybrid = engine.shared_hybrid();
         let workers = match hybrid {
             Some(_) => None,
-            None => Some(Workers::start(engine.cpu(), threads)?),
+            None => Some(Workers::start(engine.cpu(), rayon::current_num_threads())?),
         };
         Ok(Searcher {
             cpu: engine.cpu().clone(),
