@@ -1,14 +1,11 @@
 //! A request's answers, put by the engine's threads as its queries finish (in any order, on any
-//! thread); the last one sends them all to the waiting handler. Each answer has a slot of its own and a
-//! shared count says how many are missing, so that the threads answering one request's queries do not
-//! queue on one lock.
+//! thread, into the engine's [`Slots`]); the last one sends them all to the waiting handler.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
-use warpsearch_engine::{Done, Reply, ServedBy};
+use warpsearch_engine::{Done, Reply, ServedBy, Slots};
 use warpsearch_query::Answer;
 
 use super::searcher::lock;
@@ -24,10 +21,7 @@ pub struct Answered {
 
 pub struct Gather {
     pub started: Instant,
-    /// Query `i`'s answer, once in.
-    slots: Box<[Mutex<Option<Answered>>]>,
-    /// Slots still empty.
-    left: AtomicUsize,
+    answers: Slots<Answered>,
     tx: Mutex<Option<oneshot::Sender<Vec<Answered>>>>,
 }
 
@@ -36,8 +30,7 @@ impl Gather {
     pub fn new(started: Instant, queries: usize, tx: oneshot::Sender<Vec<Answered>>) -> Gather {
         let gather = Gather {
             started,
-            slots: (0..queries).map(|_| Mutex::new(None)).collect(),
-            left: AtomicUsize::new(queries),
+            answers: Slots::new(queries),
             tx: Mutex::new(Some(tx)),
         };
         if queries == 0 {
@@ -49,14 +42,7 @@ impl Gather {
     /// Query `i`'s answer; the last one sends them all. A second answer to a query replaces the
     /// first, and one out of range is dropped: neither counts.
     pub fn put(&self, i: usize, answered: Answered) {
-        let Some(slot) = self.slots.get(i) else {
-            return;
-        };
-        if lock(slot).replace(answered).is_some() {
-            return;
-        }
-        // AcqRel: the last put sees every other put's slot filled.
-        if self.left.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if self.answers.put(i, answered) {
             self.send();
         }
     }
@@ -65,8 +51,8 @@ impl Gather {
         let Some(tx) = lock(&self.tx).take() else {
             return;
         };
-        let answers = self.slots.iter();
-        let answers = answers.map(|s| lock(s).take().expect("every query answered"));
+        let answers = self.answers.take().into_iter();
+        let answers = answers.map(|a| a.expect("every query answered"));
         // The handler may be gone (its client hung up); the answers are then unwanted.
         let _ = tx.send(answers.collect());
     }

@@ -2,6 +2,7 @@
 //! query runs as one task, or split into tasks over disjoint docID ranges; every task finishes one
 //! part, and the last part to finish merges them (exactly: [`merge_top_k`]) and sends the one answer.
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -61,43 +62,57 @@ impl Reply for Sender<Done> {
 }
 
 /// Answers to many queries, put in place in any order by the threads that finish them, until every
-/// one is in: what a [`Reply`] that wakes its waiter once (not once per answer) keeps under its lock.
+/// one is in: what a [`Reply`] that wakes its waiter once (not once per answer) keeps. Each slot has a
+/// lock of its own and a shared count says how many are empty, so that the threads answering one
+/// batch's queries do not queue on one lock.
 pub struct Slots<T> {
-    items: Vec<Option<T>>,
-    left: usize,
+    items: Box<[Mutex<Option<T>>]>,
+    left: AtomicUsize,
+    taken: AtomicBool,
 }
 
 impl<T> Slots<T> {
     /// `n` empty slots.
     pub fn new(n: usize) -> Slots<T> {
         Slots {
-            items: (0..n).map(|_| None).collect(),
-            left: n,
+            items: (0..n).map(|_| Mutex::new(None)).collect(),
+            left: AtomicUsize::new(n),
+            taken: AtomicBool::new(false),
         }
     }
 
     /// Puts the answer to query `i` (a second one replaces the first; one out of range, or after
     /// [`Slots::take`], is dropped); returns whether it filled the last empty slot.
-    pub fn put(&mut self, i: usize, item: T) -> bool {
-        let Some(slot) = self.items.get_mut(i) else {
+    pub fn put(&self, i: usize, item: T) -> bool {
+        let Some(slot) = self.items.get(i) else {
             return false;
         };
-        if slot.replace(item).is_some() {
+        if self.taken.load(Ordering::Acquire) {
             return false;
         }
-        self.left -= 1;
-        self.left == 0
+        if lock_slot(slot).replace(item).is_some() {
+            return false;
+        }
+        // AcqRel: the put that fills the last slot sees every other put's slot filled.
+        self.left.fetch_sub(1, Ordering::AcqRel) == 1
     }
 
     /// How many slots are still empty.
     pub fn left(&self) -> usize {
-        self.left
+        self.left.load(Ordering::Acquire)
     }
 
     /// The answers in order (`None` where none came); the slots are then gone.
-    pub fn take(&mut self) -> Vec<Option<T>> {
-        std::mem::take(&mut self.items)
+    pub fn take(&self) -> Vec<Option<T>> {
+        if self.taken.swap(true, Ordering::AcqRel) {
+            return Vec::new();
+        }
+        self.items.iter().map(|s| lock_slot(s).take()).collect()
     }
+}
+
+fn lock_slot<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().expect("no thread panics while it puts an answer")
 }
 
 struct Gathered {
@@ -230,7 +245,7 @@ mod tests {
 
     #[test]
     fn slots_fill_in_any_order_and_say_once_when_full() {
-        let mut s = Slots::new(3);
+        let s = Slots::new(3);
         assert!(!s.put(2, "c"));
         assert!(!s.put(7, "out of range"));
         assert!(!s.put(0, "a"));

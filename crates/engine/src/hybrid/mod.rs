@@ -316,14 +316,17 @@ impl Hybrid {
 /// last. A channel woke it at every answer: a futex call on the answering thread per query, which
 /// took 5–6% of a closed loop's samples on the development machine.
 struct Collect {
-    state: Mutex<Slots<Result<Answer>>>,
+    answers: Slots<Result<Answer>>,
+    /// Held to test whether every answer is in and to say so, so that no wake-up is lost.
+    waiting: Mutex<()>,
     all_in: Condvar,
 }
 
 impl Collect {
     fn new(n: usize) -> Collect {
         Collect {
-            state: Mutex::new(Slots::new(n)),
+            answers: Slots::new(n),
+            waiting: Mutex::new(()),
             all_in: Condvar::new(),
         }
     }
@@ -331,22 +334,24 @@ impl Collect {
     /// The answers, once every one is in, or once no job holds this any more (a scheduler thread
     /// that panicked took its jobs with it): those missing are then `None`.
     fn wait(self: &Arc<Self>) -> Vec<Option<Result<Answer>>> {
-        let mut st = lock(&self.state);
+        let mut waiting = lock(&self.waiting);
         // The timeout is only there to notice the jobs gone: an answer wakes this at once.
-        while st.left() > 0 && Arc::strong_count(self) > 1 {
-            st = self
+        while self.answers.left() > 0 && Arc::strong_count(self) > 1 {
+            waiting = self
                 .all_in
-                .wait_timeout(st, Duration::from_millis(100))
+                .wait_timeout(waiting, Duration::from_millis(100))
                 .expect("no scheduler thread panics under a lock")
                 .0;
         }
-        st.take()
+        drop(waiting);
+        self.answers.take()
     }
 }
 
 impl Reply for Collect {
     fn send(&self, done: Done) {
-        if lock(&self.state).put(done.id as usize, done.result) {
+        if self.answers.put(done.id as usize, done.result) {
+            drop(lock(&self.waiting));
             self.all_in.notify_one();
         }
     }
