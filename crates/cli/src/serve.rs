@@ -116,15 +116,16 @@ pub fn run(a: ServeArgs) -> Result<()> {
         );
     }
     let backend = engine.describe();
+    let searcher = Searcher::new(engine, Duration::from_secs_f64(a.deadline_ms / 1e3))
+        .context("starting the CPU engine's threads")?;
     let server = Arc::new(Server {
-        searcher: Searcher::new(engine, Duration::from_secs_f64(a.deadline_ms / 1e3))
-            .context("starting the CPU engine's threads")?,
+        metrics: Metrics::new(searcher.has_gpu()),
+        searcher,
         limits: Limits {
             max_k: a.max_k,
             max_queries: a.max_queries,
             ranking: scorer.ranking.clone(),
         },
-        metrics: Metrics::default(),
         slots: Arc::new(Semaphore::new(a.max_in_flight)),
         max_in_flight: a.max_in_flight,
         pace: Pace::new(
@@ -349,6 +350,8 @@ async fn health(State(s): State<Arc<Server>>) -> Response {
 async fn metrics(State(s): State<Arc<Server>>) -> Response {
     let in_flight = s.in_flight();
     let hybrid = s.searcher.take_hybrid_stats();
-    let text = s.metrics.render(in_flight, s.max_in_flight, hybrid);
+    let text = s
+        .metrics
+        .render(in_flight, s.max_in_flight, hybrid, s.searcher.gpu_memory());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }

@@ -186,20 +186,42 @@ fn health_metrics_and_every_openapi_path_are_served() {
     let (status, head, metrics) = server.request("GET", "/metrics", "");
     assert_eq!(status, 200);
     assert!(head.contains("content-type: text/plain"), "{head}");
-    for line in [
-        "warpsearch_queries_total 1",
-        "warpsearch_query_latency_seconds_count 1",
-        "warpsearch_queries_in_flight 0",
-    ] {
+    for line in ["warpsearch_queries_total 1", "warpsearch_queries_in_flight 0"] {
         assert!(metrics.lines().any(|l| l == line), "{line} missing:\n{metrics}");
     }
-    // The one query was served by the CPU, the GPU or both (where a GPU takes part).
-    let served: u64 = metrics
-        .lines()
-        .filter(|l| l.starts_with("warpsearch_hybrid_served_"))
-        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
-        .sum();
-    assert_eq!(served, 1, "{metrics}");
+    let sum_of = |prefix: &str| -> u64 {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(prefix))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+            .sum()
+    };
+    // The one query was served by the CPU, the GPU or both (where a GPU takes part), and its latency
+    // counted under that backend.
+    assert_eq!(sum_of("warpsearch_hybrid_served_"), 1, "{metrics}");
+    assert_eq!(sum_of("warpsearch_query_latency_seconds_count{"), 1, "{metrics}");
+    let gpu = metrics.contains("backend=\"gpu\"");
+    // With a GPU, its memory: the index's bytes within what the device uses.
+    let gauge = |name: &str| {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<f64>().ok())
+    };
+    let memory = [
+        "warpsearch_gpu_index_bytes",
+        "warpsearch_gpu_memory_used_bytes",
+        "warpsearch_gpu_memory_total_bytes",
+    ]
+    .map(gauge);
+    if gpu {
+        let [Some(index), Some(used), Some(total)] = memory else {
+            panic!("GPU memory missing:\n{metrics}")
+        };
+        assert!(0.0 < index && index <= used && used <= total, "{metrics}");
+    } else {
+        assert_eq!(memory, [None, None, None], "{metrics}");
+        eprintln!("skipped: the GPU's series of /metrics (no CUDA device here)");
+    }
     let spec = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/openapi.yaml"))
         .unwrap();
     let paths: Vec<&str> = spec

@@ -22,7 +22,7 @@ pub use backend::{Backend, BackendChoice};
 pub use cache::{CacheChoice, CacheOptions, CacheStats, Completion, Policy};
 pub use engine::{Engine, EngineOptions};
 pub use hybrid::{Done, Hybrid, HybridOptions, HybridStats, Reply, ServedBy, Slots};
-pub use warpsearch_gpu::{CacheBudget, GpuOptions, GpuStats};
+pub use warpsearch_gpu::{CacheBudget, GpuMemory, GpuOptions, GpuStats};
 
 /// What can go wrong when an engine is made.
 #[derive(Debug, thiserror::Error)]

@@ -223,6 +223,11 @@ impl GpuSearcher {
         &self.gpu
     }
 
+    /// The GPU, shared.
+    pub(crate) fn shared_gpu(&self) -> Arc<Gpu> {
+        self.gpu.clone()
+    }
+
     /// Device memory the index takes, in bytes.
     pub fn index_bytes(&self) -> usize {
         self.dev.bytes()

@@ -1,22 +1,37 @@
 //! `serve`'s counters and their Prometheus text exposition (`GET /metrics`): queries, their latency
-//! histogram, refusals, errors, queries in flight, and the hybrid scheduler's counts (GPU batches and
-//! tasks, steals, splits), accumulated since the server started.
+//! histogram by the backend that answered them, refusals, errors, queries in flight, the hybrid
+//! scheduler's counts (GPU batches and tasks, steals, splits), accumulated since the server started,
+//! and the GPU's memory.
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use warpsearch_engine::{HybridStats, ServedBy};
+use warpsearch_engine::{GpuMemory, HybridStats, ServedBy};
 
 /// Upper bounds of the latency histogram's buckets, in seconds.
 const BUCKETS: [f64; 14] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
+/// The `backend` labels of the latency histogram: who answered (the hybrid's [`ServedBy`]; the CPU
+/// engine's queries count as "cpu").
+const BACKENDS: [&str; 3] = ["cpu", "gpu", "both"];
+
+fn backend(served_by: Option<ServedBy>) -> usize {
+    match served_by {
+        None | Some(ServedBy::Cpu) => 0,
+        Some(ServedBy::Gpu) => 1,
+        Some(ServedBy::Both) => 2,
+    }
+}
+
 /// Every counter of the server (relaxed atomics: they count, they order nothing).
 #[derive(Default)]
 pub struct Metrics {
+    /// Whether a GPU answers: the histogram then has "gpu" and "both" series too.
+    gpu: bool,
     queries: AtomicU64,
     query_errors: AtomicU64,
     deadline_misses: AtomicU64,
@@ -27,9 +42,9 @@ pub struct Metrics {
     rejected: AtomicU64,
     /// Requests refused with another 4xx (a bad field, a body too large).
     bad_requests: AtomicU64,
-    /// Per bucket (not cumulative), the last one past every bound.
-    latency_buckets: [AtomicU64; BUCKETS.len() + 1],
-    latency_sum_us: AtomicU64,
+    /// Per backend and bucket (not cumulative), the last one past every bound.
+    latency_buckets: [[AtomicU64; BUCKETS.len() + 1]; BACKENDS.len()],
+    latency_sum_us: [AtomicU64; BACKENDS.len()],
     /// The hybrid scheduler's counts since start ([`warpsearch_engine::Hybrid::take_stats`] resets them).
     hybrid: Mutex<HybridStats>,
 }
@@ -47,8 +62,8 @@ pub struct Tally {
     served_cpu: u64,
     served_gpu: u64,
     served_both: u64,
-    latency_buckets: [u64; BUCKETS.len() + 1],
-    latency_sum_us: u64,
+    latency_buckets: [[u64; BUCKETS.len() + 1]; BACKENDS.len()],
+    latency_sum_us: [u64; BACKENDS.len()],
 }
 
 impl Tally {
@@ -57,8 +72,9 @@ impl Tally {
         self.queries += 1;
         let s = latency.as_secs_f64();
         let bucket = BUCKETS.iter().position(|&b| s <= b).unwrap_or(BUCKETS.len());
-        self.latency_buckets[bucket] += 1;
-        self.latency_sum_us += latency.as_micros() as u64;
+        let by = backend(served_by);
+        self.latency_buckets[by][bucket] += 1;
+        self.latency_sum_us[by] += latency.as_micros() as u64;
         self.deadline_misses += u64::from(missed_deadline);
         match served_by {
             Some(ServedBy::Cpu) => self.served_cpu += 1,
@@ -77,6 +93,14 @@ fn add(c: &AtomicU64, n: u64) {
 }
 
 impl Metrics {
+    /// Counters at zero; `gpu`: whether a GPU answers queries.
+    pub fn new(gpu: bool) -> Metrics {
+        Metrics {
+            gpu,
+            ..Metrics::default()
+        }
+    }
+
     /// A request's answered queries.
     pub fn add(&self, t: &Tally) {
         add(&self.queries, t.queries);
@@ -84,10 +108,14 @@ impl Metrics {
         add(&self.served_cpu, t.served_cpu);
         add(&self.served_gpu, t.served_gpu);
         add(&self.served_both, t.served_both);
-        for (c, &n) in self.latency_buckets.iter().zip(&t.latency_buckets) {
+        for (cs, ns) in self.latency_buckets.iter().zip(&t.latency_buckets) {
+            for (c, &n) in cs.iter().zip(ns) {
+                add(c, n);
+            }
+        }
+        for (c, &n) in self.latency_sum_us.iter().zip(&t.latency_sum_us) {
             add(c, n);
         }
-        add(&self.latency_sum_us, t.latency_sum_us);
     }
 
     /// One query the engine failed.
@@ -104,9 +132,16 @@ impl Metrics {
         });
     }
 
-    /// The Prometheus text exposition: these counters, `in_flight` of `max_in_flight` queries, and
-    /// `hybrid` (the scheduler's counts since the last scrape, added to the totals).
-    pub fn render(&self, in_flight: usize, max_in_flight: usize, hybrid: Option<HybridStats>) -> String {
+    /// The Prometheus text exposition: these counters, `in_flight` of `max_in_flight` queries,
+    /// `hybrid` (the scheduler's counts since the last scrape, added to the totals) and the GPU's
+    /// memory.
+    pub fn render(
+        &self,
+        in_flight: usize,
+        max_in_flight: usize,
+        hybrid: Option<HybridStats>,
+        gpu_memory: Option<GpuMemory>,
+    ) -> String {
         let mut out = String::new();
         let mut metric = |name: &str, kind: &str, help: &str, value: f64| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
@@ -230,23 +265,52 @@ impl Metrics {
                 );
             }
         }
+        if let Some(m) = gpu_memory {
+            for (name, help, bytes) in [
+                (
+                    "index",
+                    "Device memory the index takes: the whole index, or its list cache and staging \
+                     buffers.",
+                    m.index,
+                ),
+                ("memory_used", "Device memory in use, by every process.", m.used),
+                ("memory_total", "The device's memory.", m.total),
+            ] {
+                metric(
+                    &format!("warpsearch_gpu_{name}_bytes"),
+                    "gauge",
+                    help,
+                    bytes as f64,
+                );
+            }
+        }
         let _ = writeln!(
             out,
-            "# HELP warpsearch_query_latency_seconds Time from a query's acceptance to its answer.\n\
+            "# HELP warpsearch_query_latency_seconds Time from a query's acceptance to its answer, by \
+             the backend that answered it.\n\
              # TYPE warpsearch_query_latency_seconds histogram"
         );
-        let mut cumulative = 0;
-        for (i, c) in self.latency_buckets.iter().enumerate() {
-            cumulative += c.load(Ordering::Relaxed);
-            let le = BUCKETS.get(i).map_or("+Inf".to_string(), |b| b.to_string());
+        let shown = if self.gpu { BACKENDS.len() } else { 1 };
+        for (by, name) in BACKENDS.iter().enumerate().take(shown) {
+            let mut cumulative = 0;
+            for (i, c) in self.latency_buckets[by].iter().enumerate() {
+                cumulative += c.load(Ordering::Relaxed);
+                let le = BUCKETS.get(i).map_or("+Inf".to_string(), |b| b.to_string());
+                let _ = writeln!(
+                    out,
+                    "warpsearch_query_latency_seconds_bucket{{backend=\"{name}\",le=\"{le}\"}} {cumulative}"
+                );
+            }
+            let sum = self.latency_sum_us[by].load(Ordering::Relaxed) as f64 / 1e6;
             let _ = writeln!(
                 out,
-                "warpsearch_query_latency_seconds_bucket{{le=\"{le}\"}} {cumulative}"
+                "warpsearch_query_latency_seconds_sum{{backend=\"{name}\"}} {sum}"
+            );
+            let _ = writeln!(
+                out,
+                "warpsearch_query_latency_seconds_count{{backend=\"{name}\"}} {cumulative}"
             );
         }
-        let sum = self.latency_sum_us.load(Ordering::Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "warpsearch_query_latency_seconds_sum {sum}");
-        let _ = writeln!(out, "warpsearch_query_latency_seconds_count {cumulative}");
         out
     }
 }
@@ -256,16 +320,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn histogram_is_cumulative_and_counts_every_query() {
-        let m = Metrics::default();
+    fn histogram_is_cumulative_by_backend_and_counts_every_query() {
+        let m = Metrics::new(true);
         let mut tally = Tally::default();
         tally.answered(Duration::from_micros(300), None, false);
         tally.answered(Duration::from_millis(3), Some(ServedBy::Gpu), true);
+        tally.answered(Duration::from_millis(2), Some(ServedBy::Cpu), false);
         m.add(&tally);
         let mut tally = Tally::default();
         tally.answered(Duration::from_secs(60), None, false);
         m.add(&tally);
         m.refused(true);
+        let memory = GpuMemory {
+            index: 7,
+            used: 100,
+            total: 1000,
+        };
         let text = m.render(
             2,
             8,
@@ -273,21 +343,51 @@ mod tests {
                 gpu_batches: 1,
                 ..Default::default()
             }),
+            Some(memory),
         );
         for line in [
-            "warpsearch_queries_total 3",
-            "warpsearch_query_latency_seconds_bucket{le=\"0.0005\"} 1",
-            "warpsearch_query_latency_seconds_bucket{le=\"0.005\"} 2",
-            "warpsearch_query_latency_seconds_bucket{le=\"10\"} 2",
-            "warpsearch_query_latency_seconds_bucket{le=\"+Inf\"} 3",
-            "warpsearch_query_latency_seconds_count 3",
+            "warpsearch_queries_total 4",
+            "warpsearch_query_latency_seconds_bucket{backend=\"cpu\",le=\"0.0005\"} 1",
+            "warpsearch_query_latency_seconds_bucket{backend=\"cpu\",le=\"0.0025\"} 2",
+            "warpsearch_query_latency_seconds_bucket{backend=\"cpu\",le=\"10\"} 2",
+            "warpsearch_query_latency_seconds_bucket{backend=\"cpu\",le=\"+Inf\"} 3",
+            "warpsearch_query_latency_seconds_count{backend=\"cpu\"} 3",
+            "warpsearch_query_latency_seconds_bucket{backend=\"gpu\",le=\"0.0025\"} 0",
+            "warpsearch_query_latency_seconds_bucket{backend=\"gpu\",le=\"0.005\"} 1",
+            "warpsearch_query_latency_seconds_sum{backend=\"gpu\"} 0.003",
+            "warpsearch_query_latency_seconds_count{backend=\"gpu\"} 1",
+            "warpsearch_query_latency_seconds_count{backend=\"both\"} 0",
             "warpsearch_rejected_requests_total 1",
             "warpsearch_queries_in_flight 2",
             "warpsearch_deadline_misses_total 1",
             "warpsearch_hybrid_served_gpu_total 1",
             "warpsearch_hybrid_gpu_batches_total 1",
+            "warpsearch_gpu_index_bytes 7",
+            "warpsearch_gpu_memory_used_bytes 100",
+            "warpsearch_gpu_memory_total_bytes 1000",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing from\n{text}");
+        }
+        let sum: f64 = text
+            .lines()
+            .filter(|l| l.starts_with("warpsearch_query_latency_seconds_sum{backend=\"cpu\"}"))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+            .sum();
+        assert!((sum - 60.0023).abs() < 1e-9, "{text}");
+    }
+
+    #[test]
+    fn without_a_gpu_only_the_cpu_series_and_no_memory() {
+        let m = Metrics::new(false);
+        let mut tally = Tally::default();
+        tally.answered(Duration::from_millis(1), None, false);
+        m.add(&tally);
+        let text = m.render(0, 8, None, None);
+        assert!(text
+            .lines()
+            .any(|l| l == "warpsearch_query_latency_seconds_count{backend=\"cpu\"} 1"));
+        for absent in ["backend=\"gpu\"", "backend=\"both\"", "warpsearch_gpu_"] {
+            assert!(!text.contains(absent), "{absent} in\n{text}");
         }
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 use warpsearch_cpu::CpuSearcher;
-use warpsearch_engine::{Engine, Hybrid, HybridStats};
+use warpsearch_engine::{Engine, GpuMemory, Hybrid, HybridStats};
 use warpsearch_query::{Request, Scorer};
 
 use super::gather::{Answered, Gather};
@@ -68,6 +68,16 @@ impl Searcher {
     /// The backend in a few words.
     pub fn describe(&self) -> &str {
         &self.describe
+    }
+
+    /// Whether a GPU answers queries.
+    pub fn has_gpu(&self) -> bool {
+        self.hybrid.as_ref().is_some_and(|h| h.has_gpu())
+    }
+
+    /// The GPU's memory now (None without a GPU).
+    pub fn gpu_memory(&self) -> Option<GpuMemory> {
+        self.hybrid.as_ref().and_then(|h| h.gpu_memory())
     }
 
     /// The hybrid scheduler's counters since the last call (None for the CPU engine).

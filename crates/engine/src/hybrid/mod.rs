@@ -26,7 +26,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use warpsearch_cpu::CpuSearcher;
-use warpsearch_gpu::{GpuSearcher, GpuStats};
+use warpsearch_gpu::{GpuMemory, GpuSearcher, GpuStats, MemoryProbe};
 use warpsearch_index::{IndexError, Result};
 use warpsearch_query::{Answer, Request};
 
@@ -130,6 +130,8 @@ struct Shared {
 pub struct Hybrid {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
+    /// The GPU's memory, read from the caller's thread (the GPU's searcher is on its dispatcher's).
+    memory: Option<MemoryProbe>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -211,6 +213,7 @@ impl Hybrid {
                     .expect("a thread can be started")
             })
             .collect();
+        let memory = gpu.as_ref().map(GpuSearcher::memory_probe);
         if let Some(gpu) = gpu {
             let s = shared.clone();
             threads.push(
@@ -220,7 +223,11 @@ impl Hybrid {
                     .expect("a thread can be started"),
             );
         }
-        Hybrid { shared, threads }
+        Hybrid {
+            shared,
+            threads,
+            memory,
+        }
     }
 
     /// The GPU's list cache policy, when it caches part of the index.
@@ -231,6 +238,12 @@ impl Hybrid {
     /// Whether a GPU takes part.
     pub fn has_gpu(&self) -> bool {
         self.shared.has_gpu
+    }
+
+    /// The GPU's memory now: what the index takes and the device's use (None without a GPU, or where
+    /// the driver does not answer).
+    pub fn gpu_memory(&self) -> Option<GpuMemory> {
+        self.memory.as_ref().and_then(|m| m.read().ok())
     }
 
     /// Tasks per second the scheduler completes at full load, from its measured rates: the GPU's
