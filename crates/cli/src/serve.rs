@@ -287,7 +287,12 @@ fn json_response(value: &impl Serialize, size: usize) -> Response {
 }
 
 fn took_ms(started: Instant) -> f64 {
-    started.elapsed().as_secs_f64() * 1e3
+    millis(started.elapsed())
+}
+
+/// `d` in milliseconds to the microsecond, so that the JSON shows `0.572`, not `0.5716570000000001`.
+fn millis(d: Duration) -> f64 {
+    d.as_micros() as f64 / 1e3
 }
 
 async fn post_search(State(s): State<Arc<Server>>, body: Result<Bytes, BytesRejection>) -> Response {
@@ -354,4 +359,22 @@ async fn metrics(State(s): State<Arc<Server>>) -> Response {
         .metrics
         .render(in_flight, s.max_in_flight, hybrid, s.searcher.gpu_memory());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn took_ms_is_written_to_the_microsecond() {
+        for (nanos, json) in [
+            (571_657, "0.571"),
+            (1_999, "0.001"),
+            (999, "0.0"),
+            (12_345_678_901, "12345.678"),
+        ] {
+            let ms = millis(Duration::from_nanos(nanos));
+            assert_eq!(serde_json::to_string(&ms).unwrap(), json, "{nanos} ns");
+        }
+    }
 }

@@ -184,25 +184,26 @@ impl Metrics {
             "Queries in flight beyond which requests are refused (--max-in-flight).",
             max_in_flight as f64,
         );
-        metric(
-            "warpsearch_deadline_misses_total",
-            "counter",
-            "Queries the hybrid scheduler answered after their deadline (--deadline-ms).",
-            get(&self.deadline_misses),
-        );
-        for (by, c) in [
-            ("cpu", &self.served_cpu),
-            ("gpu", &self.served_gpu),
-            ("both", &self.served_both),
-        ] {
-            metric(
-                &format!("warpsearch_hybrid_served_{by}_total"),
-                "counter",
-                &format!("Queries the hybrid scheduler answered on: {by}."),
-                get(c),
-            );
-        }
+        // The hybrid scheduler's (the CPU engine has no deadlines and one processor).
         if let Some(new) = hybrid {
+            metric(
+                "warpsearch_deadline_misses_total",
+                "counter",
+                "Queries the hybrid scheduler answered after their deadline (--deadline-ms).",
+                get(&self.deadline_misses),
+            );
+            for (by, c) in [
+                ("cpu", &self.served_cpu),
+                ("gpu", &self.served_gpu),
+                ("both", &self.served_both),
+            ] {
+                metric(
+                    &format!("warpsearch_hybrid_served_{by}_total"),
+                    "counter",
+                    &format!("Queries the hybrid scheduler answered on: {by}."),
+                    get(c),
+                );
+            }
             let mut guard = self.hybrid.lock().expect("no thread panics under this lock");
             let h = &mut *guard;
             let sums: [(&str, &mut u64, u64, &str); 8] = [
@@ -386,7 +387,13 @@ mod tests {
         assert!(text
             .lines()
             .any(|l| l == "warpsearch_query_latency_seconds_count{backend=\"cpu\"} 1"));
-        for absent in ["backend=\"gpu\"", "backend=\"both\"", "warpsearch_gpu_"] {
+        for absent in [
+            "backend=\"gpu\"",
+            "backend=\"both\"",
+            "warpsearch_gpu_",
+            "warpsearch_hybrid_",
+            "deadline_misses",
+        ] {
             assert!(!text.contains(absent), "{absent} in\n{text}");
         }
     }
