@@ -21,7 +21,7 @@ use anyhow::{bail, Context, Result};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Query as UrlQuery, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -142,6 +142,14 @@ pub fn run(a: ServeArgs) -> Result<()> {
             ApiError {
                 status: StatusCode::NOT_FOUND,
                 message: "no such endpoint: see docs/openapi.yaml".into(),
+                field: None,
+            }
+        })
+        // A JSON error as every other refusal (axum adds the `Allow` header).
+        .method_not_allowed_fallback(|method: Method, uri: Uri| async move {
+            ApiError {
+                status: StatusCode::METHOD_NOT_ALLOWED,
+                message: format!("{method} is not served at {}: see docs/openapi.yaml", uri.path()),
                 field: None,
             }
         })

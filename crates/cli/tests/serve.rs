@@ -138,6 +138,14 @@ fn bad_requests_name_their_field() {
         metrics.lines().any(|l| l == "warpsearch_bad_requests_total 11"),
         "{metrics}"
     );
+    // A path or a method the server does not serve: JSON errors too, with the methods it does.
+    let (status, head, body) = server.request("DELETE", "/search", "");
+    assert_eq!(status, 405, "{body}");
+    assert!(head.contains("\r\nallow: get,head,post"), "{head}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert!(v["error"].as_str().unwrap().starts_with("DELETE"), "{v}");
+    let (status, v) = server.json("GET", "/nowhere", "");
+    assert_eq!(status, 404, "{v}");
 }
 
 #[test]
