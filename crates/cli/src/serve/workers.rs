@@ -68,16 +68,16 @@ impl Workers {
         if requests.is_empty() {
             return;
         }
-        let wake_all = requests.len() > 1;
+        // As many threads as the request has queries (a busy thread looks at the queue again when
+        // its query is answered): a request of 2 queries wakes 2 of 16 sleeping threads, not all.
+        let wake = requests.len().min(self.threads.len());
         let job = Arc::new(Job {
             requests,
             next: AtomicUsize::new(0),
             gather,
         });
         lock(&self.queue.state).jobs.push_back(job);
-        if wake_all {
-            self.queue.ready.notify_all();
-        } else {
+        for _ in 0..wake {
             self.queue.ready.notify_one();
         }
     }
