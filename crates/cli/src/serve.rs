@@ -138,7 +138,8 @@ pub fn run(a: ServeArgs) -> Result<()> {
         .route("/search", get(get_search).post(post_search))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
-        .fallback(|| async {
+        .fallback(|State(s): State<Arc<Server>>| async move {
+            s.metrics.refused(false);
             ApiError {
                 status: StatusCode::NOT_FOUND,
                 message: "no such endpoint: see docs/openapi.yaml".into(),
@@ -146,13 +147,16 @@ pub fn run(a: ServeArgs) -> Result<()> {
             }
         })
         // A JSON error as every other refusal (axum adds the `Allow` header).
-        .method_not_allowed_fallback(|method: Method, uri: Uri| async move {
-            ApiError {
-                status: StatusCode::METHOD_NOT_ALLOWED,
-                message: format!("{method} is not served at {}: see docs/openapi.yaml", uri.path()),
-                field: None,
-            }
-        })
+        .method_not_allowed_fallback(
+            |State(s): State<Arc<Server>>, method: Method, uri: Uri| async move {
+                s.metrics.refused(false);
+                ApiError {
+                    status: StatusCode::METHOD_NOT_ALLOWED,
+                    message: format!("{method} is not served at {}: see docs/openapi.yaml", uri.path()),
+                    field: None,
+                }
+            },
+        )
         .layer(DefaultBodyLimit::max(a.max_body))
         .with_state(server);
     let runtime = tokio::runtime::Builder::new_multi_thread()

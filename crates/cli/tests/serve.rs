@@ -146,6 +146,11 @@ fn bad_requests_name_their_field() {
     assert!(v["error"].as_str().unwrap().starts_with("DELETE"), "{v}");
     let (status, v) = server.json("GET", "/nowhere", "");
     assert_eq!(status, 404, "{v}");
+    let (_, _, metrics) = server.request("GET", "/metrics", "");
+    assert!(
+        metrics.lines().any(|l| l == "warpsearch_bad_requests_total 13"),
+        "{metrics}"
+    );
 }
 
 #[test]
@@ -245,6 +250,11 @@ fn health_metrics_and_every_openapi_path_are_served() {
     }
     let (status, v) = server.json("GET", "/nowhere", "");
     assert_eq!(status, 404, "{v}");
+    let (_, _, metrics) = server.request("GET", "/metrics", "");
+    assert!(
+        metrics.lines().any(|l| l == "warpsearch_bad_requests_total 1"),
+        "{metrics}"
+    );
 }
 
 #[test]

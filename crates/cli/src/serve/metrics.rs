@@ -169,7 +169,7 @@ impl Metrics {
         metric(
             "warpsearch_bad_requests_total",
             "counter",
-            "Requests refused with another 4xx (a bad field, a body too large).",
+            "Requests refused with another 4xx (a bad field, a body too large, an unknown path or method).",
             get(&self.bad_requests),
         );
         metric(
