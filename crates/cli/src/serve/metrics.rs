@@ -40,7 +40,7 @@ pub struct Metrics {
     served_both: AtomicU64,
     /// Requests refused with 429 (too many queries in flight).
     rejected: AtomicU64,
-    /// Requests refused with another 4xx (a bad field, a body too large).
+    /// Requests refused with another 4xx (a bad field, a body too large, an unknown path or method).
     bad_requests: AtomicU64,
     /// Per backend and bucket (not cumulative), the last one past every bound.
     latency_buckets: [[AtomicU64; BUCKETS.len() + 1]; BACKENDS.len()],
