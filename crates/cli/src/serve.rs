@@ -94,10 +94,10 @@ pub fn run(a: ServeArgs) -> Result<()> {
     // The handlers need cores for HTTP, JSON and query analysis: on a machine of 8 cores or more the
     // hybrid's CPU workers take a quarter of them with the whole index on the GPU, and half with a list
     // cache (whose queries the CPU completes), unless told otherwise; without a GPU, every core. On
-    // the H100's 16 cores, passages on the GPU (b1f457c): 4 workers answered 1.03-1.06 million AND queries a second (0.92-0.93 of in
-    // process) and 813,000 OR (1.05), 8 workers 0.61-0.67 million and 595,000, 12 workers 596,000 AND.
-    // On the H200's, 8 workers made 30-35% more than 15 on the passages before, and came within 4% of
-    // them on the 25M collection (bench/RESULTS.md, issue 15).
+    // the H100's 16 cores, passages on the GPU (37b9b32): 4 workers made 0.85-1.03 of in process for
+    // AND (about a million queries a second) and 0.93-1.09 for OR, 8 workers 0.72-0.83 and 0.66-0.70.
+    // On the H200's 25M collection 8 made 0.90-0.94 against 4's 0.93-1.00, and with a list cache half
+    // the cores came within 4% of 15 workers (bench/RESULTS.md, issue 15).
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if scorer.gpu.hybrid_workers.is_none() && cores >= 8 {
         let share = if scorer.gpu.gpu_cache.is_some() { 2 } else { 4 };
