@@ -96,7 +96,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     // cache (whose queries the CPU completes), unless told otherwise; without a GPU, every core. On
     // the H100's 16 cores, passages on the GPU (37b9b32): 4 workers made 0.85-1.03 of in process for
     // AND (about a million queries a second) and 0.93-1.09 for OR, 8 workers 0.72-0.83 and 0.66-0.70.
-    // On the H200's 25M collection 8 made 0.90-0.94 against 4's 0.93-1.00, and with a list cache half
+    // On the H200's 25M collection, at their best loads, 8 made 0.92-0.94 and 4 0.95-1.00; with a cache half
     // the cores came within 4% of 15 workers (bench/RESULTS.md, issue 15).
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if scorer.gpu.hybrid_workers.is_none() && cores >= 8 {
