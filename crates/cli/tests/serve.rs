@@ -132,12 +132,7 @@ fn bad_requests_name_their_field() {
     let big = json!({"queries": [{"text": "fox ".repeat(400)}]}).to_string();
     let (status, v) = server.json("POST", "/search", &big);
     assert_eq!((status, v["field"].as_str()), (413, Some("body")), "{v}");
-    let (status, _, metrics) = server.request("GET", "/metrics", "");
-    assert_eq!(status, 200);
-    assert!(
-        metrics.lines().any(|l| l == "warpsearch_bad_requests_total 11"),
-        "{metrics}"
-    );
+    server.assert_metrics(&["warpsearch_bad_requests_total 11"]);
     // A path or a method the server does not serve: JSON errors too, with the methods it does.
     let (status, head, body) = server.request("DELETE", "/search", "");
     assert_eq!(status, 405, "{body}");
@@ -146,11 +141,7 @@ fn bad_requests_name_their_field() {
     assert!(v["error"].as_str().unwrap().starts_with("DELETE"), "{v}");
     let (status, v) = server.json("GET", "/nowhere", "");
     assert_eq!(status, 404, "{v}");
-    let (_, _, metrics) = server.request("GET", "/metrics", "");
-    assert!(
-        metrics.lines().any(|l| l == "warpsearch_bad_requests_total 13"),
-        "{metrics}"
-    );
+    server.assert_metrics(&["warpsearch_bad_requests_total 13"]);
 }
 
 #[test]
@@ -167,17 +158,10 @@ fn beyond_max_in_flight_is_429_with_retry_after() {
     assert!(v["error"].as_str().unwrap().contains("in flight"), "{v}");
     let (status, _, _) = server.request("GET", "/search?q=fox", "");
     assert_eq!(status, 429);
-    let (_, _, metrics) = server.request("GET", "/metrics", "");
-    assert!(
-        metrics
-            .lines()
-            .any(|l| l == "warpsearch_rejected_requests_total 2"),
-        "{metrics}"
-    );
-    assert!(
-        metrics.lines().any(|l| l == "warpsearch_queries_total 0"),
-        "{metrics}"
-    );
+    server.assert_metrics(&[
+        "warpsearch_rejected_requests_total 2",
+        "warpsearch_queries_total 0",
+    ]);
 }
 
 #[test]
@@ -250,11 +234,7 @@ fn health_metrics_and_every_openapi_path_are_served() {
     }
     let (status, v) = server.json("GET", "/nowhere", "");
     assert_eq!(status, 404, "{v}");
-    let (_, _, metrics) = server.request("GET", "/metrics", "");
-    assert!(
-        metrics.lines().any(|l| l == "warpsearch_bad_requests_total 1"),
-        "{metrics}"
-    );
+    server.assert_metrics(&["warpsearch_bad_requests_total 1"]);
 }
 
 #[test]

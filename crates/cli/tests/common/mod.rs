@@ -141,6 +141,15 @@ impl Server {
         (status, head.to_ascii_lowercase(), body.to_owned())
     }
 
+    /// Asserts that `GET /metrics` answers with each of `lines` as a line of its own.
+    pub fn assert_metrics(&self, lines: &[&str]) {
+        let (status, _, metrics) = self.request("GET", "/metrics", "");
+        assert_eq!(status, 200, "{metrics}");
+        for line in lines {
+            assert!(metrics.lines().any(|l| l == *line), "{line} missing:\n{metrics}");
+        }
+    }
+
     pub fn json(&self, method: &str, path: &str, body: &str) -> (u16, Value) {
         let (status, _, body) = self.request(method, path, body);
         (
