@@ -19,6 +19,7 @@ const BUCKETS: [f64; 14] = [
 /// engine's queries count as "cpu").
 const BACKENDS: [&str; 3] = ["cpu", "gpu", "both"];
 
+/// Who answered, as an index of [`BACKENDS`].
 fn backend(served_by: Option<ServedBy>) -> usize {
     match served_by {
         None | Some(ServedBy::Cpu) => 0,
