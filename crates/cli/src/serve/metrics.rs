@@ -36,14 +36,12 @@ pub struct Metrics {
     queries: AtomicU64,
     query_errors: AtomicU64,
     deadline_misses: AtomicU64,
-    served_cpu: AtomicU64,
-    served_gpu: AtomicU64,
-    served_both: AtomicU64,
     /// Requests refused with 429 (too many queries in flight).
     rejected: AtomicU64,
     /// Requests refused with another 4xx (a bad field, a body too large, an unknown path or method).
     bad_requests: AtomicU64,
-    /// Per backend and bucket (not cumulative), the last one past every bound.
+    /// Per backend and bucket (not cumulative), the last one past every bound; a backend's sum is the
+    /// queries it answered.
     latency_buckets: [[AtomicU64; BUCKETS.len() + 1]; BACKENDS.len()],
     latency_sum_us: [AtomicU64; BACKENDS.len()],
     /// The hybrid scheduler's counts since start ([`warpsearch_engine::Hybrid::take_stats`] resets them).
@@ -60,9 +58,6 @@ fn bump(c: &AtomicU64) {
 pub struct Tally {
     queries: u64,
     deadline_misses: u64,
-    served_cpu: u64,
-    served_gpu: u64,
-    served_both: u64,
     latency_buckets: [[u64; BUCKETS.len() + 1]; BACKENDS.len()],
     latency_sum_us: [u64; BACKENDS.len()],
 }
@@ -77,12 +72,6 @@ impl Tally {
         self.latency_buckets[by][bucket] += 1;
         self.latency_sum_us[by] += latency.as_micros() as u64;
         self.deadline_misses += u64::from(missed_deadline);
-        match served_by {
-            Some(ServedBy::Cpu) => self.served_cpu += 1,
-            Some(ServedBy::Gpu) => self.served_gpu += 1,
-            Some(ServedBy::Both) => self.served_both += 1,
-            None => {}
-        }
     }
 }
 
@@ -106,9 +95,6 @@ impl Metrics {
     pub fn add(&self, t: &Tally) {
         add(&self.queries, t.queries);
         add(&self.deadline_misses, t.deadline_misses);
-        add(&self.served_cpu, t.served_cpu);
-        add(&self.served_gpu, t.served_gpu);
-        add(&self.served_both, t.served_both);
         for (cs, ns) in self.latency_buckets.iter().zip(&t.latency_buckets) {
             for (c, &n) in cs.iter().zip(ns) {
                 add(c, n);
@@ -193,16 +179,13 @@ impl Metrics {
                 "Queries the hybrid scheduler answered after their deadline (--deadline-ms).",
                 get(&self.deadline_misses),
             );
-            for (by, c) in [
-                ("cpu", &self.served_cpu),
-                ("gpu", &self.served_gpu),
-                ("both", &self.served_both),
-            ] {
+            // Every answer the hybrid gives says who gave it: its backend's latency count.
+            for (by, name) in BACKENDS.iter().enumerate() {
                 metric(
-                    &format!("warpsearch_hybrid_served_{by}_total"),
+                    &format!("warpsearch_hybrid_served_{name}_total"),
                     "counter",
-                    &format!("Queries the hybrid scheduler answered on: {by}."),
-                    get(c),
+                    &format!("Queries the hybrid scheduler answered on: {name}."),
+                    self.latency_buckets[by].iter().map(get).sum(),
                 );
             }
             let mut guard = self.hybrid.lock().expect("no thread panics under this lock");
