@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::Server;
+use common::{assert_lines, Server};
 use serde_json::{json, Value};
 
 /// `text` as a URL query value.
@@ -183,9 +183,10 @@ fn health_metrics_and_every_openapi_path_are_served() {
     let (status, head, metrics) = server.request("GET", "/metrics", "");
     assert_eq!(status, 200);
     assert!(head.contains("content-type: text/plain"), "{head}");
-    for line in ["warpsearch_queries_total 1", "warpsearch_queries_in_flight 0"] {
-        assert!(metrics.lines().any(|l| l == line), "{line} missing:\n{metrics}");
-    }
+    assert_lines(
+        &metrics,
+        &["warpsearch_queries_total 1", "warpsearch_queries_in_flight 0"],
+    );
     let sum_of = |prefix: &str| -> u64 {
         metrics
             .lines()

@@ -145,9 +145,7 @@ impl Server {
     pub fn assert_metrics(&self, lines: &[&str]) {
         let (status, _, metrics) = self.request("GET", "/metrics", "");
         assert_eq!(status, 200, "{metrics}");
-        for line in lines {
-            assert!(metrics.lines().any(|l| l == *line), "{line} missing:\n{metrics}");
-        }
+        assert_lines(&metrics, lines);
     }
 
     pub fn json(&self, method: &str, path: &str, body: &str) -> (u16, Value) {
@@ -171,5 +169,12 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Asserts that `text` has each of `lines` as a line of its own.
+pub fn assert_lines(text: &str, lines: &[&str]) {
+    for line in lines {
+        assert!(text.lines().any(|l| l == *line), "{line} missing:\n{text}");
     }
 }
