@@ -2,7 +2,7 @@
 //! objects. The engine runs with the GIL released (query analysis too, on the engine's threads); only
 //! turning answers into Python objects holds it.
 
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use pyo3::exceptions::{PyRuntimeError, PyRuntimeWarning, PyUserWarning};
 use pyo3::prelude::*;
@@ -41,15 +41,16 @@ pub struct SearcherOptions<'a> {
 }
 
 /// Answers queries on one index with fixed options; `search` and `search_batch` take a query's mode
-/// and k. Safe to share between Python threads (their calls take turns on the engine).
+/// and k. Safe to share between Python threads (the engine takes their calls' queries side by side).
 #[pyclass(name = "Searcher", module = "warpsearch", frozen)]
 pub struct PySearcher {
-    engine: Mutex<Engine>,
+    engine: Engine,
     /// The engine's scorer and backend, read without waiting for the engine.
     scorer: Arc<Scorer>,
     backend: Backend,
     index: Arc<Index>,
-    /// The CPU threads asked for (None: rayon's global pool, every core).
+    /// The threads asked for, for analysis and output (None: rayon's global pool, every core); the
+    /// engine's CPU backend has as many of its own.
     pool: Option<rayon::ThreadPool>,
     /// Queries per engine call ([`Engine::batch_hint`]).
     batch_hint: usize,
@@ -77,6 +78,7 @@ impl PySearcher {
         };
         let engine_options = EngineOptions {
             backend,
+            cpu_threads: o.threads.unwrap_or(0),
             gpu: GpuOptions {
                 max_k: o.max_k,
                 memory_budget: o.gpu_memory,
@@ -111,23 +113,12 @@ impl PySearcher {
             scorer: engine.scorer().clone(),
             backend: engine.backend(),
             batch_hint: engine.batch_hint(),
-            // A CPU engine runs on the searcher's own pool where it has one.
-            describe: match &pool {
-                Some(p) => engine.describe_on(p.current_num_threads()),
-                None => engine.describe(),
-            },
+            describe: engine.describe(),
             choice: engine.choice().map(str::to_owned),
-            engine: Mutex::new(engine),
+            engine,
             doc_ids: OnceLock::new(),
             index,
             pool,
-        })
-    }
-
-    /// The engine, unless a panic inside it left it in an unknown state.
-    fn engine(&self) -> PyResult<MutexGuard<'_, Engine>> {
-        self.engine.lock().map_err(|_| {
-            PyRuntimeError::new_err("this searcher failed earlier (a panic in the engine): make a new one")
         })
     }
 
@@ -238,13 +229,10 @@ impl PySearcher {
         })
     }
 
-    /// Answers `requests` on the engine (on the searcher's threads), with what the engine noted meanwhile.
+    /// Answers `requests` on the engine, with what the engine noted meanwhile.
     fn run_requests(&self, requests: &[Request]) -> PyResult<Answered> {
-        on_pool(self.pool.as_ref(), || {
-            let mut engine = self.engine()?;
-            let answers = engine.search_batch(requests);
-            Ok((answers, engine.take_notes()))
-        })
+        let answers = self.engine.search_batch(requests);
+        Ok((answers, self.engine.take_notes()))
     }
 }
 

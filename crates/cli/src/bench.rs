@@ -2,13 +2,12 @@
 //! under open-loop Poisson arrivals at given rates (papers/001 section 9: queries arrive at a rate and have
 //! a deadline; the report counts those that missed it). Prints a table and optionally writes JSON.
 //!
-//! Open loop on the CPU: one worker per thread takes the queries in arrival order, waits for each one's
-//! arrival time, and answers it; latency runs from arrival to answer, so queueing behind busy workers
-//! counts. On the GPU: the dispatcher sends every query that has arrived (up to the batch size) as one
-//! batch as soon as the previous batch is back, which is how a GPU server batches.
+//! Open loop: each query is submitted to the engine at its arrival time, as a server's client would;
+//! latency runs from arrival to answer, so queueing behind busy workers (or a GPU batch) counts. The
+//! engine schedules them as it schedules a server's: the CPU's threads take them in arrival order, the
+//! GPU's thread sends every query that has arrived (up to a batch) as soon as its last call is back,
+//! and the hybrid routes each by its predicted cost and deadline.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -16,8 +15,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 use std::sync::Arc;
-use warpsearch_cpu::CpuSearcher;
-use warpsearch_engine::{Backend, Engine, Hybrid, HybridStats};
+use warpsearch_engine::{Collect, Engine, HybridStats};
 use warpsearch_index::queries::QueryLine;
 use warpsearch_index::Index;
 use warpsearch_query::{Answer, Query, Request};
@@ -40,7 +38,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         bail!("--duration and --deadline-ms must be positive");
     }
     let index = Arc::new(crate::open(&a.engine.scorer.index)?);
-    let mut engine = open_engine(&a.engine, index.clone())?;
+    let engine = open_engine(&a.engine, index.clone())?;
     let (lines, queries) = load_queries(&a.engine, &index)?;
     if queries.is_empty() {
         bail!("{} holds no queries", queries_name(&a.engine));
@@ -50,10 +48,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
 
     // Closed loop: every query available at once.
     let (answers, wall) = if a.text {
-        closed_from_text(&mut engine, &index, &lines, &a.engine)
+        closed_from_text(&engine, &index, &lines, &a.engine)
     } else {
         let started = Instant::now();
-        (answer_batch(&mut engine, &queries), started.elapsed())
+        (answer_batch(&engine, &queries), started.elapsed())
     };
     let mut latencies = Vec::with_capacity(answers.len());
     for r in answers {
@@ -116,7 +114,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         bar.set_message(format!("{rate:.0}/s"));
         let deadline = Duration::from_secs_f64(a.open.deadline_ms / 1e3);
         engine.take_hybrid_stats();
-        let (lat, span) = open_loop(&mut engine, &log, &arrivals, deadline, &bar)?;
+        let (lat, span) = open_loop(&engine, &log, &arrivals, deadline, &bar)?;
         bar.finish_and_clear();
         let hybrid = engine.take_hybrid_stats();
         let missed = lat.iter().filter(|&&d| d > deadline).count();
@@ -196,7 +194,7 @@ fn queries_name(a: &crate::args::EngineArgs) -> String {
 /// queries answered, and their hits' document ids looked up (on all threads). The analysis runs once
 /// before the clock too, as the server's warm-up pass does, so each thread's cache of tokens is warm.
 fn closed_from_text(
-    engine: &mut Engine,
+    engine: &Engine,
     index: &Index,
     lines: &[QueryLine],
     a: &EngineArgs,
@@ -275,48 +273,36 @@ pub(crate) fn poisson_arrivals(n: usize, rate: f64, seed: u64) -> Vec<Duration> 
         .collect()
 }
 
-/// Answers `queries[i]` no earlier than `arrivals[i]` after the start; returns each query's latency from
-/// its arrival and the time until the last answer.
+/// Submits `queries[i]` to the engine at `arrivals[i]` after the start, with the deadline (every backend
+/// the same way: a server's clients do no more); returns each query's latency from its arrival to the
+/// moment the engine handed over its answer, and the time until the last answer.
 fn open_loop(
-    engine: &mut Engine,
+    engine: &Engine,
     queries: &[Request],
     arrivals: &[Duration],
     deadline: Duration,
     bar: &ProgressBar,
 ) -> Result<(Vec<Duration>, Duration)> {
-    if let Some(h) = engine.hybrid() {
-        return Ok(open_loop_hybrid(h, queries, arrivals, deadline, bar));
+    let start = Instant::now();
+    let tick = bar.clone();
+    // Stamped on the engine's thread as it answers, so that handing the answer over is not counted.
+    let answered = Arc::new(Collect::with(queries.len(), move |_| {
+        tick.inc(1);
+        start.elapsed()
+    }));
+    for (i, r) in queries.iter().enumerate() {
+        wait_until(start, arrivals[i]);
+        // Errors of single queries are the search command's business; here they count as answered.
+        engine.submit(i as u64, vec![r.clone()], Some(deadline), answered.clone());
     }
-    match (engine.backend(), engine.gpu().map(|g| g.batch_size())) {
-        (Backend::Gpu, Some(batch)) => {
-            let start = Instant::now();
-            let mut lat = vec![Duration::ZERO; queries.len()];
-            let mut next = 0;
-            while next < queries.len() {
-                let now = start.elapsed();
-                if arrivals[next] > now {
-                    wait_until(start, arrivals[next]);
-                    continue;
-                }
-                let end = (next..queries.len())
-                    .take(batch)
-                    .take_while(|&i| arrivals[i] <= now)
-                    .last()
-                    .map_or(next + 1, |i| i + 1);
-                for r in answer_batch(engine, &queries[next..end]) {
-                    r?;
-                }
-                let done = start.elapsed();
-                for i in next..end {
-                    lat[i] = done - arrivals[i];
-                }
-                bar.inc((end - next) as u64);
-                next = end;
-            }
-            Ok((lat, start.elapsed()))
-        }
-        _ => Ok(open_loop_cpu(engine.cpu(), queries, arrivals, bar)),
-    }
+    let lat = answered
+        .wait_for()
+        .into_iter()
+        .zip(arrivals)
+        .map(|(at, &arrival)| at.map(|t| t.saturating_sub(arrival)))
+        .collect::<Option<Vec<Duration>>>()
+        .context("the engine lost a query of the open loop")?;
+    Ok((lat, start.elapsed()))
 }
 
 /// Waits until `at` after `start`: sleeps while far from it, then spins, so that the generator's own
@@ -330,67 +316,6 @@ fn wait_until(start: Instant, at: Duration) {
     while start.elapsed() < at {
         std::hint::spin_loop();
     }
-}
-
-/// Submits each query to the hybrid scheduler at its arrival time, with the deadline; latency runs
-/// from submission (the arrival) to the answer.
-fn open_loop_hybrid(
-    h: &Hybrid,
-    queries: &[Request],
-    arrivals: &[Duration],
-    deadline: Duration,
-    bar: &ProgressBar,
-) -> (Vec<Duration>, Duration) {
-    let (tx, rx) = std::sync::mpsc::channel::<warpsearch_engine::Done>();
-    let start = Instant::now();
-    let lat = std::thread::scope(|scope| {
-        let collector = scope.spawn(move || {
-            let mut lat = vec![Duration::ZERO; queries.len()];
-            for done in rx.iter().take(queries.len()) {
-                // Errors of single queries are the search command's business; here they count as answered.
-                if let Ok(a) = done.result {
-                    lat[done.id as usize] = a.latency;
-                }
-                bar.inc(1);
-            }
-            lat
-        });
-        for (i, r) in queries.iter().enumerate() {
-            wait_until(start, arrivals[i]);
-            h.submit(i as u64, r.clone(), Some(deadline), tx.clone());
-        }
-        drop(tx);
-        collector.join().expect("the collector does not panic")
-    });
-    (lat, start.elapsed())
-}
-
-fn open_loop_cpu(
-    searcher: &CpuSearcher,
-    queries: &[Request],
-    arrivals: &[Duration],
-    bar: &ProgressBar,
-) -> (Vec<Duration>, Duration) {
-    let start = Instant::now();
-    let next = AtomicUsize::new(0);
-    let lat = Mutex::new(vec![Duration::ZERO; queries.len()]);
-    std::thread::scope(|scope| {
-        for _ in 0..rayon::current_num_threads() {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= queries.len() {
-                    break;
-                }
-                wait_until(start, arrivals[i]);
-                // Errors of single queries are the search command's business; here they count as answered.
-                let _ = searcher.search(&queries[i]);
-                let done = start.elapsed();
-                lat.lock().expect("no worker panics")[i] = done.saturating_sub(arrivals[i]);
-                bar.inc(1);
-            });
-        }
-    });
-    (lat.into_inner().expect("no worker panics"), start.elapsed())
 }
 
 fn file_stem(p: &std::path::Path) -> String {

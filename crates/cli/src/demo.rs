@@ -158,8 +158,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
             EngineOptions {
                 backend,
                 gpu,
-                hybrid: None,
-                cache: None,
+                ..EngineOptions::default()
             },
         )?)
     };
@@ -172,7 +171,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
             Err(e) => format!("skipped ({e})"),
         }
     );
-    let mut gpu = gpu.ok();
+    let gpu = gpu.ok();
     for mode in [Mode::And, Mode::Or] {
         let requests: Vec<Request> = parsed
             .iter()
@@ -180,14 +179,14 @@ pub fn run(a: DemoArgs) -> Result<()> {
             .collect();
         let mut results = Vec::new();
         for algorithm in [Algorithm::Auto, Algorithm::Exhaustive] {
-            let mut searcher = engine(algorithm, BackendChoice::Cpu)?;
+            let searcher = engine(algorithm, BackendChoice::Cpu)?;
             let label = format!("{} top-{} ({})", mode.name(), a.k, algorithm.name());
             results.push(timed(&label, || searcher.search_batch(&requests))?);
         }
         if results[0] != results[1] {
             anyhow::bail!("{} results differ from the exhaustive oracle", mode.name());
         }
-        if let Some(gpu) = &mut gpu {
+        if let Some(gpu) = &gpu {
             gpu.search_batch(&requests); // warm-up
             let label = format!("{} top-{} (gpu)", mode.name(), a.k);
             let answers = timed(&label, || gpu.search_batch(&requests))?;

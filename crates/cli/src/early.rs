@@ -5,6 +5,7 @@
 use anyhow::Result;
 use rayon::prelude::*;
 use serde_json::{json, Value};
+use warpsearch_cpu::CpuSearcher;
 use warpsearch_engine::Engine;
 use warpsearch_query::Request;
 
@@ -19,7 +20,7 @@ impl Stops {
     /// Where `requests` stop on `engine`'s index; `None` where queries do not stop early (no
     /// global-score order for these options). The queries run again on the CPU.
     pub fn of(engine: &Engine, requests: &[Request]) -> Result<Option<Stops>> {
-        let cpu = engine.cpu();
+        let cpu = CpuSearcher::new(engine.scorer().clone());
         if !cpu.scorer().early_termination() {
             return Ok(None);
         }

@@ -30,7 +30,7 @@ pub fn engine_options(a: &ScorerArgs, max_k: usize) -> EngineOptions {
             ..GpuOptions::default()
         },
         hybrid: Some(hybrid_options(a)),
-        cache: None,
+        ..EngineOptions::default()
     }
 }
 

@@ -117,7 +117,7 @@ pub fn open_scorer_engine(a: &ScorerArgs, index: Arc<Index>, mode: Mode, max_k: 
 
 /// Answers `requests` on `engine` and prints what the engine says happened (fallbacks to the CPU).
 pub fn answer_batch(
-    engine: &mut Engine,
+    engine: &Engine,
     requests: &[Request],
 ) -> Vec<warpsearch_index::Result<warpsearch_query::Answer>> {
     let answers = engine.search_batch(requests);
@@ -193,7 +193,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
     // Before any work: an existing --output without --force is refused at once.
     Output::check(a.output.as_deref(), a.force)?;
     let index = Arc::new(crate::open(&a.engine.scorer.index)?);
-    let mut engine = open_engine(&a.engine, index.clone())?;
+    let engine = open_engine(&a.engine, index.clone())?;
     let (lines, queries) = load_queries(&a.engine, &index)?;
 
     engine.warm_up(&queries, a.warmup)?;
@@ -204,7 +204,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
     let started = Instant::now();
     for (chunk, chunk_lines) in queries.chunks(chunk).zip(lines.chunks(chunk)) {
         let t = Instant::now();
-        let answers = answer_batch(&mut engine, chunk);
+        let answers = answer_batch(&engine, chunk);
         busy += t.elapsed();
         // Results are formatted on all threads (at k = 1000 formatting costs more than searching).
         let formatted: Vec<Result<(Duration, Vec<u8>)>> = answers

@@ -10,7 +10,6 @@ mod metrics;
 mod pace;
 mod request;
 mod searcher;
-mod workers;
 
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
@@ -29,7 +28,7 @@ use serde::Serialize;
 use serde_json::json;
 use tokio::sync::Semaphore;
 use tracing::{debug, error, info};
-use warpsearch_engine::{BackendChoice, Hybrid};
+use warpsearch_engine::BackendChoice;
 use warpsearch_query::{Mode, Query, Request, Scored, MAX_K};
 
 use crate::args::ServeArgs;
@@ -109,15 +108,14 @@ pub fn run(a: ServeArgs) -> Result<()> {
     }
     // and-or: a mode every algorithm takes; each request's mode is checked when it comes.
     let engine = crate::search::open_scorer_engine(&scorer, index.clone(), Mode::AndOr, a.max_k)?;
-    if gpu_required && !engine.hybrid().is_some_and(Hybrid::has_gpu) {
+    if gpu_required && !engine.has_gpu() {
         bail!(
             "--backend gpu: no GPU serves these options ({})",
             engine.choice().unwrap_or("?")
         );
     }
     let backend = engine.describe();
-    let searcher = Searcher::new(engine, Duration::from_secs_f64(a.deadline_ms / 1e3))
-        .context("starting the CPU engine's threads")?;
+    let searcher = Searcher::new(engine, Duration::from_secs_f64(a.deadline_ms / 1e3));
     let server = Arc::new(Server {
         metrics: Metrics::new(searcher.has_gpu()),
         searcher,

@@ -1,17 +1,24 @@
-//! [`Engine`]: a backend chosen once, batches of requests, and the CPU answering whatever the GPU
-//! fails (a failed batch, a malformed block, a request beyond the GPU's limits), so that every request
-//! gets exactly one answer.
+//! [`Engine`]: the one front door. A backend chosen once; requests submitted from any thread, each
+//! answer delivered to the submitter's [`Reply`] as soon as it is ready; the CPU answering whatever the
+//! GPU fails (a failed batch, a malformed block, a request beyond the GPU's limits), so that every
+//! request gets exactly one answer.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use rayon::prelude::*;
 use warpsearch_cpu::CpuSearcher;
-use warpsearch_gpu::{CacheBudget, Gpu, GpuError, GpuOptions, GpuSearcher, GpuStats};
+use warpsearch_gpu::{CacheBudget, Gpu, GpuMemory, GpuOptions, GpuSearcher, GpuStats};
 use warpsearch_index::Result;
 use warpsearch_query::{Answer, Request, Scorer};
 
 use crate::backend::{Backend, BackendChoice};
 use crate::cache::{CacheCtl, CacheOptions, CacheStats};
+use crate::cpu_workers::CpuWorkers;
+use crate::gpu_alone::GpuAlone;
 use crate::hybrid::{Hybrid, HybridOptions, HybridStats};
+use crate::reply::{lock, Collect, Reply};
 use crate::EngineError;
 
 /// How an engine is made.
@@ -19,6 +26,8 @@ use crate::EngineError;
 pub struct EngineOptions {
     /// The backend asked for.
     pub backend: BackendChoice,
+    /// Threads of the CPU backend (0: as many as the current rayon pool has, which `--threads` sets).
+    pub cpu_threads: usize,
     /// The GPU engine's tunables.
     pub gpu: GpuOptions,
     /// The hybrid scheduler's (None: defaults for this machine).
@@ -31,6 +40,7 @@ impl Default for EngineOptions {
     fn default() -> Self {
         EngineOptions {
             backend: BackendChoice::Auto,
+            cpu_threads: 0,
             gpu: GpuOptions::default(),
             hybrid: None,
             cache: None,
@@ -38,20 +48,37 @@ impl Default for EngineOptions {
     }
 }
 
-/// What runs the queries.
-enum Runner {
-    Cpu,
-    Gpu(Box<GpuSearcher>, Option<Arc<CacheCtl>>),
-    Hybrid(Arc<Hybrid>),
+/// What a user should hear of, kept until the binary asks ([`Engine::take_notes`]); written by the
+/// engine's threads.
+#[derive(Default)]
+pub(crate) struct Notes {
+    lines: Mutex<Vec<String>>,
+    /// Requests the CPU answered after the GPU failed them, since the engine was made.
+    fallbacks: AtomicU64,
 }
 
-/// Answers requests on the chosen backend, with the CPU as the GPU's fallback.
+impl Notes {
+    /// `n` requests the GPU failed were answered on the CPU; `line` says why.
+    pub fn fallback(&self, n: u64, line: String) {
+        self.fallbacks.fetch_add(n, Ordering::Relaxed);
+        lock(&self.lines).push(line);
+    }
+}
+
+/// What runs the queries.
+enum Runner {
+    Cpu(CpuWorkers),
+    Gpu(GpuAlone),
+    Hybrid(Hybrid),
+}
+
+/// Answers requests on the chosen backend, with the CPU as the GPU's fallback. `Send + Sync`: one
+/// engine is shared by every thread that submits (a server's handlers, a Python program's threads).
 pub struct Engine {
     cpu: CpuSearcher,
     runner: Runner,
     choice: Option<String>,
-    notes: Vec<String>,
-    fallback_queries: u64,
+    notes: Arc<Notes>,
 }
 
 impl Engine {
@@ -61,15 +88,22 @@ impl Engine {
     /// the scheduler on the CPU alone and says why.
     pub fn new(scorer: Arc<Scorer>, options: EngineOptions) -> std::result::Result<Engine, EngineError> {
         let cpu = CpuSearcher::new(scorer.clone());
-        let mut engine = Engine {
-            cpu: cpu.clone(),
-            runner: Runner::Cpu,
-            choice: None,
-            notes: Vec::new(),
-            fallback_queries: 0,
+        let notes = Arc::new(Notes::default());
+        let cpu_backend = |choice: Option<String>| -> std::result::Result<Engine, EngineError> {
+            let threads = match options.cpu_threads {
+                0 => rayon::current_num_threads(),
+                n => n,
+            };
+            let workers = CpuWorkers::start(&cpu, threads).map_err(EngineError::Threads)?;
+            Ok(Engine {
+                cpu: cpu.clone(),
+                runner: Runner::Cpu(workers),
+                choice,
+                notes: notes.clone(),
+            })
         };
         if options.backend == BackendChoice::Cpu {
-            return Ok(engine);
+            return cpu_backend(None);
         }
         let gpu = Gpu::open(0).and_then(|g| {
             // A static cache plan comes first: it fixes the cache's shape on the device.
@@ -102,41 +136,92 @@ impl Engine {
         let hybrid = |gpu: Option<(GpuSearcher, Option<Arc<CacheCtl>>)>| {
             Hybrid::with_cache(cpu.clone(), gpu, options.hybrid.unwrap_or_default())
         };
-        match (gpu, options.backend) {
-            (Ok((g, ctl)), BackendChoice::Gpu) => engine.runner = Runner::Gpu(Box::new(g), ctl),
+        let (runner, choice) = match (gpu, options.backend) {
+            (Ok((g, ctl)), BackendChoice::Gpu) => {
+                let gpu = GpuAlone::start(g, ctl, cpu.clone(), notes.clone());
+                (Runner::Gpu(gpu), None)
+            }
             (Ok(g), choice) => {
                 let line = format!(
                     "backend {}: hybrid, CPU and GPU together; {}",
                     choice.name(),
                     g.0.describe()
                 );
-                engine.choice = Some(line);
-                engine.runner = Runner::Hybrid(Arc::new(hybrid(Some(g))));
+                (Runner::Hybrid(hybrid(Some(g))), Some(line))
             }
             (Err(e), BackendChoice::Gpu) => return Err(EngineError::GpuRequired(e)),
             (Err(e), BackendChoice::Hybrid) => {
                 let h = hybrid(None);
-                engine.choice = Some(format!(
+                let line = format!(
                     "backend hybrid: the CPU alone, {} workers, long queries split among them ({e})",
                     h.options().cpu_workers
-                ));
-                engine.runner = Runner::Hybrid(Arc::new(h));
+                );
+                (Runner::Hybrid(h), Some(line))
             }
             (Err(e), _) => {
-                engine.choice = Some(format!(
-                    "backend auto: CPU on {} threads ({e})",
-                    rayon::current_num_threads()
-                ));
+                let threads = match options.cpu_threads {
+                    0 => rayon::current_num_threads(),
+                    n => n,
+                };
+                return cpu_backend(Some(format!("backend auto: CPU on {threads} threads ({e})")));
+            }
+        };
+        Ok(Engine {
+            cpu,
+            runner,
+            choice,
+            notes,
+        })
+    }
+
+    /// Queues `requests` and returns at once; request i's answer (exactly one) goes to `reply` with id
+    /// `first_id + i`, from the engine's thread that finished it, as soon as it is ready. `deadline`:
+    /// the time allowed from now (None: none, as in a closed loop); the hybrid schedules by it, and
+    /// every answer says whether it was missed.
+    pub fn submit(
+        &self,
+        first_id: u64,
+        requests: Vec<Request>,
+        deadline: Option<Duration>,
+        reply: Arc<dyn Reply>,
+    ) {
+        match &self.runner {
+            Runner::Cpu(w) => w.submit(first_id, requests, deadline, reply),
+            Runner::Gpu(g) => g.submit(first_id, requests, deadline, reply),
+            Runner::Hybrid(h) => {
+                let requests = requests
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, r)| (first_id + i as u64, r))
+                    .collect();
+                h.submit_many(requests, deadline, reply);
             }
         }
-        Ok(engine)
+    }
+
+    /// Answers every request (all submitted at once, without a deadline) and waits for the answers,
+    /// in order: exactly one each.
+    pub fn search_batch(&self, requests: &[Request]) -> Vec<Result<Answer>> {
+        if requests.is_empty() {
+            return Vec::new();
+        }
+        let owned: Vec<Request> = if requests.len() > 4096 {
+            requests.par_iter().cloned().collect()
+        } else {
+            requests.to_vec()
+        };
+        let collect = Arc::new(Collect::new(requests.len()));
+        self.submit(0, owned, None, collect.clone());
+        let answers = collect.wait();
+        self.note_hybrid_fallbacks();
+        answers
     }
 
     /// The backend that runs queries.
     pub fn backend(&self) -> Backend {
         match self.runner {
-            Runner::Cpu => Backend::Cpu,
-            Runner::Gpu(..) => Backend::Gpu,
+            Runner::Cpu(_) => Backend::Cpu,
+            Runner::Gpu(_) => Backend::Gpu,
             Runner::Hybrid(_) => Backend::Hybrid,
         }
     }
@@ -151,55 +236,39 @@ impl Engine {
         self.cpu.scorer()
     }
 
-    /// The CPU searcher (which also answers the GPU's failures).
-    pub fn cpu(&self) -> &CpuSearcher {
-        &self.cpu
-    }
-
-    /// The GPU searcher, when the GPU alone runs queries.
-    pub fn gpu(&self) -> Option<&GpuSearcher> {
+    /// Whether a GPU answers queries.
+    pub fn has_gpu(&self) -> bool {
         match &self.runner {
-            Runner::Gpu(g, _) => Some(g),
-            _ => None,
+            Runner::Cpu(_) => false,
+            Runner::Gpu(_) => true,
+            Runner::Hybrid(h) => h.has_gpu(),
         }
     }
 
-    /// The hybrid scheduler, when it runs queries.
-    pub fn hybrid(&self) -> Option<&Hybrid> {
+    /// The GPU's memory now: what the index takes and the device's use (None without a GPU, or where
+    /// the driver does not answer).
+    pub fn gpu_memory(&self) -> Option<GpuMemory> {
         match &self.runner {
-            Runner::Hybrid(h) => Some(h),
-            _ => None,
+            Runner::Cpu(_) => None,
+            Runner::Gpu(g) => g.memory(),
+            Runner::Hybrid(h) => h.gpu_memory(),
         }
     }
 
-    /// The hybrid scheduler, shared: for callers that submit from many threads at once (a server's
-    /// handlers) without holding the engine.
-    pub fn shared_hybrid(&self) -> Option<Arc<Hybrid>> {
+    /// Queries per second the engine answers at full load, where it measures it (the hybrid
+    /// scheduler's rates; None for the other backends).
+    pub fn capacity(&self) -> Option<f64> {
         match &self.runner {
-            Runner::Hybrid(h) => Some(h.clone()),
+            Runner::Hybrid(h) => Some(h.capacity()),
             _ => None,
         }
     }
 
     /// The backend in a few words, for reports.
     pub fn describe(&self) -> String {
-        self.describe_on(rayon::current_num_threads())
-    }
-
-    /// [`Engine::describe`] for an engine run on a pool of `threads` threads (a CPU engine uses the
-    /// current rayon pool's, which need not be the one it is described from).
-    pub fn describe_on(&self, threads: usize) -> String {
         match &self.runner {
-            Runner::Gpu(g, ctl) => format!(
-                "gpu ({}){}",
-                g.gpu().describe(),
-                ctl.as_ref().map_or(String::new(), |c| format!(
-                    ", list cache {} λ {}",
-                    c.policy().name(),
-                    c.ratio()
-                ))
-            ),
-            Runner::Cpu => format!("cpu ({threads} threads)"),
+            Runner::Gpu(g) => g.describe().to_string(),
+            Runner::Cpu(w) => format!("cpu ({} threads)", w.threads()),
             Runner::Hybrid(h) => format!(
                 "hybrid ({} CPU workers{})",
                 h.options().cpu_workers,
@@ -216,69 +285,15 @@ impl Engine {
     /// batches within one call, the CPU bounds the results held at once.
     pub fn batch_hint(&self) -> usize {
         match self.runner {
-            Runner::Cpu => 4096,
+            Runner::Cpu(_) => 4096,
             _ => 1 << 20,
         }
-    }
-
-    /// Answers every request, in order: exactly one answer each.
-    pub fn search_batch(&mut self, requests: &[Request]) -> Vec<Result<Answer>> {
-        let gpu = match &mut self.runner {
-            Runner::Cpu => return self.cpu.search_batch(requests),
-            Runner::Hybrid(h) => {
-                let answers = h.search_batch(requests);
-                let fallbacks = h.take_fallbacks();
-                if fallbacks > 0 {
-                    self.fallback_queries += fallbacks;
-                    self.notes.push(format!(
-                        "the GPU failed {fallbacks} tasks: they were answered on the CPU"
-                    ));
-                }
-                return answers;
-            }
-            Runner::Gpu(g, ctl) => (g, ctl.clone()),
-        };
-        let (gpu, ctl) = gpu;
-        if let Some(ctl) = &ctl {
-            let (answers, failed) = crate::cache::run::search_batch(gpu, &self.cpu, ctl, requests);
-            if failed > 0 {
-                self.fallback_queries += failed;
-                self.notes.push(format!(
-                    "the GPU failed {failed} queries: they were answered on the CPU"
-                ));
-            }
-            return answers;
-        }
-        let answers = gpu.search_batch(requests);
-        let mut out = Vec::with_capacity(requests.len());
-        let mut failures: Vec<(String, usize)> = Vec::new();
-        for (request, answer) in requests.iter().zip(answers) {
-            out.push(match answer {
-                Ok(a) => Ok(a),
-                Err(e) => {
-                    let why = match &e {
-                        GpuError::Failed(why) => why.clone(),
-                        other => format!("the GPU cannot answer it ({other})"),
-                    };
-                    match failures.iter_mut().find(|(w, _)| *w == why) {
-                        Some((_, n)) => *n += 1,
-                        None => failures.push((why, 1)),
-                    }
-                    self.fallback_queries += 1;
-                    self.cpu.answer(request)
-                }
-            });
-        }
-        for (why, n) in failures {
-            self.notes.push(format!("{why}: {n} queries answered on the CPU"));
-        }
-        out
     }
 
     /// Runs every request `passes` times (warming caches, the GPU and the cost model), settles the
     /// list cache ([`Engine::settle_cache`]) and forgets the counters; returns the list cache's
     /// counters over the warm-up, the settle and the first plan included (None without a cache).
-    pub fn warm_up(&mut self, requests: &[Request], passes: usize) -> Result<Option<CacheStats>> {
+    pub fn warm_up(&self, requests: &[Request], passes: usize) -> Result<Option<CacheStats>> {
         for _ in 0..passes {
             for r in self.search_batch(requests) {
                 r?;
@@ -298,43 +313,72 @@ impl Engine {
     /// land behind its last batch once made, and the GPU never waits for one: a plan of a warm-up
     /// pass would otherwise land only behind the next call (in a closed loop, the next pass). The
     /// hybrid applies its plans as they come.
-    pub fn settle_cache(&mut self) {
-        if let Runner::Gpu(g, Some(ctl)) = &mut self.runner {
-            ctl.settle();
-            g.apply_ready_plan();
+    pub fn settle_cache(&self) {
+        if let Runner::Gpu(g) = &self.runner {
+            if let Some(ctl) = g.cache() {
+                ctl.settle();
+                g.with_searcher(GpuSearcher::apply_ready_plan);
+            }
+        }
+    }
+
+    /// The hybrid's GPU failures rerun on the CPU since the last look, as a note.
+    fn note_hybrid_fallbacks(&self) {
+        if let Runner::Hybrid(h) = &self.runner {
+            let n = h.take_fallbacks();
+            if n > 0 {
+                self.notes.fallback(
+                    n,
+                    format!("the GPU failed {n} tasks: they were answered on the CPU"),
+                );
+            }
         }
     }
 
     /// What happened that a user should hear of since the last call (fallbacks to the CPU).
-    pub fn take_notes(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.notes)
+    pub fn take_notes(&self) -> Vec<String> {
+        self.note_hybrid_fallbacks();
+        std::mem::take(&mut *lock(&self.notes.lines))
     }
 
     /// Requests the CPU answered after the GPU failed them, since the engine was made.
     pub fn fallback_queries(&self) -> u64 {
-        self.fallback_queries
+        self.note_hybrid_fallbacks();
+        self.notes.fallbacks.load(Ordering::Relaxed)
     }
 
     /// The GPU's counters since the last call (None without a GPU).
-    pub fn take_gpu_stats(&mut self) -> Option<GpuStats> {
-        match &mut self.runner {
-            Runner::Gpu(g, _) => Some(g.take_stats()),
+    pub fn take_gpu_stats(&self) -> Option<GpuStats> {
+        match &self.runner {
+            Runner::Gpu(g) => Some(g.take_stats()),
             Runner::Hybrid(h) if h.has_gpu() => Some(h.take_gpu_stats()),
             _ => None,
         }
     }
 
     /// The list cache's counters since the last call (None without a list cache).
-    pub fn take_cache_stats(&mut self) -> Option<CacheStats> {
+    pub fn take_cache_stats(&self) -> Option<CacheStats> {
         match &self.runner {
-            Runner::Gpu(_, Some(c)) => Some(c.take_stats()),
+            Runner::Gpu(g) => g.cache().map(|c| c.take_stats()),
             Runner::Hybrid(h) => h.cache().map(|c| c.take_stats()),
             _ => None,
         }
     }
 
     /// The hybrid scheduler's counters since the last call (None for the other backends).
-    pub fn take_hybrid_stats(&mut self) -> Option<HybridStats> {
-        self.hybrid().map(Hybrid::take_stats)
+    pub fn take_hybrid_stats(&self) -> Option<HybridStats> {
+        match &self.runner {
+            Runner::Hybrid(h) => Some(h.take_stats()),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_engine_is_shared_by_threads() {
+        fn shared<T: Send + Sync>() {}
+        shared::<super::Engine>();
     }
 }

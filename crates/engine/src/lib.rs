@@ -1,8 +1,11 @@
-//! The engine: the one part that knows both backends. It chooses the backend, sends batches to it, and
-//! answers on the CPU whatever the GPU fails, so that no query is lost.
+//! The engine: the one part that knows both backends, and the one front door for queries. It chooses
+//! the backend, takes requests from any thread ([`Engine::submit`]), hands each answer to the caller's
+//! [`Reply`] as soon as it is ready, and answers on the CPU whatever the GPU fails, so that no query is
+//! lost.
 //!
 //! - [`backend`]: which backend runs ([`Backend`]) and what the user asked for ([`BackendChoice`]).
-//! - [`engine`]: [`Engine`], over one shared [`warpsearch_query::Scorer`].
+//! - [`engine`]: [`Engine`], over one shared [`warpsearch_query::Scorer`]; [`reply`]: where answers go.
+//! - The backends' threads: the CPU's workers, the GPU's dispatcher, and the hybrid scheduler.
 //! - [`hybrid`]: the scheduler that runs one query stream on the CPU and the GPU together (queues,
 //!   stealing, deadlines, GPU batch sizing, queries split by docID range); [`cost`]: the per-query
 //!   cost prediction it schedules by, learned online.
@@ -15,13 +18,17 @@
 pub mod backend;
 pub mod cache;
 pub mod cost;
+mod cpu_workers;
 pub mod engine;
+mod gpu_alone;
 pub mod hybrid;
+pub mod reply;
 
 pub use backend::{Backend, BackendChoice};
 pub use cache::{CacheChoice, CacheOptions, CacheStats, Completion, Policy};
 pub use engine::{Engine, EngineOptions};
-pub use hybrid::{Done, Hybrid, HybridOptions, HybridStats, Reply, ServedBy, Slots};
+pub use hybrid::{Hybrid, HybridOptions, HybridStats};
+pub use reply::{Collect, Done, Reply, ServedBy, Slots};
 pub use warpsearch_gpu::{CacheBudget, GpuMemory, GpuOptions, GpuStats};
 
 /// What can go wrong when an engine is made.
@@ -30,6 +37,9 @@ pub enum EngineError {
     /// `--backend gpu` was asked for and the GPU cannot serve these options.
     #[error("--backend gpu: {0}")]
     GpuRequired(warpsearch_gpu::GpuError),
+    /// The CPU backend's threads could not be started.
+    #[error("starting the CPU engine's threads: {0}")]
+    Threads(std::io::Error),
     /// The index or the options are unusable.
     #[error(transparent)]
     Index(#[from] warpsearch_index::IndexError),

@@ -231,10 +231,9 @@ fn failed_batches_are_answered_by_the_cpu() {
     let options = EngineOptions {
         backend,
         gpu,
-        hybrid: None,
-        cache: None,
+        ..EngineOptions::default()
     };
-    let mut engine = Engine::new(scorer, options).unwrap();
+    let engine = Engine::new(scorer, options).unwrap();
     assert_eq!(engine.backend(), Backend::Gpu);
     for mode in [Mode::And, Mode::Or, Mode::AndOr] {
         let reqs = requests(&queries, mode, 10);
@@ -657,8 +656,8 @@ fn cached_engine(
     let options = EngineOptions {
         backend,
         gpu,
-        hybrid: None,
         cache: Some(cache),
+        ..EngineOptions::default()
     };
     Engine::new(scorer, options).unwrap()
 }
@@ -710,7 +709,7 @@ fn cached_engine_equals_the_oracle_on_random_indexes() {
                 batch_size: [GpuOptions::default().batch_size, 5][(seed as usize / 2) % 2],
                 ..GpuOptions::default()
             };
-            let mut engine = cached_engine(
+            let engine = cached_engine(
                 gopts, &index, options, backend, cache, stage, policy, completion, ratio, train,
             );
             for mode in [Mode::And, Mode::Or, Mode::AndOr] {
@@ -807,7 +806,7 @@ fn cached_engine_equals_the_oracle_on_wikipedia_passages() {
             (Policy::Qtf, 10, BackendChoice::Gpu),
             (Policy::Dynamic, 4, BackendChoice::Hybrid),
         ] {
-            let mut engine = cached_engine(
+            let engine = cached_engine(
                 GpuOptions::default(),
                 &index,
                 options,
@@ -857,7 +856,7 @@ fn dynamic_plans_applied_while_batches_run_keep_answers_exact() {
     for mode in [Mode::And, Mode::Or] {
         let reqs = requests(&queries, mode, 10);
         let want = oracle.search_batch(&reqs[1000..]);
-        let mut engine = cached_engine(
+        let engine = cached_engine(
             base,
             &index,
             options,

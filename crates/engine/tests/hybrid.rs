@@ -93,9 +93,9 @@ fn hybrid_without_a_gpu_says_so_and_runs_on_the_cpu() {
         hybrid: Some(options(true)),
         ..EngineOptions::default()
     };
-    let mut engine = Engine::new(scorer, options).unwrap();
+    let engine = Engine::new(scorer, options).unwrap();
     assert_eq!(engine.backend(), Backend::Hybrid);
-    if engine.hybrid().unwrap().has_gpu() {
+    if engine.has_gpu() {
         eprintln!("(a GPU is present: the CPU-alone line is not printed here)");
     } else {
         let line = engine.choice().unwrap();

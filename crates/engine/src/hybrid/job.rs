@@ -2,8 +2,6 @@
 //! query runs as one task, or split into tasks over disjoint docID ranges; every task finishes one
 //! part, and the last part to finish merges them (exactly: [`merge_top_k`]) and sends the one answer.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -11,6 +9,7 @@ use warpsearch_index::{IndexError, Result};
 use warpsearch_query::{merge_top_k, Answer, Request, Scored};
 
 use crate::cost::Features;
+use crate::reply::{Done, Reply, ServedBy};
 
 /// The processor that ran a task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,98 +20,6 @@ pub enum Processor {
     Gpu,
     /// The CPU, completing what the GPU answered in part.
     Both,
-}
-
-/// Who answered a query.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ServedBy {
-    /// The CPU alone (one task or several CPU parts).
-    Cpu,
-    /// The GPU alone.
-    Gpu,
-    /// Parts on both.
-    Both,
-}
-
-/// A finished query.
-#[derive(Debug)]
-pub struct Done {
-    /// The id it was submitted with.
-    pub id: u64,
-    /// Its top k, with the latency from submission to this answer.
-    pub result: Result<Answer>,
-    /// Who answered it.
-    pub served_by: ServedBy,
-    /// Whether it came later than its deadline.
-    pub missed_deadline: bool,
-}
-
-/// Where a query's answer goes: a channel, or anything that takes answers from the workers' threads
-/// (a server gathers each request's answers and wakes its handler once, not once per query).
-pub trait Reply: Send + Sync {
-    /// Takes one answer (called on the thread that finished the query's last part).
-    fn send(&self, done: Done);
-}
-
-impl Reply for Sender<Done> {
-    fn send(&self, done: Done) {
-        // The receiver may be gone (a caller that stopped listening); the answer is then unwanted.
-        let _ = Sender::send(self, done);
-    }
-}
-
-/// Answers to many queries, put in place in any order by the threads that finish them, until every
-/// one is in: what a [`Reply`] that wakes its waiter once (not once per answer) keeps. Each slot has a
-/// lock of its own and a shared count says how many are empty, so that the threads answering one
-/// batch's queries do not queue on one lock.
-pub struct Slots<T> {
-    items: Box<[Mutex<Option<T>>]>,
-    left: AtomicUsize,
-    taken: AtomicBool,
-}
-
-impl<T> Slots<T> {
-    /// `n` empty slots.
-    pub fn new(n: usize) -> Slots<T> {
-        Slots {
-            items: (0..n).map(|_| Mutex::new(None)).collect(),
-            left: AtomicUsize::new(n),
-            taken: AtomicBool::new(false),
-        }
-    }
-
-    /// Puts the answer to query `i` (a second one replaces the first; one out of range, or after
-    /// [`Slots::take`], is dropped); returns whether it filled the last empty slot.
-    pub fn put(&self, i: usize, item: T) -> bool {
-        let Some(slot) = self.items.get(i) else {
-            return false;
-        };
-        if self.taken.load(Ordering::Acquire) {
-            return false;
-        }
-        if lock_slot(slot).replace(item).is_some() {
-            return false;
-        }
-        // AcqRel: the put that fills the last slot sees every other put's slot filled.
-        self.left.fetch_sub(1, Ordering::AcqRel) == 1
-    }
-
-    /// How many slots are still empty.
-    pub fn left(&self) -> usize {
-        self.left.load(Ordering::Acquire)
-    }
-
-    /// The answers in order (`None` where none came); the slots are then gone.
-    pub fn take(&self) -> Vec<Option<T>> {
-        if self.taken.swap(true, Ordering::AcqRel) {
-            return Vec::new();
-        }
-        self.items.iter().map(|s| lock_slot(s).take()).collect()
-    }
-}
-
-fn lock_slot<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().expect("no thread panics while it puts an answer")
 }
 
 struct Gathered {
@@ -236,25 +143,5 @@ impl Job {
             served_by,
             missed_deadline: missed,
         });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Slots;
-
-    #[test]
-    fn slots_fill_in_any_order_and_say_once_when_full() {
-        let s = Slots::new(3);
-        assert!(!s.put(2, "c"));
-        assert!(!s.put(7, "out of range"));
-        assert!(!s.put(0, "a"));
-        assert!(!s.put(0, "a again"), "a second answer fills nothing");
-        assert_eq!(s.left(), 1);
-        assert!(s.put(1, "b"), "the last empty slot");
-        assert_eq!(s.left(), 0);
-        assert_eq!(s.take(), vec![Some("a again"), Some("b"), Some("c")]);
-        assert!(!s.put(1, "late"), "after take, dropped");
-        assert!(s.take().is_empty());
     }
 }

@@ -20,19 +20,19 @@ mod submit;
 mod workers;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use warpsearch_cpu::CpuSearcher;
 use warpsearch_gpu::{GpuMemory, GpuSearcher, GpuStats, MemoryProbe};
-use warpsearch_index::{IndexError, Result};
+use warpsearch_index::Result;
 use warpsearch_query::{Answer, Request};
 
 use crate::cache::CacheCtl;
 use crate::cost::CostModel;
-pub use job::{Done, Job, Processor, Reply, ServedBy, Slots};
+use crate::reply::{Collect, Reply};
+pub use job::{Job, Processor};
 use queues::Queues;
 use rates::Rates;
 use stats::Counters;
@@ -263,13 +263,6 @@ impl Hybrid {
         &self.shared.options
     }
 
-    /// Queues `request`; its answer (exactly one) goes to `reply` with `id`. `deadline`: time allowed
-    /// from now (None: none, as in a closed-loop run).
-    pub fn submit(&self, id: u64, request: Request, deadline: Option<Duration>, reply: Sender<Done>) {
-        let reply: Arc<dyn Reply> = Arc::new(reply);
-        submit::submit(&self.shared, vec![(id, request)], deadline, &reply);
-    }
-
     /// Queues many requests at once (a closed loop's burst, or a server's request of many queries:
     /// pushed in chunks, never split); each answer goes to `reply` with its id.
     pub fn submit_many(
@@ -291,11 +284,7 @@ impl Hybrid {
             .collect();
         let collect = Arc::new(Collect::new(requests.len()));
         self.submit_many(all, None, collect.clone());
-        collect
-            .wait()
-            .into_iter()
-            .map(|a| a.unwrap_or_else(|| Err(IndexError::Invalid("the scheduler lost a query".into()))))
-            .collect()
+        collect.wait()
     }
 
     /// The counters so far (with the prediction errors), resetting them.
@@ -322,51 +311,6 @@ impl Hybrid {
     /// The CPU searcher.
     pub fn cpu(&self) -> &CpuSearcher {
         &self.shared.cpu
-    }
-}
-
-/// A batch's answers, put in place by the threads that finish them; the caller is woken once, by the
-/// last. A channel woke it at every answer: a futex call on the answering thread per query, which
-/// took 5–6% of a closed loop's samples on the development machine.
-struct Collect {
-    answers: Slots<Result<Answer>>,
-    /// Held to test whether every answer is in and to say so, so that no wake-up is lost.
-    waiting: Mutex<()>,
-    all_in: Condvar,
-}
-
-impl Collect {
-    fn new(n: usize) -> Collect {
-        Collect {
-            answers: Slots::new(n),
-            waiting: Mutex::new(()),
-            all_in: Condvar::new(),
-        }
-    }
-
-    /// The answers, once every one is in, or once no job holds this any more (a scheduler thread
-    /// that panicked took its jobs with it): those missing are then `None`.
-    fn wait(self: &Arc<Self>) -> Vec<Option<Result<Answer>>> {
-        let mut waiting = lock(&self.waiting);
-        // The timeout is only there to notice the jobs gone: an answer wakes this at once.
-        while self.answers.left() > 0 && Arc::strong_count(self) > 1 {
-            waiting = self
-                .all_in
-                .wait_timeout(waiting, Duration::from_millis(100))
-                .expect("no scheduler thread panics under a lock")
-                .0;
-        }
-        drop(waiting);
-        self.answers.take()
-    }
-}
-
-impl Reply for Collect {
-    fn send(&self, done: Done) {
-        if self.answers.put(done.id as usize, done.result) {
-            drop(lock(&self.waiting));
-            self.all_in.notify_one();
-        }
     }
 }
 

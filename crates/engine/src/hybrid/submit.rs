@@ -13,11 +13,12 @@ use rayon::prelude::*;
 
 use warpsearch_query::{DocRange, Mode, Request};
 
-use super::job::{Job, Reply};
+use super::job::Job;
 use super::queues::{Preference, Task};
 use super::stats::bump;
 use super::{lock, Shared};
 use crate::cost::{CostModel, Features};
+use crate::reply::Reply;
 
 /// What a query is predicted to cost.
 struct Estimate {

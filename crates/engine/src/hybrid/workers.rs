@@ -14,12 +14,13 @@ use rayon::prelude::*;
 use warpsearch_gpu::{CallId, GpuError, GpuSearcher};
 use warpsearch_query::{Answer, DocRange, Mode, Part, Request};
 
-use super::job::{Processor, ServedBy};
+use super::job::Processor;
 use super::queues::{Pick, Policy, Preference, Task};
 use super::stats::bump;
 use super::{ewma, lock, Shared};
 use crate::cache::{complete, gpu_request, take_answer, CacheCtl, Partial, Split};
 use crate::cost::Features;
+use crate::reply::ServedBy;
 
 fn policy(s: &Shared) -> Policy {
     let r = *lock(&s.rates);

@@ -11,7 +11,7 @@ use warpsearch_cpu::CpuSearcher;
 use warpsearch_index::build::{build_from_jsonl, BuildOptions};
 use warpsearch_index::{AnalyzerConfig, Bm25Params, DocOrder, Index, WriterOptions};
 
-use warpsearch_engine::Hybrid;
+use warpsearch_engine::{Hybrid, Reply};
 use warpsearch_query::{Algorithm, Mode, Query, Request, Scored, Scorer, SearchOptions};
 
 pub struct Rng(pub u64);
@@ -122,7 +122,8 @@ pub fn check_hybrid(hybrid: &Hybrid, reqs: &[Request], want: &[Vec<Scored>], wha
     }
     let (tx, rx) = channel();
     for (i, r) in reqs.iter().enumerate() {
-        hybrid.submit(i as u64, r.clone(), Some(Duration::from_secs(60)), tx.clone());
+        let reply: Arc<dyn Reply> = Arc::new(tx.clone());
+        hybrid.submit_many(vec![(i as u64, r.clone())], Some(Duration::from_secs(60)), reply);
         let done = rx.recv().unwrap();
         assert_eq!(done.id, i as u64);
         assert!(

@@ -1,0 +1,291 @@
+//! The GPU backend: one thread owns the GPU searcher (and the policy of its list cache) and answers
+//! submissions in calls. A call takes every submission waiting when the last call ends, up to a kernel
+//! batch's worth of queries (a submission is never cut: a closed loop's million queries go in one call,
+//! which pipelines its batches), so that a stream of single queries is batched as it arrives. What the
+//! GPU fails is answered on the CPU in the same call, exactly once.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use warpsearch_cpu::CpuSearcher;
+use warpsearch_gpu::{GpuError, GpuMemory, GpuSearcher, GpuStats, MemoryProbe};
+use warpsearch_index::Result;
+use warpsearch_query::{Answer, Request};
+
+use crate::cache::CacheCtl;
+use crate::engine::Notes;
+use crate::reply::{lock, Done, Reply, ServedBy};
+
+/// Queries waiting for the GPU, with where their answers go.
+struct Submission {
+    first_id: u64,
+    requests: Vec<Request>,
+    submitted: Instant,
+    deadline: Option<Duration>,
+    reply: Arc<dyn Reply>,
+}
+
+/// Work for the GPU's thread that needs the searcher itself.
+type Control = Box<dyn FnOnce(&mut GpuSearcher) + Send>;
+
+#[derive(Default)]
+struct State {
+    queue: VecDeque<Submission>,
+    controls: VecDeque<Control>,
+    /// Set when the [`GpuAlone`] is dropped: the thread finishes the queue and stops.
+    closed: bool,
+}
+
+struct Shared {
+    cpu: CpuSearcher,
+    cache: Option<Arc<CacheCtl>>,
+    state: Mutex<State>,
+    ready: Condvar,
+    stats: Mutex<GpuStats>,
+    notes: Arc<Notes>,
+}
+
+/// The GPU backend's thread and its queue.
+pub(crate) struct GpuAlone {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+    memory: MemoryProbe,
+    describe: String,
+}
+
+impl GpuAlone {
+    /// Starts the thread that runs `gpu` (with its list cache's policy `cache`); what it fails is
+    /// answered on `cpu` and noted in `notes`.
+    pub fn start(
+        gpu: GpuSearcher,
+        cache: Option<Arc<CacheCtl>>,
+        cpu: CpuSearcher,
+        notes: Arc<Notes>,
+    ) -> GpuAlone {
+        let describe = format!(
+            "gpu ({}){}",
+            gpu.gpu().describe(),
+            cache.as_ref().map_or(String::new(), |c| format!(
+                ", list cache {} λ {}",
+                c.policy().name(),
+                c.ratio()
+            ))
+        );
+        let memory = gpu.memory_probe();
+        let shared = Arc::new(Shared {
+            cpu,
+            cache,
+            state: Mutex::default(),
+            ready: Condvar::new(),
+            stats: Mutex::default(),
+            notes,
+        });
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("warpsearch-gpu".into())
+            .spawn(move || dispatch(&s, gpu))
+            .expect("a thread can be started");
+        GpuAlone {
+            shared,
+            thread: Some(thread),
+            memory,
+            describe,
+        }
+    }
+
+    /// The backend in a few words.
+    pub fn describe(&self) -> &str {
+        &self.describe
+    }
+
+    /// The list cache's policy, when the GPU caches part of the index.
+    pub fn cache(&self) -> Option<&Arc<CacheCtl>> {
+        self.shared.cache.as_ref()
+    }
+
+    /// The GPU's memory now (None where the driver does not answer).
+    pub fn memory(&self) -> Option<GpuMemory> {
+        self.memory.read().ok()
+    }
+
+    /// Queues `requests`; query i's answer goes to `reply` with id `first_id + i`.
+    pub fn submit(
+        &self,
+        first_id: u64,
+        requests: Vec<Request>,
+        deadline: Option<Duration>,
+        reply: Arc<dyn Reply>,
+    ) {
+        if requests.is_empty() {
+            return;
+        }
+        lock(&self.shared.state).queue.push_back(Submission {
+            first_id,
+            requests,
+            submitted: Instant::now(),
+            deadline,
+            reply,
+        });
+        self.shared.ready.notify_one();
+    }
+
+    /// Runs `f` on the GPU's thread between calls and waits for it.
+    pub fn with_searcher(&self, f: impl FnOnce(&mut GpuSearcher) + Send + 'static) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let control: Control = Box::new(move |g| {
+            f(g);
+            let _ = tx.send(());
+        });
+        lock(&self.shared.state).controls.push_back(control);
+        self.shared.ready.notify_one();
+        // An error: the thread is gone (it panicked), and with it the work.
+        let _ = rx.recv();
+    }
+
+    /// The GPU's counters since the last call.
+    pub fn take_stats(&self) -> GpuStats {
+        std::mem::take(&mut *lock(&self.shared.stats))
+    }
+}
+
+impl Drop for GpuAlone {
+    /// Answers what is queued, then stops the thread.
+    fn drop(&mut self) {
+        lock(&self.shared.state).closed = true;
+        self.shared.ready.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// What the GPU's thread takes next.
+enum Next {
+    Call(Vec<Submission>),
+    Control(Control),
+    Stop,
+}
+
+fn next(s: &Shared, batch: usize) -> Next {
+    let mut st = lock(&s.state);
+    loop {
+        if let Some(c) = st.controls.pop_front() {
+            return Next::Control(c);
+        }
+        if !st.queue.is_empty() {
+            let mut taken = Vec::new();
+            let mut queries = 0;
+            while let Some(sub) = st.queue.front() {
+                if queries > 0 && queries + sub.requests.len() > batch {
+                    break;
+                }
+                queries += sub.requests.len();
+                taken.extend(st.queue.pop_front());
+            }
+            return Next::Call(taken);
+        }
+        if st.closed {
+            return Next::Stop;
+        }
+        st = s.ready.wait(st).expect("no engine thread panics under a lock");
+    }
+}
+
+/// The GPU's thread: calls until the backend is dropped and nothing is left.
+fn dispatch(s: &Shared, mut gpu: GpuSearcher) {
+    let batch = gpu.batch_size().max(1);
+    loop {
+        let subs = match next(s, batch) {
+            Next::Control(c) => {
+                c(&mut gpu);
+                continue;
+            }
+            Next::Stop => return,
+            Next::Call(subs) => subs,
+        };
+        let taken = Instant::now();
+        // One submission's requests go as they are; several are put side by side.
+        let joined: Vec<Request>;
+        let requests: &[Request] = match subs.as_slice() {
+            [one] => &one.requests,
+            many => {
+                joined = many.iter().flat_map(|s| s.requests.iter().cloned()).collect();
+                &joined
+            }
+        };
+        let run = std::panic::AssertUnwindSafe(|| call(s, &mut gpu, requests));
+        // A call that panics is answered on the CPU, whole: nothing is lost.
+        let answers = std::panic::catch_unwind(run).unwrap_or_else(|_| {
+            let n = requests.len() as u64;
+            s.notes.fallback(
+                n,
+                format!("the GPU backend panicked: {n} queries answered on the CPU"),
+            );
+            requests
+                .iter()
+                .map(|r| (s.cpu.answer(r), ServedBy::Cpu))
+                .collect()
+        });
+        // Counted before the answers go, so that a caller woken by the last reads counters with it.
+        lock(&s.stats).add(&gpu.take_stats());
+        let mut answers = answers.into_iter();
+        for sub in subs {
+            // The time the submission waited for this call counts in its queries' latency.
+            let waited = taken - sub.submitted;
+            for (i, (result, by)) in answers.by_ref().take(sub.requests.len()).enumerate() {
+                let result = result.map(|mut a| {
+                    a.latency += waited;
+                    a
+                });
+                sub.reply.send(Done {
+                    id: sub.first_id + i as u64,
+                    result,
+                    served_by: by,
+                    missed_deadline: sub.deadline.is_some_and(|d| sub.submitted.elapsed() > d),
+                });
+            }
+        }
+    }
+}
+
+/// Answers every request of one call, in order: on the GPU, and on the CPU what the GPU fails (each
+/// reason noted once with its count).
+fn call(s: &Shared, gpu: &mut GpuSearcher, requests: &[Request]) -> Vec<(Result<Answer>, ServedBy)> {
+    if let Some(ctl) = &s.cache {
+        let (answers, failed) = crate::cache::run::search_batch(gpu, &s.cpu, ctl, requests);
+        if failed > 0 {
+            s.notes.fallback(
+                failed,
+                format!("the GPU failed {failed} queries: they were answered on the CPU"),
+            );
+        }
+        // The backend is the GPU's, whose cache the CPU completes: its answers are not told apart.
+        return answers.into_iter().map(|a| (a, ServedBy::Gpu)).collect();
+    }
+    let answers = gpu.search_batch(requests);
+    let mut out = Vec::with_capacity(requests.len());
+    let mut failures: Vec<(String, u64)> = Vec::new();
+    for (request, answer) in requests.iter().zip(answers) {
+        out.push(match answer {
+            Ok(a) => (Ok(a), ServedBy::Gpu),
+            Err(e) => {
+                let why = match &e {
+                    GpuError::Failed(why) => why.clone(),
+                    other => format!("the GPU cannot answer it ({other})"),
+                };
+                match failures.iter_mut().find(|(w, _)| *w == why) {
+                    Some((_, n)) => *n += 1,
+                    None => failures.push((why, 1)),
+                }
+                (s.cpu.answer(request), ServedBy::Cpu)
+            }
+        });
+    }
+    for (why, n) in failures {
+        s.notes
+            .fallback(n, format!("{why}: {n} queries answered on the CPU"));
+    }
+    out
+}
