@@ -70,10 +70,13 @@ if [[ " $parts " == *" ab "* ]]; then
   # row <json> <round> <build> <backend> <mode>: the closed loop and each open-loop rate, one row each.
   rows() { python3 -c '
 import json, sys
-r = json.load(open(sys.argv[1])); c = r["closed_loop"]["qps"]; tag = "\t".join(sys.argv[2:])
-print(f"{tag}\t{c:.0f}\tclosed\t{c:.0f}\t" + "\t".join("%.3f" % r["closed_loop"]["latency_ms"][p] for p in ("p50", "p99", "p99.9")))
+r = json.load(open(sys.argv[1]))
+c = r["closed_loop"]
+tag = "\t".join(sys.argv[2:])
+lat = lambda l: "\t".join("%.3f" % l[p] for p in ("p50", "p99", "p99.9"))
+print("%s\t%.0f\tclosed\t%.0f\t%s" % (tag, c["qps"], c["qps"], lat(c["latency_ms"])))
 for o in r["open_loop"]:
-    print(f"{tag}\t{c:.0f}\t{o[\"rate\"]:.0f}\t{o[\"achieved_qps\"]:.0f}\t" + "\t".join("%.3f" % o["latency_ms"][p] for p in ("p50", "p99", "p99.9")))
+    print("%s\t%.0f\t%.0f\t%.0f\t%s" % (tag, c["qps"], o["rate"], o["achieved_qps"], lat(o["latency_ms"])))
 ' "$@"; }
   for backend in ${BACKENDS:-cpu gpu hybrid}; do
     for mode in ${MODES:-and or}; do
@@ -91,8 +94,7 @@ for o in r["open_loop"]:
       done
     done
   done
-  column -t "$tsv" >"$out/ab-table.txt"
-  cat "$out/ab-table.txt"
+  cat "$tsv"
 fi
 rm -rf "$tmp"
 say "exit $rc"

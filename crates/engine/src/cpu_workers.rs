@@ -2,7 +2,10 @@
 //! queries never overtake an earlier one's: letting them doubled a server's p99); every free thread
 //! claims the next query of the oldest submission with one atomic step, so that a submission of 1,000
 //! queries is answered by all threads at once. Against a pool task per query (rayon's injector, an
-//! `Arc` per query) this leaves a query's overhead at one shared counter.
+//! `Arc` per query) this leaves a query's overhead at one shared counter. A large submission (a closed
+//! loop's) is claimed and answered a few queries at a time, so that the threads do not take turns on
+//! its counters at every query; a thread with nothing to do watches the queue briefly before it
+//! sleeps, so that a query arriving meanwhile waits for no wake-up.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,25 +20,37 @@ use crate::reply::{lock, Done, Reply, ServedBy};
 
 /// One submission's queries.
 struct Job {
+    /// The next query to claim (beyond the last: every query claimed); on a cache line of its own,
+    /// since every thread writes it and reads the fields below.
+    next: Padded<AtomicUsize>,
     first_id: u64,
     requests: Vec<Request>,
-    /// The next query to claim (beyond the last: every query claimed).
-    next: AtomicUsize,
+    /// Queries a thread claims at once.
+    grain: usize,
     submitted: Instant,
     deadline: Option<Duration>,
     reply: Arc<dyn Reply>,
 }
 
+/// A value alone on its cache line (two lines: adjacent-line prefetch pairs them).
+#[repr(align(128))]
+struct Padded<T>(T);
+
 impl Job {
     fn claimed(&self) -> bool {
-        self.next.load(Ordering::Relaxed) >= self.requests.len()
+        self.next.0.load(Ordering::Relaxed) >= self.requests.len()
     }
 }
+
+/// How long a thread with nothing to do watches the queue before it sleeps.
+const WATCH: Duration = Duration::from_micros(50);
 
 #[derive(Default)]
 struct Queue {
     state: Mutex<State>,
     ready: Condvar,
+    /// Submissions ever queued: a watching thread sees a new one without the lock.
+    pushed: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -86,15 +101,20 @@ impl CpuWorkers {
         // As many threads as the submission has queries (a busy thread looks at the queue again when
         // its query is answered): a submission of 2 queries wakes 2 of 16 sleeping threads, not all.
         let wake = requests.len().min(self.threads.len());
+        // A few queries a claim once every thread has many to take (at most 16: a claim's answers
+        // wait for one another).
+        let grain = (requests.len() / (64 * self.threads.len())).clamp(1, 16);
         let job = Arc::new(Job {
+            next: Padded(AtomicUsize::new(0)),
             first_id,
             requests,
-            next: AtomicUsize::new(0),
+            grain,
             submitted: Instant::now(),
             deadline,
             reply,
         });
         lock(&self.queue.state).jobs.push_back(job);
+        self.queue.pushed.fetch_add(1, Ordering::Release);
         for _ in 0..wake {
             self.queue.ready.notify_one();
         }
@@ -115,6 +135,7 @@ impl Drop for CpuWorkers {
 impl Queue {
     /// The oldest submission with a query to claim; None once closed and empty.
     fn oldest(&self) -> Option<Arc<Job>> {
+        let mut watched = false;
         let mut state = lock(&self.state);
         loop {
             while state.jobs.front().is_some_and(|j| j.claimed()) {
@@ -126,10 +147,23 @@ impl Queue {
             if state.closed {
                 return None;
             }
+            if !watched {
+                // Watch for a submission without the lock for a while, then look again.
+                watched = true;
+                let seen = self.pushed.load(Ordering::Acquire);
+                drop(state);
+                let since = Instant::now();
+                while self.pushed.load(Ordering::Acquire) == seen && since.elapsed() < WATCH {
+                    std::hint::spin_loop();
+                }
+                state = lock(&self.state);
+                continue;
+            }
             state = self
                 .ready
                 .wait(state)
                 .expect("no engine thread panics under a lock");
+            watched = false;
         }
     }
 }
@@ -146,20 +180,28 @@ fn work(queue: &Queue, cpu: &CpuSearcher) {
                 None => return,
             },
         };
-        let i = job.next.fetch_add(1, Ordering::Relaxed);
-        let Some(request) = job.requests.get(i) else {
+        let first = job.next.0.fetch_add(job.grain, Ordering::Relaxed);
+        let claimed = first..(first + job.grain).min(job.requests.len());
+        if claimed.is_empty() {
             continue;
-        };
-        // A panic in one query answers that query with an error and leaves the thread serving.
-        let run = std::panic::AssertUnwindSafe(|| cpu.answer(request));
-        let result = std::panic::catch_unwind(run)
-            .unwrap_or_else(|_| Err(IndexError::Invalid("the query panicked".into())));
-        job.reply.send(Done {
+        }
+        let answer = |i: usize| Done {
             id: job.first_id + i as u64,
-            result,
+            result: answer(cpu, &job.requests[i]),
             served_by: ServedBy::Cpu,
             missed_deadline: job.deadline.is_some_and(|d| job.submitted.elapsed() > d),
-        });
+        };
+        if claimed.len() == 1 {
+            job.reply.send(answer(first));
+        } else {
+            job.reply.send_many(claimed.map(answer).collect());
+        }
         current = Some(job);
     }
+}
+
+/// One query's answer; a panic answers it with an error and leaves the thread serving.
+fn answer(cpu: &CpuSearcher, request: &Request) -> warpsearch_index::Result<warpsearch_query::Answer> {
+    let run = std::panic::AssertUnwindSafe(|| cpu.answer(request));
+    std::panic::catch_unwind(run).unwrap_or_else(|_| Err(IndexError::Invalid("the query panicked".into())))
 }

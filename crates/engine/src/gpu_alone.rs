@@ -193,29 +193,54 @@ fn next(s: &Shared, batch: usize) -> Next {
     }
 }
 
-/// The GPU's thread: calls until the backend is dropped and nothing is left.
+/// Where a call's answers go: each submission's first id, size, submission time, deadline and reply.
+struct Addressee {
+    first_id: u64,
+    queries: usize,
+    submitted: Instant,
+    deadline: Option<Duration>,
+    reply: Arc<dyn Reply>,
+}
+
+/// A call's answers, in its requests' order, for the delivering thread.
+type Delivery = (Vec<Addressee>, Instant, Vec<(Result<Answer>, ServedBy)>);
+
+/// The GPU's thread: calls until the backend is dropped and nothing is left. Answers are handed to
+/// a thread of their own, so that delivering one call's answers overlaps the next call.
 fn dispatch(s: &Shared, mut gpu: GpuSearcher) {
     let batch = gpu.batch_size().max(1);
+    let (tx, rx) = std::sync::mpsc::channel::<Delivery>();
+    let deliverer = std::thread::Builder::new()
+        .name("warpsearch-gpu-deliver".into())
+        .spawn(move || rx.into_iter().for_each(deliver))
+        .expect("a thread can be started");
     loop {
         let subs = match next(s, batch) {
             Next::Control(c) => {
                 c(&mut gpu);
                 continue;
             }
-            Next::Stop => return,
+            Next::Stop => break,
             Next::Call(subs) => subs,
         };
         let taken = Instant::now();
-        // One submission's requests go as they are; several are put side by side.
-        let joined: Vec<Request>;
-        let requests: &[Request] = match subs.as_slice() {
-            [one] => &one.requests,
-            many => {
-                joined = many.iter().flat_map(|s| s.requests.iter().cloned()).collect();
-                &joined
+        let mut to = Vec::with_capacity(subs.len());
+        let mut requests: Vec<Request> = Vec::new();
+        for sub in subs {
+            to.push(Addressee {
+                first_id: sub.first_id,
+                queries: sub.requests.len(),
+                submitted: sub.submitted,
+                deadline: sub.deadline,
+                reply: sub.reply,
+            });
+            if requests.is_empty() {
+                requests = sub.requests;
+            } else {
+                requests.extend(sub.requests);
             }
-        };
-        let run = std::panic::AssertUnwindSafe(|| call(s, &mut gpu, requests));
+        }
+        let run = std::panic::AssertUnwindSafe(|| call(s, &mut gpu, &requests));
         // A call that panics is answered on the CPU, whole: nothing is lost.
         let answers = std::panic::catch_unwind(run).unwrap_or_else(|_| {
             let n = requests.len() as u64;
@@ -230,23 +255,36 @@ fn dispatch(s: &Shared, mut gpu: GpuSearcher) {
         });
         // Counted before the answers go, so that a caller woken by the last reads counters with it.
         lock(&s.stats).add(&gpu.take_stats());
-        let mut answers = answers.into_iter();
-        for sub in subs {
-            // The time the submission waited for this call counts in its queries' latency.
-            let waited = taken - sub.submitted;
-            for (i, (result, by)) in answers.by_ref().take(sub.requests.len()).enumerate() {
-                let result = result.map(|mut a| {
-                    a.latency += waited;
-                    a
-                });
-                sub.reply.send(Done {
-                    id: sub.first_id + i as u64,
-                    result,
-                    served_by: by,
-                    missed_deadline: sub.deadline.is_some_and(|d| sub.submitted.elapsed() > d),
-                });
-            }
+        if tx.send((to, taken, answers)).is_err() {
+            break;
         }
+    }
+    drop(tx);
+    let _ = deliverer.join();
+}
+
+/// Hands each submission its answers, at once.
+fn deliver((to, taken, answers): Delivery) {
+    let mut answers = answers.into_iter();
+    for a in to {
+        // The time the submission waited for its call counts in its queries' latency.
+        let waited = taken - a.submitted;
+        let missed = a.deadline.is_some_and(|d| a.submitted.elapsed() > d);
+        let done = answers
+            .by_ref()
+            .take(a.queries)
+            .enumerate()
+            .map(|(i, (result, by))| Done {
+                id: a.first_id + i as u64,
+                result: result.map(|mut answer| {
+                    answer.latency += waited;
+                    answer
+                }),
+                served_by: by,
+                missed_deadline: missed,
+            })
+            .collect();
+        a.reply.send_many(done);
     }
 }
 

@@ -42,6 +42,14 @@ pub struct Done {
 pub trait Reply: Send + Sync {
     /// Takes one answer (called on the thread that finished the query's last part).
     fn send(&self, done: Done);
+
+    /// Takes several answers finished together (a GPU call's, a CPU thread's run of a large
+    /// submission): one call where a sink can take them cheaper at once.
+    fn send_many(&self, done: Vec<Done>) {
+        for d in done {
+            self.send(d);
+        }
+    }
 }
 
 impl Reply for Sender<Done> {
@@ -74,17 +82,23 @@ impl<T> Slots<T> {
     /// Puts the answer to query `i` (a second one replaces the first; one out of range, or after
     /// [`Slots::take`], is dropped); returns whether it filled the last empty slot.
     pub fn put(&self, i: usize, item: T) -> bool {
-        let Some(slot) = self.items.get(i) else {
-            return false;
-        };
+        self.put_many(std::iter::once((i, item)))
+    }
+
+    /// [`Slots::put`] for several answers, counted with one update of the shared count (which every
+    /// answering thread writes); returns whether they filled the last empty slot.
+    pub fn put_many(&self, items: impl IntoIterator<Item = (usize, T)>) -> bool {
         if self.taken.load(Ordering::Acquire) {
             return false;
         }
-        if lock(slot).replace(item).is_some() {
-            return false;
+        let mut filled = 0;
+        for (i, item) in items {
+            if let Some(slot) = self.items.get(i) {
+                filled += usize::from(lock(slot).replace(item).is_none());
+            }
         }
         // AcqRel: the put that fills the last slot sees every other put's slot filled.
-        self.left.fetch_sub(1, Ordering::AcqRel) == 1
+        filled > 0 && self.left.fetch_sub(filled, Ordering::AcqRel) == filled
     }
 
     /// How many slots are still empty.
@@ -160,12 +174,26 @@ impl<T: Send> Collect<T> {
     }
 }
 
+impl<T: Send> Collect<T> {
+    /// Wakes the waiter: every answer is in.
+    fn all_in(&self) {
+        drop(lock(&self.waiting));
+        self.all_in.notify_one();
+    }
+}
+
 impl<T: Send> Reply for Collect<T> {
     fn send(&self, done: Done) {
         let id = done.id as usize;
         if self.answers.put(id, (self.keep)(done)) {
-            drop(lock(&self.waiting));
-            self.all_in.notify_one();
+            self.all_in();
+        }
+    }
+
+    fn send_many(&self, done: Vec<Done>) {
+        let kept = done.into_iter().map(|d| (d.id as usize, (self.keep)(d)));
+        if self.answers.put_many(kept) {
+            self.all_in();
         }
     }
 }
@@ -187,6 +215,17 @@ mod tests {
         assert_eq!(s.take(), vec![Some("a again"), Some("b"), Some("c")]);
         assert!(!s.put(1, "late"), "after take, dropped");
         assert!(s.take().is_empty());
+    }
+
+    #[test]
+    fn slots_count_many_answers_at_once() {
+        let s = Slots::new(4);
+        assert!(!s.put_many([(0, 'a'), (2, 'c'), (9, 'x')]), "two of four");
+        assert_eq!(s.left(), 2);
+        assert!(!s.put_many([(0, 'A')]), "a second answer fills nothing");
+        assert_eq!(s.left(), 2);
+        assert!(s.put_many([(1, 'b'), (3, 'd')]), "the last two");
+        assert_eq!(s.take(), vec![Some('A'), Some('b'), Some('c'), Some('d')]);
     }
 
     fn done(id: u64) -> Done {
@@ -221,6 +260,20 @@ mod tests {
             .map(|a| a.unwrap().latency.as_micros() as u64)
             .collect();
         assert_eq!(got, (0..n as u64).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn collect_takes_answers_sent_together() {
+        let collect = Arc::new(Collect::new(5));
+        collect.send_many(vec![done(4), done(0), done(2)]);
+        collect.send(done(1));
+        collect.send_many(vec![done(3)]);
+        let got: Vec<u128> = collect
+            .wait()
+            .into_iter()
+            .map(|a| a.unwrap().latency.as_micros())
+            .collect();
+        assert_eq!(got, [0, 1, 2, 3, 4]);
     }
 
     #[test]

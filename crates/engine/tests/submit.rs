@@ -172,14 +172,15 @@ fn answers_say_when_their_deadline_was_missed_gpu() {
     answers_say_when_their_deadline_was_missed(BackendChoice::Gpu);
 }
 
-/// `search_batch` is the submission API waited on: the same answers, in order, from every backend.
+/// `search_batch` is the submission API waited on: the same answers, in order, from every backend,
+/// for a batch large enough that the CPU's threads claim and answer it several queries at a time.
 #[test]
 fn search_batch_equals_the_oracle_on_every_backend() {
     let tmp = tempfile::tempdir().unwrap();
     let (index, v) = random_index(tmp.path(), 73, Codec::PForDelta, None);
     let queries = random_queries(&index, v, 21);
     let oracle = oracle(&index, SearchOptions::new(&index));
-    let reqs: Vec<Request> = (0..300).map(|i| request(&queries, i)).collect();
+    let reqs: Vec<Request> = (0..3001).map(|i| request(&queries, i)).collect();
     for backend in [BackendChoice::Cpu, BackendChoice::Hybrid, BackendChoice::Gpu] {
         let Some(engine) = engine(&index, backend) else {
             continue;
