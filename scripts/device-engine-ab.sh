@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The engine's front door checked on the lent GPU machine against an earlier build, in one call:
 #   1. tests: the GPU test suite (kernels; the engine, the hybrid and the front door against the oracle,
-#      with the passages when WARPSEARCH_WIKI_INDEX's index is there);
+#      with the passages when WARPSEARCH_WIKI_INDEX's index is there; TESTS names the binaries);
 #   2. identical: `search` on the first 5,000 queries, AND and OR at k 10 and 1000, with --backend cpu, gpu
-#      and hybrid of both builds, every run compared byte for byte with the earlier build's CPU run;
+#      and hybrid of both builds (IDENT_BUILDS, default "base new"), every run compared byte for byte
+#      with the earlier build's CPU run;
 #   3. ab: `warpsearch bench` of both builds in alternation (ROUNDS, default 2) on each backend of BACKENDS
 #      (default "cpu gpu hybrid") and mode of MODES (default "and or"), top-10 over the query file REPEAT
 #      times (default 10): closed-loop queries/s, and open-loop p50/p99/p99.9 at 30% and 70% of the earlier
@@ -28,7 +29,7 @@ tmp=$(mktemp -d)
 
 if [[ " $parts " == *" tests "* ]]; then
   say "== tests"
-  for t in gpu-tests engine-tests submit-tests; do
+  for t in ${TESTS:-gpu-tests engine-tests submit-tests}; do
     [ -x $dev/$t ] || continue
     WARPSEARCH_WIKI_INDEX=$wiki WARPSEARCH_QUERIES=$queries $dev/$t --test-threads=4 --nocapture \
       >"$tmp/$t.log" 2>&1 || rc=1
@@ -44,7 +45,7 @@ if [[ " $parts " == *" identical "* ]]; then
     for k in 10 1000; do
       $base search --index "$wiki" --queries "$tmp/q5000.txt" --mode $mode --k $k --backend cpu \
         --output "$tmp/want.txt" --force 2>>"$log"
-      for build in base new; do
+      for build in ${IDENT_BUILDS:-base new}; do
         bin=$base
         [ $build = new ] && bin=$new
         for backend in cpu gpu hybrid; do
