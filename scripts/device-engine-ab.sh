@@ -48,7 +48,7 @@ if [[ " $parts " == *" identical "* ]]; then
       for build in ${IDENT_BUILDS:-base new}; do
         bin=$base
         [ $build = new ] && bin=$new
-        for backend in cpu gpu hybrid; do
+        for backend in ${IDENT_BACKENDS:-cpu gpu hybrid}; do
           $bin search --index "$wiki" --queries "$tmp/q5000.txt" --mode $mode --k $k --backend $backend \
             --output "$tmp/got.txt" --force 2>>"$log"
           if cmp -s "$tmp/want.txt" "$tmp/got.txt"; then

@@ -312,8 +312,9 @@ fn open_loop(
     Ok((lat, start.elapsed()))
 }
 
-/// Waits until `at` after `start`: sleeps while far from it, then spins, so that the generator's own
-/// wake-up delay (tens of microseconds for a sleeping thread) does not count as the engine's latency.
+/// Waits until `at` after `start`: sleeps while far from it, then yields the core until then, so that
+/// the generator's own wake-up delay (tens of microseconds for a sleeping thread) does not count as the
+/// engine's latency, and the engine's threads, which may want every core, get it meanwhile.
 fn wait_until(start: Instant, at: Duration) {
     const SPIN: Duration = Duration::from_micros(200);
     let now = start.elapsed();
@@ -321,7 +322,7 @@ fn wait_until(start: Instant, at: Duration) {
         std::thread::sleep(at - now - SPIN);
     }
     while start.elapsed() < at {
-        std::hint::spin_loop();
+        std::thread::yield_now();
     }
 }
 

@@ -210,6 +210,9 @@ impl Engine {
         } else {
             requests.to_vec()
         };
+        if let Runner::Gpu(g) = &self.runner {
+            return g.search_batch(owned);
+        }
         let collect = Arc::new(Collect::new(requests.len()));
         self.submit(0, owned, None, collect.clone());
         let answers = collect.wait();

@@ -24,7 +24,15 @@ struct Submission {
     requests: Vec<Request>,
     submitted: Instant,
     deadline: Option<Duration>,
-    reply: Arc<dyn Reply>,
+    reply: Sink,
+}
+
+/// Where a submission's answers go: a [`Reply`], or, for a caller that waits for a whole batch, one
+/// channel message with every answer in order (a closed loop of a million queries then costs no work
+/// per answer beyond the GPU's own).
+enum Sink {
+    Each(Arc<dyn Reply>),
+    Whole(std::sync::mpsc::SyncSender<Vec<Result<Answer>>>),
 }
 
 /// Work for the GPU's thread that needs the searcher itself.
@@ -118,7 +126,30 @@ impl GpuAlone {
         deadline: Option<Duration>,
         reply: Arc<dyn Reply>,
     ) {
+        self.queue(first_id, requests, deadline, Sink::Each(reply));
+    }
+
+    /// Answers every request (submitted at once, without a deadline) and waits for the answers, in
+    /// order.
+    pub fn search_batch(&self, requests: Vec<Request>) -> Vec<Result<Answer>> {
+        let n = requests.len();
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.queue(0, requests, None, Sink::Whole(tx));
+        rx.recv().unwrap_or_else(|_| {
+            let lost = || {
+                Err(warpsearch_index::IndexError::Invalid(
+                    "the GPU backend lost a query".into(),
+                ))
+            };
+            (0..n).map(|_| lost()).collect()
+        })
+    }
+
+    fn queue(&self, first_id: u64, requests: Vec<Request>, deadline: Option<Duration>, reply: Sink) {
         if requests.is_empty() {
+            if let Sink::Whole(tx) = reply {
+                let _ = tx.send(Vec::new());
+            }
             return;
         }
         lock(&self.shared.state).queue.push_back(Submission {
@@ -199,7 +230,7 @@ struct Addressee {
     queries: usize,
     submitted: Instant,
     deadline: Option<Duration>,
-    reply: Arc<dyn Reply>,
+    reply: Sink,
 }
 
 /// A call's answers, in its requests' order, for the delivering thread.
@@ -270,21 +301,27 @@ fn deliver((to, taken, answers): Delivery) {
         // The time the submission waited for its call counts in its queries' latency.
         let waited = taken - a.submitted;
         let missed = a.deadline.is_some_and(|d| a.submitted.elapsed() > d);
-        let done = answers
-            .by_ref()
-            .take(a.queries)
-            .enumerate()
-            .map(|(i, (result, by))| Done {
-                id: a.first_id + i as u64,
-                result: result.map(|mut answer| {
-                    answer.latency += waited;
-                    answer
-                }),
-                served_by: by,
-                missed_deadline: missed,
+        let waiting = |result: Result<Answer>| {
+            result.map(|mut answer| {
+                answer.latency += waited;
+                answer
             })
-            .collect();
-        a.reply.send_many(done);
+        };
+        let mine = answers.by_ref().take(a.queries);
+        match a.reply {
+            Sink::Each(reply) => reply.send_many(
+                mine.enumerate()
+                    .map(|(i, (result, by))| Done {
+                        id: a.first_id + i as u64,
+                        result: waiting(result),
+                        served_by: by,
+                        missed_deadline: missed,
+                    })
+                    .collect(),
+            ),
+            // The caller may be gone; the answers are then unwanted.
+            Sink::Whole(tx) => drop(tx.send(mine.map(|(result, _)| waiting(result)).collect())),
+        }
     }
 }
 
