@@ -10,6 +10,7 @@ use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+use rayon::prelude::*;
 use warpsearch_index::{IndexError, Result};
 use warpsearch_query::Answer;
 
@@ -71,9 +72,19 @@ pub struct Slots<T> {
 
 impl<T> Slots<T> {
     /// `n` empty slots.
-    pub fn new(n: usize) -> Slots<T> {
+    pub fn new(n: usize) -> Slots<T>
+    where
+        T: Send,
+    {
+        // A closed loop's million slots are made (and taken) on every core: on one, their
+        // allocation and reading back cost a few percent of the loop.
+        let items = if n >= PARALLEL {
+            (0..n).into_par_iter().map(|_| Mutex::new(None)).collect()
+        } else {
+            (0..n).map(|_| Mutex::new(None)).collect()
+        };
         Slots {
-            items: (0..n).map(|_| Mutex::new(None)).collect(),
+            items,
             left: AtomicUsize::new(n),
             taken: AtomicBool::new(false),
         }
@@ -107,13 +118,23 @@ impl<T> Slots<T> {
     }
 
     /// The answers in order (`None` where none came); the slots are then gone.
-    pub fn take(&self) -> Vec<Option<T>> {
+    pub fn take(&self) -> Vec<Option<T>>
+    where
+        T: Send,
+    {
         if self.taken.swap(true, Ordering::AcqRel) {
             return Vec::new();
         }
-        self.items.iter().map(|s| lock(s).take()).collect()
+        if self.items.len() >= PARALLEL {
+            self.items.par_iter().map(|s| lock(s).take()).collect()
+        } else {
+            self.items.iter().map(|s| lock(s).take()).collect()
+        }
     }
 }
+
+/// Slots from which on they are made and read back on every core.
+const PARALLEL: usize = 1 << 16;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().expect("no engine thread panics under a lock")
@@ -139,10 +160,15 @@ impl Collect {
     /// The answers in order, once every one is in, or once no engine thread holds this any more (one
     /// that panicked took its queries with it): those missing are then an error.
     pub fn wait(self: &Arc<Self>) -> Vec<Result<Answer>> {
-        self.wait_for()
-            .into_iter()
-            .map(|a| a.unwrap_or_else(|| Err(IndexError::Invalid("the engine lost a query".into()))))
-            .collect()
+        let lost = |a: Option<Result<Answer>>| {
+            a.unwrap_or_else(|| Err(IndexError::Invalid("the engine lost a query".into())))
+        };
+        let answers = self.wait_for();
+        if answers.len() >= PARALLEL {
+            answers.into_par_iter().map(lost).collect()
+        } else {
+            answers.into_iter().map(lost).collect()
+        }
     }
 }
 
