@@ -5,10 +5,9 @@
 use pyo3::prelude::*;
 use warpsearch_engine::{CacheBudget, CacheChoice, CacheOptions};
 use warpsearch_index::Index;
-use warpsearch_query::{Query, Request, MAX_K};
+use warpsearch_query::{Mode, Query, Request, MAX_K};
 
 use crate::errors::value_error;
-use crate::searcher::mode_named;
 
 /// The cache's arguments, by name.
 pub struct CacheArgs<'a> {
@@ -43,12 +42,10 @@ impl CacheArgs<'_> {
             }
             return Ok(None);
         };
-        let mode = mode_named(self.mode).ok_or_else(|| {
-            value_error(format!(
-                "unknown gpu_cache_mode '{}': expected and, or or and-or",
-                self.mode
-            ))
-        })?;
+        let mode: Mode = self
+            .mode
+            .parse()
+            .map_err(|e| value_error(format!("gpu_cache_mode: {e}")))?;
         if !(1..=MAX_K).contains(&self.k) {
             return Err(value_error(format!(
                 "gpu_cache_k = {} is out of range: use 1 to {MAX_K}",

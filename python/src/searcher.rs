@@ -124,8 +124,7 @@ impl PySearcher {
 
     /// The request shape `mode` and `k` name, checked against the searcher's options.
     fn shape(&self, mode: &str, k: i64) -> PyResult<(Mode, usize)> {
-        let mode = mode_named(mode)
-            .ok_or_else(|| value_error(format!("unknown mode '{mode}': expected and, or or and-or")))?;
+        let mode: Mode = mode.parse().map_err(value_error)?;
         // A negative k is out of range as 0 is; the message names the k given.
         let k_checked = usize::try_from(k).unwrap_or(0);
         self.scorer
@@ -343,13 +342,6 @@ impl PySearcher {
     fn __repr__(&self) -> String {
         format!("Searcher({})", self.describe)
     }
-}
-
-/// The mode of that name (and, or, and-or), as Python's arguments spell it.
-pub(crate) fn mode_named(name: &str) -> Option<Mode> {
-    [Mode::And, Mode::Or, Mode::AndOr]
-        .into_iter()
-        .find(|m| m.name() == name)
 }
 
 /// Runs `work` on `pool`, or where it is called (rayon's global pool serves its parallel iterators): the

@@ -336,7 +336,7 @@ pub struct EngineArgs {
     #[arg(long, conflicts_with = "queries")]
     pub query: Option<String>,
     /// and: every term; or: any term; and-or: AND, then OR when AND finds fewer than k.
-    #[arg(long, default_value = "or", value_parser = parse_mode)]
+    #[arg(long, default_value = "or", value_parser = str::parse::<Mode>)]
     pub mode: Mode,
     /// Results per query.
     #[arg(long, default_value_t = 10)]
@@ -618,15 +618,6 @@ pub fn parse_bytes(s: &str) -> Result<usize, String> {
         return Err(format!("'{s}': the size must be positive"));
     }
     Ok((v * mult as f64) as usize)
-}
-
-pub fn parse_mode(s: &str) -> Result<Mode, String> {
-    match s {
-        "and" => Ok(Mode::And),
-        "or" => Ok(Mode::Or),
-        "and-or" | "andor" => Ok(Mode::AndOr),
-        _ => Err(format!("unknown mode '{s}': expected and, or or and-or")),
-    }
 }
 
 /// `warpsearch evaluate`.

@@ -15,6 +15,7 @@ use warpsearch_query::{Mode, Query, Ranking, Request, Scored, Scorer, SearchOpti
 
 use crate::args::{EngineArgs, ScorerArgs, SearchArgs};
 use crate::gpu::{engine_options, gpu_stats_line};
+use warpsearch_server::JsonHits;
 
 pub use warpsearch_index::queries::{read_queries, QueryLine};
 
@@ -328,42 +329,6 @@ fn write_answer(w: &mut dyn Write, index: &Index, qid: &str, hits: &[Scored], a:
         writeln!(w)?;
     }
     Ok(())
-}
-
-/// One ranked document as JSON output prints it: the score as the `f32` it is, in its shortest form
-/// (a `serde_json::Value` would widen it to `f64` and print 0.9400072693824768 for 0.94000727).
-#[derive(serde::Serialize)]
-struct Hit<'a> {
-    /// Borrowed from the index's id table (no copy per hit).
-    docid: &'a str,
-    score: f32,
-    rank: usize,
-}
-
-/// `hits` as JSON output prints them, ranks from 1: `[{"docid": …, "score": …, "rank": 1}, …]`,
-/// written as they are read (the server writes thousands per response; no list of hits is made).
-pub(crate) struct JsonHits<'a> {
-    pub(crate) index: &'a Index,
-    pub(crate) hits: &'a [Scored],
-}
-
-impl serde::Serialize for JsonHits<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
-        use serde::ser::SerializeSeq;
-        let mut seq = serializer.serialize_seq(Some(self.hits.len()))?;
-        // Ids looked up a few at a time, their cache misses overlapped ([`Index::try_for_each_doc_id`]).
-        let mut hits = self.hits.iter().zip(1..);
-        let docs = self.hits.iter().map(|h| h.doc);
-        self.index.try_for_each_doc_id(docs, |docid| {
-            let (h, rank) = hits.next().expect("an id per hit");
-            seq.serialize_element(&Hit {
-                docid,
-                score: h.score,
-                rank,
-            })
-        })?;
-        seq.end()
-    }
 }
 
 /// Standard output, or a file written under a temporary name and renamed when complete.

@@ -19,12 +19,37 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// Every mode, in the order the command line lists them.
+    pub const ALL: [Mode; 3] = [Mode::And, Mode::Or, Mode::AndOr];
+
     /// The command-line name.
     pub fn name(self) -> &'static str {
         match self {
             Mode::And => "and",
             Mode::Or => "or",
             Mode::AndOr => "and-or",
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+
+    /// `and`, `or` or `and-or` (also written `andor`), wherever a mode is named: the command line, the
+    /// server's requests, Python.
+    fn from_str(s: &str) -> Result<Mode, String> {
+        match s {
+            "andor" => Ok(Mode::AndOr),
+            _ => Mode::ALL
+                .into_iter()
+                .find(|m| m.name() == s)
+                .ok_or_else(|| format!("unknown mode '{s}': expected and, or or and-or")),
         }
     }
 }

@@ -7,8 +7,6 @@ use std::path::PathBuf;
 use clap::Args;
 use warpsearch_query::Mode;
 
-use crate::args::parse_mode;
-
 /// `warpsearch load`.
 #[derive(Args)]
 pub struct LoadArgs {
@@ -19,7 +17,7 @@ pub struct LoadArgs {
     #[arg(long)]
     pub queries: PathBuf,
     /// and, or or and-or (sent with every request).
-    #[arg(long, default_value = "or", value_parser = parse_mode)]
+    #[arg(long, default_value = "or", value_parser = str::parse::<Mode>)]
     pub mode: Mode,
     /// Results per query (sent with every request).
     #[arg(long, default_value_t = 10)]

@@ -10,8 +10,6 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use warpsearch_query::Mode;
 
-use crate::args::parse_mode;
-
 /// A refused request: its status, a sentence, and the field at fault (if one is).
 #[derive(Debug)]
 pub struct ApiError {
@@ -306,7 +304,7 @@ fn check_k(k: u64, limits: &Limits) -> Result<usize, ApiError> {
 
 fn mode(name: Option<&str>) -> Result<Mode, ApiError> {
     name.map_or(Ok(Mode::Or), |m| {
-        parse_mode(m).map_err(|e| ApiError::field("mode", e))
+        m.parse::<Mode>().map_err(|e| ApiError::field("mode", e))
     })
 }
 
