@@ -10,6 +10,8 @@ use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 
 use warpsearch_codec::Codec;
 
+use crate::abi::{self, CANDIDATES_PER_THREAD, MAX_K_GPU};
+pub use crate::abi::{BLOCK_LEN, MAX_K, MAX_SMALL_OR, MAX_WINDOW, TOPK_CAP};
 use crate::GpuError;
 
 /// The files of `kernels/` in dependency order (`common.cuh` lists them), with their text as built.
@@ -38,10 +40,16 @@ pub fn kernel_source() -> Result<String, GpuError> {
     )
 }
 
-/// The built-in kernel source (`None`), or the one the files of `dir` make.
+/// The built-in kernel source (`None`), or the one the files of `dir` make, with the ABI's layout
+/// checks ([`abi::layout_checks`]) appended.
 fn kernel_source_from(dir: Option<&Path>) -> Result<String, GpuError> {
+    let checks = abi::layout_checks(threads());
     let Some(dir) = dir else {
-        return Ok(KERNEL_FILES.iter().map(|(_, text)| *text).collect());
+        return Ok(KERNEL_FILES
+            .iter()
+            .map(|(_, text)| *text)
+            .chain([&checks[..]])
+            .collect());
     };
     let mut source = String::new();
     for (name, _) in KERNEL_FILES {
@@ -54,6 +62,7 @@ fn kernel_source_from(dir: Option<&Path>) -> Result<String, GpuError> {
         })?;
         source.push_str(&text);
     }
+    source.push_str(&checks);
     Ok(source)
 }
 
@@ -70,28 +79,16 @@ pub fn threads() -> u32 {
     })
 }
 
-/// AND candidates per step of a CTA (`CHUNK`: 4 per thread), and blocks of decode scratch per CTA.
+/// AND candidates per step of a CTA (`CHUNK`: [`CANDIDATES_PER_THREAD`] per thread), and blocks of
+/// decode scratch per CTA.
 pub fn chunk() -> usize {
-    threads() as usize * 4
+    threads() as usize * CANDIDATES_PER_THREAD
 }
 
 /// The default of [`threads`].
 pub const DEFAULT_THREADS: u32 = 256;
-/// Entries of the per-CTA top-k buffer (`TOPK_CAP`).
-pub const TOPK_CAP: usize = 36864;
-/// Largest k the GPU kernels select (`MAX_K_GPU` bounds the shared-memory sort; 1,000 is promised).
-pub const MAX_K: usize = 1000;
-/// Keys of the kernels' final sort (`MAX_K_GPU`: k rounded up to a power of two).
-const MAX_K_GPU: u32 = 1024;
-const _: () = assert!(MAX_K as u32 <= MAX_K_GPU);
 /// Words of the PForDelta and Rice decoders' scratch per warp (`xs`: 4 · BLOCK_LEN).
 const SCRATCH_WORDS_PER_WARP: u32 = 4 * BLOCK_LEN as u32;
-/// Postings of the largest OR query the sort path takes (`MAX_SMALL_OR`).
-pub const MAX_SMALL_OR: u32 = 4096;
-/// Largest OR window (`MAX_WINDOW`).
-pub const MAX_WINDOW: u32 = 32768;
-/// Postings per block.
-pub const BLOCK_LEN: usize = 128;
 
 /// The OR window's part of an OR launch's dynamic shared memory: the accumulators (at least 2,048
 /// floats, since the final sort's 1,024 keys reuse them) and a bit per document of the window (those
@@ -100,11 +97,9 @@ pub fn or_window_bytes(window: u32) -> u32 {
     window.max(2 * MAX_K_GPU) * 4 + window / 8 // the sort's keys take two floats' room each
 }
 
-/// An OR query's per-term arrays (`OrState` in the kernels: six of `threads()` words and one word, the
-/// window selection's two halves included), rounded up to 16 bytes. They are dynamic shared memory, so
-/// that AND launches do not hold them.
+/// An OR query's per-term arrays ([`abi::or_state_bytes`] for [`threads`]).
 pub fn or_state_bytes() -> u32 {
-    ((6 * threads() + 1 + 3) & !3) * 4
+    abi::or_state_bytes(threads())
 }
 
 /// Dynamic shared memory of an OR launch with a window of `window` documents over an index in `codec`:
@@ -309,13 +304,10 @@ fn compile_options(major: i32, minor: i32) -> CompileOptions {
         use_fast_math: Some(false),
         arch,
         // Line info costs nothing at run time and lets compute-sanitizer name source lines.
-        options: vec![
-            "--std=c++17".into(),
-            "-lineinfo".into(),
-            format!("-DMIN_CTAS_AND={}", min_ctas(Mode::And)),
-            format!("-DMIN_CTAS_OR={}", min_ctas(Mode::Or)),
-            format!("-DTHREADS={}", threads()),
-        ],
+        options: ["--std=c++17".to_string(), "-lineinfo".to_string()]
+            .into_iter()
+            .chain(abi::defines(threads(), min_ctas(Mode::And), min_ctas(Mode::Or)))
+            .collect(),
         ..Default::default()
     }
 }

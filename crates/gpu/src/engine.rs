@@ -13,25 +13,23 @@ use warpsearch_query::{
     merge_top_k, Algorithm, Answer, DocRange, Mode, Prior, Ranking, Request, Scored, Scorer,
 };
 
+use crate::abi::{BatchArgs, IndexArgs, COUNT_FAILED, MODE_AND, MODE_OR, PHASE_COUNTERS, PH_BLOCKS};
 use crate::batch::{batches, prepare, Prepared, Split};
 use crate::cache::{CachePlan, Capacity, PlanFeed};
 use crate::calls::{CallId, Calls};
 use crate::device::{
     and_shared_bytes, or_shared_bytes, or_window_bytes, threads, MAX_K, MAX_SMALL_OR, MAX_WINDOW,
 };
-use crate::launch::{self, BatchArgs};
+use crate::launch;
 use crate::options::{CacheBudget, GpuOptions, DEFAULT_CACHE_SLOTS};
 use crate::registered::Registered;
-use crate::residency::{mib, ptr, Applied, DeviceIndex, IndexArgs, Residency};
+use crate::residency::{mib, ptr, Applied, DeviceIndex, Residency};
 use crate::slot::{InFlight, Slot};
 use crate::stage::{self, Stage};
-use crate::stats::{GpuStats, PHASES};
+use crate::stats::GpuStats;
 use crate::trace::Epoch;
 use crate::view::CacheView;
 use crate::{Gpu, GpuError};
-
-/// `out_count` of a query the kernel could not answer (a malformed block): the CPU answers it.
-const COUNT_FAILED: u32 = u32::MAX;
 
 /// Exact batched search on the GPU.
 pub struct GpuSearcher {
@@ -736,11 +734,12 @@ impl GpuSearcher {
             terms: tptr,
             num_queries: n as u32,
             k: k as u32,
-            mode: if mode == Mode::And { 0 } else { 1 },
+            mode: if mode == Mode::And { MODE_AND } else { MODE_OR },
             early: self.early as u32,
             window: self.gopts.window,
             small_or: self.small_or,
             merge_ratio: self.gopts.merge_ratio,
+            _pad: 0,
             next_query: ptr(&slot.counter, &slot.stream),
             out_doc: ptr(&slot.out_doc, &slot.stream),
             out_score: ptr(&slot.out_score, &slot.stream),
@@ -839,12 +838,11 @@ impl GpuSearcher {
         }
         if self.gopts.instrument {
             let ph = slot.h_phases.as_slice();
-            for cta in ph.chunks(8) {
+            for cta in ph.chunks(PHASE_COUNTERS) {
                 for (acc, &c) in self.stats.phase_cycles.iter_mut().zip(cta) {
                     *acc += c;
                 }
-                // The counter after the phases' (PH_BLOCKS in the kernel).
-                self.stats.decoded_blocks += cta[PHASES.len()];
+                self.stats.decoded_blocks += cta[PH_BLOCKS];
             }
         }
         let latency = job.started.elapsed();

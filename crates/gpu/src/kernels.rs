@@ -8,10 +8,10 @@ use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaSlice, CudaStream};
 use warpsearch_index::Index;
 
-use crate::batch::TermDesc;
-use crate::device::{threads, BLOCK_LEN, TOPK_CAP};
+use crate::abi::{codec_id, IndexArgs, TermDesc, BLOCK_LEN, TOPK_CAP};
+use crate::device::threads;
 use crate::launch::{self, TopKBuffers};
-use crate::residency::{DeviceIndex, IndexArgs};
+use crate::residency::DeviceIndex;
 use crate::{Gpu, GpuError};
 
 /// The index on the device with a stream, for running the standalone kernels.
@@ -38,7 +38,10 @@ impl<'a> KernelBench<'a> {
             .term_records()
             .iter()
             .enumerate()
-            .map(|(id, r)| TermDesc::for_list(r, dev.residency().list(id as u32)))
+            .map(|(id, r)| {
+                let loc = dev.residency().list(id as u32);
+                TermDesc::for_list(r, loc.word_base, loc.block_base)
+            })
             .collect();
         let terms = upload_terms(&stream, &term_descs)?;
         let (tids, bids) = all_blocks(&term_descs);
@@ -249,16 +252,6 @@ fn upload_terms(stream: &Arc<CudaStream>, terms: &[TermDesc]) -> Result<CudaSlic
     let one = [TermDesc::default()];
     let terms = if terms.is_empty() { &one[..] } else { terms };
     Ok(stream.memcpy_stod(bytemuck::cast_slice::<TermDesc, u8>(terms))?)
-}
-
-/// The kernel's codec number.
-pub(crate) fn codec_id(codec: warpsearch_codec::Codec) -> u32 {
-    match codec {
-        warpsearch_codec::Codec::PForDelta => 0,
-        warpsearch_codec::Codec::EliasFano => 1,
-        warpsearch_codec::Codec::Rice => 2,
-        warpsearch_codec::Codec::SimdBp => 3,
-    }
 }
 
 /// Decoded docIDs, frequencies and per-block success flags on the device.

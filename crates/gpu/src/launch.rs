@@ -11,45 +11,27 @@ use std::sync::Arc;
 use cudarc::driver::result as cu;
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 
+use crate::abi::{BatchArgs, IndexArgs, MODE_AND};
 use crate::device::threads;
-use crate::residency::{ptr, IndexArgs};
+use crate::residency::ptr;
 use crate::{Gpu, GpuError};
 
-/// The batch arguments of the query kernel (mirrors `struct BatchArgs` in `kernels/common.cuh`): device
-/// addresses of the descriptors, outputs and per-CTA scratch of one pipeline slot.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub(crate) struct BatchArgs {
-    pub queries: u64,
-    pub terms: u64,
-    pub num_queries: u32,
-    pub k: u32,
-    pub mode: u32,
-    pub early: u32,
-    pub window: u32,
-    pub small_or: u32,
-    pub merge_ratio: u32,
-    pub next_query: u64,
-    pub out_doc: u64,
-    pub out_score: u64,
-    pub out_count: u64,
-    pub scratch_doc: u64,
-    pub scratch_tf: u64,
-    pub topbuf: u64,
-    pub phase_cycles: u64,
-}
-// SAFETY: plain old data of u64/u32 fields in the kernel's field order; the kernel reads it by value.
+// SAFETY: `#[repr(C)]` and `Pod` (every byte a field, no pointers the host dereferences), with the
+// size and field offsets of the kernels' `struct IndexArgs` (checked at compile time on both sides,
+// `crate::abi`); a kernel takes it by value, which is what `DeviceRepr` passes.
+unsafe impl DeviceRepr for IndexArgs {}
+// SAFETY: as for `IndexArgs`, with the kernels' `struct BatchArgs`.
 unsafe impl DeviceRepr for BatchArgs {}
-const _: () = assert!(std::mem::size_of::<BatchArgs>() == 112);
 
-/// Launches the query kernel's entry point for `ba.mode` (`search_and` for 0, else `search_or`) on
+/// Launches the query kernel's entry point for `ba.mode` (`search_and` for [`MODE_AND`], else `search_or`) on
 /// `stream`: `grid` persistent CTAs of `threads()` threads with `smem` bytes of dynamic shared memory.
 ///
 /// Contract (the caller, `engine::GpuSearcher::submit`, upholds it): `ix` points at a device index
 /// that lives as long as the searcher; `ba.queries` holds `ba.num_queries` `QueryDesc`s whose terms lie
 /// in `ba.terms`, copied earlier on the same stream; the outputs hold `num_queries · k` entries and the
 /// counts `num_queries`; the scratch buffers hold `grid · CHUNK · BLOCK_LEN` entries and `topbuf`
-/// `grid · TOPK_CAP`; `next_query` is a zeroed u32; `phase_cycles` is 0 or holds `grid · 8` u64; `smem`
+/// `grid · TOPK_CAP`; `next_query` is a zeroed u32; `phase_cycles` is 0 or holds `grid · PHASE_COUNTERS`
+/// u64; `smem`
 /// is what `and_shared_bytes` / `or_shared_bytes` give for the batch's mode and window.
 pub(crate) fn search_batch(
     gpu: &Gpu,
@@ -59,7 +41,7 @@ pub(crate) fn search_batch(
     ix: &IndexArgs,
     ba: &BatchArgs,
 ) -> Result<(), GpuError> {
-    let kernel = if ba.mode == 0 {
+    let kernel = if ba.mode == MODE_AND {
         &gpu.search_and
     } else {
         &gpu.search_or
@@ -96,7 +78,7 @@ pub(crate) fn decode_blocks(
     out: &mut (CudaSlice<u32>, CudaSlice<u32>, CudaSlice<u32>),
 ) -> Result<(), GpuError> {
     let regs = regs as u32;
-    let block_len = crate::device::BLOCK_LEN;
+    let block_len = crate::abi::BLOCK_LEN;
     assert!(tids.len() >= count as usize && bids.len() >= count as usize);
     assert!(out.0.len() >= count as usize * block_len && out.1.len() >= count as usize * block_len);
     assert!(out.2.len() >= count as usize);
@@ -146,9 +128,9 @@ pub(crate) fn topk_segments(
     b: &mut TopKBuffers,
 ) -> Result<(), GpuError> {
     let nseg = (b.seg.len() - 1) as u32;
-    assert!(b.topbuf.len() >= grid as usize * crate::device::TOPK_CAP);
+    assert!(b.topbuf.len() >= grid as usize * crate::abi::TOPK_CAP);
     assert!(b.out_doc.len() >= (nseg * k) as usize && b.out_score.len() >= (nseg * k) as usize);
-    assert!(b.out_count.len() >= nseg as usize && k as usize <= crate::device::MAX_K);
+    assert!(b.out_count.len() >= nseg as usize && k as usize <= crate::abi::MAX_K);
     let mut launch = stream.launch_builder(&gpu.topk);
     launch
         .arg(&b.seg)

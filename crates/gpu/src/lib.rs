@@ -1,5 +1,7 @@
 //! Exact batched query processing on an NVIDIA GPU.
 //!
+//! - [`abi`]: what the host shares with the kernels: the `#[repr(C)]` structs they read (layouts
+//!   checked on both sides at compile time) and every shared number, given to NVRTC as `-D` defines.
 //! - [`device`]: opening the GPU (never panicking where CUDA is absent) and the kernels, compiled from
 //!   the files of `kernels/` (one translation unit) by NVRTC at start-up.
 //! - [`residency`]: the index in device memory under a memory budget, behind one interface that says
@@ -24,6 +26,7 @@
 
 #![warn(missing_docs)]
 
+pub mod abi;
 pub mod batch;
 pub mod cache;
 mod calls;

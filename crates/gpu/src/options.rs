@@ -1,8 +1,8 @@
 //! The GPU engine's tunables ([`GpuOptions`]) and how a memory budget divides between the list cache and
 //! the batches' staging ([`CacheBudget`]).
 
+use crate::abi::MAX_K;
 use crate::cache::Capacity;
-use crate::device::MAX_K;
 
 /// Tunables of the GPU engine.
 #[derive(Debug, Clone, Copy)]

@@ -7,10 +7,11 @@ use std::time::Instant;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
 
-use crate::batch::{Prepared, QueryDesc, TermDesc};
+use crate::abi::{QueryDesc, TermDesc, BLOCK_LEN, PHASE_COUNTERS, TOPK_CAP};
+use crate::batch::Prepared;
 use crate::cache::Capacity;
 use crate::calls::CallId;
-use crate::device::{chunk, BLOCK_LEN, TOPK_CAP};
+use crate::device::chunk;
 use crate::launch::Pinned;
 use crate::{Gpu, GpuError};
 
@@ -75,12 +76,12 @@ impl Slot {
             scratch_doc: stream.alloc_zeros(ctas * chunk() * BLOCK_LEN)?,
             scratch_tf: stream.alloc_zeros(ctas * chunk() * BLOCK_LEN)?,
             topbuf: stream.alloc_zeros(ctas * TOPK_CAP)?,
-            phases: stream.alloc_zeros(ctas * 8)?,
+            phases: stream.alloc_zeros(ctas * PHASE_COUNTERS)?,
             h_desc: Pinned::new(gpu, desc_bytes)?,
             h_doc: Pinned::new(gpu, batch * k)?,
             h_score: Pinned::new(gpu, batch * k)?,
             h_count: Pinned::new(gpu, batch)?,
-            h_phases: Pinned::new(gpu, ctas * 8)?,
+            h_phases: Pinned::new(gpu, ctas * PHASE_COUNTERS)?,
             h_zero: {
                 let mut z = Pinned::new(gpu, 1)?;
                 z.as_mut_slice()[0] = 0;

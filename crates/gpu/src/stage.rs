@@ -9,12 +9,11 @@ use warpsearch_index::{Index, TermRecord};
 
 use cudarc::driver::CudaStream;
 
-use crate::batch::TermDesc;
+use crate::abi::{IndexArgs, TermDesc, BLOCK_LEN};
 use crate::cache::Capacity;
-use crate::device::BLOCK_LEN;
 use crate::launch::{self, Pinned};
 use crate::registered::Registered;
-use crate::residency::{IndexArgs, ListLocation, Residency};
+use crate::residency::{ListLocation, Residency};
 use crate::GpuError;
 
 /// The last docID of term `id`'s list that its cached prefix covers: every posting of the list up to
@@ -91,7 +90,7 @@ pub fn cached_term(
     let whole = c.blocks as usize >= rec.num_blocks();
     let first = metas.partition_point(|m| m.last_doc < lo) as u64;
     let upto = metas.partition_point(|m| m.last_doc < hi) as u64 + 1;
-    let mut desc = TermDesc::for_list(rec, c.loc);
+    let mut desc = TermDesc::for_list(rec, c.loc.word_base, c.loc.block_base);
     if !whole {
         desc.num_blocks = c.blocks;
         desc.df = c.blocks * BLOCK_LEN as u32;
@@ -265,7 +264,7 @@ impl Stage {
             BLOCK_LEN as u32
         };
         let (w0, w1) = span_words(index, rec, first, last);
-        let mut desc = TermDesc::for_list(rec, loc);
+        let mut desc = TermDesc::for_list(rec, loc.word_base, loc.block_base);
         desc.num_blocks = blocks;
         desc.df = (blocks - 1) * BLOCK_LEN as u32 + last_postings;
         desc.len_words = w1 - w0;

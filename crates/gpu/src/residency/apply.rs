@@ -7,9 +7,9 @@ use std::time::Instant;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
 use warpsearch_index::Index;
 
-use super::{mib, ptr, Applied, Cached, Columns, DeviceIndex, ListLocation, Put, PARALLEL_FILL};
+use super::{mib, ptr, Cached, Columns, DeviceIndex, ListLocation, Put, PARALLEL_FILL};
 use crate::cache::extents::Extents;
-use crate::cache::{prefix_need, CachePlan, Capacity};
+use crate::cache::{prefix_need, Applied, CachePlan, Capacity};
 use crate::launch::Pinned;
 use crate::{Gpu, GpuError};
 use rayon::prelude::*;
