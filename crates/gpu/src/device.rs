@@ -12,6 +12,7 @@ use warpsearch_codec::Codec;
 
 use crate::abi::{self, CANDIDATES_PER_THREAD, MAX_K_GPU};
 pub use crate::abi::{BLOCK_LEN, MAX_K, MAX_SMALL_OR, MAX_WINDOW, TOPK_CAP};
+use crate::driver;
 use crate::GpuError;
 
 /// The files of `kernels/` in dependency order (`common.cuh` lists them), with their text as built.
@@ -144,12 +145,12 @@ impl Gpu {
     /// failing driver. Never panics when CUDA is absent.
     pub fn open(ordinal: usize) -> Result<Gpu, GpuError> {
         // With dynamic loading, the first call into a missing library would panic: look first.
-        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        if !driver::driver_present() {
             return Err(GpuError::Unavailable(
                 "no CUDA driver (libcuda.so not found)".into(),
             ));
         }
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        if !driver::nvrtc_present() {
             return Err(GpuError::Unavailable(
                 "no NVRTC library (libnvrtc.so not found): install the CUDA toolkit's runtime compiler"
                     .into(),
@@ -166,7 +167,7 @@ impl Gpu {
         }
         let ctx = CudaContext::new(ordinal)?;
         // Buffers are synchronised explicitly (one stream per pipeline slot, events per batch).
-        unsafe { ctx.disable_event_tracking() };
+        driver::disable_event_tracking(&ctx);
         let name = ctx.name()?;
         let (major, minor) = ctx.compute_capability()?;
         let multiprocessors =
@@ -350,7 +351,7 @@ pub const DEFAULT_MIN_CTAS_AND: u32 = 5;
 
 /// Compiles the kernel source to PTX without a device (NVRTC alone), for a compile check.
 pub fn compile_check() -> Result<String, GpuError> {
-    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+    if !driver::nvrtc_present() {
         return Err(GpuError::Unavailable(
             "no NVRTC library (libnvrtc.so not found)".into(),
         ));

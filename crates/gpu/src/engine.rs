@@ -20,10 +20,11 @@ use crate::calls::{CallId, Calls};
 use crate::device::{
     and_shared_bytes, or_shared_bytes, or_window_bytes, threads, MAX_K, MAX_SMALL_OR, MAX_WINDOW,
 };
+use crate::driver::{self, ptr};
 use crate::launch;
 use crate::options::{CacheBudget, GpuOptions, DEFAULT_CACHE_SLOTS};
 use crate::registered::Registered;
-use crate::residency::{mib, ptr, Applied, DeviceIndex, Residency};
+use crate::residency::{mib, Applied, DeviceIndex, Residency};
 use crate::slot::{InFlight, Slot};
 use crate::stage::{self, Stage};
 use crate::stats::GpuStats;
@@ -763,21 +764,21 @@ impl GpuSearcher {
             self.stats.staged_bytes += bytes;
             self.stats.h2d_bytes += bytes;
         }
-        launch::copy_to_device(st, desc, &slot.h_desc.as_slice()[..total])?;
+        driver::copy_to_device(st, desc, &slot.h_desc.as_slice()[..total])?;
         // The work counter is reset by the copy engine (a memset would wait for free SMs).
-        launch::copy_to_device(st, ba.next_query, slot.h_zero.as_slice())?;
+        driver::copy_to_device(st, ba.next_query, slot.h_zero.as_slice())?;
         if self.gopts.instrument {
-            launch::memset_async(st, ba.phase_cycles, 0, slot.phases.len() * 8)?;
+            driver::memset_async(st, ba.phase_cycles, 0, slot.phases.len() * 8)?;
         }
         slot.events[1].record(st)?;
         launch::search_batch(&gpu, st, grid, smem, &ix, &ba)?;
         slot.events[2].record(st)?;
-        launch::copy_to_host(st, &mut slot.h_count.as_mut_slice()[..n], ba.out_count)?;
-        launch::copy_to_host(st, &mut slot.h_doc.as_mut_slice()[..n * k], ba.out_doc)?;
-        launch::copy_to_host(st, &mut slot.h_score.as_mut_slice()[..n * k], ba.out_score)?;
+        driver::copy_to_host(st, &mut slot.h_count.as_mut_slice()[..n], ba.out_count)?;
+        driver::copy_to_host(st, &mut slot.h_doc.as_mut_slice()[..n * k], ba.out_doc)?;
+        driver::copy_to_host(st, &mut slot.h_score.as_mut_slice()[..n * k], ba.out_score)?;
         if self.gopts.instrument {
             let c = slot.phases.len();
-            launch::copy_to_host(st, &mut slot.h_phases.as_mut_slice()[..c], ba.phase_cycles)?;
+            driver::copy_to_host(st, &mut slot.h_phases.as_mut_slice()[..c], ba.phase_cycles)?;
         }
         slot.events[3].record(st)?;
         self.stats.batches += 1;

@@ -10,6 +10,7 @@ use warpsearch_index::Index;
 
 use crate::abi::{codec_id, IndexArgs, TermDesc, BLOCK_LEN, TOPK_CAP};
 use crate::device::threads;
+use crate::driver::poison;
 use crate::launch::{self, TopKBuffers};
 use crate::residency::DeviceIndex;
 use crate::{Gpu, GpuError};
@@ -279,9 +280,9 @@ fn launch_decode_into(
                 stream.alloc_zeros::<u32>(n)?,
             );
             // Poison the outputs: the caller checks every element the kernel must write.
-            launch::poison(stream, &b.0, 0xAB)?;
-            launch::poison(stream, &b.1, 0xCD)?;
-            launch::poison(stream, &b.2, 0xEF)?;
+            poison(stream, &b.0, 0xAB)?;
+            poison(stream, &b.1, 0xCD)?;
+            poison(stream, &b.2, 0xEF)?;
             b
         }
     };

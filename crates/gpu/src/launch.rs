@@ -1,5 +1,6 @@
-//! Every `unsafe` call into the device in one place: one typed wrapper per kernel, the asynchronous
-//! copies between pinned host memory and device buffers, and pinned allocations.
+//! Every kernel launch in one place: one typed wrapper per kernel, and the `DeviceRepr` of the structs
+//! kernels take by value. (The other raw driver calls, copies and page-locked memory, are in
+//! `driver`; no other module holds `unsafe` code.)
 //!
 //! cudarc checks none of a kernel's argument contract (`driver/safe/launch.rs` says what it cannot
 //! check): the number and types of the arguments, the sizes of the buffers behind raw pointers, and
@@ -8,12 +9,10 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::result as cu;
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 
 use crate::abi::{BatchArgs, IndexArgs, MODE_AND};
 use crate::device::threads;
-use crate::residency::ptr;
 use crate::{Gpu, GpuError};
 
 // SAFETY: `#[repr(C)]` and `Pod` (every byte a field, no pointers the host dereferences), with the
@@ -153,91 +152,5 @@ pub(crate) fn topk_segments(
             shared_mem_bytes: 0,
         })?;
     }
-    Ok(())
-}
-
-/// Fills `bytes` bytes at device address `dst` with `value`, asynchronously on `stream`.
-pub(crate) fn memset_async(stream: &CudaStream, dst: u64, value: u8, bytes: usize) -> Result<(), GpuError> {
-    // SAFETY: callers pass the address of a live allocation of at least `bytes` bytes (from `ptr`).
-    unsafe { cu::memset_d8_async(dst, value, bytes, stream.cu_stream())? };
-    Ok(())
-}
-
-/// Fills a device buffer with `value` bytes (poisoning outputs a test checks are all written).
-pub(crate) fn poison<T>(stream: &CudaStream, buf: &CudaSlice<T>, value: u8) -> Result<(), GpuError> {
-    memset_async(
-        stream,
-        ptr(buf, stream),
-        value,
-        buf.len() * std::mem::size_of::<T>(),
-    )
-}
-
-/// Page-locked host memory (not write-combined: the host reads results back from it). Asynchronous
-/// copies need it: the device reads or writes it while the host goes on.
-pub(crate) struct Pinned<T: Copy> {
-    ptr: *mut T,
-    len: usize,
-}
-
-// SAFETY: the allocation is owned by the value and freed once, on drop; no other handle aliases it.
-unsafe impl<T: Copy> Send for Pinned<T> {}
-
-impl<T: Copy> Pinned<T> {
-    /// `len` (at least one) zero-initialised elements.
-    pub(crate) fn new(gpu: &Gpu, len: usize) -> Result<Self, GpuError> {
-        gpu.ctx.bind_to_thread()?;
-        let len = len.max(1);
-        let bytes = len * std::mem::size_of::<T>();
-        // SAFETY: the context is bound to this thread; a fresh allocation of `bytes` bytes is returned
-        // or an error, and is zeroed below before any read.
-        let ptr = unsafe { cu::malloc_host(bytes, 0)? } as *mut T;
-        // SAFETY: `ptr` points at `bytes` writable bytes.
-        unsafe { std::ptr::write_bytes(ptr as *mut u8, 0, bytes) };
-        Ok(Pinned { ptr, len })
-    }
-
-    pub(crate) fn as_slice(&self) -> &[T] {
-        // SAFETY: `ptr` holds `len` initialised elements for the value's lifetime.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-
-    pub(crate) fn as_mut_slice(&mut self) -> &mut [T] {
-        // SAFETY: as above, and `&mut self` makes the borrow unique.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-}
-
-impl<T: Copy> Drop for Pinned<T> {
-    fn drop(&mut self) {
-        // SAFETY: `ptr` came from `malloc_host` and is freed only here. Slots synchronize their last
-        // event before their buffers are dropped or replaced, so no copy still uses it.
-        unsafe {
-            let _ = cu::free_host(self.ptr as *mut std::ffi::c_void);
-        }
-    }
-}
-
-/// Copies `src` (pinned) to device address `dst`, asynchronously on `stream`.
-pub(crate) fn copy_to_device<T: Copy>(stream: &CudaStream, dst: u64, src: &[T]) -> Result<(), GpuError> {
-    // SAFETY: `src` lies in a `Pinned` buffer that the caller keeps unchanged until the stream's next
-    // recorded event completes; `dst` is a live device allocation of at least `size_of_val(src)` bytes.
-    unsafe { cu::memcpy_htod_async(dst, src, stream.cu_stream())? };
-    Ok(())
-}
-
-/// Copies `bytes` bytes from device address `src` to device address `dst`, asynchronously on `stream`.
-pub(crate) fn copy_on_device(stream: &CudaStream, dst: u64, src: u64, bytes: usize) -> Result<(), GpuError> {
-    // SAFETY: callers pass addresses inside live device allocations with `bytes` bytes after each, in
-    // regions that do not overlap (a list's old and new places in the cache).
-    unsafe { cu::memcpy_dtod_async(dst, src, bytes, stream.cu_stream())? };
-    Ok(())
-}
-
-/// Copies `dst.len()` elements from device address `src` into `dst` (pinned), asynchronously.
-pub(crate) fn copy_to_host<T: Copy>(stream: &CudaStream, dst: &mut [T], src: u64) -> Result<(), GpuError> {
-    // SAFETY: `dst` lies in a `Pinned` buffer that the host reads only after the stream's next recorded
-    // event completes; `src` is a live device allocation of at least `size_of_val(dst)` bytes.
-    unsafe { cu::memcpy_dtoh_async(dst, src, stream.cu_stream())? };
     Ok(())
 }

@@ -16,7 +16,8 @@
 //!   CPU). [`options`]: its tunables; [`stats`]: what it counts. `calls` holds the answers of
 //!   the calls in flight, so that a caller may hand over its next call before the last one returns.
 //! - [`kernels`]: thin wrappers that run the decode and top-k kernels alone, for tests and benchmarks.
-//! - `launch`: every `unsafe` kernel launch, copy and pinned allocation, each with its contract.
+//! - `launch`: every kernel launch; `driver`: every other raw driver call (copies, page-locked memory,
+//!   the libraries' presence). They hold all of the crate's `unsafe` code, each block with its contract.
 //!
 //! It plans queries through the backend-neutral `warpsearch_query` layer and knows nothing of the CPU
 //! engine.
@@ -31,6 +32,7 @@ pub mod batch;
 pub mod cache;
 mod calls;
 pub mod device;
+mod driver;
 pub mod engine;
 pub mod kernels;
 mod launch;

@@ -12,7 +12,7 @@ use crate::batch::Prepared;
 use crate::cache::Capacity;
 use crate::calls::CallId;
 use crate::device::chunk;
-use crate::launch::Pinned;
+use crate::driver::Pinned;
 use crate::{Gpu, GpuError};
 
 /// A batch on its way through a slot.
@@ -77,17 +77,17 @@ impl Slot {
             scratch_tf: stream.alloc_zeros(ctas * chunk() * BLOCK_LEN)?,
             topbuf: stream.alloc_zeros(ctas * TOPK_CAP)?,
             phases: stream.alloc_zeros(ctas * PHASE_COUNTERS)?,
-            h_desc: Pinned::new(gpu, desc_bytes)?,
-            h_doc: Pinned::new(gpu, batch * k)?,
-            h_score: Pinned::new(gpu, batch * k)?,
-            h_count: Pinned::new(gpu, batch)?,
-            h_phases: Pinned::new(gpu, ctas * PHASE_COUNTERS)?,
+            h_desc: Pinned::new(&gpu.ctx, desc_bytes)?,
+            h_doc: Pinned::new(&gpu.ctx, batch * k)?,
+            h_score: Pinned::new(&gpu.ctx, batch * k)?,
+            h_count: Pinned::new(&gpu.ctx, batch)?,
+            h_phases: Pinned::new(&gpu.ctx, ctas * PHASE_COUNTERS)?,
             h_zero: {
-                let mut z = Pinned::new(gpu, 1)?;
+                let mut z = Pinned::new(&gpu.ctx, 1)?;
                 z.as_mut_slice()[0] = 0;
                 z
             },
-            h_stage: Pinned::new(gpu, (stage.words + 5 * stage.blocks) as usize)?,
+            h_stage: Pinned::new(&gpu.ctx, (stage.words + 5 * stage.blocks) as usize)?,
             events: [event()?, event()?, event()?, event()?],
             stream,
             in_flight: None,
@@ -99,7 +99,7 @@ impl Slot {
         if bytes > self.desc.len() {
             let bytes = bytes.next_power_of_two();
             self.desc = self.stream.alloc_zeros(bytes)?;
-            self.h_desc = Pinned::new(gpu, bytes)?;
+            self.h_desc = Pinned::new(&gpu.ctx, bytes)?;
         }
         Ok(())
     }

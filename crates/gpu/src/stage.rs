@@ -11,7 +11,7 @@ use cudarc::driver::CudaStream;
 
 use crate::abi::{IndexArgs, TermDesc, BLOCK_LEN};
 use crate::cache::Capacity;
-use crate::launch::{self, Pinned};
+use crate::driver::{self, Pinned};
 use crate::registered::Registered;
 use crate::residency::{ListLocation, Residency};
 use crate::GpuError;
@@ -293,16 +293,16 @@ pub(crate) fn copy(
             let mut at = ix.words + w * 4;
             for span in &stage.spans {
                 let src = &r.words()[span.word as usize..][..span.words as usize];
-                launch::copy_to_device(stream, at, src)?;
+                driver::copy_to_device(stream, at, src)?;
                 at += span.words as u64 * 4;
             }
         }
-        None => launch::copy_to_device(stream, ix.words + w * 4, &buf[..nw])?,
+        None => driver::copy_to_device(stream, ix.words + w * 4, &buf[..nw])?,
     }
     let targets = [ix.blk_first, ix.blk_last, ix.blk_off, ix.blk_foff, ix.blk_max];
     for (c, &dst) in targets.iter().enumerate() {
         let col = &buf[nw + c * nb..nw + (c + 1) * nb];
-        launch::copy_to_device(stream, dst + b * 4, col)?;
+        driver::copy_to_device(stream, dst + b * 4, col)?;
     }
     Ok((nw * 4 + nb * 20) as u64)
 }

@@ -7,10 +7,10 @@ use std::time::Instant;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
 use warpsearch_index::Index;
 
-use super::{mib, ptr, Cached, Columns, DeviceIndex, ListLocation, Put, PARALLEL_FILL};
+use super::{mib, Cached, Columns, DeviceIndex, ListLocation, Put, PARALLEL_FILL};
 use crate::cache::extents::Extents;
 use crate::cache::{prefix_need, Applied, CachePlan, Capacity};
-use crate::launch::Pinned;
+use crate::driver::{self, ptr, Pinned};
 use crate::{Gpu, GpuError};
 use rayon::prelude::*;
 
@@ -161,7 +161,7 @@ impl DeviceIndex {
         if words <= have {
             return Ok(());
         }
-        let Ok(grown) = Pinned::new(gpu, words) else {
+        let Ok(grown) = Pinned::new(&gpu.ctx, words) else {
             return Ok(());
         };
         self.reclaim()?;
@@ -324,7 +324,7 @@ impl DeviceIndex {
                 .for_each(|(out, (_, src))| out.copy_from_slice(src));
             let mut at = start;
             for &(dst, src) in group {
-                crate::launch::copy_to_device(stream, dst, &bounce.as_slice()[at..at + src.len()])?;
+                driver::copy_to_device(stream, dst, &bounce.as_slice()[at..at + src.len()])?;
                 at += src.len();
             }
             self.bounce_at = end;
@@ -344,7 +344,7 @@ impl DeviceIndex {
     ) -> Result<(), GpuError> {
         let base = |s: &CudaSlice<u32>| ptr(s, stream);
         let words = base(&self.words);
-        crate::launch::copy_on_device(
+        driver::copy_on_device(
             stream,
             words + w * 4,
             words + have.loc.word_base * 4,
@@ -353,10 +353,10 @@ impl DeviceIndex {
         let (from, n) = (have.loc.block_base as u64 * 4, had.blocks as usize * 4);
         for col in [&self.blk_first, &self.blk_last, &self.blk_off, &self.blk_foff] {
             let c = base(col);
-            crate::launch::copy_on_device(stream, c + b * 4, c + from, n)?;
+            driver::copy_on_device(stream, c + b * 4, c + from, n)?;
         }
         let m = ptr(&self.blk_max, stream);
-        crate::launch::copy_on_device(stream, m + b * 4, m + from, n)?;
+        driver::copy_on_device(stream, m + b * 4, m + from, n)?;
         Ok(())
     }
 
@@ -386,7 +386,7 @@ impl DeviceIndex {
             } else {
                 buf.copy_from_slice(&src[..n]);
             }
-            crate::launch::copy_to_device(stream, dst, &bounce.as_slice()[at..at + n])?;
+            driver::copy_to_device(stream, dst, &bounce.as_slice()[at..at + n])?;
             self.bounce_at += n;
             src = &src[n..];
             dst += n as u64 * 4;

@@ -19,14 +19,14 @@ mod apply;
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
 use warpsearch_index::{BlockMeta, Index};
 
 use crate::abi::{codec_id, IndexArgs};
 use crate::cache::extents::Extents;
 pub use crate::cache::Applied;
 use crate::cache::{CachePlan, Capacity};
-use crate::launch::Pinned;
+use crate::driver::{ptr, Pinned};
 use crate::{Gpu, GpuError};
 
 /// Where one list's data is on the device.
@@ -221,7 +221,7 @@ impl DeviceIndex {
             cache,
             stage,
             stages,
-            bounce: Some(Pinned::new(gpu, BOUNCE_WORDS)?),
+            bounce: Some(Pinned::new(&gpu.ctx, BOUNCE_WORDS)?),
             bounce_at: 0,
             copied: None,
             codec: codec_id(index.codec()),
@@ -348,12 +348,6 @@ impl DeviceIndex {
             prior_max: 0.0,
         }
     }
-}
-
-/// The raw device address of a buffer (event tracking is off: the pipeline synchronises itself).
-pub(crate) fn ptr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
-    let (p, _sync) = s.device_ptr(stream);
-    p
 }
 
 pub(crate) fn mib(bytes: usize) -> f64 {
