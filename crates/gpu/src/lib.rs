@@ -11,10 +11,11 @@
 //! - [`view`]: the cache's contents as the engine reads them, on any thread, to cut queries' ranges.
 //! - [`testing`]: the device opened once per test process, and skips that say why.
 //! - [`batch`]: the descriptors of a batch of queries as the kernels read them.
-//! - [`engine`]: [`GpuSearcher`], the batch pipeline (two streams, pinned buffers; `slot` holds one
-//!   stream's buffers); what it fails it returns as [`GpuError`]s (the engine crate answers those on the
-//!   CPU). [`options`]: its tunables; [`stats`]: what it counts. `calls` holds the answers of
-//!   the calls in flight, so that a caller may hand over its next call before the last one returns.
+//! - `searcher`: [`GpuSearcher`], the batch pipeline (pipeline slots of a stream and pinned buffers
+//!   each), split by job (setup, validation, calls, and-or, pipeline, collection, cache plans); what
+//!   it fails it returns as [`GpuError`]s (the engine crate answers those on the CPU). It keeps the
+//!   answers of the calls in flight, so that a caller may hand over its next call before the last
+//!   one returns. [`options`]: its tunables; [`stats`]: what it counts.
 //! - [`kernels`]: thin wrappers that run the decode and top-k kernels alone, for tests and benchmarks.
 //! - `launch`: every kernel launch; `driver`: every other raw driver call (copies, page-locked memory,
 //!   the libraries' presence). They hold all of the crate's `unsafe` code, each block with its contract.
@@ -30,30 +31,26 @@
 pub mod abi;
 pub mod batch;
 pub mod cache;
-mod calls;
 pub mod device;
 mod driver;
-pub mod engine;
 pub mod kernels;
 mod launch;
 mod memory;
 pub mod options;
 mod registered;
 pub mod residency;
-mod slot;
+mod searcher;
 pub mod stage;
 pub mod stats;
 pub mod testing;
-mod trace;
 pub mod view;
 
 pub use cache::{CachePlan, Capacity};
-pub use calls::CallId;
 pub use device::Gpu;
-pub use engine::GpuSearcher;
 pub use memory::{GpuMemory, MemoryProbe};
 pub use options::{CacheBudget, GpuOptions, DEFAULT_CACHE_SLOTS};
 pub use residency::DeviceIndex;
+pub use searcher::{CallId, GpuSearcher};
 pub use stats::GpuStats;
 pub use view::CacheView;
 

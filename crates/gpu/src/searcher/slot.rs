@@ -7,10 +7,10 @@ use std::time::Instant;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
 
+use super::calls::CallId;
 use crate::abi::{QueryDesc, TermDesc, BLOCK_LEN, PHASE_COUNTERS, TOPK_CAP};
 use crate::batch::Prepared;
 use crate::cache::Capacity;
-use crate::calls::CallId;
 use crate::device::chunk;
 use crate::driver::Pinned;
 use crate::{Gpu, GpuError};
