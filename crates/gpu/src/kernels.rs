@@ -9,7 +9,6 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use warpsearch_index::Index;
 
 use crate::abi::{codec_id, IndexArgs, TermDesc, BLOCK_LEN, TOPK_CAP};
-use crate::device::threads;
 use crate::driver::poison;
 use crate::launch::{self, TopKBuffers};
 use crate::residency::DeviceIndex;
@@ -286,7 +285,7 @@ fn launch_decode_into(
             b
         }
     };
-    let warps = threads() / 32;
+    let warps = gpu.threads() / 32;
     let grid = if grid == 0 {
         (n as u32).div_ceil(warps)
     } else {

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 
 use crate::abi::{BatchArgs, IndexArgs, MODE_AND};
-use crate::device::threads;
 use crate::{Gpu, GpuError};
 
 // SAFETY: `#[repr(C)]` and `Pod` (every byte a field, no pointers the host dereferences), with the
@@ -23,7 +22,7 @@ unsafe impl DeviceRepr for IndexArgs {}
 unsafe impl DeviceRepr for BatchArgs {}
 
 /// Launches the query kernel's entry point for `ba.mode` (`search_and` for [`MODE_AND`], else `search_or`) on
-/// `stream`: `grid` persistent CTAs of `threads()` threads with `smem` bytes of dynamic shared memory.
+/// `stream`: `grid` persistent CTAs of `gpu.threads()` threads with `smem` bytes of dynamic shared memory.
 ///
 /// Contract (the caller, `engine::GpuSearcher::submit`, upholds it): `ix` points at a device index
 /// that lives as long as the searcher; `ba.queries` holds `ba.num_queries` `QueryDesc`s whose terms lie
@@ -53,7 +52,7 @@ pub(crate) fn search_batch(
     unsafe {
         launch.launch(LaunchConfig {
             grid_dim: (grid, 1, 1),
-            block_dim: (threads(), 1, 1),
+            block_dim: (gpu.threads(), 1, 1),
             shared_mem_bytes: smem,
         })?;
     }
@@ -100,7 +99,7 @@ pub(crate) fn decode_blocks(
     unsafe {
         launch.launch(LaunchConfig {
             grid_dim: (grid.max(1), 1, 1),
-            block_dim: (threads(), 1, 1),
+            block_dim: (gpu.threads(), 1, 1),
             shared_mem_bytes: 0,
         })?;
     }
@@ -148,7 +147,7 @@ pub(crate) fn topk_segments(
     unsafe {
         launch.launch(LaunchConfig {
             grid_dim: (grid, 1, 1),
-            block_dim: (threads(), 1, 1),
+            block_dim: (gpu.threads(), 1, 1),
             shared_mem_bytes: 0,
         })?;
     }

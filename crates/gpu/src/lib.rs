@@ -3,13 +3,15 @@
 //! - [`abi`]: what the host shares with the kernels: the `#[repr(C)]` structs they read (layouts
 //!   checked on both sides at compile time) and every shared number, given to NVRTC as `-D` defines.
 //! - [`device`]: opening the GPU (never panicking where CUDA is absent) and the kernels, compiled from
-//!   the files of `kernels/` (one translation unit) by NVRTC at start-up.
+//!   the files of `kernels/` (one translation unit; `nvrtc` holds the source and NVRTC's options) at
+//!   start-up.
 //! - [`residency`]: the index in device memory under a memory budget, behind one interface that says
 //!   where each list's blocks are.
 //! - [`cache`]: the list cache's host side: plans of cached list prefixes, device space, placement.
 //! - [`stage`]: where a batch finds each term's blocks: the cache, or staged with the batch.
 //! - [`view`]: the cache's contents as the engine reads them, on any thread, to cut queries' ranges.
-//! - [`testing`]: the device opened once per test process, and skips that say why.
+//! - `testing` (with the `testing` feature, for tests): the device opened once per test process,
+//!   with the kernels compiled as the test run's environment asks, and skips that say why.
 //! - [`batch`]: the descriptors of a batch of queries as the kernels read them.
 //! - `searcher`: [`GpuSearcher`], the batch pipeline (pipeline slots of a stream and pinned buffers
 //!   each), split by job (setup, validation, calls, and-or, pipeline, collection, cache plans); what
@@ -36,19 +38,21 @@ mod driver;
 pub mod kernels;
 mod launch;
 mod memory;
+mod nvrtc;
 pub mod options;
 mod registered;
 pub mod residency;
 mod searcher;
 pub mod stage;
 pub mod stats;
+#[cfg(feature = "testing")]
 pub mod testing;
 pub mod view;
 
 pub use cache::{CachePlan, Capacity};
 pub use device::Gpu;
 pub use memory::{GpuMemory, MemoryProbe};
-pub use options::{CacheBudget, GpuOptions, DEFAULT_CACHE_SLOTS};
+pub use options::{CacheBudget, GpuOptions, KernelOptions, DEFAULT_CACHE_SLOTS};
 pub use residency::DeviceIndex;
 pub use searcher::{CallId, GpuSearcher};
 pub use stats::GpuStats;

@@ -28,14 +28,20 @@ impl Registered {
         Ok(Registered { pages })
     }
 
-    /// `index`'s words registered where a searcher stages blocks at all (`staging`) and the driver
-    /// allows it; else why not. `WARPSEARCH_GPU_GATHER=1` keeps the gather (to compare the two).
-    pub(crate) fn for_staging(gpu: &Gpu, index: &Arc<Index>, staging: bool) -> Result<Registered, String> {
+    /// `index`'s words registered where a searcher stages blocks at all (`staging`), without
+    /// `host_gather` ([`crate::GpuOptions::host_gather`]: the gather asked for, to compare the two),
+    /// and where the driver allows it; else why not.
+    pub(crate) fn for_staging(
+        gpu: &Gpu,
+        index: &Arc<Index>,
+        staging: bool,
+        host_gather: bool,
+    ) -> Result<Registered, String> {
         if !staging {
             return Err("nothing is staged".into());
         }
-        if std::env::var_os("WARPSEARCH_GPU_GATHER").is_some_and(|v| v == "1") {
-            return Err("WARPSEARCH_GPU_GATHER=1".into());
+        if host_gather {
+            return Err("the host gather asked for".into());
         }
         Registered::new(gpu, index.clone()).map_err(|e| e.to_string())
     }

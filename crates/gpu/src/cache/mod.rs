@@ -84,11 +84,6 @@ pub trait PlanFeed: Send + Sync {
     fn applied(&self, plan: CachePlan, result: Result<Applied, &crate::GpuError>, seconds: f64);
 }
 
-/// Whether `WARPSEARCH_CACHE_TRACE` asks for a line per batch and per plan change on standard error.
-pub fn tracing() -> bool {
-    std::env::var_os("WARPSEARCH_CACHE_TRACE").is_some()
-}
-
 /// Copies the slices of `srcs`, one after another, to the start of `dst`, on all cores (the gather of
 /// a cache layout from the memory-mapped index; a batch's staged spans are gathered by
 /// [`crate::stage::Stage::fill`]).

@@ -117,7 +117,7 @@ impl DeviceIndex {
         self.put_all(stream, &puts)?;
         self.copied =
             Some(stream.record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))?);
-        if crate::cache::tracing() {
+        if self.trace {
             let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
             eprintln!(
                 "cache plan change: {} lists ({} left as they were, for want of room), {:.1} MiB; scan \

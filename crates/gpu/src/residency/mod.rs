@@ -107,6 +107,8 @@ pub struct DeviceIndex {
     /// The kernel's codec number ([`crate::abi::codec_id`]).
     pub(crate) codec: u32,
     pub(crate) num_docs: u32,
+    /// Report each plan change's timing ([`crate::GpuOptions::trace`]).
+    pub(crate) trace: bool,
 }
 
 /// Words of pinned memory for plan changes (64 MiB).
@@ -226,6 +228,7 @@ impl DeviceIndex {
             copied: None,
             codec: codec_id(index.codec()),
             num_docs: index.num_docs(),
+            trace: false,
         };
         dev.rebuild(stream, index, plan)?;
         dev.settle(stream)?;
@@ -297,6 +300,7 @@ impl DeviceIndex {
             copied: None,
             codec: 0,
             num_docs: 0,
+            trace: false,
         };
         stream.synchronize()?;
         Ok(dev)

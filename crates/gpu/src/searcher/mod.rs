@@ -139,6 +139,12 @@ impl GpuSearcher {
         }
     }
 
+    /// The options it runs with (its defaults resolved: [`GpuOptions::window`] 0 is the window
+    /// chosen for the GPU).
+    pub fn options(&self) -> &GpuOptions {
+        &self.gopts
+    }
+
     /// Queries per kernel launch.
     pub fn batch_size(&self) -> usize {
         self.gopts.batch_size

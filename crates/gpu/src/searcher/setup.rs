@@ -11,7 +11,7 @@ use super::slot::Slot;
 use super::trace::Epoch;
 use super::{validate, GpuSearcher};
 use crate::cache::{CachePlan, Capacity};
-use crate::device::{and_shared_bytes, or_shared_bytes, or_window_bytes, threads, MAX_SMALL_OR};
+use crate::device::{and_shared_bytes, or_shared_bytes, or_window_bytes, MAX_SMALL_OR};
 use crate::options::{CacheBudget, GpuOptions, DEFAULT_CACHE_SLOTS};
 use crate::registered::Registered;
 use crate::residency::{mib, DeviceIndex};
@@ -34,7 +34,7 @@ impl GpuSearcher {
             Some(c) => c.slots.max(2),
             None => 2,
         };
-        let dev = match gopts.cache {
+        let mut dev = match gopts.cache {
             None => DeviceIndex::upload(&gpu, &init, &index, budget)?,
             Some(c) => {
                 if c.cache_bytes + c.stage_bytes > budget as u64 {
@@ -61,6 +61,7 @@ impl GpuSearcher {
                 )?
             }
         };
+        dev.trace = gopts.trace;
         let norms = init.memcpy_stod(nonempty(scorer.norms()))?;
         let prior = match options.ranking {
             Ranking::Bm25 => None,
@@ -78,22 +79,23 @@ impl GpuSearcher {
         init.synchronize()?;
         let occupancy = |kernel: &cudarc::driver::CudaFunction, smem: u32| -> Result<u32, GpuError> {
             let per_sm =
-                kernel.occupancy_max_active_blocks_per_multiprocessor(threads(), smem as usize, None)?;
+                kernel.occupancy_max_active_blocks_per_multiprocessor(gpu.threads(), smem as usize, None)?;
             Ok(per_sm.max(1) * gpu.multiprocessors())
         };
-        let smem_or = or_shared_bytes(gopts.window, codec);
-        let smem_and = and_shared_bytes(codec);
+        let smem_or = or_shared_bytes(gopts.window, codec, gpu.threads());
+        let smem_and = and_shared_bytes(codec, gpu.threads());
         let grid_and = occupancy(&gpu.search_and, smem_and)?;
         let grid_or = occupancy(&gpu.search_or, smem_or)?;
         let grid = grid_and.max(grid_or);
         let slots = (0..nslots)
             .map(|_| Slot::new(&gpu, batch_size, gopts.max_k, grid, dev.stage_capacity()))
             .collect::<Result<Vec<_>, _>>()?;
-        let trace = match crate::cache::tracing() {
+        let trace = match gopts.trace {
             true => Some(Epoch::new(&gpu, &slots[0].stream)?),
             false => None,
         };
-        let registered = Registered::for_staging(&gpu, &index, dev.stage_capacity().blocks > 0);
+        let staging = dev.stage_capacity().blocks > 0;
+        let registered = Registered::for_staging(&gpu, &index, staging, gopts.host_gather);
         Ok(GpuSearcher {
             registered,
             gpu,
