@@ -119,17 +119,15 @@ impl DeviceIndex {
             Some(stream.record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))?);
         if self.trace {
             let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
-            eprintln!(
-                "cache plan change: {} lists ({} left as they were, for want of room), {:.1} MiB; scan \
-                 {:.1} ms, placed and moves queued {:.1} ms, gathered and queued {:.1} ms (bounce buffer \
-                 {} MiB)",
-                applied.lists,
-                applied.skipped,
-                mib(applied.bytes as usize),
-                ms(scanned),
-                ms(placed - scanned),
-                ms(started.elapsed() - placed),
-                self.bounce.as_ref().map_or(0, |b| b.as_slice().len() >> 18)
+            tracing::debug!(
+                lists = applied.lists,
+                left_for_want_of_room = applied.skipped,
+                mib = mib(applied.bytes as usize),
+                scan_ms = ms(scanned),
+                placed_and_moves_queued_ms = ms(placed - scanned),
+                gathered_and_queued_ms = ms(started.elapsed() - placed),
+                bounce_buffer_mib = self.bounce.as_ref().map_or(0, |b| b.as_slice().len() >> 18),
+                "cache plan change"
             );
         }
         Ok(applied)
@@ -275,7 +273,7 @@ impl DeviceIndex {
     /// Copies `puts` into the cache: their pieces (postings words and five skip-data columns each)
     /// packed side by side into the bounce buffer, gathered there by all cores at once, and copied
     /// with one wait per buffer-full. On the 25M collection a change of 469 lists (274 MiB) takes
-    /// 17–20 ms here (`WARPSEARCH_CACHE_TRACE`), against 33–34 ms through [`Self::write`] list by list
+    /// 17–20 ms here (timed by [`crate::GpuOptions::trace`]), against 33–34 ms through [`Self::write`] list by list
     /// (f15bfed, measured and undone); a kernel that put every piece in place at once was no faster
     /// (bench/RESULTS.md, issue 13).
     fn put_all(&mut self, stream: &Arc<CudaStream>, puts: &[Put<'_>]) -> Result<(), GpuError> {

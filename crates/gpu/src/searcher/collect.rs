@@ -49,17 +49,7 @@ impl GpuSearcher {
         self.stats.kernel_ms += kernel;
         self.stats.d2h_ms += d2h;
         if let Some(epoch) = &self.trace {
-            eprintln!(
-                "gpu batch: {} tasks (cut above {} postings), {:.1} MiB staged in {} spans, hit rate {:.3}; host→device {h2d:.2} ms, \
-                 kernel {kernel:.2} ms, device→host {d2h:.2} ms, {:.2} ms from preparation to answers; slot {s}, {}",
-                p.queries.len(),
-                job.split_cost,
-                job.staged as f64 / (1u64 << 20) as f64,
-                job.spans,
-                job.blocks.0 as f64 / (job.blocks.0 + job.blocks.1).max(1) as f64,
-                job.started.elapsed().as_secs_f64() * 1e3,
-                epoch.timeline(&slot.events, job.started)
-            );
+            epoch.report(s, &job, &slot.events, (h2d, kernel, d2h));
         }
         if self.gopts.instrument {
             let ph = slot.h_phases.as_slice();

@@ -62,8 +62,9 @@ pub struct GpuSearcher {
     smem_and: u32,
     small_or: u32,
     stats: GpuStats,
-    /// With `WARPSEARCH_CACHE_TRACE`: print a line per batch, with its events' and the host's times after
-    /// this epoch's event (recorded on the first slot's stream when the searcher was made) and instant.
+    /// With [`GpuOptions::trace`]: a `tracing` event per batch, with its events' and the host's times
+    /// after this epoch's event (recorded on the first slot's stream when the searcher was made) and
+    /// instant.
     trace: Option<Epoch>,
     /// Plan changes to make while batches run ([`GpuSearcher::set_feed`]).
     feed: Option<Arc<dyn PlanFeed>>,
