@@ -1,11 +1,11 @@
 #line 2 "kernels/common.cuh"
 // warpsearch GPU kernels: block decode, exact top-k, and the batched AND / OR query kernel.
 //
-// Compiled once at start-up by NVRTC (crates/gpu/src/device.rs) with --fmad=false and IEEE division, so
+// Compiled once at start-up by NVRTC (crates/gpu/src/nvrtc.rs) with --fmad=false and IEEE division, so
 // that every float operation rounds exactly as the CPU engine's does: scores are bit-identical to the CPU
 // oracle's. docs/kernels.md describes each kernel's inputs, outputs, grid shape and invariants.
 //
-// One translation unit made of these files, in this order (device.rs concatenates them; each starts with
+// One translation unit made of these files, in this order (nvrtc.rs concatenates them; each starts with
 // a #line directive, so that NVRTC's errors and -lineinfo name the file and line):
 // - common.cuh: compile-time constants (set from Rust as -D defines), the descriptors the host fills
 //   (crates/gpu/src/abi.rs mirrors them and checks their layout), small helpers (unpacking, scans, hit keys,
@@ -29,14 +29,14 @@
 // u32 sums), MAX_SMALL_OR (postings of the largest OR query the sort path takes), the codec ids CODEC_*,
 // the modes MODE_*, COUNT_FAILED, the phase counters PH_* and PHASE_COUNTERS (query_state.cuh), and
 // MIN_CTAS_AND / MIN_CTAS_OR: the minimum resident CTAs per SM asked of the compiler for each entry
-// point of the query kernel (it caps registers per thread; crates/gpu/src/device.rs chooses them).
+// point of the query kernel (it caps registers per thread; crates/gpu/src/nvrtc.rs chooses them).
 #if !defined(BLOCK_LEN) || !defined(THREADS) || !defined(CPT) || !defined(TOPK_CAP) || !defined(MAX_K_GPU) \
     || !defined(MAX_WINDOW) || !defined(MAX_SMALL_OR) || !defined(CODEC_PFOR) || !defined(CODEC_EF)       \
     || !defined(CODEC_RICE) || !defined(CODEC_SIMDBP) || !defined(MODE_AND) || !defined(MODE_OR)           \
     || !defined(COUNT_FAILED) || !defined(PH_SELECT) || !defined(PH_DECODE) || !defined(PH_INTERSECT)      \
     || !defined(PH_SCORE) || !defined(PH_TOPK) || !defined(PH_BLOCKS) || !defined(PHASE_COUNTERS)          \
     || !defined(MIN_CTAS_AND) || !defined(MIN_CTAS_OR)
-#error "the shared constants come from the host: compile through crates/gpu/src/device.rs (abi::defines)"
+#error "the shared constants come from the host: compile through crates/gpu/src/nvrtc.rs (abi::defines)"
 #endif
 #define WARPS (THREADS / 32)
 #define CHUNK (THREADS * CPT)    // AND candidates per step: WARPS blocks of the shortest list

@@ -50,7 +50,7 @@ struct OrState {
     u32 t_cnt[2][THREADS];
 };
 
-// Words of OrState, rounded up to 16 bytes (the host's or_state_bytes in crates/gpu/src/device.rs).
+// Words of OrState, rounded up to 16 bytes (the host's or_state_bytes in crates/gpu/src/abi.rs).
 #define OR_STATE_WORDS ((6u * THREADS + 1u + 3u) & ~3u)
 static_assert(sizeof(OrState) <= OR_STATE_WORDS * 4u, "OrState outgrew OR_STATE_WORDS (and or_state_bytes)");
 

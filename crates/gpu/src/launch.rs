@@ -24,7 +24,7 @@ unsafe impl DeviceRepr for BatchArgs {}
 /// Launches the query kernel's entry point for `ba.mode` (`search_and` for [`MODE_AND`], else `search_or`) on
 /// `stream`: `grid` persistent CTAs of `gpu.threads()` threads with `smem` bytes of dynamic shared memory.
 ///
-/// Contract (the caller, `engine::GpuSearcher::submit`, upholds it): `ix` points at a device index
+/// Contract (the caller, `GpuSearcher::submit` in `searcher/pipeline.rs`, upholds it): `ix` points at a device index
 /// that lives as long as the searcher; `ba.queries` holds `ba.num_queries` `QueryDesc`s whose terms lie
 /// in `ba.terms`, copied earlier on the same stream; the outputs hold `num_queries · k` entries and the
 /// counts `num_queries`; the scratch buffers hold `grid · CHUNK · BLOCK_LEN` entries and `topbuf`
