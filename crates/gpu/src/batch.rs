@@ -11,9 +11,9 @@ use warpsearch_query::{DocRange, Fixed, Query, Request, Scorer};
 
 pub use crate::abi::{QueryDesc, TermDesc};
 use crate::cache::Capacity;
+use crate::error::GpuError;
 use crate::residency::Residency;
 use crate::stage::{cached_term, SpanKey, Stage};
-use crate::GpuError;
 
 /// A batch's descriptors in host memory; `slots[i]` is the caller's index of the query at out_slot i.
 #[derive(Default)]

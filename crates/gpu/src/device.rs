@@ -13,10 +13,10 @@ use warpsearch_codec::Codec;
 use crate::abi::{self, CANDIDATES_PER_THREAD, MAX_K_GPU};
 pub use crate::abi::{BLOCK_LEN, MAX_K, MAX_SMALL_OR, MAX_WINDOW, TOPK_CAP};
 use crate::driver;
+use crate::error::GpuError;
 pub use crate::nvrtc::{compile_check, min_ctas, Mode, DEFAULT_MIN_CTAS, DEFAULT_MIN_CTAS_AND};
 use crate::nvrtc::{compile_options, kernel_source};
 pub use crate::options::{KernelOptions, DEFAULT_THREADS};
-use crate::GpuError;
 
 /// AND candidates per step of a CTA of `threads` threads (`CHUNK`: [`CANDIDATES_PER_THREAD`] per
 /// thread), and blocks of decode scratch per CTA.

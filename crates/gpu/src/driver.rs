@@ -13,7 +13,7 @@ use std::sync::Arc;
 use cudarc::driver::result as cu;
 use cudarc::driver::{sys, CudaContext, CudaSlice, CudaStream, DevicePtr};
 
-use crate::GpuError;
+use crate::error::GpuError;
 
 /// Whether the CUDA driver library (`libcuda.so`) can be loaded: with dynamic loading, the first call
 /// into a missing library would panic, so `Gpu::open` looks first.

@@ -9,10 +9,11 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use warpsearch_index::Index;
 
 use crate::abi::{codec_id, IndexArgs, TermDesc, BLOCK_LEN, TOPK_CAP};
+use crate::device::Gpu;
 use crate::driver::poison;
+use crate::error::GpuError;
 use crate::launch::{self, TopKBuffers};
 use crate::residency::DeviceIndex;
-use crate::{Gpu, GpuError};
 
 /// The index on the device with a stream, for running the standalone kernels.
 pub struct KernelBench<'a> {

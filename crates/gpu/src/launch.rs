@@ -12,7 +12,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 
 use crate::abi::{BatchArgs, IndexArgs, MODE_AND};
-use crate::{Gpu, GpuError};
+use crate::device::Gpu;
+use crate::error::GpuError;
 
 // SAFETY: `#[repr(C)]` and `Pod` (every byte a field, no pointers the host dereferences), with the
 // size and field offsets of the kernels' `struct IndexArgs` (checked at compile time on both sides,

@@ -8,8 +8,8 @@ use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 
 use crate::abi;
 use crate::driver;
+use crate::error::GpuError;
 use crate::options::KernelOptions;
-use crate::GpuError;
 
 /// The files of `kernels/` in dependency order (`common.cuh` lists them), with their text as built.
 /// Concatenated, they are one translation unit.

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::abi::MAX_K;
 use crate::cache::Capacity;
-use crate::GpuError;
+use crate::error::GpuError;
 
 /// Tunables of the GPU engine.
 #[derive(Debug, Clone, Copy)]

@@ -9,8 +9,9 @@ use std::sync::Arc;
 
 use warpsearch_index::Index;
 
+use crate::device::Gpu;
 use crate::driver::PageLock;
-use crate::{Gpu, GpuError};
+use crate::error::GpuError;
 
 /// The pages of an index's words, page-locked for the device's copies while this lives.
 pub(crate) struct Registered {

@@ -12,9 +12,9 @@ use cudarc::driver::CudaStream;
 use crate::abi::{IndexArgs, TermDesc, BLOCK_LEN};
 use crate::cache::Capacity;
 use crate::driver::{self, Pinned};
+use crate::error::GpuError;
 use crate::registered::Registered;
 use crate::residency::{ListLocation, Residency};
-use crate::GpuError;
 
 /// The last docID of term `id`'s list that its cached prefix covers: every posting of the list up to
 /// it is cached (`None`: nothing cached; `u32::MAX`: the whole list).

@@ -11,7 +11,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use crate::{Gpu, GpuOptions, KernelOptions};
+use crate::device::Gpu;
+use crate::options::{GpuOptions, KernelOptions};
 
 /// The kernels' compilation the test run's environment asks for (the defaults where it says
 /// nothing, or a value out of range, as the binary does).

@@ -81,7 +81,7 @@ pub trait PlanFeed: Send + Sync {
     fn ready(&self) -> Option<CachePlan>;
     /// What applying `plan` did, and the seconds it took the searcher's thread. On an error the cache
     /// holds nothing (every list is then staged: slower, still exact).
-    fn applied(&self, plan: CachePlan, result: Result<Applied, &crate::GpuError>, seconds: f64);
+    fn applied(&self, plan: CachePlan, result: Result<Applied, &crate::error::GpuError>, seconds: f64);
 }
 
 /// Copies the slices of `srcs`, one after another, to the start of `dst`, on all cores (the gather of

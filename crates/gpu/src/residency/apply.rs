@@ -10,8 +10,9 @@ use warpsearch_index::Index;
 use super::{mib, Cached, Columns, DeviceIndex, ListLocation, Put, PARALLEL_FILL};
 use crate::cache::extents::Extents;
 use crate::cache::{prefix_need, Applied, CachePlan, Capacity};
+use crate::device::Gpu;
 use crate::driver::{self, ptr, Pinned};
-use crate::{Gpu, GpuError};
+use crate::error::GpuError;
 use rayon::prelude::*;
 
 impl DeviceIndex {

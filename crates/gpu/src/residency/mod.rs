@@ -26,8 +26,9 @@ use crate::abi::{codec_id, IndexArgs};
 use crate::cache::extents::Extents;
 pub use crate::cache::Applied;
 use crate::cache::{CachePlan, Capacity};
+use crate::device::Gpu;
 use crate::driver::{ptr, Pinned};
-use crate::{Gpu, GpuError};
+use crate::error::GpuError;
 
 /// Where one list's data is on the device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -9,7 +9,7 @@ use super::calls::CallId;
 use super::slot::InFlight;
 use super::GpuSearcher;
 use crate::abi::{COUNT_FAILED, PHASE_COUNTERS, PH_BLOCKS};
-use crate::GpuError;
+use crate::error::GpuError;
 
 impl GpuSearcher {
     /// Waits for slot `s`'s batch, if any, and turns its results into answers.

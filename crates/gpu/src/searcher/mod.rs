@@ -34,12 +34,12 @@ use cudarc::driver::CudaSlice;
 use warpsearch_query::Scorer;
 
 use crate::cache::{Capacity, PlanFeed};
+use crate::device::Gpu;
 use crate::options::GpuOptions;
 use crate::registered::Registered;
 use crate::residency::{mib, DeviceIndex, Residency};
 use crate::stats::GpuStats;
 use crate::view::CacheView;
-use crate::Gpu;
 use calls::Calls;
 use slot::Slot;
 use trace::Epoch;

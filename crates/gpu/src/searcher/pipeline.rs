@@ -15,9 +15,9 @@ use super::GpuSearcher;
 use crate::abi::{BatchArgs, IndexArgs, MODE_AND, MODE_OR};
 use crate::batch::{batches, prepare, Prepared, Split};
 use crate::driver::{self, ptr};
+use crate::error::GpuError;
 use crate::launch;
 use crate::stage::{self, Stage};
-use crate::GpuError;
 
 impl GpuSearcher {
     /// Sends `which` of call `call` in `mode` at `k` through the pipeline (their answers come back as

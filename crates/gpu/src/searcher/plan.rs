@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use super::GpuSearcher;
 use crate::cache::{CachePlan, PlanFeed};
+use crate::error::GpuError;
 use crate::residency::Applied;
-use crate::GpuError;
 
 impl GpuSearcher {
     /// Makes the list cache hold `plan` (no batch is in flight between calls), copying the lists that

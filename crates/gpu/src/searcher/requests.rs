@@ -8,7 +8,7 @@ use warpsearch_query::{Answer, DocRange, Mode, Request, Scored};
 
 use super::calls::CallId;
 use super::GpuSearcher;
-use crate::GpuError;
+use crate::error::GpuError;
 
 impl GpuSearcher {
     /// One request (a batch of one).

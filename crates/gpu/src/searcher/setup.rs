@@ -11,12 +11,13 @@ use super::slot::Slot;
 use super::trace::Epoch;
 use super::{validate, GpuSearcher};
 use crate::cache::{CachePlan, Capacity};
+use crate::device::Gpu;
 use crate::device::{and_shared_bytes, or_shared_bytes, or_window_bytes, MAX_SMALL_OR};
+use crate::error::GpuError;
 use crate::options::{CacheBudget, GpuOptions, DEFAULT_CACHE_SLOTS};
 use crate::registered::Registered;
 use crate::residency::{mib, DeviceIndex};
 use crate::stats::GpuStats;
-use crate::{Gpu, GpuError};
 
 impl GpuSearcher {
     /// Uploads the scorer's index and prepares the pipeline; an error says why the GPU cannot serve

@@ -12,8 +12,9 @@ use crate::abi::{QueryDesc, TermDesc, BLOCK_LEN, PHASE_COUNTERS, TOPK_CAP};
 use crate::batch::Prepared;
 use crate::cache::Capacity;
 use crate::device::chunk;
+use crate::device::Gpu;
 use crate::driver::Pinned;
-use crate::{Gpu, GpuError};
+use crate::error::GpuError;
 
 /// A batch on its way through a slot.
 pub(crate) struct InFlight {

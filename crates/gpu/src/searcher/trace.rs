@@ -8,7 +8,8 @@ use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaStream};
 
 use super::slot::InFlight;
-use crate::{Gpu, GpuError};
+use crate::device::Gpu;
+use crate::error::GpuError;
 
 /// An event recorded when the searcher was made, and the host's instant then.
 pub(crate) struct Epoch {

@@ -6,9 +6,10 @@ use std::time::Duration;
 use warpsearch_query::{Algorithm, Answer, DocRange, Mode, Request, Scorer};
 
 use super::GpuSearcher;
+use crate::device::Gpu;
 use crate::device::{MAX_K, MAX_WINDOW};
+use crate::error::GpuError;
 use crate::options::GpuOptions;
-use crate::{Gpu, GpuError};
 
 /// `gopts` checked against the GPU engine's limits and the scorer's options, with its defaults
 /// resolved for `gpu` (the OR window) and its bounds applied (batch size, parts per query).
