@@ -115,7 +115,7 @@ pub fn min_ctas(kernels: &KernelOptions, mode: Mode) -> u32 {
 /// The OR entry point's default of [`min_ctas`]: three CTAs of 256 threads per SM, which caps it at 80
 /// registers a thread (the kernel took 124 uncapped, two CTAs per SM). On the H200 (25M collection,
 /// 2026-11-25) AND rose 24% with it, and OR 8% with the window of 8,192 that then let three CTAs' shared
-/// memory fit an SM (16,384 since the twelfth session: [`Gpu::default_or_window`]). Four CTAs (64
+/// memory fit an SM (16,384 since the twelfth session: [`crate::Gpu::default_or_window`]). Four CTAs (64
 /// registers, window 8,192) ran OR 9.5% slower on the H100 (twelfth session); bench/RESULTS.md, issue 14.
 pub const DEFAULT_MIN_CTAS: u32 = 3;
 
@@ -162,5 +162,29 @@ mod tests {
             err.contains("score.cu") && err.contains("crates/gpu/kernels"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn kernel_options_reach_nvrtc_as_defines_and_the_layout_checks() {
+        let has = |kernels: &KernelOptions, define: &str| {
+            compile_options(9, 0, kernels).options.iter().any(|o| o == define)
+        };
+        let defaults = KernelOptions::default();
+        for d in ["-DTHREADS=256", "-DMIN_CTAS_AND=5", "-DMIN_CTAS_OR=3"] {
+            assert!(has(&defaults, d), "{d}");
+        }
+        assert_eq!(compile_options(9, 0, &defaults).fmad, Some(false));
+        let narrow = KernelOptions {
+            threads: 128,
+            min_ctas: Some(2),
+            source_dir: None,
+        };
+        for d in ["-DTHREADS=128", "-DMIN_CTAS_AND=2", "-DMIN_CTAS_OR=2"] {
+            assert!(has(&narrow, d), "{d}");
+        }
+        // The appended checks are those of the kernels' threads per CTA.
+        let source = kernel_source(&narrow).unwrap();
+        assert!(source.ends_with(&abi::layout_checks(128)));
+        assert!(source.contains("static_assert(CHUNK == 512"));
     }
 }

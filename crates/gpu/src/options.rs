@@ -163,3 +163,46 @@ pub struct CacheBudget {
     /// and blocks in the index's proportion.
     pub shape: Option<Capacity>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_options_out_of_range_are_refused_with_the_setting_named() {
+        assert!(KernelOptions::default().check().is_ok());
+        let threads = KernelOptions {
+            threads: 512,
+            ..KernelOptions::default()
+        };
+        assert!(threads
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("512 threads per CTA"));
+        let ctas = KernelOptions {
+            min_ctas: Some(9),
+            ..KernelOptions::default()
+        };
+        assert!(ctas.check().unwrap_err().to_string().contains("9 resident CTAs"));
+        for ok in [128, 256] {
+            let k = KernelOptions {
+                threads: ok,
+                min_ctas: Some(1),
+                ..KernelOptions::default()
+            };
+            assert!(k.check().is_ok(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn defaults_are_those_of_an_unset_environment() {
+        let o = GpuOptions::default();
+        assert_eq!(o.kernels, KernelOptions::default());
+        assert_eq!(
+            (o.kernels.threads, o.kernels.min_ctas, o.kernels.source_dir),
+            (256, None, None)
+        );
+        assert!(!o.host_gather && !o.trace);
+    }
+}
