@@ -1,13 +1,15 @@
 //! The GPU side of the CLI: the GPU options of `search` and `bench`, their counters, and `gpu-check`.
 
-use std::sync::Arc;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use anyhow::Result;
 use std::time::Duration;
 use warpsearch_engine::{EngineOptions, HybridOptions};
 use warpsearch_gpu::kernels::{Decoder, KernelBench};
-use warpsearch_gpu::{Gpu, GpuOptions, GpuStats};
+use warpsearch_gpu::{Gpu, GpuOptions, GpuStats, KernelOptions};
 use warpsearch_index::Codec;
 
 use crate::args::{GpuCheckArgs, ScorerArgs};
@@ -27,11 +29,53 @@ pub fn engine_options(a: &ScorerArgs, max_k: usize) -> EngineOptions {
             small_or: a.gpu.gpu_small_or,
             merge_ratio: a.gpu.gpu_merge_ratio,
             max_k,
+            kernels: environment().kernels,
+            host_gather: environment().host_gather,
+            trace: environment().trace,
             ..GpuOptions::default()
         },
         hybrid: Some(hybrid_options(a)),
         ..EngineOptions::default()
     }
+}
+
+/// The GPU settings the environment gives, read once: the kernels' threads per CTA
+/// (`WARPSEARCH_GPU_THREADS`: 128 or 256), their register cap (`WARPSEARCH_GPU_MIN_CTAS`: 1 to 8
+/// resident CTAs per SM) and source (`WARPSEARCH_GPU_KERNELS`: a directory of kernel files), the
+/// host's gather of staged words (`WARPSEARCH_GPU_GATHER=1`) and the cache's trace
+/// (`WARPSEARCH_CACHE_TRACE`). A value out of range is the default.
+fn environment() -> GpuOptions {
+    static ENV: OnceLock<GpuOptions> = OnceLock::new();
+    *ENV.get_or_init(|| {
+        let number = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u32>().ok());
+        let kernels = KernelOptions {
+            threads: number("WARPSEARCH_GPU_THREADS")
+                .filter(|t| [128, 256].contains(t))
+                .unwrap_or(KernelOptions::default().threads),
+            min_ctas: number("WARPSEARCH_GPU_MIN_CTAS").filter(|n| (1..=8).contains(n)),
+            // Named once for the process: the options keep it as a `'static` path.
+            source_dir: std::env::var_os("WARPSEARCH_GPU_KERNELS")
+                .map(|d| &*Box::leak(PathBuf::from(d).into_boxed_path()) as &'static Path),
+        };
+        let trace = std::env::var_os("WARPSEARCH_CACHE_TRACE").is_some();
+        if trace {
+            // The GPU engine reports its trace as `tracing` events at debug level: on standard error
+            // (RUST_LOG's filter where set; `serve` keeps the logging it set up first).
+            let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warpsearch_gpu=debug"));
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::stderr().is_terminal())
+                .try_init();
+        }
+        GpuOptions {
+            kernels,
+            host_gather: std::env::var_os("WARPSEARCH_GPU_GATHER").is_some_and(|v| v == "1"),
+            trace,
+            ..GpuOptions::default()
+        }
+    })
 }
 
 /// The hybrid scheduler's options from `a` (0 workers: the engine's default for the machine).
@@ -85,7 +129,8 @@ pub fn gpu_stats_line(s: &GpuStats) -> String {
 
 /// `warpsearch gpu-check`.
 pub fn gpu_check(a: GpuCheckArgs) -> Result<()> {
-    let gpu = Arc::new(Gpu::open(0).map_err(|e| anyhow::anyhow!("no usable GPU: {e}"))?);
+    let gpu = Gpu::open_with(0, &environment().kernels);
+    let gpu = Arc::new(gpu.map_err(|e| anyhow::anyhow!("no usable GPU: {e}"))?);
     println!("device: {}", gpu.describe());
     println!("NVRTC compile: {:.0} ms", gpu.compile_time().as_secs_f64() * 1e3);
     // The default codec's launches (the decoders' scratch of other codecs takes shared memory too).

@@ -105,7 +105,7 @@ impl Engine {
         if options.backend == BackendChoice::Cpu {
             return cpu_backend(None);
         }
-        let gpu = Gpu::open(0).and_then(|g| {
+        let gpu = Gpu::open_with(0, &options.gpu.kernels).and_then(|g| {
             // A static cache plan comes first: it fixes the cache's shape on the device.
             let mut gopts = options.gpu;
             // Only the GPU backend has the cores to itself while it prepares a batch.

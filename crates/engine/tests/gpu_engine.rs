@@ -225,6 +225,7 @@ fn failed_batches_are_answered_by_the_cpu() {
     let gpu = GpuOptions {
         batch_size: 16,
         fail_batches: true,
+        kernels: warpsearch_gpu::testing::kernel_options(),
         ..GpuOptions::default()
     };
     let backend = BackendChoice::Gpu;
@@ -641,6 +642,7 @@ fn cached_engine(
             shape: None,
             slots: 0,
         }),
+        kernels: warpsearch_gpu::testing::kernel_options(),
         ..base
     };
     let cache = CacheOptions {

@@ -1,14 +1,14 @@
 #line 2 "kernels/common.cuh"
 // warpsearch GPU kernels: block decode, exact top-k, and the batched AND / OR query kernel.
 //
-// Compiled once at start-up by NVRTC (crates/gpu/src/device.rs) with --fmad=false and IEEE division, so
+// Compiled once at start-up by NVRTC (crates/gpu/src/nvrtc.rs) with --fmad=false and IEEE division, so
 // that every float operation rounds exactly as the CPU engine's does: scores are bit-identical to the CPU
 // oracle's. docs/kernels.md describes each kernel's inputs, outputs, grid shape and invariants.
 //
-// One translation unit made of these files, in this order (device.rs concatenates them; each starts with
+// One translation unit made of these files, in this order (nvrtc.rs concatenates them; each starts with
 // a #line directive, so that NVRTC's errors and -lineinfo name the file and line):
 // - common.cuh: compile-time constants (set from Rust as -D defines), the descriptors the host fills
-//   (crates/gpu/src/launch.rs and batch.rs mirror them), small helpers (unpacking, scans, hit keys,
+//   (crates/gpu/src/abi.rs mirrors them and checks their layout), small helpers (unpacking, scans, hit keys,
 //   binary search, merge path);
 // - decode.cu: block decode, one warp per block, for every codec;
 // - topk.cu: the running top-k of a CTA;
@@ -22,44 +22,33 @@
 //   its word offset from the list's start and the offset of its frequency section;
 // - PForDelta, Elias-Fano, Rice and SIMD-BP128 blocks are decoded by one warp each (decode_block_warp).
 
-#define BLOCK_LEN 128
-#ifndef THREADS
-#define THREADS 256  // set at start-up from WARPSEARCH_GPU_THREADS (crates/gpu/src/device.rs)
+// The numbers the host shares with these kernels are defined once, in crates/gpu/src/abi.rs, and given
+// to NVRTC as -D defines (abi::defines): BLOCK_LEN, THREADS (threads per CTA), CPT (AND candidates per
+// thread), TOPK_CAP (entries of the per-CTA running top-k buffer: k <= MAX_K_GPU, + a window), MAX_K_GPU
+// (the final sort runs in shared memory over this many keys), MAX_WINDOW (OR accumulator window: shared
+// u32 sums), MAX_SMALL_OR (postings of the largest OR query the sort path takes), the codec ids CODEC_*,
+// the modes MODE_*, COUNT_FAILED, the phase counters PH_* and PHASE_COUNTERS (query_state.cuh), and
+// MIN_CTAS_AND / MIN_CTAS_OR: the minimum resident CTAs per SM asked of the compiler for each entry
+// point of the query kernel (it caps registers per thread; crates/gpu/src/nvrtc.rs chooses them).
+#if !defined(BLOCK_LEN) || !defined(THREADS) || !defined(CPT) || !defined(TOPK_CAP) || !defined(MAX_K_GPU) \
+    || !defined(MAX_WINDOW) || !defined(MAX_SMALL_OR) || !defined(CODEC_PFOR) || !defined(CODEC_EF)       \
+    || !defined(CODEC_RICE) || !defined(CODEC_SIMDBP) || !defined(MODE_AND) || !defined(MODE_OR)           \
+    || !defined(COUNT_FAILED) || !defined(PH_SELECT) || !defined(PH_DECODE) || !defined(PH_INTERSECT)      \
+    || !defined(PH_SCORE) || !defined(PH_TOPK) || !defined(PH_BLOCKS) || !defined(PHASE_COUNTERS)          \
+    || !defined(MIN_CTAS_AND) || !defined(MIN_CTAS_OR)
+#error "the shared constants come from the host: compile through crates/gpu/src/nvrtc.rs (abi::defines)"
 #endif
 #define WARPS (THREADS / 32)
-#define CPT 4                    // AND candidates per thread
 #define CHUNK (THREADS * CPT)    // AND candidates per step: WARPS blocks of the shortest list
 #define FULL_MASK 0xffffffffu
-#define TOPK_CAP 36864u     // entries of the per-CTA running top-k buffer (k <= MAX_K_GPU, + a window)
-#define MAX_K_GPU 1024u     // the final sort runs in shared memory over this many keys
-#define MAX_WINDOW 32768u   // OR accumulator window (shared u32 sums)
-#define MAX_SMALL_OR 4096u  // postings of the largest OR query the sort path takes
 #define SMALL_OR_BLOCKS 256u  // blocks of the largest OR query the sort path takes
-
-#define CODEC_PFOR 0u
-#define CODEC_EF 1u
-#define CODEC_RICE 2u
-#define CODEC_SIMDBP 3u
-
-#define MODE_AND 0u
-#define MODE_OR 1u
-
-#define COUNT_FAILED 0xffffffffu
-
-// Minimum resident CTAs per SM asked of the compiler for each entry point of the query kernel (caps its
-// registers per thread); set at start-up (min_ctas in crates/gpu/src/device.rs).
-#ifndef MIN_CTAS_AND
-#define MIN_CTAS_AND 1
-#endif
-#ifndef MIN_CTAS_OR
-#define MIN_CTAS_OR 1
-#endif
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
 // ---------------------------------------------------------------------------------------------------------
-// Descriptors shared with the host (crates/gpu/src/batch.rs mirrors them with #[repr(C)]).
+// Descriptors shared with the host (crates/gpu/src/abi.rs mirrors them with #[repr(C)] and appends
+// static_asserts of their sizes and field offsets to this translation unit).
 
 struct TermDesc {
     u64 word_base;    // offset of the list's first word in the postings buffer

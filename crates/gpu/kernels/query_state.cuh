@@ -50,7 +50,7 @@ struct OrState {
     u32 t_cnt[2][THREADS];
 };
 
-// Words of OrState, rounded up to 16 bytes (the host's or_state_bytes in crates/gpu/src/device.rs).
+// Words of OrState, rounded up to 16 bytes (the host's or_state_bytes in crates/gpu/src/abi.rs).
 #define OR_STATE_WORDS ((6u * THREADS + 1u + 3u) & ~3u)
 static_assert(sizeof(OrState) <= OR_STATE_WORDS * 4u, "OrState outgrew OR_STATE_WORDS (and or_state_bytes)");
 
@@ -71,12 +71,8 @@ __device__ __forceinline__ OrState* or_state(u32 window) {
     return (OrState*)((u32*)dyn + or_acc_words(window) + window / 32u);
 }
 
-#define PH_SELECT 0
-#define PH_DECODE 1
-#define PH_INTERSECT 2
-#define PH_SCORE 3
-#define PH_TOPK 4
-#define PH_BLOCKS 5   // not a phase: the blocks decoded (instrumented runs)
+// Phases of the clock (PH_SELECT, PH_DECODE, PH_INTERSECT, PH_SCORE, PH_TOPK), then PH_BLOCKS, not a phase:
+// the blocks decoded; each CTA has PHASE_COUNTERS u64 counters. Defined by the host (abi.rs).
 
 // The phase clock's state, in shared memory rather than in every thread's registers (only thread 0 reads
 // the time, and only in instrumented runs): held in registers across the whole kernel, the two 64-bit

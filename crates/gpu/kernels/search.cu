@@ -22,7 +22,7 @@ __device__ __forceinline__ void search_body(const IndexArgs& ix, const BatchArgs
         s.blk = and_arrays + 2 * CHUNK;
         s.sel_blk = and_arrays + 3 * CHUNK;
         s.xs = (u32*)or_state(ba.window) + OR_STATE_WORDS;  // OR's (AND's: and_scratch)
-        clock_out = ba.phase_cycles ? ba.phase_cycles + (u64)cta * 8 : (u64*)0;
+        clock_out = ba.phase_cycles ? ba.phase_cycles + (u64)cta * PHASE_COUNTERS : (u64*)0;
         clock_at = 0;
     }
     __syncthreads();

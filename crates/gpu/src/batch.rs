@@ -1,86 +1,19 @@
-//! The descriptors of a batch as the kernels read them (`TermDesc`, `QueryDesc` in `kernels/common.cuh`),
-//! and their preparation from analysed queries.
+//! A batch's descriptors ([`TermDesc`], [`QueryDesc`]: the kernels' structs, defined in [`crate::abi`])
+//! prepared from analysed queries, and the cutting of requests into batches.
 
 use std::borrow::Borrow;
 use std::collections::HashSet;
 
-use bytemuck::{Pod, Zeroable};
 use rayon::prelude::*;
 use warpsearch_index::Index;
 use warpsearch_query::plan::{bound_slack, term_weights};
 use warpsearch_query::{DocRange, Fixed, Query, Request, Scorer};
 
+pub use crate::abi::{QueryDesc, TermDesc};
 use crate::cache::Capacity;
+use crate::error::GpuError;
 use crate::residency::Residency;
 use crate::stage::{cached_term, SpanKey, Stage};
-use crate::GpuError;
-
-/// One query term as the kernel reads it (40 bytes; mirrors `struct TermDesc`).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Pod, Zeroable)]
-pub struct TermDesc {
-    /// Offset of the list's first word in the device postings buffer.
-    pub word_base: u64,
-    /// Index of the list's first block in the device block arrays.
-    pub block_base: u32,
-    /// Blocks of the list.
-    pub num_blocks: u32,
-    /// Postings of the list.
-    pub df: u32,
-    /// Words of the whole list.
-    pub len_words: u32,
-    /// Codec parameters: docID parameter | frequency parameter << 8.
-    pub params: u32,
-    /// Position, in processing order, of the term whose plan slot is this entry's index.
-    pub slot_term: u32,
-    /// Weight multiplying BM25's tf part.
-    pub weight: f32,
-    /// Block max_score times this bounds a contribution (with slack); negative: no usable bounds.
-    pub bound_scale: f32,
-}
-
-/// One query, or one docID-range part of a long one, as the kernel reads it (32 bytes; mirrors
-/// `struct QueryDesc`).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Pod, Zeroable)]
-pub struct QueryDesc {
-    /// First [`TermDesc`] of the query.
-    pub term_begin: u32,
-    /// Terms of the query.
-    pub num_terms: u32,
-    /// Where its results go: `out[out_slot * k ..]`.
-    pub out_slot: u32,
-    /// Relative slack of bounds for this query ([`bound_slack`]).
-    pub slack: f32,
-    /// First docID of this part of the query (0 when not cut).
-    pub doc_lo: u32,
-    /// Last docID of this part of the query (u32::MAX when not cut).
-    pub doc_hi: u32,
-    /// The query's fixed point ([`Fixed::scale`]): a contribution times this, rounded down, is summed.
-    pub fixed_scale: f32,
-    /// [`Fixed::unit`]: a fixed-point sum, rounded to `f32`, times this is the score before the prior.
-    pub fixed_unit: f32,
-}
-
-unsafe impl cudarc::driver::DeviceRepr for TermDesc {}
-
-impl TermDesc {
-    /// The list of `rec` at device location `loc`, with weight 0, no block bounds and slot 0.
-    pub fn for_list(rec: &warpsearch_index::TermRecord, loc: crate::residency::ListLocation) -> TermDesc {
-        TermDesc {
-            word_base: loc.word_base,
-            block_base: loc.block_base,
-            num_blocks: rec.num_blocks() as u32,
-            df: rec.df,
-            len_words: rec.len_words,
-            params: rec.doc_param as u32 | (rec.freq_param as u32) << 8,
-            slot_term: 0,
-            weight: 0.0,
-            bound_scale: -1.0,
-        }
-    }
-}
-unsafe impl cudarc::driver::DeviceRepr for QueryDesc {}
 
 /// A batch's descriptors in host memory; `slots[i]` is the caller's index of the query at out_slot i.
 #[derive(Default)]

@@ -1,97 +1,31 @@
-//! Opening the GPU: driver and NVRTC presence, the context, and the kernels compiled at start-up.
+//! Opening the GPU: driver and NVRTC presence, the context, and the kernels compiled at start-up (for
+//! the threads per CTA and register caps of [`KernelOptions`]); the shared memory each launch takes.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
-use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
+use cudarc::nvrtc::compile_ptx_with_opts;
 
 use warpsearch_codec::Codec;
 
-use crate::GpuError;
+use crate::abi::{self, CANDIDATES_PER_THREAD, MAX_K_GPU};
+pub use crate::abi::{BLOCK_LEN, MAX_K, MAX_SMALL_OR, MAX_WINDOW, TOPK_CAP};
+use crate::driver;
+use crate::error::GpuError;
+pub use crate::nvrtc::{compile_check, min_ctas, Mode, DEFAULT_MIN_CTAS, DEFAULT_MIN_CTAS_AND};
+use crate::nvrtc::{compile_options, kernel_source};
+pub use crate::options::{KernelOptions, DEFAULT_THREADS};
 
-/// The files of `kernels/` in dependency order (`common.cuh` lists them), with their text as built.
-/// Concatenated, they are one translation unit.
-const KERNEL_FILES: [(&str, &str); 9] = [
-    ("common.cuh", include_str!("../kernels/common.cuh")),
-    ("decode.cu", include_str!("../kernels/decode.cu")),
-    ("topk.cu", include_str!("../kernels/topk.cu")),
-    ("query_state.cuh", include_str!("../kernels/query_state.cuh")),
-    ("score.cu", include_str!("../kernels/score.cu")),
-    ("and.cu", include_str!("../kernels/and.cu")),
-    ("or.cu", include_str!("../kernels/or.cu")),
-    ("search.cu", include_str!("../kernels/search.cu")),
-    ("check.cu", include_str!("../kernels/check.cu")),
-];
-
-/// The CUDA source of every kernel: the built-in files, or with `WARPSEARCH_GPU_KERNELS=DIR` the files
-/// of the same names in DIR. The second is for kernel work on the lent GPU machine, which has no Rust
-/// toolchain: a variant of the kernels runs with the same binary, as a wrapper script in `AB_BUILDS`
-/// of `scripts/device-speed.sh ab` (docs/kernels.md).
-pub fn kernel_source() -> Result<String, GpuError> {
-    kernel_source_from(
-        std::env::var_os("WARPSEARCH_GPU_KERNELS")
-            .map(PathBuf::from)
-            .as_deref(),
-    )
+/// AND candidates per step of a CTA of `threads` threads (`CHUNK`: [`CANDIDATES_PER_THREAD`] per
+/// thread), and blocks of decode scratch per CTA.
+pub fn chunk(threads: u32) -> usize {
+    threads as usize * CANDIDATES_PER_THREAD
 }
 
-/// The built-in kernel source (`None`), or the one the files of `dir` make.
-fn kernel_source_from(dir: Option<&Path>) -> Result<String, GpuError> {
-    let Some(dir) = dir else {
-        return Ok(KERNEL_FILES.iter().map(|(_, text)| *text).collect());
-    };
-    let mut source = String::new();
-    for (name, _) in KERNEL_FILES {
-        let path = dir.join(name);
-        let text = std::fs::read_to_string(&path).map_err(|e| {
-            GpuError::Compile(format!(
-                "{}: {e} (WARPSEARCH_GPU_KERNELS names a directory holding the files of crates/gpu/kernels)",
-                path.display()
-            ))
-        })?;
-        source.push_str(&text);
-    }
-    Ok(source)
-}
-
-/// Threads per CTA of every kernel (`THREADS` in the source, set at compile time): 128 or 256 from
-/// `WARPSEARCH_GPU_THREADS`, else [`DEFAULT_THREADS`]. An AND chunk holds this many candidates.
-pub fn threads() -> u32 {
-    static T: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *T.get_or_init(|| {
-        std::env::var("WARPSEARCH_GPU_THREADS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|t| [128, 256].contains(t))
-            .unwrap_or(DEFAULT_THREADS)
-    })
-}
-
-/// AND candidates per step of a CTA (`CHUNK`: 4 per thread), and blocks of decode scratch per CTA.
-pub fn chunk() -> usize {
-    threads() as usize * 4
-}
-
-/// The default of [`threads`].
-pub const DEFAULT_THREADS: u32 = 256;
-/// Entries of the per-CTA top-k buffer (`TOPK_CAP`).
-pub const TOPK_CAP: usize = 36864;
-/// Largest k the GPU kernels select (`MAX_K_GPU` bounds the shared-memory sort; 1,000 is promised).
-pub const MAX_K: usize = 1000;
-/// Keys of the kernels' final sort (`MAX_K_GPU`: k rounded up to a power of two).
-const MAX_K_GPU: u32 = 1024;
-const _: () = assert!(MAX_K as u32 <= MAX_K_GPU);
 /// Words of the PForDelta and Rice decoders' scratch per warp (`xs`: 4 · BLOCK_LEN).
 const SCRATCH_WORDS_PER_WARP: u32 = 4 * BLOCK_LEN as u32;
-/// Postings of the largest OR query the sort path takes (`MAX_SMALL_OR`).
-pub const MAX_SMALL_OR: u32 = 4096;
-/// Largest OR window (`MAX_WINDOW`).
-pub const MAX_WINDOW: u32 = 32768;
-/// Postings per block.
-pub const BLOCK_LEN: usize = 128;
 
 /// The OR window's part of an OR launch's dynamic shared memory: the accumulators (at least 2,048
 /// floats, since the final sort's 1,024 keys reuse them) and a bit per document of the window (those
@@ -100,32 +34,26 @@ pub fn or_window_bytes(window: u32) -> u32 {
     window.max(2 * MAX_K_GPU) * 4 + window / 8 // the sort's keys take two floats' room each
 }
 
-/// An OR query's per-term arrays (`OrState` in the kernels: six of `threads()` words and one word, the
-/// window selection's two halves included), rounded up to 16 bytes. They are dynamic shared memory, so
-/// that AND launches do not hold them.
-pub fn or_state_bytes() -> u32 {
-    ((6 * threads() + 1 + 3) & !3) * 4
+/// Dynamic shared memory of an OR launch of CTAs of `threads` threads with a window of `window`
+/// documents over an index in `codec`: [`or_window_bytes`], the per-term arrays
+/// ([`abi::or_state_bytes`]), then the decoders' scratch ([`decode_scratch_bytes`]).
+pub fn or_shared_bytes(window: u32, codec: Codec, threads: u32) -> u32 {
+    or_window_bytes(window) + abi::or_state_bytes(threads) + decode_scratch_bytes(codec, threads)
 }
 
-/// Dynamic shared memory of an OR launch with a window of `window` documents over an index in `codec`:
-/// [`or_window_bytes`], [`or_state_bytes`], then the decoders' scratch ([`decode_scratch_bytes`]).
-pub fn or_shared_bytes(window: u32, codec: Codec) -> u32 {
-    or_window_bytes(window) + or_state_bytes() + decode_scratch_bytes(codec)
-}
-
-/// Dynamic shared memory of an AND launch over an index in `codec`: four arrays of [`chunk`] words
-/// (candidates, their first list's frequencies, their blocks, the selected blocks), then the decoders'
-/// scratch.
-pub fn and_shared_bytes(codec: Codec) -> u32 {
-    16 * chunk() as u32 + decode_scratch_bytes(codec)
+/// Dynamic shared memory of an AND launch of CTAs of `threads` threads over an index in `codec`: four
+/// arrays of [`chunk`] words (candidates, their first list's frequencies, their blocks, the selected
+/// blocks), then the decoders' scratch.
+pub fn and_shared_bytes(codec: Codec, threads: u32) -> u32 {
+    16 * chunk(threads) as u32 + decode_scratch_bytes(codec, threads)
 }
 
 /// The per-warp scratch of the PForDelta and Rice decoders (4 · 128 words a warp; `QueryShared::xs` in
 /// the kernels), which other codecs' launches go without: the 16 KiB it took in every CTA's static
 /// shared memory kept OR windows of 16,384 documents at two CTAs an SM.
-pub fn decode_scratch_bytes(codec: Codec) -> u32 {
+pub fn decode_scratch_bytes(codec: Codec, threads: u32) -> u32 {
     match codec {
-        Codec::PForDelta | Codec::Rice => (threads() / 32) * SCRATCH_WORDS_PER_WARP * 4,
+        Codec::PForDelta | Codec::Rice => (threads / 32) * SCRATCH_WORDS_PER_WARP * 4,
         Codec::EliasFano | Codec::SimdBp => 0,
     }
 }
@@ -142,19 +70,29 @@ pub struct Gpu {
     name: String,
     multiprocessors: u32,
     compile_time: Duration,
+    /// Threads per CTA the kernels were compiled for (`THREADS`), which every launch uses.
+    threads: u32,
 }
 
 impl Gpu {
-    /// Opens device `ordinal`, or says why there is none: no driver library, no NVRTC, no device, or a
-    /// failing driver. Never panics when CUDA is absent.
+    /// Opens device `ordinal` with the kernels compiled as by default ([`KernelOptions::default`]);
+    /// [`Gpu::open_with`] says more.
     pub fn open(ordinal: usize) -> Result<Gpu, GpuError> {
+        Gpu::open_with(ordinal, &KernelOptions::default())
+    }
+
+    /// Opens device `ordinal` and compiles the kernels as `kernels` asks (threads per CTA, register
+    /// caps, source), or says why it cannot: options out of range, no driver library, no NVRTC, no
+    /// device, a failing driver, or a source that does not compile. Never panics when CUDA is absent.
+    pub fn open_with(ordinal: usize, kernels: &KernelOptions) -> Result<Gpu, GpuError> {
+        kernels.check()?;
         // With dynamic loading, the first call into a missing library would panic: look first.
-        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        if !driver::driver_present() {
             return Err(GpuError::Unavailable(
                 "no CUDA driver (libcuda.so not found)".into(),
             ));
         }
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        if !driver::nvrtc_present() {
             return Err(GpuError::Unavailable(
                 "no NVRTC library (libnvrtc.so not found): install the CUDA toolkit's runtime compiler"
                     .into(),
@@ -171,13 +109,14 @@ impl Gpu {
         }
         let ctx = CudaContext::new(ordinal)?;
         // Buffers are synchronised explicitly (one stream per pipeline slot, events per batch).
-        unsafe { ctx.disable_event_tracking() };
+        driver::disable_event_tracking(&ctx);
         let name = ctx.name()?;
         let (major, minor) = ctx.compute_capability()?;
         let multiprocessors =
             ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
+        let threads = kernels.threads;
         let start = Instant::now();
-        let ptx = compile_ptx_with_opts(kernel_source()?, compile_options(major, minor))
+        let ptx = compile_ptx_with_opts(kernel_source(kernels)?, compile_options(major, minor, kernels))
             .map_err(|e| GpuError::Compile(format!("{e}")))?;
         let compile_time = start.elapsed();
         let module = ctx.load_module(ptx)?;
@@ -192,7 +131,8 @@ impl Gpu {
         for kernel in [&search_and, &search_or] {
             kernel.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                or_shared_bytes(MAX_WINDOW, Codec::PForDelta).max(and_shared_bytes(Codec::PForDelta)) as i32,
+                or_shared_bytes(MAX_WINDOW, Codec::PForDelta, threads)
+                    .max(and_shared_bytes(Codec::PForDelta, threads)) as i32,
             )?;
         }
         Ok(Gpu {
@@ -205,6 +145,7 @@ impl Gpu {
             name,
             multiprocessors,
             compile_time,
+            threads,
         })
     }
 
@@ -218,6 +159,11 @@ impl Gpu {
         self.multiprocessors
     }
 
+    /// Threads per CTA of every kernel (`THREADS` in the source, set at compile time).
+    pub fn threads(&self) -> u32 {
+        self.threads
+    }
+
     /// How long NVRTC took to compile the kernels.
     pub fn compile_time(&self) -> Duration {
         self.compile_time
@@ -227,7 +173,7 @@ impl Gpu {
     /// entry points (AND; OR with `window`) over an index in `codec`, and of the decode kernel.
     pub fn kernel_resources(&self, window: u32, codec: Codec) -> Result<String, GpuError> {
         let per_sm = |func: &CudaFunction, smem: u32| {
-            func.occupancy_max_active_blocks_per_multiprocessor(threads(), smem as usize, None)
+            func.occupancy_max_active_blocks_per_multiprocessor(self.threads, smem as usize, None)
         };
         let entry = |name: &str, func: &CudaFunction, smem: u32| -> Result<String, GpuError> {
             Ok(format!(
@@ -239,8 +185,16 @@ impl Gpu {
         };
         Ok(format!(
             "{}; {} (window {window}); {} (index codec {codec})",
-            entry("search_and", &self.search_and, and_shared_bytes(codec))?,
-            entry("search_or", &self.search_or, or_shared_bytes(window, codec))?,
+            entry(
+                "search_and",
+                &self.search_and,
+                and_shared_bytes(codec, self.threads)
+            )?,
+            entry(
+                "search_or",
+                &self.search_or,
+                or_shared_bytes(window, codec, self.threads)
+            )?,
             entry("decode_blocks", &self.decode, 0)?,
         ))
     }
@@ -256,8 +210,8 @@ impl Gpu {
         self.ctx.bind_to_thread()?;
         let ctas = |w: u32| {
             self.search_or.occupancy_max_active_blocks_per_multiprocessor(
-                threads(),
-                or_shared_bytes(w, codec) as usize,
+                self.threads,
+                or_shared_bytes(w, codec, self.threads) as usize,
                 None,
             )
         };
@@ -284,112 +238,5 @@ impl Gpu {
             .map(|(_, total)| format!(", {:.0} GiB", total as f64 / (1u64 << 30) as f64))
             .unwrap_or_default();
         format!("{} ({} SMs{mem})", self.name, self.multiprocessors)
-    }
-}
-
-/// NVRTC options: exact IEEE float arithmetic (no fused multiply-add, IEEE division, no flush to
-/// zero) so that scores round as the CPU's; machine code for the device's own architecture.
-fn compile_options(major: i32, minor: i32) -> CompileOptions {
-    let arch = match (major, minor) {
-        (7, 0) => Some("sm_70"),
-        (7, 5) => Some("sm_75"),
-        (8, 0) => Some("sm_80"),
-        (8, 6) => Some("sm_86"),
-        (8, 9) => Some("sm_89"),
-        (9, 0) => Some("sm_90"),
-        (10, 0) => Some("sm_100"),
-        (12, 0) => Some("sm_120"),
-        _ => None,
-    };
-    CompileOptions {
-        ftz: Some(false),
-        prec_sqrt: Some(true),
-        prec_div: Some(true),
-        fmad: Some(false),
-        use_fast_math: Some(false),
-        arch,
-        // Line info costs nothing at run time and lets compute-sanitizer name source lines.
-        options: vec![
-            "--std=c++17".into(),
-            "-lineinfo".into(),
-            format!("-DMIN_CTAS_AND={}", min_ctas(Mode::And)),
-            format!("-DMIN_CTAS_OR={}", min_ctas(Mode::Or)),
-            format!("-DTHREADS={}", threads()),
-        ],
-        ..Default::default()
-    }
-}
-
-/// Which entry point of the query kernel ([`min_ctas`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// `search_and` (AND and and-or's AND pass).
-    And,
-    /// `search_or`.
-    Or,
-}
-
-/// Resident CTAs per SM that an entry point of the query kernel is compiled for (`__launch_bounds__`'
-/// second argument, which caps registers per thread): `WARPSEARCH_GPU_MIN_CTAS` for both, else the
-/// measured default of each ([`DEFAULT_MIN_CTAS_AND`], [`DEFAULT_MIN_CTAS`]).
-pub fn min_ctas(mode: Mode) -> u32 {
-    std::env::var("WARPSEARCH_GPU_MIN_CTAS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n| (1..=8).contains(&n))
-        .unwrap_or(match mode {
-            Mode::And => DEFAULT_MIN_CTAS_AND,
-            Mode::Or => DEFAULT_MIN_CTAS,
-        })
-}
-
-/// The OR entry point's default of [`min_ctas`]: three CTAs of 256 threads per SM, which caps it at 80
-/// registers a thread (the kernel took 124 uncapped, two CTAs per SM). On the H200 (25M collection,
-/// 2026-11-25) AND rose 24% with it, and OR 8% with the window of 8,192 that then let three CTAs' shared
-/// memory fit an SM (16,384 since the twelfth session: [`Gpu::default_or_window`]). Four CTAs (64
-/// registers, window 8,192) ran OR 9.5% slower on the H100 (twelfth session); bench/RESULTS.md, issue 14.
-pub const DEFAULT_MIN_CTAS: u32 = 3;
-
-/// The AND entry point's default of [`min_ctas`]: five CTAs per SM (48 registers a thread), which its
-/// shared memory allows since the sort buffer and the decoders' scratch left the static shared memory.
-/// AND top-10 on the 25M collection rose 15.6% from three CTAs to four and 4.4% more at five (H100,
-/// twelfth session; bench/RESULTS.md, issue 14).
-pub const DEFAULT_MIN_CTAS_AND: u32 = 5;
-
-/// Compiles the kernel source to PTX without a device (NVRTC alone), for a compile check.
-pub fn compile_check() -> Result<String, GpuError> {
-    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err(GpuError::Unavailable(
-            "no NVRTC library (libnvrtc.so not found)".into(),
-        ));
-    }
-    let ptx = compile_ptx_with_opts(kernel_source()?, compile_options(9, 0))
-        .map_err(|e| GpuError::Compile(format!("{e}")))?;
-    Ok(ptx.to_src())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn kernel_files_from_a_directory_replace_the_built_in_ones() {
-        let kernels = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
-        let built_in = kernel_source_from(None).unwrap();
-        assert!(built_in.contains("search_or"));
-        assert_eq!(kernel_source_from(Some(&kernels)).unwrap(), built_in);
-        let tmp = tempfile::tempdir().unwrap();
-        for (name, text) in KERNEL_FILES {
-            let text = if name == "or.cu" { "// a variant\n" } else { text };
-            std::fs::write(tmp.path().join(name), text).unwrap();
-        }
-        let variant = kernel_source_from(Some(tmp.path())).unwrap();
-        assert!(variant.contains("// a variant") && !variant.contains("or_windows_many"));
-        std::fs::remove_file(tmp.path().join("score.cu")).unwrap();
-        let err = kernel_source_from(Some(tmp.path())).unwrap_err().to_string();
-        assert!(
-            err.contains("score.cu") && err.contains("WARPSEARCH_GPU_KERNELS"),
-            "{err}"
-        );
     }
 }

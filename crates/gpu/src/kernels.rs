@@ -8,11 +8,12 @@ use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaSlice, CudaStream};
 use warpsearch_index::Index;
 
-use crate::batch::TermDesc;
-use crate::device::{threads, BLOCK_LEN, TOPK_CAP};
+use crate::abi::{codec_id, IndexArgs, TermDesc, BLOCK_LEN, TOPK_CAP};
+use crate::device::Gpu;
+use crate::driver::poison;
+use crate::error::GpuError;
 use crate::launch::{self, TopKBuffers};
-use crate::residency::{DeviceIndex, IndexArgs};
-use crate::{Gpu, GpuError};
+use crate::residency::DeviceIndex;
 
 /// The index on the device with a stream, for running the standalone kernels.
 pub struct KernelBench<'a> {
@@ -38,7 +39,10 @@ impl<'a> KernelBench<'a> {
             .term_records()
             .iter()
             .enumerate()
-            .map(|(id, r)| TermDesc::for_list(r, dev.residency().list(id as u32)))
+            .map(|(id, r)| {
+                let loc = dev.residency().list(id as u32);
+                TermDesc::for_list(r, loc.word_base, loc.block_base)
+            })
             .collect();
         let terms = upload_terms(&stream, &term_descs)?;
         let (tids, bids) = all_blocks(&term_descs);
@@ -251,16 +255,6 @@ fn upload_terms(stream: &Arc<CudaStream>, terms: &[TermDesc]) -> Result<CudaSlic
     Ok(stream.memcpy_stod(bytemuck::cast_slice::<TermDesc, u8>(terms))?)
 }
 
-/// The kernel's codec number.
-pub(crate) fn codec_id(codec: warpsearch_codec::Codec) -> u32 {
-    match codec {
-        warpsearch_codec::Codec::PForDelta => 0,
-        warpsearch_codec::Codec::EliasFano => 1,
-        warpsearch_codec::Codec::Rice => 2,
-        warpsearch_codec::Codec::SimdBp => 3,
-    }
-}
-
 /// Decoded docIDs, frequencies and per-block success flags on the device.
 type DecodeBuffers = (CudaSlice<u32>, CudaSlice<u32>, CudaSlice<u32>);
 
@@ -286,13 +280,13 @@ fn launch_decode_into(
                 stream.alloc_zeros::<u32>(n)?,
             );
             // Poison the outputs: the caller checks every element the kernel must write.
-            launch::poison(stream, &b.0, 0xAB)?;
-            launch::poison(stream, &b.1, 0xCD)?;
-            launch::poison(stream, &b.2, 0xEF)?;
+            poison(stream, &b.0, 0xAB)?;
+            poison(stream, &b.1, 0xCD)?;
+            poison(stream, &b.2, 0xEF)?;
             b
         }
     };
-    let warps = threads() / 32;
+    let warps = gpu.threads() / 32;
     let grid = if grid == 0 {
         (n as u32).div_ceil(warps)
     } else {

@@ -1,5 +1,6 @@
-//! Every `unsafe` call into the device in one place: one typed wrapper per kernel, the asynchronous
-//! copies between pinned host memory and device buffers, and pinned allocations.
+//! Every kernel launch in one place: one typed wrapper per kernel, and the `DeviceRepr` of the structs
+//! kernels take by value. (The other raw driver calls, copies and page-locked memory, are in
+//! `driver`; no other module holds `unsafe` code.)
 //!
 //! cudarc checks none of a kernel's argument contract (`driver/safe/launch.rs` says what it cannot
 //! check): the number and types of the arguments, the sizes of the buffers behind raw pointers, and
@@ -8,48 +9,28 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::result as cu;
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 
-use crate::device::threads;
-use crate::residency::{ptr, IndexArgs};
-use crate::{Gpu, GpuError};
+use crate::abi::{BatchArgs, IndexArgs, MODE_AND};
+use crate::device::Gpu;
+use crate::error::GpuError;
 
-/// The batch arguments of the query kernel (mirrors `struct BatchArgs` in `kernels/common.cuh`): device
-/// addresses of the descriptors, outputs and per-CTA scratch of one pipeline slot.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub(crate) struct BatchArgs {
-    pub queries: u64,
-    pub terms: u64,
-    pub num_queries: u32,
-    pub k: u32,
-    pub mode: u32,
-    pub early: u32,
-    pub window: u32,
-    pub small_or: u32,
-    pub merge_ratio: u32,
-    pub next_query: u64,
-    pub out_doc: u64,
-    pub out_score: u64,
-    pub out_count: u64,
-    pub scratch_doc: u64,
-    pub scratch_tf: u64,
-    pub topbuf: u64,
-    pub phase_cycles: u64,
-}
-// SAFETY: plain old data of u64/u32 fields in the kernel's field order; the kernel reads it by value.
+// SAFETY: `#[repr(C)]` and `Pod` (every byte a field, no pointers the host dereferences), with the
+// size and field offsets of the kernels' `struct IndexArgs` (checked at compile time on both sides,
+// `crate::abi`); a kernel takes it by value, which is what `DeviceRepr` passes.
+unsafe impl DeviceRepr for IndexArgs {}
+// SAFETY: as for `IndexArgs`, with the kernels' `struct BatchArgs`.
 unsafe impl DeviceRepr for BatchArgs {}
-const _: () = assert!(std::mem::size_of::<BatchArgs>() == 112);
 
-/// Launches the query kernel's entry point for `ba.mode` (`search_and` for 0, else `search_or`) on
-/// `stream`: `grid` persistent CTAs of `threads()` threads with `smem` bytes of dynamic shared memory.
+/// Launches the query kernel's entry point for `ba.mode` (`search_and` for [`MODE_AND`], else `search_or`) on
+/// `stream`: `grid` persistent CTAs of `gpu.threads()` threads with `smem` bytes of dynamic shared memory.
 ///
-/// Contract (the caller, `engine::GpuSearcher::submit`, upholds it): `ix` points at a device index
+/// Contract (the caller, `GpuSearcher::submit` in `searcher/pipeline.rs`, upholds it): `ix` points at a device index
 /// that lives as long as the searcher; `ba.queries` holds `ba.num_queries` `QueryDesc`s whose terms lie
 /// in `ba.terms`, copied earlier on the same stream; the outputs hold `num_queries · k` entries and the
 /// counts `num_queries`; the scratch buffers hold `grid · CHUNK · BLOCK_LEN` entries and `topbuf`
-/// `grid · TOPK_CAP`; `next_query` is a zeroed u32; `phase_cycles` is 0 or holds `grid · 8` u64; `smem`
+/// `grid · TOPK_CAP`; `next_query` is a zeroed u32; `phase_cycles` is 0 or holds `grid · PHASE_COUNTERS`
+/// u64; `smem`
 /// is what `and_shared_bytes` / `or_shared_bytes` give for the batch's mode and window.
 pub(crate) fn search_batch(
     gpu: &Gpu,
@@ -59,7 +40,7 @@ pub(crate) fn search_batch(
     ix: &IndexArgs,
     ba: &BatchArgs,
 ) -> Result<(), GpuError> {
-    let kernel = if ba.mode == 0 {
+    let kernel = if ba.mode == MODE_AND {
         &gpu.search_and
     } else {
         &gpu.search_or
@@ -72,7 +53,7 @@ pub(crate) fn search_batch(
     unsafe {
         launch.launch(LaunchConfig {
             grid_dim: (grid, 1, 1),
-            block_dim: (threads(), 1, 1),
+            block_dim: (gpu.threads(), 1, 1),
             shared_mem_bytes: smem,
         })?;
     }
@@ -96,7 +77,7 @@ pub(crate) fn decode_blocks(
     out: &mut (CudaSlice<u32>, CudaSlice<u32>, CudaSlice<u32>),
 ) -> Result<(), GpuError> {
     let regs = regs as u32;
-    let block_len = crate::device::BLOCK_LEN;
+    let block_len = crate::abi::BLOCK_LEN;
     assert!(tids.len() >= count as usize && bids.len() >= count as usize);
     assert!(out.0.len() >= count as usize * block_len && out.1.len() >= count as usize * block_len);
     assert!(out.2.len() >= count as usize);
@@ -119,7 +100,7 @@ pub(crate) fn decode_blocks(
     unsafe {
         launch.launch(LaunchConfig {
             grid_dim: (grid.max(1), 1, 1),
-            block_dim: (threads(), 1, 1),
+            block_dim: (gpu.threads(), 1, 1),
             shared_mem_bytes: 0,
         })?;
     }
@@ -146,9 +127,9 @@ pub(crate) fn topk_segments(
     b: &mut TopKBuffers,
 ) -> Result<(), GpuError> {
     let nseg = (b.seg.len() - 1) as u32;
-    assert!(b.topbuf.len() >= grid as usize * crate::device::TOPK_CAP);
+    assert!(b.topbuf.len() >= grid as usize * crate::abi::TOPK_CAP);
     assert!(b.out_doc.len() >= (nseg * k) as usize && b.out_score.len() >= (nseg * k) as usize);
-    assert!(b.out_count.len() >= nseg as usize && k as usize <= crate::device::MAX_K);
+    assert!(b.out_count.len() >= nseg as usize && k as usize <= crate::abi::MAX_K);
     let mut launch = stream.launch_builder(&gpu.topk);
     launch
         .arg(&b.seg)
@@ -167,95 +148,9 @@ pub(crate) fn topk_segments(
     unsafe {
         launch.launch(LaunchConfig {
             grid_dim: (grid, 1, 1),
-            block_dim: (threads(), 1, 1),
+            block_dim: (gpu.threads(), 1, 1),
             shared_mem_bytes: 0,
         })?;
     }
-    Ok(())
-}
-
-/// Fills `bytes` bytes at device address `dst` with `value`, asynchronously on `stream`.
-pub(crate) fn memset_async(stream: &CudaStream, dst: u64, value: u8, bytes: usize) -> Result<(), GpuError> {
-    // SAFETY: callers pass the address of a live allocation of at least `bytes` bytes (from `ptr`).
-    unsafe { cu::memset_d8_async(dst, value, bytes, stream.cu_stream())? };
-    Ok(())
-}
-
-/// Fills a device buffer with `value` bytes (poisoning outputs a test checks are all written).
-pub(crate) fn poison<T>(stream: &CudaStream, buf: &CudaSlice<T>, value: u8) -> Result<(), GpuError> {
-    memset_async(
-        stream,
-        ptr(buf, stream),
-        value,
-        buf.len() * std::mem::size_of::<T>(),
-    )
-}
-
-/// Page-locked host memory (not write-combined: the host reads results back from it). Asynchronous
-/// copies need it: the device reads or writes it while the host goes on.
-pub(crate) struct Pinned<T: Copy> {
-    ptr: *mut T,
-    len: usize,
-}
-
-// SAFETY: the allocation is owned by the value and freed once, on drop; no other handle aliases it.
-unsafe impl<T: Copy> Send for Pinned<T> {}
-
-impl<T: Copy> Pinned<T> {
-    /// `len` (at least one) zero-initialised elements.
-    pub(crate) fn new(gpu: &Gpu, len: usize) -> Result<Self, GpuError> {
-        gpu.ctx.bind_to_thread()?;
-        let len = len.max(1);
-        let bytes = len * std::mem::size_of::<T>();
-        // SAFETY: the context is bound to this thread; a fresh allocation of `bytes` bytes is returned
-        // or an error, and is zeroed below before any read.
-        let ptr = unsafe { cu::malloc_host(bytes, 0)? } as *mut T;
-        // SAFETY: `ptr` points at `bytes` writable bytes.
-        unsafe { std::ptr::write_bytes(ptr as *mut u8, 0, bytes) };
-        Ok(Pinned { ptr, len })
-    }
-
-    pub(crate) fn as_slice(&self) -> &[T] {
-        // SAFETY: `ptr` holds `len` initialised elements for the value's lifetime.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-
-    pub(crate) fn as_mut_slice(&mut self) -> &mut [T] {
-        // SAFETY: as above, and `&mut self` makes the borrow unique.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-}
-
-impl<T: Copy> Drop for Pinned<T> {
-    fn drop(&mut self) {
-        // SAFETY: `ptr` came from `malloc_host` and is freed only here. Slots synchronize their last
-        // event before their buffers are dropped or replaced, so no copy still uses it.
-        unsafe {
-            let _ = cu::free_host(self.ptr as *mut std::ffi::c_void);
-        }
-    }
-}
-
-/// Copies `src` (pinned) to device address `dst`, asynchronously on `stream`.
-pub(crate) fn copy_to_device<T: Copy>(stream: &CudaStream, dst: u64, src: &[T]) -> Result<(), GpuError> {
-    // SAFETY: `src` lies in a `Pinned` buffer that the caller keeps unchanged until the stream's next
-    // recorded event completes; `dst` is a live device allocation of at least `size_of_val(src)` bytes.
-    unsafe { cu::memcpy_htod_async(dst, src, stream.cu_stream())? };
-    Ok(())
-}
-
-/// Copies `bytes` bytes from device address `src` to device address `dst`, asynchronously on `stream`.
-pub(crate) fn copy_on_device(stream: &CudaStream, dst: u64, src: u64, bytes: usize) -> Result<(), GpuError> {
-    // SAFETY: callers pass addresses inside live device allocations with `bytes` bytes after each, in
-    // regions that do not overlap (a list's old and new places in the cache).
-    unsafe { cu::memcpy_dtod_async(dst, src, bytes, stream.cu_stream())? };
-    Ok(())
-}
-
-/// Copies `dst.len()` elements from device address `src` into `dst` (pinned), asynchronously.
-pub(crate) fn copy_to_host<T: Copy>(stream: &CudaStream, dst: &mut [T], src: u64) -> Result<(), GpuError> {
-    // SAFETY: `dst` lies in a `Pinned` buffer that the host reads only after the stream's next recorded
-    // event completes; `src` is a live device allocation of at least `size_of_val(dst)` bytes.
-    unsafe { cu::memcpy_dtoh_async(dst, src, stream.cu_stream())? };
     Ok(())
 }

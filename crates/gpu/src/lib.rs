@@ -1,20 +1,26 @@
 //! Exact batched query processing on an NVIDIA GPU.
 //!
+//! - [`abi`]: what the host shares with the kernels: the `#[repr(C)]` structs they read (layouts
+//!   checked on both sides at compile time) and every shared number, given to NVRTC as `-D` defines.
 //! - [`device`]: opening the GPU (never panicking where CUDA is absent) and the kernels, compiled from
-//!   the files of `kernels/` (one translation unit) by NVRTC at start-up.
+//!   the files of `kernels/` (one translation unit; `nvrtc` holds the source and NVRTC's options) at
+//!   start-up.
 //! - [`residency`]: the index in device memory under a memory budget, behind one interface that says
 //!   where each list's blocks are.
 //! - [`cache`]: the list cache's host side: plans of cached list prefixes, device space, placement.
 //! - [`stage`]: where a batch finds each term's blocks: the cache, or staged with the batch.
 //! - [`view`]: the cache's contents as the engine reads them, on any thread, to cut queries' ranges.
-//! - [`testing`]: the device opened once per test process, and skips that say why.
+//! - `testing` (with the `testing` feature, for tests): the device opened once per test process,
+//!   with the kernels compiled as the test run's environment asks, and skips that say why.
 //! - [`batch`]: the descriptors of a batch of queries as the kernels read them.
-//! - [`engine`]: [`GpuSearcher`], the batch pipeline (two streams, pinned buffers; `slot` holds one
-//!   stream's buffers); what it fails it returns as [`GpuError`]s (the engine crate answers those on the
-//!   CPU). [`options`]: its tunables; [`stats`]: what it counts. `calls` holds the answers of
-//!   the calls in flight, so that a caller may hand over its next call before the last one returns.
+//! - `searcher`: [`GpuSearcher`], the batch pipeline (pipeline slots of a stream and pinned buffers
+//!   each), split by job (setup, validation, calls, and-or, pipeline, collection, cache plans); what
+//!   it fails it returns as [`GpuError`]s (the engine crate answers those on the CPU). It keeps the
+//!   answers of the calls in flight, so that a caller may hand over its next call before the last
+//!   one returns. [`options`]: its tunables; [`stats`]: what it counts.
 //! - [`kernels`]: thin wrappers that run the decode and top-k kernels alone, for tests and benchmarks.
-//! - `launch`: every `unsafe` kernel launch, copy and pinned allocation, each with its contract.
+//! - `launch`: every kernel launch; `driver`: every other raw driver call (copies, page-locked memory,
+//!   the libraries' presence). They hold all of the crate's `unsafe` code, each block with its contract.
 //!
 //! It plans queries through the backend-neutral `warpsearch_query` layer and knows nothing of the CPU
 //! engine.
@@ -24,53 +30,32 @@
 
 #![warn(missing_docs)]
 
+pub mod abi;
 pub mod batch;
 pub mod cache;
-mod calls;
 pub mod device;
-pub mod engine;
+mod driver;
+mod error;
 pub mod kernels;
 mod launch;
 mod memory;
+mod nvrtc;
 pub mod options;
 mod registered;
 pub mod residency;
-mod slot;
+mod searcher;
 pub mod stage;
 pub mod stats;
+#[cfg(feature = "testing")]
 pub mod testing;
-mod trace;
 pub mod view;
 
 pub use cache::{CachePlan, Capacity};
-pub use calls::CallId;
 pub use device::Gpu;
-pub use engine::GpuSearcher;
+pub use error::GpuError;
 pub use memory::{GpuMemory, MemoryProbe};
-pub use options::{CacheBudget, GpuOptions, DEFAULT_CACHE_SLOTS};
+pub use options::{CacheBudget, GpuOptions, KernelOptions, DEFAULT_CACHE_SLOTS};
 pub use residency::DeviceIndex;
+pub use searcher::{CallId, GpuSearcher};
 pub use stats::GpuStats;
 pub use view::CacheView;
-
-/// What can go wrong on the GPU side.
-#[derive(Debug, thiserror::Error)]
-pub enum GpuError {
-    /// No usable GPU here (the reason says what is missing).
-    #[error("{0}")]
-    Unavailable(String),
-    /// A CUDA driver call failed.
-    #[error("CUDA driver: {0}")]
-    Driver(#[from] cudarc::driver::DriverError),
-    /// NVRTC rejected the kernel source.
-    #[error("kernel compilation failed: {0}")]
-    Compile(String),
-    /// The request does not fit the GPU engine (k, memory budget, algorithm).
-    #[error("{0}")]
-    Unsupported(String),
-    /// The GPU could not answer a query (a failed batch or a malformed block); another backend can.
-    #[error("{0}")]
-    Failed(String),
-    /// The index could not be read.
-    #[error(transparent)]
-    Index(#[from] warpsearch_index::IndexError),
-}

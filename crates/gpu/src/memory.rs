@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use crate::{Gpu, GpuError, GpuSearcher};
+use crate::device::Gpu;
+use crate::error::GpuError;
+use crate::searcher::GpuSearcher;
 
 /// Device memory in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,8 +1,11 @@
-//! The GPU engine's tunables ([`GpuOptions`]) and how a memory budget divides between the list cache and
-//! the batches' staging ([`CacheBudget`]).
+//! The GPU engine's tunables ([`GpuOptions`]; how its kernels are compiled: [`KernelOptions`]) and how a
+//! memory budget divides between the list cache and the batches' staging ([`CacheBudget`]).
 
+use std::path::Path;
+
+use crate::abi::MAX_K;
 use crate::cache::Capacity;
-use crate::device::MAX_K;
+use crate::error::GpuError;
 
 /// Tunables of the GPU engine.
 #[derive(Debug, Clone, Copy)]
@@ -54,6 +57,15 @@ pub struct GpuOptions {
     /// Fail every batch before launch (tests of the engine's CPU fallback).
     #[doc(hidden)]
     pub fail_batches: bool,
+    /// How the kernels are compiled, where a GPU is opened with these options
+    /// ([`crate::Gpu::open_with`]); a searcher runs the kernels of the [`crate::Gpu`] it is given.
+    pub kernels: KernelOptions,
+    /// Gather staged words into pinned memory on the host even where the index's words could be
+    /// page-locked and copied from directly (to compare the two).
+    pub host_gather: bool,
+    /// Time each batch (its host work and its copies, kernel and answers on the device, after the
+    /// searcher was made) and each plan change, and report them as `tracing` events at debug level.
+    pub trace: bool,
 }
 
 impl Default for GpuOptions {
@@ -73,7 +85,57 @@ impl Default for GpuOptions {
             max_k: MAX_K,
             cache: None,
             fail_batches: false,
+            kernels: KernelOptions::default(),
+            host_gather: false,
+            trace: false,
         }
+    }
+}
+
+/// Threads per CTA of every kernel unless [`KernelOptions::threads`] says otherwise.
+pub const DEFAULT_THREADS: u32 = 256;
+
+/// How the kernels are compiled when a GPU is opened ([`crate::Gpu::open_with`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelOptions {
+    /// Threads per CTA of every kernel (`THREADS`): 128 or 256. An AND step holds four candidates
+    /// per thread.
+    pub threads: u32,
+    /// Resident CTAs per SM both entry points of the query kernel are compiled for (1 to 8:
+    /// `__launch_bounds__`' second argument, which caps registers per thread); `None`: each one's
+    /// measured default ([`crate::device::DEFAULT_MIN_CTAS_AND`], [`crate::device::DEFAULT_MIN_CTAS`]).
+    pub min_ctas: Option<u32>,
+    /// Compile the files of this directory (the names of `crates/gpu/kernels`) instead of the
+    /// built-in ones: a variant of the kernels with the same binary. (`'static`, so that the options
+    /// stay `Copy`: a program names its directory once.)
+    pub source_dir: Option<&'static Path>,
+}
+
+impl Default for KernelOptions {
+    fn default() -> Self {
+        KernelOptions {
+            threads: DEFAULT_THREADS,
+            min_ctas: None,
+            source_dir: None,
+        }
+    }
+}
+
+impl KernelOptions {
+    /// An error naming the setting out of range.
+    pub fn check(&self) -> Result<(), GpuError> {
+        if ![128, 256].contains(&self.threads) {
+            return Err(GpuError::Unsupported(format!(
+                "{} threads per CTA: the kernels are compiled for 128 or 256",
+                self.threads
+            )));
+        }
+        if let Some(n) = self.min_ctas.filter(|n| !(1..=8).contains(n)) {
+            return Err(GpuError::Unsupported(format!(
+                "{n} resident CTAs per SM: the kernels' register cap takes 1 to 8"
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -100,4 +162,47 @@ pub struct CacheBudget {
     /// The cache's exact shape when the plan is known in advance (at most `cache_bytes`); else words
     /// and blocks in the index's proportion.
     pub shape: Option<Capacity>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_options_out_of_range_are_refused_with_the_setting_named() {
+        assert!(KernelOptions::default().check().is_ok());
+        let threads = KernelOptions {
+            threads: 512,
+            ..KernelOptions::default()
+        };
+        assert!(threads
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("512 threads per CTA"));
+        let ctas = KernelOptions {
+            min_ctas: Some(9),
+            ..KernelOptions::default()
+        };
+        assert!(ctas.check().unwrap_err().to_string().contains("9 resident CTAs"));
+        for ok in [128, 256] {
+            let k = KernelOptions {
+                threads: ok,
+                min_ctas: Some(1),
+                ..KernelOptions::default()
+            };
+            assert!(k.check().is_ok(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn defaults_are_those_of_an_unset_environment() {
+        let o = GpuOptions::default();
+        assert_eq!(o.kernels, KernelOptions::default());
+        assert_eq!(
+            (o.kernels.threads, o.kernels.min_ctas, o.kernels.source_dir),
+            (256, None, None)
+        );
+        assert!(!o.host_gather && !o.trace);
+    }
 }

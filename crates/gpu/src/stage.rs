@@ -9,13 +9,12 @@ use warpsearch_index::{Index, TermRecord};
 
 use cudarc::driver::CudaStream;
 
-use crate::batch::TermDesc;
+use crate::abi::{IndexArgs, TermDesc, BLOCK_LEN};
 use crate::cache::Capacity;
-use crate::device::BLOCK_LEN;
-use crate::launch::{self, Pinned};
+use crate::driver::{self, Pinned};
+use crate::error::GpuError;
 use crate::registered::Registered;
-use crate::residency::{IndexArgs, ListLocation, Residency};
-use crate::GpuError;
+use crate::residency::{ListLocation, Residency};
 
 /// The last docID of term `id`'s list that its cached prefix covers: every posting of the list up to
 /// it is cached (`None`: nothing cached; `u32::MAX`: the whole list).
@@ -91,7 +90,7 @@ pub fn cached_term(
     let whole = c.blocks as usize >= rec.num_blocks();
     let first = metas.partition_point(|m| m.last_doc < lo) as u64;
     let upto = metas.partition_point(|m| m.last_doc < hi) as u64 + 1;
-    let mut desc = TermDesc::for_list(rec, c.loc);
+    let mut desc = TermDesc::for_list(rec, c.loc.word_base, c.loc.block_base);
     if !whole {
         desc.num_blocks = c.blocks;
         desc.df = c.blocks * BLOCK_LEN as u32;
@@ -265,7 +264,7 @@ impl Stage {
             BLOCK_LEN as u32
         };
         let (w0, w1) = span_words(index, rec, first, last);
-        let mut desc = TermDesc::for_list(rec, loc);
+        let mut desc = TermDesc::for_list(rec, loc.word_base, loc.block_base);
         desc.num_blocks = blocks;
         desc.df = (blocks - 1) * BLOCK_LEN as u32 + last_postings;
         desc.len_words = w1 - w0;
@@ -294,16 +293,16 @@ pub(crate) fn copy(
             let mut at = ix.words + w * 4;
             for span in &stage.spans {
                 let src = &r.words()[span.word as usize..][..span.words as usize];
-                launch::copy_to_device(stream, at, src)?;
+                driver::copy_to_device(stream, at, src)?;
                 at += span.words as u64 * 4;
             }
         }
-        None => launch::copy_to_device(stream, ix.words + w * 4, &buf[..nw])?,
+        None => driver::copy_to_device(stream, ix.words + w * 4, &buf[..nw])?,
     }
     let targets = [ix.blk_first, ix.blk_last, ix.blk_off, ix.blk_foff, ix.blk_max];
     for (c, &dst) in targets.iter().enumerate() {
         let col = &buf[nw + c * nb..nw + (c + 1) * nb];
-        launch::copy_to_device(stream, dst + b * 4, col)?;
+        driver::copy_to_device(stream, dst + b * 4, col)?;
     }
     Ok((nw * 4 + nb * 20) as u64)
 }

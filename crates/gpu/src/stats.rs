@@ -1,7 +1,9 @@
 //! What a GPU searcher counts of its work ([`GpuStats`]), and the kernel's timed phases.
 
-/// Phases the kernel times when instrumented (`PH_*` in the source).
+/// Phases the kernel times when instrumented, in the order of their counters
+/// ([`crate::abi::PH_SELECT`] to [`crate::abi::PH_TOPK`]).
 pub const PHASES: [&str; 5] = ["block selection", "decode", "intersect", "score", "top-k"];
+const _: () = assert!(PHASES.len() == crate::abi::PH_BLOCKS);
 
 /// Counters of a searcher's work since it was made (or since [`crate::GpuSearcher::take_stats`]).
 #[derive(Debug, Clone, Default)]

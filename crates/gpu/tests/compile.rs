@@ -1,8 +1,11 @@
 //! The kernel source compiles with NVRTC (needs only libnvrtc, no GPU); skipped where NVRTC is absent.
+//! The kernels are compiled as on the device: for the threads per CTA, register cap and source
+//! directory the test run's environment sets (`warpsearch_gpu::testing::kernel_options`).
 
 #[test]
 fn kernels_compile_with_nvrtc() {
-    match warpsearch_gpu::device::compile_check() {
+    let kernels = warpsearch_gpu::testing::kernel_options();
+    match warpsearch_gpu::device::compile_check(&kernels) {
         Ok(ptx) => {
             if let Some(path) = std::env::var_os("WARPSEARCH_PTX_OUT") {
                 std::fs::write(path, &ptx).unwrap();

@@ -160,7 +160,7 @@ fn collect(
     for i in (0..sent.len).filter(|&i| sent.splits[i] == Split::Cpu) {
         work.jobs.push((sent.base + i, None));
     }
-    if warpsearch_gpu::cache::tracing() {
+    if gpu.options().trace {
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         eprintln!(
             "cache chunk: {} queries; splits {:.1} ms, sent {:.1} ms, waited {:.1} ms, answers sorted {:.1} ms (from its split)",

@@ -60,6 +60,17 @@ impl Capacity {
     }
 }
 
+/// What applying a plan did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Applied {
+    /// Lists whose cached prefix changed.
+    pub lists: u64,
+    /// Bytes copied to the device from the host.
+    pub bytes: u64,
+    /// Lists that could not grow for want of contiguous space (they keep their old prefix).
+    pub skipped: u64,
+}
+
 /// Where a searcher finds plan changes to make while its batches run (the engine's dynamic policy).
 /// The searcher asks after the last batch of each call is submitted, and applies a plan behind the
 /// batches in flight, so that the GPU computes while the host places lists and gathers their blocks.
@@ -70,17 +81,7 @@ pub trait PlanFeed: Send + Sync {
     fn ready(&self) -> Option<CachePlan>;
     /// What applying `plan` did, and the seconds it took the searcher's thread. On an error the cache
     /// holds nothing (every list is then staged: slower, still exact).
-    fn applied(
-        &self,
-        plan: CachePlan,
-        result: Result<crate::residency::Applied, &crate::GpuError>,
-        seconds: f64,
-    );
-}
-
-/// Whether `WARPSEARCH_CACHE_TRACE` asks for a line per batch and per plan change on standard error.
-pub fn tracing() -> bool {
-    std::env::var_os("WARPSEARCH_CACHE_TRACE").is_some()
+    fn applied(&self, plan: CachePlan, result: Result<Applied, &crate::error::GpuError>, seconds: f64);
 }
 
 /// Copies the slices of `srcs`, one after another, to the start of `dst`, on all cores (the gather of

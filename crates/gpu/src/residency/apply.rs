@@ -7,11 +7,12 @@ use std::time::Instant;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
 use warpsearch_index::Index;
 
-use super::{mib, ptr, Applied, Cached, Columns, DeviceIndex, ListLocation, Put, PARALLEL_FILL};
+use super::{mib, Cached, Columns, DeviceIndex, ListLocation, Put, PARALLEL_FILL};
 use crate::cache::extents::Extents;
-use crate::cache::{prefix_need, CachePlan, Capacity};
-use crate::launch::Pinned;
-use crate::{Gpu, GpuError};
+use crate::cache::{prefix_need, Applied, CachePlan, Capacity};
+use crate::device::Gpu;
+use crate::driver::{self, ptr, Pinned};
+use crate::error::GpuError;
 use rayon::prelude::*;
 
 impl DeviceIndex {
@@ -117,19 +118,17 @@ impl DeviceIndex {
         self.put_all(stream, &puts)?;
         self.copied =
             Some(stream.record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))?);
-        if crate::cache::tracing() {
+        if self.trace {
             let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
-            eprintln!(
-                "cache plan change: {} lists ({} left as they were, for want of room), {:.1} MiB; scan \
-                 {:.1} ms, placed and moves queued {:.1} ms, gathered and queued {:.1} ms (bounce buffer \
-                 {} MiB)",
-                applied.lists,
-                applied.skipped,
-                mib(applied.bytes as usize),
-                ms(scanned),
-                ms(placed - scanned),
-                ms(started.elapsed() - placed),
-                self.bounce.as_ref().map_or(0, |b| b.as_slice().len() >> 18)
+            tracing::debug!(
+                lists = applied.lists,
+                left_for_want_of_room = applied.skipped,
+                mib = mib(applied.bytes as usize),
+                scan_ms = ms(scanned),
+                placed_and_moves_queued_ms = ms(placed - scanned),
+                gathered_and_queued_ms = ms(started.elapsed() - placed),
+                bounce_buffer_mib = self.bounce.as_ref().map_or(0, |b| b.as_slice().len() >> 18),
+                "cache plan change"
             );
         }
         Ok(applied)
@@ -161,7 +160,7 @@ impl DeviceIndex {
         if words <= have {
             return Ok(());
         }
-        let Ok(grown) = Pinned::new(gpu, words) else {
+        let Ok(grown) = Pinned::new(&gpu.ctx, words) else {
             return Ok(());
         };
         self.reclaim()?;
@@ -275,7 +274,7 @@ impl DeviceIndex {
     /// Copies `puts` into the cache: their pieces (postings words and five skip-data columns each)
     /// packed side by side into the bounce buffer, gathered there by all cores at once, and copied
     /// with one wait per buffer-full. On the 25M collection a change of 469 lists (274 MiB) takes
-    /// 17–20 ms here (`WARPSEARCH_CACHE_TRACE`), against 33–34 ms through [`Self::write`] list by list
+    /// 17–20 ms here (timed by [`crate::GpuOptions::trace`]), against 33–34 ms through [`Self::write`] list by list
     /// (f15bfed, measured and undone); a kernel that put every piece in place at once was no faster
     /// (bench/RESULTS.md, issue 13).
     fn put_all(&mut self, stream: &Arc<CudaStream>, puts: &[Put<'_>]) -> Result<(), GpuError> {
@@ -324,7 +323,7 @@ impl DeviceIndex {
                 .for_each(|(out, (_, src))| out.copy_from_slice(src));
             let mut at = start;
             for &(dst, src) in group {
-                crate::launch::copy_to_device(stream, dst, &bounce.as_slice()[at..at + src.len()])?;
+                driver::copy_to_device(stream, dst, &bounce.as_slice()[at..at + src.len()])?;
                 at += src.len();
             }
             self.bounce_at = end;
@@ -344,7 +343,7 @@ impl DeviceIndex {
     ) -> Result<(), GpuError> {
         let base = |s: &CudaSlice<u32>| ptr(s, stream);
         let words = base(&self.words);
-        crate::launch::copy_on_device(
+        driver::copy_on_device(
             stream,
             words + w * 4,
             words + have.loc.word_base * 4,
@@ -353,10 +352,10 @@ impl DeviceIndex {
         let (from, n) = (have.loc.block_base as u64 * 4, had.blocks as usize * 4);
         for col in [&self.blk_first, &self.blk_last, &self.blk_off, &self.blk_foff] {
             let c = base(col);
-            crate::launch::copy_on_device(stream, c + b * 4, c + from, n)?;
+            driver::copy_on_device(stream, c + b * 4, c + from, n)?;
         }
         let m = ptr(&self.blk_max, stream);
-        crate::launch::copy_on_device(stream, m + b * 4, m + from, n)?;
+        driver::copy_on_device(stream, m + b * 4, m + from, n)?;
         Ok(())
     }
 
@@ -386,7 +385,7 @@ impl DeviceIndex {
             } else {
                 buf.copy_from_slice(&src[..n]);
             }
-            crate::launch::copy_to_device(stream, dst, &bounce.as_slice()[at..at + n])?;
+            driver::copy_to_device(stream, dst, &bounce.as_slice()[at..at + n])?;
             self.bounce_at += n;
             src = &src[n..];
             dst += n as u64 * 4;

@@ -19,13 +19,16 @@ mod apply;
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
 use warpsearch_index::{BlockMeta, Index};
 
+use crate::abi::{codec_id, IndexArgs};
 use crate::cache::extents::Extents;
+pub use crate::cache::Applied;
 use crate::cache::{CachePlan, Capacity};
-use crate::launch::Pinned;
-use crate::{Gpu, GpuError};
+use crate::device::Gpu;
+use crate::driver::{ptr, Pinned};
+use crate::error::GpuError;
 
 /// Where one list's data is on the device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -81,17 +84,6 @@ impl Residency {
     }
 }
 
-/// What applying a plan did.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Applied {
-    /// Lists whose cached prefix changed.
-    pub lists: u64,
-    /// Bytes copied to the device from the host.
-    pub bytes: u64,
-    /// Lists that could not grow for want of contiguous space (they keep their old prefix).
-    pub skipped: u64,
-}
-
 /// The index's posting data and skip data in device memory (structure of arrays for the skip data, so
 /// that the binary searches over block last docIDs read contiguous words).
 pub struct DeviceIndex {
@@ -113,9 +105,11 @@ pub struct DeviceIndex {
     /// bounce buffer contents are free once it has completed ([`Self::reclaim`]), and the streams of
     /// batches that read the cache wait for it ([`Self::copies`]).
     copied: Option<CudaEvent>,
-    /// The kernel's codec number ([`crate::kernels::codec_id`]).
+    /// The kernel's codec number ([`crate::abi::codec_id`]).
     pub(crate) codec: u32,
     pub(crate) num_docs: u32,
+    /// Report each plan change's timing ([`crate::GpuOptions::trace`]).
+    pub(crate) trace: bool,
 }
 
 /// Words of pinned memory for plan changes (64 MiB).
@@ -190,7 +184,7 @@ impl DeviceIndex {
             .map(|r| (r.offset_words, r.first_block as u32))
             .collect();
         let mut dev = DeviceIndex::from_parts(stream, index.words(), index.block_metas(), offsets)?;
-        dev.codec = crate::kernels::codec_id(index.codec());
+        dev.codec = codec_id(index.codec());
         dev.num_docs = index.num_docs();
         Ok(dev)
     }
@@ -230,11 +224,12 @@ impl DeviceIndex {
             cache,
             stage,
             stages,
-            bounce: Some(Pinned::new(gpu, BOUNCE_WORDS)?),
+            bounce: Some(Pinned::new(&gpu.ctx, BOUNCE_WORDS)?),
             bounce_at: 0,
             copied: None,
-            codec: crate::kernels::codec_id(index.codec()),
+            codec: codec_id(index.codec()),
             num_docs: index.num_docs(),
+            trace: false,
         };
         dev.rebuild(stream, index, plan)?;
         dev.settle(stream)?;
@@ -306,6 +301,7 @@ impl DeviceIndex {
             copied: None,
             codec: 0,
             num_docs: 0,
+            trace: false,
         };
         stream.synchronize()?;
         Ok(dev)
@@ -357,33 +353,6 @@ impl DeviceIndex {
             prior_max: 0.0,
         }
     }
-}
-
-/// The kernels' `IndexArgs` (mirrors `struct IndexArgs` in `kernels/common.cuh`): device addresses of the
-/// index arrays and of the per-search arrays, the codec and the ranking's constants.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub(crate) struct IndexArgs {
-    pub words: u64,
-    pub blk_first: u64,
-    pub blk_last: u64,
-    pub blk_off: u64,
-    pub blk_foff: u64,
-    pub blk_max: u64,
-    pub norms: u64,
-    pub prior: u64,
-    pub gs: u64,
-    pub codec: u32,
-    pub num_docs: u32,
-    pub k1p1: f32,
-    pub prior_max: f32,
-}
-unsafe impl cudarc::driver::DeviceRepr for IndexArgs {}
-
-/// The raw device address of a buffer (event tracking is off: the pipeline synchronises itself).
-pub(crate) fn ptr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
-    let (p, _sync) = s.device_ptr(stream);
-    p
 }
 
 pub(crate) fn mib(bytes: usize) -> f64 {

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 
 use warpsearch_query::Answer;
 
-use crate::GpuError;
+use crate::error::GpuError;
 
 /// Which call a request belongs to.
 pub type CallId = u64;

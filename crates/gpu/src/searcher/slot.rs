@@ -7,12 +7,14 @@ use std::time::Instant;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
 
-use crate::batch::{Prepared, QueryDesc, TermDesc};
+use super::calls::CallId;
+use crate::abi::{QueryDesc, TermDesc, BLOCK_LEN, PHASE_COUNTERS, TOPK_CAP};
+use crate::batch::Prepared;
 use crate::cache::Capacity;
-use crate::calls::CallId;
-use crate::device::{chunk, BLOCK_LEN, TOPK_CAP};
-use crate::launch::Pinned;
-use crate::{Gpu, GpuError};
+use crate::device::chunk;
+use crate::device::Gpu;
+use crate::driver::Pinned;
+use crate::error::GpuError;
 
 /// A batch on its way through a slot.
 pub(crate) struct InFlight {
@@ -72,21 +74,21 @@ impl Slot {
             out_doc: stream.alloc_zeros(batch * k)?,
             out_score: stream.alloc_zeros(batch * k)?,
             out_count: stream.alloc_zeros(batch)?,
-            scratch_doc: stream.alloc_zeros(ctas * chunk() * BLOCK_LEN)?,
-            scratch_tf: stream.alloc_zeros(ctas * chunk() * BLOCK_LEN)?,
+            scratch_doc: stream.alloc_zeros(ctas * chunk(gpu.threads()) * BLOCK_LEN)?,
+            scratch_tf: stream.alloc_zeros(ctas * chunk(gpu.threads()) * BLOCK_LEN)?,
             topbuf: stream.alloc_zeros(ctas * TOPK_CAP)?,
-            phases: stream.alloc_zeros(ctas * 8)?,
-            h_desc: Pinned::new(gpu, desc_bytes)?,
-            h_doc: Pinned::new(gpu, batch * k)?,
-            h_score: Pinned::new(gpu, batch * k)?,
-            h_count: Pinned::new(gpu, batch)?,
-            h_phases: Pinned::new(gpu, ctas * 8)?,
+            phases: stream.alloc_zeros(ctas * PHASE_COUNTERS)?,
+            h_desc: Pinned::new(&gpu.ctx, desc_bytes)?,
+            h_doc: Pinned::new(&gpu.ctx, batch * k)?,
+            h_score: Pinned::new(&gpu.ctx, batch * k)?,
+            h_count: Pinned::new(&gpu.ctx, batch)?,
+            h_phases: Pinned::new(&gpu.ctx, ctas * PHASE_COUNTERS)?,
             h_zero: {
-                let mut z = Pinned::new(gpu, 1)?;
+                let mut z = Pinned::new(&gpu.ctx, 1)?;
                 z.as_mut_slice()[0] = 0;
                 z
             },
-            h_stage: Pinned::new(gpu, (stage.words + 5 * stage.blocks) as usize)?,
+            h_stage: Pinned::new(&gpu.ctx, (stage.words + 5 * stage.blocks) as usize)?,
             events: [event()?, event()?, event()?, event()?],
             stream,
             in_flight: None,
@@ -98,7 +100,7 @@ impl Slot {
         if bytes > self.desc.len() {
             let bytes = bytes.next_power_of_two();
             self.desc = self.stream.alloc_zeros(bytes)?;
-            self.h_desc = Pinned::new(gpu, bytes)?;
+            self.h_desc = Pinned::new(&gpu.ctx, bytes)?;
         }
         Ok(())
     }
