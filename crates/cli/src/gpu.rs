@@ -61,8 +61,9 @@ fn environment() -> GpuOptions {
         if trace {
             // The GPU engine reports its trace as `tracing` events at debug level: on standard error
             // (RUST_LOG's filter where set; `serve` keeps the logging it set up first).
-            let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warpsearch_gpu=debug"));
+            let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new("warpsearch_gpu=debug,warpsearch_engine=debug")
+            });
             let _ = tracing_subscriber::fmt()
                 .with_env_filter(filter)
                 .with_writer(std::io::stderr)

@@ -104,7 +104,10 @@ impl Observer {
             .spawn(move || observe(index, usage, planning, rx, state));
         if let Err(e) = spawned {
             // No thread: the cache keeps its first plan, and every observation is dropped.
-            eprintln!("warning: the dynamic cache policy's thread could not start ({e}); the cache keeps its first plan");
+            tracing::warn!(
+                error = %e,
+                "the dynamic cache policy's thread could not start; the cache keeps its first plan"
+            );
             observer.state.lock().gone = true;
         }
         observer
@@ -194,7 +197,7 @@ struct Gone(Arc<State>);
 impl Drop for Gone {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            eprintln!("warning: the dynamic cache policy's thread failed; the cache keeps its plan");
+            tracing::warn!("the dynamic cache policy's thread failed; the cache keeps its plan");
         }
         let mut g = self.0.lock();
         g.gone = true;

@@ -162,13 +162,13 @@ fn collect(
     }
     if gpu.options().trace {
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        eprintln!(
-            "cache chunk: {} queries; splits {:.1} ms, sent {:.1} ms, waited {:.1} ms, answers sorted {:.1} ms (from its split)",
-            sent.len,
-            ms(sent.split),
-            ms(sent.submit),
-            ms(waited.elapsed()),
-            ms(sent.started.elapsed())
+        tracing::debug!(
+            queries = sent.len,
+            split_ms = ms(sent.split),
+            sent_ms = ms(sent.submit),
+            waited_ms = ms(waited.elapsed()),
+            answers_sorted_ms = ms(sent.started.elapsed()),
+            "cache chunk"
         );
     }
     work
