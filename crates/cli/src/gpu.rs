@@ -1,6 +1,5 @@
 //! The GPU side of the CLI: the GPU options of `search` and `bench`, their counters, and `gpu-check`.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -58,18 +57,6 @@ fn environment() -> GpuOptions {
                 .map(|d| &*Box::leak(PathBuf::from(d).into_boxed_path()) as &'static Path),
         };
         let trace = std::env::var_os("WARPSEARCH_CACHE_TRACE").is_some();
-        if trace {
-            // The GPU engine reports its trace as `tracing` events at debug level: on standard error
-            // (RUST_LOG's filter where set; `serve` keeps the logging it set up first).
-            let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-                tracing_subscriber::EnvFilter::new("warpsearch_gpu=debug,warpsearch_engine=debug")
-            });
-            let _ = tracing_subscriber::fmt()
-                .with_env_filter(filter)
-                .with_writer(std::io::stderr)
-                .with_ansi(std::io::stderr().is_terminal())
-                .try_init();
-        }
         GpuOptions {
             kernels,
             host_gather: std::env::var_os("WARPSEARCH_GPU_GATHER").is_some_and(|v| v == "1"),

@@ -29,6 +29,12 @@ fn main() -> ExitCode {
     // reports the file as damaged, so its message would only be noise before the real error.
     warpsearch_index::termdict::quiet_fst_panics();
     let cli = Cli::parse();
+    // The server logs start-up, shutdown and errors; every command shows the libraries' warnings.
+    init_logging(if matches!(cli.command, Command::Serve(_)) {
+        "info"
+    } else {
+        "warn"
+    });
     if let Some(threads) = cli.threads {
         // Only fails if a pool exists already, which cannot happen this early.
         let _ = rayon::ThreadPoolBuilder::new()
@@ -59,6 +65,26 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Logs on standard error: RUST_LOG's filter, else `default` (`debug` adds a line per server request);
+/// with WARPSEARCH_CACHE_TRACE set, also the GPU's and the engine's per-batch timeline.
+fn init_logging(default: &str) {
+    use std::io::IsTerminal;
+    let trace = std::env::var_os("WARPSEARCH_CACHE_TRACE").is_some();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        let extra = if trace {
+            ",warpsearch_gpu=debug,warpsearch_engine=debug"
+        } else {
+            ""
+        };
+        tracing_subscriber::EnvFilter::new(format!("{default}{extra}"))
+    });
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

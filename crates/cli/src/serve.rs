@@ -1,6 +1,6 @@
 //! `warpsearch serve`: the options, the engine and the runtime around `warpsearch_server`'s application.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +13,6 @@ use warpsearch_server::ServerConfig;
 use crate::args::ServeArgs;
 
 pub fn run(a: ServeArgs) -> Result<()> {
-    init_logging();
     if !(a.deadline_ms.is_finite() && a.deadline_ms > 0.0) {
         bail!("--deadline-ms must be a positive number of milliseconds");
     }
@@ -75,16 +74,4 @@ pub fn run(a: ServeArgs) -> Result<()> {
             .await
             .context("serving")
     })
-}
-
-/// Logs on standard error: RUST_LOG's filter, else `info` (start-up, shutdown, errors; `debug` adds a
-/// line per request).
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .try_init();
 }
