@@ -42,9 +42,7 @@ impl CacheArgs<'_> {
             }
             return Ok(None);
         };
-        let mode: Mode = self
-            .mode
-            .parse()
+        let mode: Mode = warpsearch_query::named("mode", self.mode)
             .map_err(|e| value_error(format!("gpu_cache_mode: {e}")))?;
         if !(1..=MAX_K).contains(&self.k) {
             return Err(value_error(format!(

@@ -124,7 +124,7 @@ impl PySearcher {
 
     /// The request shape `mode` and `k` name, checked against the searcher's options.
     fn shape(&self, mode: &str, k: i64) -> PyResult<(Mode, usize)> {
-        let mode: Mode = mode.parse().map_err(value_error)?;
+        let mode: Mode = warpsearch_query::named("mode", mode).map_err(value_error)?;
         // A negative k is out of range as 0 is; the message names the k given.
         let k_checked = usize::try_from(k).unwrap_or(0);
         self.scorer

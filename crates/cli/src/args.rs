@@ -336,7 +336,7 @@ pub struct EngineArgs {
     #[arg(long, conflicts_with = "queries")]
     pub query: Option<String>,
     /// and: every term; or: any term; and-or: AND, then OR when AND finds fewer than k.
-    #[arg(long, default_value = "or", value_parser = str::parse::<Mode>)]
+    #[arg(long, default_value = "or", value_parser = parse_mode)]
     pub mode: Mode,
     /// Results per query.
     #[arg(long, default_value_t = 10)]
@@ -618,6 +618,11 @@ pub fn parse_bytes(s: &str) -> Result<usize, String> {
         return Err(format!("'{s}': the size must be positive"));
     }
     Ok((v * mult as f64) as usize)
+}
+
+/// A mode by its name (and, or, and-or).
+pub fn parse_mode(s: &str) -> Result<Mode, String> {
+    warpsearch_query::named("mode", s)
 }
 
 /// `warpsearch evaluate`.

@@ -31,3 +31,38 @@ pub use plan::{DocRange, Part, Plan, PlanTerm, Prior};
 pub use query::{Mode, Query, Ranking, Scored};
 pub use scorer::Scorer;
 pub use topk::TopK;
+
+/// The choice called `name` among `T`'s names (a mode, an algorithm, a backend…), or an error that
+/// names `what` was asked for and every choice: "unknown mode 'xor': expected and, or or and-or".
+pub fn named<T: std::str::FromStr + strum::VariantNames>(what: &str, name: &str) -> Result<T, String> {
+    name.parse().map_err(|_| {
+        let names = T::VARIANTS;
+        let list = match names.split_last() {
+            Some((last, [])) => last.to_string(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        };
+        format!("unknown {what} '{name}': expected {list}")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn choices_parse_by_name_and_errors_list_every_name() {
+        assert_eq!(named::<Mode>("mode", "and-or"), Ok(Mode::AndOr));
+        assert_eq!(named::<Mode>("mode", "andor"), Ok(Mode::AndOr));
+        assert_eq!(Mode::AndOr.to_string(), "and-or");
+        assert_eq!(
+            named::<Mode>("mode", "xor").unwrap_err(),
+            "unknown mode 'xor': expected and, or or and-or"
+        );
+        assert_eq!(named::<Algorithm>("algorithm", "bmw"), Ok(Algorithm::BlockMaxWand));
+        assert_eq!(Algorithm::EarlyTermination.name(), "early");
+        assert!(named::<Algorithm>("algorithm", "wand")
+            .unwrap_err()
+            .ends_with("expected auto, exhaustive, daat, maxscore, bmw or early"));
+    }
+}

@@ -11,10 +11,26 @@ use warpsearch_index::{Bm25Params, Index};
 pub const MAX_K: usize = 100_000;
 
 /// Query processing algorithm of the CPU engine (the GPU runs its own, chosen by mode).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[strum(serialize_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
 pub enum Algorithm {
     /// The fastest exact one for the mode and index: ranked AND (DAAT) for AND, MaxScore for OR, early
     /// termination where the index's global-score order matches the ranking.
+    #[default]
     Auto,
     /// Decode everything, score every match, sort (the oracle).
     Exhaustive,
@@ -23,8 +39,12 @@ pub enum Algorithm {
     /// MaxScore (OR; and-or's OR step).
     MaxScore,
     /// Block-max WAND (OR; and-or's OR step).
+    #[strum(serialize = "bmw")]
+    #[serde(rename = "bmw")]
     BlockMaxWand,
     /// Early termination on a global-score-ordered index (`bm25-static` only).
+    #[strum(serialize = "early")]
+    #[serde(rename = "early")]
     EarlyTermination,
 }
 
@@ -41,25 +61,12 @@ impl Algorithm {
 
     /// The command-line name.
     pub fn name(self) -> &'static str {
-        match self {
-            Algorithm::Auto => "auto",
-            Algorithm::Exhaustive => "exhaustive",
-            Algorithm::Daat => "daat",
-            Algorithm::MaxScore => "maxscore",
-            Algorithm::BlockMaxWand => "bmw",
-            Algorithm::EarlyTermination => "early",
-        }
+        self.into()
     }
 
     /// Parses a command-line name.
     pub fn by_name(name: &str) -> std::result::Result<Self, String> {
-        Algorithm::ALL
-            .into_iter()
-            .find(|a| a.name() == name)
-            .ok_or_else(|| {
-                let names: Vec<_> = Algorithm::ALL.iter().map(|a| a.name()).collect();
-                format!("unknown algorithm '{name}': expected one of {}", names.join(", "))
-            })
+        crate::named("algorithm", name)
     }
 
     /// Why this algorithm cannot evaluate `mode`, if it cannot.

@@ -8,13 +8,30 @@
 use warpsearch_index::{Index, Lookup};
 
 /// Which documents match.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[strum(serialize_all = "kebab-case")]
+#[serde(rename_all = "kebab-case")]
 pub enum Mode {
     /// Documents containing every query term (a term the index lacks matches nothing).
     And,
     /// Documents containing at least one query term.
     Or,
     /// AND; when that finds fewer than k documents, the OR result instead (papers/001 section 8.3).
+    /// Also written `andor`.
+    #[strum(to_string = "and-or", serialize = "andor")]
+    #[serde(alias = "andor")]
     AndOr,
 }
 
@@ -24,33 +41,7 @@ impl Mode {
 
     /// The command-line name.
     pub fn name(self) -> &'static str {
-        match self {
-            Mode::And => "and",
-            Mode::Or => "or",
-            Mode::AndOr => "and-or",
-        }
-    }
-}
-
-impl std::fmt::Display for Mode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for Mode {
-    type Err = String;
-
-    /// `and`, `or` or `and-or` (also written `andor`), wherever a mode is named: the command line, the
-    /// server's requests, Python.
-    fn from_str(s: &str) -> Result<Mode, String> {
-        match s {
-            "andor" => Ok(Mode::AndOr),
-            _ => Mode::ALL
-                .into_iter()
-                .find(|m| m.name() == s)
-                .ok_or_else(|| format!("unknown mode '{s}': expected and, or or and-or")),
-        }
+        self.into()
     }
 }
 

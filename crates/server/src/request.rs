@@ -304,7 +304,7 @@ fn check_k(k: u64, limits: &Limits) -> Result<usize, ApiError> {
 
 fn mode(name: Option<&str>) -> Result<Mode, ApiError> {
     name.map_or(Ok(Mode::Or), |m| {
-        m.parse::<Mode>().map_err(|e| ApiError::field("mode", e))
+        warpsearch_query::named::<Mode>("mode", m).map_err(|e| ApiError::field("mode", e))
     })
 }
 

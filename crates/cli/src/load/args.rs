@@ -17,7 +17,7 @@ pub struct LoadArgs {
     #[arg(long)]
     pub queries: PathBuf,
     /// and, or or and-or (sent with every request).
-    #[arg(long, default_value = "or", value_parser = str::parse::<Mode>)]
+    #[arg(long, default_value = "or", value_parser = crate::args::parse_mode)]
     pub mode: Mode,
     /// Results per query (sent with every request).
     #[arg(long, default_value_t = 10)]
