@@ -9,15 +9,18 @@ set -euo pipefail
 index=$1
 dev=.device
 mkdir -p $dev/part1
-cargo build --release
-cargo test --release -p warpsearch-gpu -p warpsearch-engine --no-run 2>&1 | tee /tmp/device-prepare.log
+# The profiling profile: release's code generation with line tables, so that `perf annotate` of a profile
+# the device returns reads target/profiling/warpsearch's source lines here (Cargo.toml).
+cargo build --profile profiling
+cargo test --profile profiling -p warpsearch-gpu -p warpsearch-engine --no-run 2>&1 | tee /tmp/device-prepare.log
 # The kernel tests (gpu crate) and the engine's GPU and hybrid tests (engine crate).
-test_bin=$(grep -oE 'target/release/deps/gpu-[0-9a-f]+' /tmp/device-prepare.log | head -n 1)
-engine_bin=$(grep -oE 'target/release/deps/gpu_engine-[0-9a-f]+' /tmp/device-prepare.log | head -n 1)
-cp target/release/warpsearch $dev/
+test_bin=$(grep -oE 'target/profiling/deps/gpu-[0-9a-f]+' /tmp/device-prepare.log | head -n 1)
+engine_bin=$(grep -oE 'target/profiling/deps/gpu_engine-[0-9a-f]+' /tmp/device-prepare.log | head -n 1)
+cp target/profiling/warpsearch $dev/
 cp "$test_bin" $dev/gpu-tests
 cp "$engine_bin" $dev/engine-tests
-# The engine keeps its symbol table (not its debug info), so that a profile on the device names functions.
+# The engine keeps its symbol table (not its line tables, to fit a call), so that a profile on the device
+# names functions.
 strip --strip-debug $dev/warpsearch
 strip $dev/gpu-tests $dev/engine-tests
 cp ../shared/data/queries/trec05-efficiency.txt $dev/

@@ -1,1 +1,0 @@
-export WARPSEARCH_WIKI_INDEX=/root/wiki-simdbp; mkdir -p /tmp/o11; date -u; OUT=/tmp/o11 BIN=.device/warpsearch-head BACKENDS="cpu hybrid" MODES=and REPEAT=10 LOADS="256x16" OVERLOAD_S=10 DEADLINE_MS=100 bash scripts/device-serve.sh all > /tmp/o11/run.txt 2>&1; tail -14 /tmp/o11/run.txt | cut -c1-170; date -u; tar czf $OUT/call11.tgz -C /tmp/o11 .

@@ -1,1 +1,0 @@
-export WARPSEARCH_WIKI_INDEX=/root/wiki-simdbp; mkdir -p /tmp/o7; lscpu | grep -E "Thread|Core|Socket|Model name|L3" > /tmp/o7/lscpu.txt; OUT=/tmp/o7 BIN=.device/warpsearch-head BACKENDS=cpu MODES=and REPEAT=40 LOADS="1024x16" CLOSED_OPTS="--max-in-flight 65536" bash scripts/device-serve.sh profile > /tmp/o7/run.txt 2>&1; tar czf $OUT/call8.tgz -C /tmp/o7 .

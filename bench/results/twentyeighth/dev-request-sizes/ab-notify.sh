@@ -1,3 +1,0 @@
-# ab-notify.txt: /tmp/ws-old = 8c75815 with 8020f78's workers.rs (notify_all for a request of 2 or more
-# queries), /tmp/ws-new = 8c75815 (as many notify_one as the request has queries, at most the threads).
-q=../shared/data/queries/trec05-efficiency.txt; for round in 1 2 3; do for v in old new; do /tmp/ws-$v serve --index /root/wiki-simdbp --addr 127.0.0.1:8198 --shed-ms 0 >/dev/null 2>&1 & pid=$!; sleep 2.5; for l in 1x32 32x32; do echo "$round $v $l $(/tmp/ws-$v load --url http://127.0.0.1:8198 --queries $q --mode or --batch ${l%x*} --clients ${l#*x} --threads 1 --warmup 0 --closed-duration 6 2>&1 | grep -E '^closed' | awk '{print $2}')"; done; kill -TERM $pid; wait $pid; done; done
