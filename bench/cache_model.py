@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The GPU list cache's throughput model (papers/000 section 4.2.1, eq. 7) against measurement.
+"""The GPU list cache's throughput model (docs/references.md#pruned-list-caching section 4.2.1, eq. 7) against measurement.
 
 TP = 1 / (c(n) + t * dq(S_c)): c(n) seconds per query at batch volume n (queries per kernel batch),
 t seconds per byte carried host to device, dq(S_c) bytes carried per query with a cache of S_c bytes.
@@ -66,7 +66,7 @@ def fit(runs):
     a = sum(x * r["n"] for x, r in zip(xs, runs)) / sum(x * x for x in xs)
     nb = (a, dq)
     if len(runs) >= 3:
-        # t fitted with c: since the pipeline has four slots (twenty-fourth session), a batch's copies
+        # t fitted with c: since the pipeline has four slots, a batch's copies
         # queue behind other slots' copies and run beside kernels, so the events time the queueing too
         # (20 GB/s where the link gives about 50) and the copies hidden behind kernels cost nothing;
         # t is then the marginal cost of a byte carried, fitted as c is.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The benchmark of bench/RESULTS.md on a fresh GPU machine (issue 5): side by side on the same queries,
+# The benchmark of bench/RESULTS.md on a fresh GPU machine: side by side on the same queries,
 # warpsearch GPU, warpsearch CPU (all cores), PISA (all cores) and tantivy (all cores), AND and OR top-10, on
 #   wiki:  the Wikipedia passages (the index travels from here: scripts/device-prepare.sh), all 50,000
 #          TREC 2005 queries;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Early termination (bm25-static on a global-score-ordered index, papers/000 Algorithm 1), CPU on all cores
+# Early termination (bm25-static on a global-score-ordered index, docs/references.md#pruned-list-caching Algorithm 1), CPU on all cores
 # vs GPU, on the lent GPU machine. Packing, here:
 #   xz -T2 -3 -c wiki-gs/postings.bin > .device/gs1/postings.bin.xz
 #   tar -C wiki-gs -cf - $(cd wiki-gs && ls | grep -v '^postings.bin$') | xz -T2 -3 -c > .device/gs-rest.tar.xz

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 14 on the lent GPU machine: the GPU engine's speed on the synthetic 25M collection, against the
-# binary of an earlier commit when one is carried as .device/warpsearch-old (bench/RESULTS.md, issue 14).
+# binary of an earlier commit when one is carried as .device/warpsearch-old (bench/RESULTS.md).
 # Needs the passages unpacked on the machine (a call carrying .device/part1 first): `synth --like`
 # calibrates against them.
 #
@@ -114,8 +114,7 @@ print(round(c["qps"]), round(c["latency_ms"]["p50"], 1), round(c["latency_ms"]["
 }
 
 # PISA's best algorithm per mode on this collection: block_max_ranked_and for AND; block_max_maxscore for
-# OR, 1.4-1.5x its maxscore at 25M on 16 cores (bench/RESULTS.md, eighteenth and twenty-third sessions;
-# maxscore had led on the smaller collection of issue 5's side-by-side run).
+# OR, ahead of its maxscore at 25M on 16 cores (docs/decisions/023-comparing-with-peers.md).
 pisa_algs() { [ "$1" = and ] && echo "--and block_max_ranked_and --or ''" || echo "--and '' --or block_max_maxscore"; }
 
 # pisa_start <mode> <analyzed queries> <threads> <passes> <prefix>: PISA's best algorithm for <mode> in the

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU brute force on exactly our postings: PyTorch scatter-add of BM25 impacts, then topk (issue 14).
+"""GPU brute force on exactly our postings: PyTorch scatter-add of BM25 impacts, then topk.
 
 usage: torch_bruteforce.py EXPORT_DIR ANALYZED_QUERIES OUT_PREFIX [--k K] [--mode and|or ...]
                            [--batch B] [--passes P] [--device cuda|cpu] [--meta INDEX/meta.json]

@@ -9,10 +9,9 @@
 //! once, straight into the buffers the numpy arrays share, on all the searcher's threads without the GIL
 //! (which also fault in their fresh pages). The docid column's categories are the documents hit in docID
 //! order, each one's code its rank among them (a bit per document), so no pass needs to go in order.
-//! Measured (bench/RESULTS.md, issue 15: the passages, 50,000 queries, that thread's CPU time per call):
-//! OR top-1000 (38.9M hits) 4,650 → 518 ms, AND top-1000 648 → 352 ms, where it had encoded every hit in
-//! first-seen order into parts copied once more at the end. What is left is mostly per distinct document:
-//! its id as a Python string, and pandas' check of the categories.
+//! This measured several times cheaper for that thread than encoding every hit in first-seen order into
+//! parts copied once more at the end (docs/decisions/021-python-output-modes.md). What is left is mostly
+//! per distinct document: its id as a Python string, and pandas' check of the categories.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,7 +1,7 @@
 //! Answers as Python objects: per query, a list of `(docid, score)` tuples, best first. This runs on the
 //! thread that holds the GIL, which no other thread can help with, so at large k it is what limits
-//! `search_batch` (bench/RESULTS.md, issue 15). What it does to be cheap there, each measured (the
-//! thread's CPU time per hit at k = 1000 on the passages index, 2-core development machine):
+//! `search_batch` (docs/decisions/021-python-output-modes.md). What it does to be cheap there, each
+//! measured (the thread's CPU time per hit at k = 1000):
 //!
 //! - The id of a document is two dependent reads at random places of the index's id table (its offset,
 //!   then its bytes): cache misses that stalled the thread for about half of its time. [`DocIds`] keeps the

@@ -303,7 +303,7 @@ pub struct ScorerArgs {
     /// auto, exhaustive, daat (AND), maxscore or bmw (OR), early (bm25-static, global-score order).
     #[arg(long, default_value = "auto", value_parser = Algorithm::by_name)]
     pub algorithm: Algorithm,
-    /// bm25, or bm25-static (papers/000 eq. 3; needs an index built with --static-scores).
+    /// bm25, or bm25-static (docs/references.md#pruned-list-caching eq. 3; needs an index built with --static-scores).
     #[arg(long, default_value = "bm25", value_parser = ["bm25", "bm25-static"])]
     pub ranking: String,
     /// α of bm25-static (default: the index's global-score α, else 0.5).
@@ -528,7 +528,7 @@ pub struct GpuArgs {
     /// latency and the predicted CPU time). The default 0.3 measured best on the 25M collection.
     #[arg(long, default_value = "0.3", value_parser = parse_share)]
     pub hybrid_split_gpu_share: Share,
-    /// Cache part of the index in GPU memory, admitted by qtf, qtfdf, vfb (papers/000) or dynamic (VFB
+    /// Cache part of the index in GPU memory, admitted by qtf, qtfdf, vfb (docs/references.md#pruned-list-caching) or dynamic (VFB
     /// over the live stream); blocks the cache lacks travel with each batch, and the CPU completes what
     /// the GPU leaves exactly. Needs --gpu-memory. Default: the whole index on the GPU.
     #[arg(long, value_parser = ["qtf", "qtfdf", "vfb", "dynamic"])]

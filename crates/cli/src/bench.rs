@@ -1,5 +1,5 @@
 //! `warpsearch bench`: an engine's closed-loop throughput (every query available at once) and its latency
-//! under open-loop Poisson arrivals at given rates (papers/001 section 9: queries arrive at a rate and have
+//! under open-loop Poisson arrivals at given rates (docs/references.md#ding-gpu-query-processing section 9: queries arrive at a rate and have
 //! a deadline; the report counts those that missed it). Prints a table and optionally writes JSON.
 //!
 //! Open loop: each query is submitted to the engine at its arrival time, as a server's client would;

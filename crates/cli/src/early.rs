@@ -1,4 +1,4 @@
-//! Where early termination stopped the queries on an index in global-score order (papers/000 section
+//! Where early termination stopped the queries on an index in global-score order (docs/references.md#pruned-list-caching section
 //! 3.2), for `search --stats` and `bench`. The list cache's VFB policy caches the blocks before those
 //! stops, so the earlier queries stop, the more it can save over caching whole lists.
 

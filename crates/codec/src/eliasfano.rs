@@ -1,4 +1,4 @@
-//! Partitioned Elias-Fano (papers/004 §3.1.1, Figure 4), one partition per 128-posting block.
+//! Partitioned Elias-Fano (docs/references.md#griffin §3.1.1, Figure 4), one partition per 128-posting block.
 //!
 //! A non-decreasing sequence `x_0..x_{n-1}` with upper bound `U` is split at `L = floor(log2(U / n))`
 //! bits (0 when `U < n`): the low `L` bits of every element are packed in `n` fixed slots, and the high

@@ -6,11 +6,11 @@
 //! docIDs relative to the block's first docID. Encoded data is a sequence of little-endian `u32` words.
 //!
 //! Four codecs, chosen once for a whole index:
-//! - [`Codec::PForDelta`]: papers/001 section 6.2. One bit width `b` for the whole list; the low `b`
+//! - [`Codec::PForDelta`]: docs/references.md#ding-gpu-query-processing section 6.2. One bit width `b` for the whole list; the low `b`
 //!   bits of every gap sit in fixed slots; the exceptions' high bits and positions are two separate
 //!   arrays, each compressed again with PForDelta (recursively, see [`pfor`]).
-//! - [`Codec::EliasFano`]: papers/004 section 3.1.1, partitioned into fixed 128-element blocks.
-//! - [`Codec::Rice`]: papers/001 sections 2 and 6.1, unary and binary parts in separate bit fields.
+//! - [`Codec::EliasFano`]: docs/references.md#griffin section 3.1.1, partitioned into fixed 128-element blocks.
+//! - [`Codec::Rice`]: docs/references.md#ding-gpu-query-processing sections 2 and 6.1, unary and binary parts in separate bit fields.
 //! - [`Codec::SimdBp`]: SIMD-BP128, as PISA's `block_simdbp` (see [`simdbp`]).
 //!
 //! The first three decoders are the scalar references that GPU kernels are checked against. Decoders

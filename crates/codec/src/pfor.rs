@@ -1,4 +1,4 @@
-//! PForDelta with one bit width per list and recursively compressed exceptions (papers/001 §6.2).
+//! PForDelta with one bit width per list and recursively compressed exceptions (docs/references.md#ding-gpu-query-processing §6.2).
 //!
 //! Block layout (`n` postings, list widths `bd` for docs and `bf` for frequencies):
 //!
@@ -22,7 +22,7 @@
 //!
 //! Recursion stops at [`MAX_DEPTH`]: there the width is the largest value's, so there are no
 //! exceptions. Keeping one `b` for the whole list gives every block the same slot width, which is
-//! what lets a GPU decode any block with one shift per thread (papers/001 keeps one `b` per list for
+//! what lets a GPU decode any block with one shift per thread (docs/references.md#ding-gpu-query-processing keeps one `b` per list for
 //! the same reason); the recursive exception arrays win back the compression a single `b` loses.
 
 use crate::bits::{bit_width, pack, unpack};

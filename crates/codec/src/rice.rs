@@ -1,7 +1,7 @@
-//! Rice coding with separate unary and binary parts (papers/001 §2 and §6.1).
+//! Rice coding with separate unary and binary parts (docs/references.md#ding-gpu-query-processing §2 and §6.1).
 //!
 //! With parameter `b`, a value `v` is written as `q = v >> b` in unary (`q` one-bits then a zero-bit)
-//! and `r = v mod 2^b` in `b` binary bits. As in papers/001, all binary parts of a block come first, in
+//! and `r = v mod 2^b` in `b` binary bits. As in docs/references.md#ding-gpu-query-processing, all binary parts of a block come first, in
 //! fixed `b`-bit slots, then all unary parts as one bit stream, so that a GPU can decode both halves
 //! with prefix sums. `b` is chosen once per list (docID gaps and frequencies separately) to minimise
 //! the list's size.

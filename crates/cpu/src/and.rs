@@ -1,4 +1,4 @@
-//! Ranked AND, document at a time (papers/001 section 8.4's CPU baseline; papers/004 section 2.2).
+//! Ranked AND, document at a time (docs/references.md#ding-gpu-query-processing section 8.4's CPU baseline; docs/references.md#griffin section 2.2).
 //!
 //! The shortest list drives (SvS order): its next docID is the candidate, every other list is moved to
 //! the first docID ≥ the candidate through its skip data (gallop over block last-docIDs, then search
@@ -21,7 +21,7 @@ pub fn ranked_and_portable(plan: &Plan, k: usize) -> Result<Vec<Scored>> {
     intersect_with::<false>(plan, k, None).map(|(hits, _)| hits)
 }
 
-/// Ranked AND; with `global_scores` (a global-score-ordered index, papers/000 eq. 5), stops as soon as
+/// Ranked AND; with `global_scores` (a global-score-ordered index, docs/references.md#pruned-list-caching eq. 5), stops as soon as
 /// the k-th score reaches the global score of the next candidate: no later document can beat it. Also
 /// returns the candidate it stopped at ([`END`] when it ran to the end).
 ///

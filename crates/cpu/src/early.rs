@@ -1,4 +1,4 @@
-//! Early termination for `bm25-static` on a global-score-ordered index (papers/000 section 3.2,
+//! Early termination for `bm25-static` on a global-score-ordered index (docs/references.md#pruned-list-caching section 3.2,
 //! Algorithm 1, on the CPU).
 //!
 //! DocIDs run in descending global score GS(d) = α·static(d) + (1 − α)·max_t IR(d, t), which bounds the
@@ -18,7 +18,7 @@ pub fn early_termination(plan: &Plan, ranking: Ranking, mode: Mode, k: usize) ->
     stopping(plan, ranking, mode, k).map(|(hits, _)| hits)
 }
 
-/// [`early_termination`] and the docID it stopped at ([`END`]: it did not stop early); papers/000's
+/// [`early_termination`] and the docID it stopped at ([`END`]: it did not stop early); docs/references.md#pruned-list-caching's
 /// visiting frequency counts the blocks before it.
 pub fn stopping(plan: &Plan, ranking: Ranking, mode: Mode, k: usize) -> Result<(Vec<Scored>, u32)> {
     let gs = plan.global_scores(ranking)?;

@@ -65,7 +65,7 @@ impl CpuSearcher {
 
     /// Where early termination stopped `request` (its first pass for and-or): the first docID it did
     /// not visit, or `None` when it visited every candidate (always, on an index without global-score
-    /// order). The list cache's visiting frequencies count the blocks before it (papers/000 3.3.1).
+    /// order). The list cache's visiting frequencies count the blocks before it (docs/references.md#pruned-list-caching 3.3.1).
     pub fn stop_doc(&self, request: &Request) -> Result<Option<u32>> {
         if !self.scorer.early_termination() {
             return Ok(None);

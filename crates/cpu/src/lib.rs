@@ -4,7 +4,7 @@
 //! so all of them return bit-identical scores), and knows nothing of the GPU.
 //! - One algorithm per file: [`exhaustive`] (the oracle every fast path is tested against), [`and`]
 //!   (DAAT ranked AND with skipping), [`maxscore`] and [`bmw`] (ranked OR with dynamic pruning),
-//!   [`early`] (early termination on a global-score-ordered index, papers/000 Algorithm 1).
+//!   [`early`] (early termination on a global-score-ordered index, docs/references.md#pruned-list-caching Algorithm 1).
 //! - [`cursor`]: block-skipping list cursors restricted to a plan's docID range.
 //! - [`engine`]: algorithm choice, one query or one part of one, the batch API over all cores.
 

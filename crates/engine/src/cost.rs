@@ -1,4 +1,4 @@
-//! Per-query cost prediction for the CPU and the GPU, learned online from measured times (papers/001
+//! Per-query cost prediction for the CPU and the GPU, learned online from measured times (docs/references.md#ding-gpu-query-processing
 //! section 9 predicts from the shortest and second shortest list, the sum of lengths and the number of
 //! terms; it trains M5 rules offline and reports 20–22% mean relative error).
 //!

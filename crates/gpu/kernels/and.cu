@@ -3,8 +3,8 @@
 // scored and offered to the top-k.
 
 // Looks up every candidate in list t (SvS step). Thread i holds candidates CPT*i .. CPT*i+CPT-1 (in docID
-// order), so that each thread has several independent searches in flight. Three stages, as papers/001
-// section 8.1 and papers/004 section 3.1.2 describe:
+// order), so that each thread has several independent searches in flight. Three stages, as docs/references.md#ding-gpu-query-processing
+// section 8.1 and docs/references.md#griffin section 3.1.2 describe:
 // 1. block selection: each candidate's block, the first whose last docID is at or above it, within the
 //    blocks the candidates' range spans. When the list has at most ba.merge_ratio postings per candidate in
 //    that range (lengths alike), by Parallel Merge Find of the candidates against the blocks' last docIDs
@@ -122,9 +122,8 @@ __device__ bool lookup_step(const IndexArgs& ix, const BatchArgs& ba, const Term
 // The frequencies of the query's last KEEP_TF lists (in processing order), kept per candidate from their
 // intersection steps, so that scoring reads them instead of looking the survivors up in those lists
 // again. kept_tf[m] belongs to step keep_base + m (and_query). Only search_and uses it, so only its CTAs
-// hold it (16 KiB at 256 threads). AND top-10 on the 25M collection, H100: +27% over looking every list
-// up again, where keeping 1 list gave +20% and 2 as much as 4 (bench/RESULTS.md, issue 14, thirteenth
-// session).
+// hold it (16 KiB at 256 threads). Keeping them measured faster than looking every list up again
+// (docs/decisions/013-gpu-and-kernel.md).
 #define KEEP_TF 4
 __shared__ u32 kept_tf[KEEP_TF][CHUNK];
 

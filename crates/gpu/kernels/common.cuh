@@ -95,7 +95,7 @@ struct BatchArgs {
     u32 num_queries;
     u32 k;
     u32 mode;             // MODE_AND or MODE_OR: the host launches search_and or search_or for it
-    u32 early;            // stop on the global-score bound (papers/000 Algorithm 1)
+    u32 early;            // stop on the global-score bound (docs/references.md#pruned-list-caching Algorithm 1)
     u32 window;           // OR accumulator window in documents (<= MAX_WINDOW, multiple of THREADS)
     u32 small_or;         // OR queries of at most this many postings are sorted, not accumulated (0: never)
     u32 merge_ratio;      // AND steps merge (merge-find, merge-path) when the list's postings in the
@@ -205,11 +205,11 @@ __device__ __forceinline__ u32 lower_bound(const u32* a, u32 n, u32 x) {
     return lo;
 }
 
-// Parallel merge of two sorted arrays a (na) and b (nb) by merge path (papers/004 section 3.1.2, after
+// Parallel merge of two sorted arrays a (na) and b (nb) by merge path (docs/references.md#griffin section 3.1.2, after
 // Green et al.'s GPU MergePath): the merged sequence, a first on ties, is cut into equal parts, one per
 // thread; each thread finds where its cross diagonal meets the path by binary search, then merges its part
 // sequentially. visit(i, j) is called exactly once for every i < na, with j = lower_bound(b, a[i]) (the
-// number of b elements below a[i]), so it serves Parallel Merge Find (papers/001 section 7.1) as well as
+// number of b elements below a[i]), so it serves Parallel Merge Find (docs/references.md#ding-gpu-query-processing section 7.1) as well as
 // intersection (a[i] is in b iff j < nb and b[j] == a[i]). No barrier inside: the caller synchronises.
 template <typename Visit>
 __device__ void merge_path(const u32* a, u32 na, const u32* b, u32 nb, Visit visit) {

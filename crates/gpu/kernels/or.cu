@@ -15,8 +15,8 @@ __device__ __forceinline__ u32 slot_of_pair(const OrState* os, u32 n, u32 p) {
 
 // Starts bringing the length norms of documents [a, b] into L2 (one bulk prefetch by thread 0, on sm_90
 // and later), so that a window's first list finds them there instead of in DRAM: the norm loads are the
-// OR kernel's largest single cost. Only the window being scored: also prefetching the next window's ran
-// 5% slower on the H100 (bench/RESULTS.md, issue 14, thirteenth session).
+// OR kernel's largest single cost. Only the window being scored: also prefetching the next window's
+// measured slower (docs/decisions/011-or-kernel-exhaustive-windows.md).
 __device__ __forceinline__ void prefetch_norms(const IndexArgs& ix, u32 a, u32 b) {
 #if __CUDA_ARCH__ >= 900
     u64 end = min((u64)b + 1u, (u64)ix.num_docs);
@@ -248,7 +248,7 @@ __device__ __forceinline__ void window_reset(u32* acc, u32* seen, u32 W) {
 }
 
 // A window's top-k pass: its touched documents only, a word of `seen` at a time, each accumulator reset
-// once read (one pass for both: OR top-10 +1.9% on the H100, bench/RESULTS.md, issue 14). The caller has
+// once read (one pass for both, which measured faster than two). The caller has
 // made room for a window's keys (topk_make_room or topk_make_room_at), and synchronises before the next
 // window's adds and before reading the top k.
 __device__ __forceinline__ void window_topk(const IndexArgs& ix, const BatchArgs& ba, QueryShared* s, u32* acc,
@@ -271,9 +271,8 @@ __device__ __forceinline__ void window_topk(const IndexArgs& ix, const BatchArgs
 // terms go to the warps from the last, which get the fewest of window j's blocks), then adds its blocks
 // of window j. With SIMD-BP128 lists a window costs two barriers: one after its adds (and the next
 // one's selection), one after its top-k pass or reset, where it cost five to seven (a skipped window:
-// one); or_window, for the other codecs, adds its own. On the H100, OR top-10 on the 25M collection
-// +9% to +11.5%; with each warp's adds before its selection, nothing (bench/RESULTS.md, issue 14,
-// eighteenth session). Window j's selection is in the halves j % 2 of os->t_first and os->t_cnt, its
+// one); or_window, for the other codecs, adds its own (docs/decisions/011-or-kernel-exhaustive-windows.md:
+// the selection must run beside the adds, not before them, to gain). Window j's selection is in the halves j % 2 of os->t_first and os->t_cnt, its
 // bound, the first docID after it and its largest sum in the slots j % 3 of s->win_bound, s->win_after
 // and s->win_max. Three, because thread 0 resets window j+2's bound and first docID after while the
 // other threads may still be reading window j's, with no barrier between: those slots were last read

@@ -38,8 +38,7 @@ extern __shared__ __align__(16) float dyn[];
 
 // An OR query's per-term arrays, in an OR launch's dynamic shared memory (after the window's
 // accumulators and bits: or_state), so that AND's CTAs do not hold them: as static shared memory, their
-// 6 KiB in each of AND's five CTAs an SM left less of the SM's memory to the L1 cache, and AND ran 10%
-// slower on the H100 (bench/RESULTS.md, issue 14, eighteenth session).
+// 6 KiB in each of AND's five CTAs an SM would leave less of the SM's memory to the L1 cache.
 struct OrState {
     u32 t_start[THREADS];      // OR window: per plan slot, the first block overlapping the window
     u32 t_off[THREADS + 1];    // OR window: per plan slot, the offset of its blocks in the window's list
@@ -57,8 +56,7 @@ static_assert(sizeof(OrState) <= OR_STATE_WORDS * 4u, "OrState outgrew OR_STATE_
 __device__ __forceinline__ u32* warp_scratch(QueryShared* s, u32 warp) { return s->xs + warp * 4u * BLOCK_LEN; }
 
 // An AND launch's decoder scratch: after its four candidate arrays, at a fixed offset. Not through s->xs
-// as OR's (warp_scratch): read from there, search_and's spills grew from 412/556 to 472/768 bytes stored/
-// loaded (ptxas -v, sm_90; fourteenth session).
+// as OR's (warp_scratch): read from there, search_and spills more (ptxas -v, sm_90).
 __device__ __forceinline__ u32* and_scratch(u32 warp) { return (u32*)dyn + 4u * CHUNK + warp * 4u * BLOCK_LEN; }
 
 // 4-byte words of an OR launch's accumulators (u32 fixed-point sums): the window, or more where the

@@ -2,9 +2,8 @@
 // The query kernel: one body for both modes, compiled into two entry points (search_and, search_or).
 
 // The query kernel's body for one mode. AND and OR are two entry points compiled from it (search_and,
-// search_or), so that each gets its own register allocation under its MIN_CTAS cap: spills fell from 104
-// bytes to 32 (AND) and 12 (OR), and OR gained about 3% on the 25M collection (bench/RESULTS.md, issue
-// 14, eleventh session).
+// search_or), so that each gets its own register allocation under its MIN_CTAS cap, which spills less
+// than one entry point for both (docs/decisions/014-gpu-launch-parameters.md).
 template <u32 MODE>
 __device__ __forceinline__ void search_body(const IndexArgs& ix, const BatchArgs& ba) {
     // dyn holds, for AND, the candidate arrays; for OR, the window's accumulators, bits of touched

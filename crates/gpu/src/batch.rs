@@ -37,7 +37,7 @@ impl Prepared {
 /// ([`Split::for_batch`]).
 pub const FULL_WAVES: usize = 4;
 
-/// How long queries are cut into docID ranges (papers/002: long lists spread over many thread blocks).
+/// How long queries are cut into docID ranges (docs/references.md#batched-intersection: long lists spread over many thread blocks).
 #[derive(Debug, Clone, Copy)]
 pub struct Split {
     /// Cost above which a query is cut: one part per `cost` (at least 1).
@@ -187,7 +187,7 @@ struct Built {
 /// document frequency (SvS: the shortest list generates the candidates). A query whose cost exceeds
 /// `split.cost` becomes several descriptors over disjoint docID ranges (sharing its terms), adjacent in
 /// the output. Queries are ordered by descending cost per part, so that the persistent grid takes the long
-/// ones first and fills in with short ones (papers/002's bucketing by shortest-list length, taken to its
+/// ones first and fills in with short ones (docs/references.md#batched-intersection's bucketing by shortest-list length, taken to its
 /// limit: one bucket per length).
 #[allow(clippy::too_many_arguments)]
 pub fn prepare<R: Borrow<Request> + Sync>(

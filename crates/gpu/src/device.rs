@@ -203,8 +203,8 @@ impl Gpu {
     /// costs no resident CTAs. Each window has fixed costs (block selection, clearing and scanning its
     /// bits, a barrier per list), blocks that straddle two windows are decoded twice, and a larger
     /// window gives its warps more blocks at a time. On the H100 and the 25M collection, with SIMD-BP128
-    /// lists, 16,384 (three CTAs an SM) ran OR 24% faster than 8,192; PForDelta and Rice, whose
-    /// decoders take shared scratch, get 8,192 there (bench/RESULTS.md, issue 14, twelfth session).
+    /// lists, 16,384 (three CTAs an SM) ran OR faster than 8,192; PForDelta and Rice, whose decoders take
+    /// shared scratch, get 8,192 there (docs/decisions/014-gpu-launch-parameters.md).
     pub fn default_or_window(&self, codec: Codec) -> Result<u32, GpuError> {
         // The occupancy query needs the context current on this thread (a searcher may be made on any).
         self.ctx.bind_to_thread()?;

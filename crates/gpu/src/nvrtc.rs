@@ -113,16 +113,13 @@ pub fn min_ctas(kernels: &KernelOptions, mode: Mode) -> u32 {
 }
 
 /// The OR entry point's default of [`min_ctas`]: three CTAs of 256 threads per SM, which caps it at 80
-/// registers a thread (the kernel took 124 uncapped, two CTAs per SM). On the H200 (25M collection,
-/// 2026-11-25) AND rose 24% with it, and OR 8% with the window of 8,192 that then let three CTAs' shared
-/// memory fit an SM (16,384 since the twelfth session: [`crate::Gpu::default_or_window`]). Four CTAs (64
-/// registers, window 8,192) ran OR 9.5% slower on the H100 (twelfth session); bench/RESULTS.md, issue 14.
+/// registers a thread (the kernel takes more uncapped, and then fits two CTAs per SM); three measured
+/// faster than two and four (docs/decisions/014-gpu-launch-parameters.md).
 pub const DEFAULT_MIN_CTAS: u32 = 3;
 
 /// The AND entry point's default of [`min_ctas`]: five CTAs per SM (48 registers a thread), which its
-/// shared memory allows since the sort buffer and the decoders' scratch left the static shared memory.
-/// AND top-10 on the 25M collection rose 15.6% from three CTAs to four and 4.4% more at five (H100,
-/// twelfth session; bench/RESULTS.md, issue 14).
+/// shared memory allows since the sort buffer and the decoders' scratch left the static shared memory;
+/// five measured fastest (docs/decisions/014-gpu-launch-parameters.md).
 pub const DEFAULT_MIN_CTAS_AND: u32 = 5;
 
 /// Compiles the kernel source `kernels` asks for to PTX without a device (NVRTC alone, for an H100's

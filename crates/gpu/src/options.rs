@@ -42,7 +42,7 @@ pub struct GpuOptions {
     pub small_or: u32,
     /// An AND step merges (Parallel Merge Find of the candidates against the list's block last docIDs,
     /// then merge-path intersection with the decoded blocks) when the list holds at most this many
-    /// postings per candidate in the candidates' docID range; else it binary-searches (papers/004
+    /// postings per candidate in the candidates' docID range; else it binary-searches (docs/references.md#griffin
     /// section 3.1.2 chooses by length ratio the same way). 0: always binary search.
     pub merge_ratio: u32,
     /// Largest k a request may ask for (result buffers are sized for it), at most 1,000.
@@ -142,14 +142,12 @@ impl KernelOptions {
 /// Pipeline slots of a searcher that caches part of the index, where [`CacheBudget::slots`] is 0. A
 /// batch's staged blocks can be copied only once the batch that used its slot's staging region
 /// before has finished on the GPU; with two slots that was often after the kernel running beside it
-/// had finished too, and the GPU idled while the copies ran. AND with a quarter of the 25M collection
-/// cached made 21,773–25,543 queries/s with two slots, 26,693–27,730 with three and 29,444 with four
-/// (one H100, one call: bench/results/twentyfourth/call12-h100-slots/; bench/RESULTS.md, issue 13,
-/// twenty-fourth session, has the later calls). Each slot holds its own per-CTA
-/// scratch outside the budget (about 0.85 GiB on an H100).
+/// had finished too, and the GPU idled while the copies ran; four measured fastest
+/// (docs/decisions/017-list-cache-pipeline.md). Each slot holds its own per-CTA scratch outside the
+/// budget (about 0.85 GiB on an H100).
 pub const DEFAULT_CACHE_SLOTS: usize = 4;
 
-/// How the device memory for the index is divided (papers/000 section 3.3.5): the list cache S_c and
+/// How the device memory for the index is divided (docs/references.md#pruned-list-caching section 3.3.5): the list cache S_c and
 /// the batches' staging buffers S_b (all pipeline slots together).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheBudget {

@@ -1,8 +1,7 @@
 //! The index's encoded words page-locked where they lie (`cuMemHostRegister`, read-only), so that the
 //! blocks a batch stages are copied from the index by the GPU's copy engine, span by span, instead of
-//! gathered by the host into a pinned buffer first. On the 25M collection at a quarter of the index
-//! that gather took 9 ms of all 16 cores per AND batch of ~385 queries, and bounded the pipeline
-//! (bench/RESULTS.md, issue 13, twenty-fourth session). Registration can be refused (memory limits,
+//! gathered by the host into a pinned buffer first, a gather that took all cores and bounded the
+//! pipeline (docs/decisions/017-list-cache-pipeline.md). Registration can be refused (memory limits,
 //! a platform without it): the searcher then gathers as before.
 
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! Where a batch finds each term's blocks: in the list cache when its cached prefix covers the
 //! query's docID range, else in the batch's staging region, to which the blocks the range needs are
-//! copied with the batch (papers/000 section 3.1.5: a batch carries the lists the cache lacks).
+//! copied with the batch (docs/references.md#pruned-list-caching section 3.1.5: a batch carries the lists the cache lacks).
 
 use std::collections::HashMap;
 

@@ -21,7 +21,7 @@ pub struct CacheView<'a> {
 
 impl CacheView<'_> {
     /// The last docID up to which the GPU should answer `query`, given the cache:
-    /// - `prune` (papers/000 section 3.4): through the smallest docID covered by the cached prefix of a
+    /// - `prune` (docs/references.md#pruned-list-caching section 3.4): through the smallest docID covered by the cached prefix of a
     ///   partly cached list (m = min max ℓ*(t)); lists with nothing cached are staged up to it;
     /// - else through the last document, every uncached block staged;
     ///

@@ -59,7 +59,10 @@ mod tests {
             named::<Mode>("mode", "xor").unwrap_err(),
             "unknown mode 'xor': expected and, or or and-or"
         );
-        assert_eq!(named::<Algorithm>("algorithm", "bmw"), Ok(Algorithm::BlockMaxWand));
+        assert_eq!(
+            named::<Algorithm>("algorithm", "bmw"),
+            Ok(Algorithm::BlockMaxWand)
+        );
         assert_eq!(Algorithm::EarlyTermination.name(), "early");
         assert!(named::<Algorithm>("algorithm", "wand")
             .unwrap_err()

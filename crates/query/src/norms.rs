@@ -2,9 +2,8 @@
 //!
 //! Scoring a posting reads its document's norm: one random read per posting into an array of four
 //! bytes a document (100 MB on the 25M collection). On 4 KiB pages nearly every such read also missed
-//! the TLB: `perf annotate` of ranked AND on that collection put 13% of the samples on the instruction
-//! after the prefetch of a candidate's norm, which waits for its page walk (bench/RESULTS.md, issue 14,
-//! sixteenth session). In 2 MiB pages the whole array needs 50 TLB entries.
+//! the TLB, and scoring waited on the page walk (docs/decisions/022-cpu-algorithm-defaults.md). In
+//! 2 MiB pages the whole array needs 50 TLB entries.
 
 use std::ops::Deref;
 

@@ -198,7 +198,7 @@ impl<'a> Prior<'a> {
 }
 
 /// The weight of each query term (in slot order) that multiplies BM25's tf part: the term's idf times
-/// its count for `bm25`; for `bm25-static`, papers/000 eq. 3's normalised weight `(1 − α)·w/Σw/(k1 + 1)`.
+/// its count for `bm25`; for `bm25-static`, docs/references.md#pruned-list-caching eq. 3's normalised weight `(1 − α)·w/Σw/(k1 + 1)`.
 pub fn term_weights(index: &Index, query: &Query, ranking: Ranking, params: Bm25Params) -> Result<Vec<f32>> {
     let bm25 = Bm25 {
         params,
@@ -337,7 +337,7 @@ impl<'a> Plan<'a> {
     }
 
     /// Whether the plan's static weight and BM25 parameters are those the index's global-score docID
-    /// order was computed with, so that GS(d) bounds every later document's score (papers/000 eq. 5).
+    /// order was computed with, so that GS(d) bounds every later document's score (docs/references.md#pruned-list-caching eq. 5).
     pub fn global_order_applies(&self, ranking: Ranking) -> bool {
         match (ranking, self.index.meta().doc_order) {
             (Ranking::Bm25Static { alpha }, DocOrder::GlobalScore { alpha: a }) => {

@@ -28,7 +28,7 @@ pub enum Mode {
     And,
     /// Documents containing at least one query term.
     Or,
-    /// AND; when that finds fewer than k documents, the OR result instead (papers/001 section 8.3).
+    /// AND; when that finds fewer than k documents, the OR result instead (docs/references.md#ding-gpu-query-processing section 8.3).
     /// Also written `andor`.
     #[strum(to_string = "and-or", serialize = "andor")]
     #[serde(alias = "andor")]
@@ -50,7 +50,7 @@ impl Mode {
 pub enum Ranking {
     /// BM25: Σ count(t) · idf(t) · tf part (crate `warpsearch_index::bm25`).
     Bm25,
-    /// papers/000 equation (3): α · static(d) + (1 − α) · Σ w̄_t · IR(d, t), with static scores min-max
+    /// docs/references.md#pruned-list-caching equation (3): α · static(d) + (1 − α) · Σ w̄_t · IR(d, t), with static scores min-max
     /// normalised to [0, 1], IR(d, t) = tf part / (k1 + 1) ∈ [0, 1) and w̄_t = count(t) · idf(t) divided
     /// by the sum over the query's known terms, so both halves lie in [0, 1].
     Bm25Static {

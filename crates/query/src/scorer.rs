@@ -67,7 +67,7 @@ impl Scorer {
         &self.norms
     }
 
-    /// Whether queries stop early on the index's global-score order (papers/000 Algorithm 1).
+    /// Whether queries stop early on the index's global-score order (docs/references.md#pruned-list-caching Algorithm 1).
     pub fn early_termination(&self) -> bool {
         self.early
     }

@@ -1,4 +1,4 @@
-//! CPU completion of what the GPU answered on part of a query's documents (papers/000 section 3.4,
+//! CPU completion of what the GPU answered on part of a query's documents (docs/references.md#pruned-list-caching section 3.4,
 //! generalised): the GPU answered the documents of one docID range from its cache and the blocks its
 //! batch carried; the CPU searches the rest of the query's range starting from the GPU's k-th score,
 //! and the two top-k lists merge exactly. On a global-score-ordered index the CPU's early termination

@@ -1,4 +1,4 @@
-//! The GPU list cache's policy side, for indexes larger than GPU memory (papers/000 sections 3.1–3.4):
+//! The GPU list cache's policy side, for indexes larger than GPU memory (docs/references.md#pruned-list-caching sections 3.1–3.4):
 //! which list prefixes the GPU keeps ([`policy`], from a training log or the live stream), how far
 //! into its docID range the GPU answers each query ([`CacheCtl::split`]), and the CPU's exact
 //! completion of the rest ([`complete()`]). The GPU crate holds the cache and stages what it lacks.
@@ -61,7 +61,7 @@ pub struct CacheOptions {
     /// The maximum admission ratio λ: the largest share of a list's blocks cached (None:
     /// [`CacheOptions::ratio_for`]'s default).
     pub ratio: Option<f64>,
-    /// VFB's block size, in index blocks (papers/000 uses 256 docIDs: two of our 128-posting blocks).
+    /// VFB's block size, in index blocks (docs/references.md#pruned-list-caching uses 256 docIDs: two of our 128-posting blocks).
     pub group: u32,
     /// How the GPU's part is chosen.
     pub completion: Completion,
@@ -78,7 +78,7 @@ pub struct CacheOptions {
     /// The GPU backend sends a call's queries in this many chunks (of at least [`run::MIN_CHUNK`]
     /// queries and at most a GPU batch, so a call longer than a batch has more): chunk i+1 is split
     /// and sent while chunk i computes, and chunk i's partial answers are completed on the CPU while
-    /// chunk i+1 computes (papers/000 section 3.1). 1: a call of at most a batch is one chunk, its
+    /// chunk i+1 computes (docs/references.md#pruned-list-caching section 3.1). 1: a call of at most a batch is one chunk, its
     /// completions after its GPU work. The hybrid backend has its own pipeline and ignores it.
     pub chunks: usize,
     /// The GPU's pipeline slots, each staging a batch (0: [`warpsearch_gpu::DEFAULT_CACHE_SLOTS`]).
@@ -86,17 +86,15 @@ pub struct CacheOptions {
 }
 
 /// λ where none is given, for VFB and the dynamic policy when the CPU completes on a global-score
-/// order: on the 25M collection in that order it measured ahead of 1 in every run (AND at a quarter of
-/// the index 39,292 q/s against 31,302, at a tenth 29,128 against 21,456; OR 4–8%), since the tails of
-/// the lists it leaves out are where early termination has stopped (bench/RESULTS.md, issue 13,
-/// twentieth session).
+/// order: the tails of the lists it leaves out are where early termination has stopped, so caching
+/// half of each list serves more lists (docs/decisions/015-list-cache-admission.md).
 pub const EARLY_RATIO: f64 = 0.5;
 
 impl CacheOptions {
     /// The λ plans use: the one given, else [`EARLY_RATIO`] for VFB and the dynamic policy where the
     /// CPU completes what the cached prefixes leave with early termination on a global-score order
     /// (`early`), else 1 (without early termination a query visits its lists to their ends; Qtf
-    /// and QtfDf admit whole lists, as in papers/000).
+    /// and QtfDf admit whole lists, as in docs/references.md#pruned-list-caching).
     pub fn ratio_for(&self, early: bool) -> f64 {
         self.ratio.unwrap_or(match self.policy {
             Policy::Vfb | Policy::Dynamic if early => EARLY_RATIO,
@@ -114,15 +112,13 @@ impl Default for CacheOptions {
             group: 2,
             completion: Completion::Auto,
             epoch: 4096,
-            // 0.8 and 0.05 measured ahead of 0.5 and 0.1 in three calls on the 25M collection, the
-            // stationary stream's AND at 0.93–0.95 of VFB against 0.89–0.90, the drifting one's at
-            // 1.08–1.10 against 1.05–1.07, OR even (bench/RESULTS.md, issue 13, eighth session).
+            // Chosen by measurement on stationary and drifting streams
+            // (docs/decisions/016-dynamic-cache-policy.md).
             decay: 0.8,
             min_gain: 1.0,
             headroom: 0.05,
-            // 4 and 8 measured even with 1 on the 25M collection in global-score order (AND at a
-            // quarter: 31.1–32.9k queries/s against 31.0–32.0k; at a tenth 19.6–20.7k against
-            // 21.0–22.4k), so a call stays one chunk (bench/RESULTS.md, issue 13, twentieth session).
+            // More chunks measured no faster, so a call stays one chunk
+            // (docs/decisions/017-list-cache-pipeline.md).
             chunks: 1,
             slots: 0,
         }
@@ -516,9 +512,9 @@ fn cut(range: DocRange, m: u32) -> (DocRange, DocRange) {
 /// ([`warpsearch_gpu::Capacity::of_bytes`], also where `vfb` is empty), on the synthetic 8M
 /// collection at a quarter of the index, the dynamic policy's plans filled its words and left 40% of
 /// its slots empty, and read 1.2–1.6 points fewer of its blocks from the cache (an offline replay of
-/// the TREC 2005 queries, `examples/cache_replay.rs`). Until the twenty-second session the extra
-/// slots were taken from the words VFB's plan needs, so the first plan could not be VFB's; on
-/// 20,000-query streams the dynamic policy then ran at 0.77–0.96 of VFB (`bench/RESULTS.md`).
+/// the TREC 2005 queries, `examples/cache_replay.rs`). The extra slots never come out of the words
+/// VFB's plan needs, so that the dynamic policy's first plan is VFB's
+/// (docs/decisions/016-dynamic-cache-policy.md).
 pub fn dynamic_shape(index: &Index, vfb: warpsearch_gpu::Capacity, bytes: u64) -> warpsearch_gpu::Capacity {
     if vfb.blocks == 0 || vfb.bytes() == 0 || vfb.bytes() > bytes {
         return warpsearch_gpu::Capacity::of_bytes(index, bytes);

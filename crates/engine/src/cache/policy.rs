@@ -1,4 +1,4 @@
-//! Admission policies of the GPU list cache (papers/000 sections 3.3 and 4.3): which leading blocks of
+//! Admission policies of the GPU list cache (docs/references.md#pruned-list-caching sections 3.3 and 4.3): which leading blocks of
 //! which lists fill a cache of given space.
 //! - **Qtf**: lists by how many queries of the log use them;
 //! - **QtfDf**: lists by that count over their length (document frequency);
@@ -22,7 +22,7 @@ pub enum Policy {
     Qtf,
     /// Lists by query-term frequency over document frequency.
     QtfDf,
-    /// Blocks by visiting frequency (papers/000's VFB).
+    /// Blocks by visiting frequency (docs/references.md#pruned-list-caching's VFB).
     Vfb,
     /// VFB over the live query stream, replanned as it drifts (ours).
     Dynamic,

@@ -2,9 +2,8 @@
 //! [`CacheCtl::chunks`]), each split by what the cache (and a batch's staging space) covers; the GPU
 //! answers its parts, and CPU threads complete the partial ones. With several, two chunks are in
 //! flight: chunk i+1 is split and sent while chunk i computes, and chunk i's completions run while
-//! chunk i+1 computes (papers/000 section 3.1.4: post-processing hidden behind the GPU). On the 25M
-//! collection that changed the closed loop's throughput by no more than its noise (bench/RESULTS.md,
-//! issue 13, twentieth session).
+//! chunk i+1 computes (docs/references.md#pruned-list-caching section 3.1.4: post-processing hidden
+//! behind the GPU; docs/decisions/017-list-cache-pipeline.md).
 
 use std::sync::mpsc::{channel, Sender};
 use std::time::{Duration, Instant};
@@ -176,10 +175,8 @@ fn collect(
 
 /// The CPU's work of a chunk, on the pool beside the GPU: partial answers are completed, the rest
 /// answered whole; the dynamic policy observes the GPU's whole answers, then the completed ones, in
-/// one message each. A message per completion woke the policy's thread 16,000 times a pass, each
-/// time taking a core from the completions: on the 25M collection in global-score order (AND, a
-/// tenth of the index in the cache, H200) that cost the dynamic policy 3–10% against VFB with the same
-/// cache, and sending once per chunk recovered it (`bench/RESULTS.md`, twenty-second session).
+/// one message each: a message per completion would wake the policy's thread once per query, each time
+/// taking a core from the completions (docs/decisions/016-dynamic-cache-policy.md).
 fn spawn_work<'s>(
     scope: &rayon::Scope<'s>,
     cpu: &'s CpuSearcher,

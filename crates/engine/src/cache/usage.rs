@@ -1,5 +1,5 @@
 //! How a query log uses the lists: per term, the queries that use it and how far into its list each
-//! one's visits reach (papers/000 section 3.3.1: a query visits the blocks of a list up to where its
+//! one's visits reach (docs/references.md#pruned-list-caching section 3.3.1: a query visits the blocks of a list up to where its
 //! processing stopped, early termination included). Built from a training log for the static policies
 //! and from the live stream, with decay, for the dynamic one.
 

@@ -1,5 +1,5 @@
-//! The hybrid scheduler: the CPU and the GPU answer one query stream together (papers/001 section 9,
-//! built for real rather than simulated, and papers/004 section 3.2's intra-query split).
+//! The hybrid scheduler: the CPU and the GPU answer one query stream together (docs/references.md#ding-gpu-query-processing section 9,
+//! built for real rather than simulated, and docs/references.md#griffin section 3.2's intra-query split).
 //!
 //! - Every query's cost on each processor is predicted from its features and learned online
 //!   ([`crate::cost`]); it joins the GPU-preferred, CPU-preferred or "either" queue ([`queues`]).
@@ -50,8 +50,8 @@ pub struct HybridOptions {
     /// Threads of the GPU's own for its batches' host work (descriptors; with a list cache, cutting
     /// queries by what it holds and gathering staged blocks), beside the CPU workers. None: a quarter
     /// of the cores when a GPU takes part; `Some(0)`: none (its dispatcher prepares each batch alone,
-    /// which on the passages left the GPU waiting: AND made ~800,000 queries a second in process
-    /// against 1.05-1.11 million with 4 of 16 cores, `bench/RESULTS.md`, issue 15).
+    /// which leaves the GPU waiting on a collection of cheap queries;
+    /// docs/decisions/018-hybrid-scheduler-defaults.md).
     pub host_threads: Option<usize>,
     /// Most queries in one GPU batch.
     pub max_batch: usize,
@@ -154,9 +154,8 @@ impl Hybrid {
         let mut gpu = gpu.map(|g| g.0);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         // The GPU prepares its batches on threads of its own: on the cores the CPU workers keep busy,
-        // a cached GPU's gather of a batch took 3x as long as with the cores to itself, and an
-        // uncached one's descriptors, made by its dispatcher alone, held back the GPU
-        // (bench/RESULTS.md, the hybrid with a cache; issue 15).
+        // its host work would wait behind theirs and hold the GPU back
+        // (docs/decisions/018-hybrid-scheduler-defaults.md).
         let host_threads = match options.host_threads {
             _ if gpu.is_none() => 0,
             None => (cores / 4).max(1),

@@ -1,4 +1,4 @@
-//! The scheduler's state: three queues of tasks (papers/001 section 9: GPU-preferred, CPU-preferred,
+//! The scheduler's state: three queues of tasks (docs/references.md#ding-gpu-query-processing section 9: GPU-preferred, CPU-preferred,
 //! either) plus the parts of split queries, and the choice of what each processor runs next. Pure
 //! logic, no threads: the workers call it under one lock.
 
@@ -155,7 +155,7 @@ impl Policy {
 }
 
 /// How many tasks at the head of the CPU queue are looked at for the cheapest (small jobs first,
-/// papers/001: "small jobs should get priority to minimize average delay").
+/// docs/references.md#ding-gpu-query-processing: "small jobs should get priority to minimize average delay").
 const CHEAPEST_OF: usize = 16;
 
 impl Queues {

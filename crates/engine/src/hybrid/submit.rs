@@ -51,7 +51,7 @@ fn estimate(
     } else {
         (model.cpu(mode, &features), f64::INFINITY)
     };
-    // papers/001: a query markedly cheaper on one processor (relative to a typical query) joins that
+    // docs/references.md#ding-gpu-query-processing: a query markedly cheaper on one processor (relative to a typical query) joins that
     // processor's queue; the rest may go to either.
     let margin = (1.0 + s.options.margin).ln();
     let preference = if !s.has_gpu || trivial {

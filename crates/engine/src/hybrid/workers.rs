@@ -1,6 +1,6 @@
 //! The scheduler's threads: a CPU worker per core runs one task at a time; the GPU dispatcher owns the
 //! GPU searcher and hands it a batch while the last one computes (at most two on it); a
-//! post-processing thread answers the GPU's results (papers/000 section 3.1: a second CPU thread
+//! post-processing thread answers the GPU's results (docs/references.md#pruned-list-caching section 3.1: a second CPU thread
 //! post-processes while the next batch computes). All pick under the state lock ([`super::queues`])
 //! and work outside it.
 
@@ -417,7 +417,7 @@ fn join_answers(
 
 /// The GPU's share of each task of `batch` by what the list cache covers: tasks the GPU cannot start go
 /// back to the CPU; tasks it answers in part carry their completion; tasks whose lists are cached in
-/// part run as two ranges, the cached one and the rest, staged (papers/000 section 3.1: a batch
+/// part run as two ranges, the cached one and the rest, staged (docs/references.md#pruned-list-caching section 3.1: a batch
 /// carries only the blocks the cache lacks).
 fn split_by_cache(s: &Shared, c: &CacheCtl, gpu: &GpuSearcher, batch: Vec<(Task, Pick)>) -> GpuShare {
     let last = s.cpu.scorer().index().num_docs().saturating_sub(1);

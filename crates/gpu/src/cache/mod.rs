@@ -3,7 +3,7 @@
 //! ([`extents`]). Which blocks deserve a place (Qtf, QtfDf, VFB, the dynamic policy) is decided by the
 //! engine; this crate keeps what it is given and carries the rest with each batch.
 //!
-//! A list is cached as a prefix of its blocks (papers/000 section 3.3: pruned lists): with docIDs in
+//! A list is cached as a prefix of its blocks (docs/references.md#pruned-list-caching section 3.3: pruned lists): with docIDs in
 //! global-score order the prefix holds the documents that queries visit before early termination, and on
 //! any index the prefix covers a docID range [0, m] in which the GPU's answer is exact.
 

@@ -274,9 +274,9 @@ impl DeviceIndex {
     /// Copies `puts` into the cache: their pieces (postings words and five skip-data columns each)
     /// packed side by side into the bounce buffer, gathered there by all cores at once, and copied
     /// with one wait per buffer-full. On the 25M collection a change of 469 lists (274 MiB) takes
-    /// 17–20 ms here (timed by [`crate::GpuOptions::trace`]), against 33–34 ms through [`Self::write`] list by list
-    /// (f15bfed, measured and undone); a kernel that put every piece in place at once was no faster
-    /// (bench/RESULTS.md, issue 13).
+    /// about half the time of [`Self::write`] list by list (timed by [`crate::GpuOptions::trace`]); a
+    /// kernel that put every piece in place at once was no faster
+    /// (docs/decisions/016-dynamic-cache-policy.md).
     fn put_all(&mut self, stream: &Arc<CudaStream>, puts: &[Put<'_>]) -> Result<(), GpuError> {
         let mut pieces: Vec<(u64, &[u32])> = Vec::with_capacity(puts.len() * 6);
         for p in puts {
