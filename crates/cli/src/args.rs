@@ -101,6 +101,10 @@ pub struct IndexArgs {
     /// Skip (and count) bad input lines instead of stopping at the first.
     #[arg(long)]
     pub skip_bad: bool,
+    /// The longest input line (one JSON document) read, in MiB; a longer line stops the build with
+    /// its file and line named.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub max_line_mb: u64,
 }
 
 impl IndexArgs {

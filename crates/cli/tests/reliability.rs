@@ -339,3 +339,35 @@ fn ciff_import_refuses_build_only_options() {
         );
     }
 }
+
+/// A line longer than `--max-line-mb` stops `index` with its file and line named, before it is read
+/// whole (a compressed input of gigabytes without a newline aborted the build).
+#[test]
+fn index_line_longer_than_max_line_mb_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("long.jsonl");
+    let long = format!(
+        "{{\"id\": \"a\", \"contents\": \"x\"}}\n{{\"id\": \"b\", \"contents\": \"{}\"}}\n",
+        "word ".repeat(300_000)
+    );
+    std::fs::write(&input, long).unwrap();
+    let out = dir.path().join("idx");
+    let o = warpsearch(
+        &["index", "--input", s(&input), "-o", s(&out), "--max-line-mb", "1"],
+        &[],
+    );
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("long.jsonl:2: the line is longer than 1 MiB"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(!out.exists());
+    let o = warpsearch(
+        &["index", "--input", s(&input), "-o", s(&out), "--max-line-mb", "0"],
+        &[],
+    );
+    assert!(!o.status.success(), "--max-line-mb 0 accepted");
+    let o = warpsearch(&["index", "--input", s(&input), "-o", s(&out)], &[]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+}

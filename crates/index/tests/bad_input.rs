@@ -157,3 +157,45 @@ fn missing_input_and_bad_static_scores_are_explained() {
     let err = build(dir.path(), br#"{"id": "a", "contents": "x"}"#, &opts).unwrap_err();
     assert!(err.contains("s.tsv:2") && err.contains("not a number"), "{err}");
 }
+
+/// A small `.jsonl.zst` that expands to a line of hundreds of MiB of zero bytes (no newline) is an
+/// error naming the file and line once the line passes the limit, never a line read whole (a 135 KB
+/// file of 4 GiB of zeros aborted the build on a failed allocation).
+#[test]
+fn zst_of_zero_bytes_without_newline_is_refused_at_the_line_limit() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("zeros.jsonl.zst");
+    let mut z = zstd::Encoder::new(std::fs::File::create(&input).unwrap(), 3).unwrap();
+    z.write_all(b"{\"id\": \"a\", \"contents\": \"alpha\"}\n")
+        .unwrap();
+    let zeros = vec![0u8; 1 << 20];
+    for _ in 0..(warpsearch_index::build::input::DEFAULT_MAX_LINE >> 20) + 16 {
+        z.write_all(&zeros).unwrap();
+    }
+    z.finish().unwrap();
+    assert!(std::fs::metadata(&input).unwrap().len() < 1 << 20);
+    let err = build_from_jsonl(&input, &dir.path().join("out"), &options())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("zeros.jsonl.zst:2: the line is longer than 64 MiB") && err.contains("--max-line-mb"),
+        "{err}"
+    );
+    assert!(!dir.path().join("out").exists());
+    // The limit is the caller's: a line of 40 bytes under a 32-byte limit is named with its line.
+    let mut opts = options();
+    opts.max_line_bytes = 32;
+    let short = br#"{"id": "a", "contents": "x"}"#;
+    let long = br#"{"id": "b", "contents": "a longer one"}"#;
+    let content = [&short[..], b"\n", short, b"\n", long, b"\n"].concat();
+    let err = build(dir.path(), &content, &opts).unwrap_err();
+    assert!(
+        err.contains("in.jsonl:3: the line is longer than 32 bytes"),
+        "{err}"
+    );
+    // A line of exactly the limit, with or without its newline, is read.
+    opts.max_line_bytes = short.len();
+    let content = [&short[..], b"\n", br#"{"id": "b", "contents": "y"}"#].concat();
+    assert_eq!(build(dir.path(), &content, &opts).unwrap().meta.num_docs, 2);
+}

@@ -36,6 +36,8 @@ pub struct BuildOptions {
     pub memory_budget: usize,
     /// Skip bad lines (counted) instead of failing.
     pub skip_bad: bool,
+    /// The longest input line, in bytes; a longer one is an error naming its file and line.
+    pub max_line_bytes: usize,
     /// A `docid<TAB>score` file of static scores.
     pub static_scores: Option<PathBuf>,
     /// Renumber documents by descending global score with this α (papers/000 eq. 4).
@@ -52,6 +54,7 @@ impl BuildOptions {
             include_title: false,
             memory_budget: 2 << 30,
             skip_bad: false,
+            max_line_bytes: input::DEFAULT_MAX_LINE,
             static_scores: None,
             reorder_alpha: None,
             progress: false,
@@ -163,9 +166,9 @@ pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Res
     let read_bytes = Arc::new(AtomicU64::new(0));
     let (tx, rx) = crossbeam_channel::bounded::<Vec<input::Line>>(4);
     let reader = {
-        let (files, read_bytes) = (files.clone(), read_bytes.clone());
+        let (files, read_bytes, max_line) = (files.clone(), read_bytes.clone(), opts.max_line_bytes);
         std::thread::spawn(move || {
-            input::read_batches(&files, 4096, read_bytes, |batch| tx.send(batch).is_ok())
+            input::read_batches(&files, 4096, max_line, read_bytes, |batch| tx.send(batch).is_ok())
         })
     };
 
