@@ -206,6 +206,8 @@ pub fn run(a: SearchArgs) -> Result<()> {
         let t = Instant::now();
         let answers = answer_batch(&mut engine, chunk);
         busy += t.elapsed();
+        // A mapped index file written in place during the batch can have changed its answers.
+        index.check_unchanged()?;
         // Results are formatted on all threads (at k = 1000 formatting costs more than searching).
         let formatted: Vec<Result<(Duration, Vec<u8>)>> = answers
             .into_par_iter()

@@ -86,6 +86,20 @@ impl DirHandle {
     }
 }
 
+/// Checks file `f` (opened as `file`, named `path` in errors) and returns its payload: `postings.bin`
+/// memory-mapped, every other file read into memory. The open-time check vouches for the structure
+/// (offsets, skip data, the dictionary, the id table) that readers then trust without checking, so
+/// that structure must not change under an open index: held in memory, it cannot. Posting blocks are
+/// decoded defensively on every use, so they can stay in the mapping, shared with the page cache
+/// (they are most of an index), where a change is caught by [`Index::check_unchanged`].
+fn load(file: std::fs::File, path: &Path, f: (&str, &[u8; 8])) -> Result<Payload> {
+    if f.0 == files::POSTINGS.0 {
+        container::open_file(file, path, f.1)
+    } else {
+        container::read_file(file, path, f.1)
+    }
+}
+
 /// Why one attempt at opening failed: for good, or because the index changed underneath.
 enum Attempt {
     Failed(IndexError),
@@ -138,7 +152,7 @@ impl Index {
             return Err(Attempt::Failed(not_index()));
         };
         let meta_path = dir.join(files::META.0);
-        let meta_payload = container::open_file(meta_file, &meta_path, files::META.1)?;
+        let meta_payload = load(meta_file, &meta_path, files::META)?;
         let build_id = meta_payload.build_id();
         let meta: IndexMeta = serde_json::from_slice(meta_payload.bytes())
             .map_err(|e| corrupt(&meta_path, format!("metadata: {e}")))?;
@@ -149,7 +163,7 @@ impl Index {
                 return Ok(None);
             };
             let path = dir.join(f.0);
-            let payload = container::open_file(file, &path, f.1)?;
+            let payload = load(file, &path, f)?;
             if payload.build_id() != build_id {
                 return Err(Attempt::Raced(corrupt(
                     &path,
@@ -352,6 +366,15 @@ impl Index {
             previous = Some(b);
         }
         Ok(())
+    }
+
+    /// An error when a memory-mapped file of the index (`postings.bin`) was written in place or
+    /// truncated since the index was opened: answers computed since may be wrong (and a truncation can
+    /// kill the process with SIGBUS before this can tell). One `fstat`: check once per batch of
+    /// queries, after it, before its answers are used. The other files are held in memory and cannot
+    /// change.
+    pub fn check_unchanged(&self) -> Result<()> {
+        self.postings.check_unchanged(&self.dir.join(files::POSTINGS.0))
     }
 
     /// `term 'TEXT'` for ordinal `id` (a scan of the dictionary: for messages only).

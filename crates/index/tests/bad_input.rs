@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use warpsearch_index::build::{build_from_jsonl, BuildOptions};
+use warpsearch_index::testdata::replace_file;
 use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, Index, WriterOptions};
 
 fn options() -> BuildOptions {
@@ -118,15 +119,15 @@ fn damaged_index_files_are_refused_at_open() {
         let mut flipped = good.clone();
         let middle = flipped.len() / 2;
         flipped[middle] ^= 1;
-        std::fs::write(&path, &flipped).unwrap();
+        replace_file(&path, &flipped);
         let err = Index::open(&out)
             .err()
             .unwrap_or_else(|| panic!("{file}: damage went unnoticed"))
             .to_string();
         assert!(err.contains(file) && err.contains("checksum"), "{err}");
-        std::fs::write(&path, &good[..good.len() - 10]).unwrap();
+        replace_file(&path, &good[..good.len() - 10]);
         assert!(Index::open(&out).is_err(), "{file}: truncation went unnoticed");
-        std::fs::write(&path, &good).unwrap();
+        replace_file(&path, &good);
     }
     std::fs::remove_file(out.join("postings.bin")).unwrap();
     assert!(Index::open(&out)

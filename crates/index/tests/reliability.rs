@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use warpsearch_index::build::{build_from_jsonl, BuildOptions};
 use warpsearch_index::container::{FOOTER_LEN, HEADER_LEN};
+use warpsearch_index::testdata::replace_file;
 use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, Index, WriterOptions};
 
 fn options(force: bool) -> BuildOptions {
@@ -66,7 +67,7 @@ fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
         let e = e.unwrap();
-        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        replace_file(&to.join(e.file_name()), &std::fs::read(e.path()).unwrap());
     }
 }
 
@@ -85,7 +86,7 @@ fn torn_index_files_of_another_build_are_refused() {
         let _ = std::fs::remove_dir_all(&mixed);
         copy_dir(&a, &mixed);
         for f in files {
-            std::fs::copy(b.join(f), mixed.join(f)).unwrap();
+            replace_file(&mixed.join(f), &std::fs::read(b.join(f)).unwrap());
         }
         let err = Index::open(&mixed).err().expect("a mixed index must not open");
         assert!(err.to_string().contains("another build"), "{files:?}: {err}");
@@ -166,7 +167,7 @@ fn checksum_valid_damage_never_panics() {
                 let mut bytes = original.clone();
                 bytes[pos] ^= flip;
                 fix_checksum(&mut bytes);
-                std::fs::write(bad.join(name), &bytes).unwrap();
+                replace_file(&bad.join(name), &bytes);
                 let Ok(index) = Index::open(&bad) else { continue };
                 // The dictionary passed its check: it is a sound ordinal map, every key looks up its own
                 // ordinal. (A changed key byte that keeps the byte order makes another sound dictionary:
@@ -191,7 +192,7 @@ fn checksum_valid_damage_never_panics() {
                 }
             }
         }
-        std::fs::write(bad.join(name), &original).unwrap();
+        replace_file(&bad.join(name), &original);
     }
     // Issue #16 case 8: a block that fails to decode names its term by its text, not its ordinal.
     assert!(!codec_errors.is_empty());
@@ -219,7 +220,7 @@ fn fuzz_fst_address_width_panic_is_an_error() {
         let mut bytes = original.clone();
         bytes[pos] ^= 0x23;
         fix_checksum(&mut bytes);
-        std::fs::write(bad.join("terms.fst"), &bytes).unwrap();
+        replace_file(&bad.join("terms.fst"), &bytes);
         let opened = std::panic::catch_unwind(|| Index::open(&bad).map(|_| ()));
         match opened {
             Err(_) => panic!("Index::open panicked at terms.fst byte {pos}"),
@@ -263,7 +264,7 @@ fn damaged_skip_data_is_refused_naming_the_first_damaged_list() {
     let meta_at = |block: u64| HEADER_LEN + block as usize * std::mem::size_of::<BlockMeta>();
     let open_err = |bytes: &mut Vec<u8>| {
         fix_checksum(bytes);
-        std::fs::write(bad.join("blocks.bin"), &bytes).unwrap();
+        replace_file(&bad.join("blocks.bin"), bytes);
         Index::open(&bad)
             .err()
             .expect("damaged skip data must be refused")
@@ -281,7 +282,7 @@ fn damaged_skip_data_is_refused_naming_the_first_damaged_list() {
             "{err}"
         );
     }
-    std::fs::write(bad.join("blocks.bin"), &original).unwrap();
+    replace_file(&bad.join("blocks.bin"), &original);
     // A list that does not start where the one before it ends.
     let terms = std::fs::read(a.join("terms.bin")).unwrap();
     let mut bytes = terms.clone();
@@ -289,7 +290,7 @@ fn damaged_skip_data_is_refused_naming_the_first_damaged_list() {
     let moved = records[late].offset_words + 1;
     bytes[at..at + 8].copy_from_slice(&moved.to_le_bytes());
     fix_checksum(&mut bytes);
-    std::fs::write(bad.join("terms.bin"), &bytes).unwrap();
+    replace_file(&bad.join("terms.bin"), &bytes);
     let err = Index::open(&bad)
         .err()
         .expect("a misplaced list must be refused")
@@ -298,6 +299,77 @@ fn damaged_skip_data_is_refused_naming_the_first_damaged_list() {
         err.contains(&format!("{late_name} points outside the posting files")),
         "{err}"
     );
-    std::fs::write(bad.join("terms.bin"), &terms).unwrap();
+    replace_file(&bad.join("terms.bin"), &terms);
     assert!(Index::open(&bad).is_ok());
+}
+
+/// Every file of an index is written read-only, so that writing into one in place (which changes what
+/// an open index maps) needs its permissions overridden first.
+#[test]
+fn index_files_are_written_read_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, _) = two_builds(dir.path());
+    for e in std::fs::read_dir(&a).unwrap() {
+        let e = e.unwrap();
+        let permissions = e.metadata().unwrap().permissions();
+        assert!(permissions.readonly(), "{:?} is writable", e.file_name());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(permissions.mode() & 0o777, 0o444, "{:?}", e.file_name());
+        }
+    }
+}
+
+/// Index files truncated or written in place while the index is open (a SIGBUS, or wrong hits,
+/// before): the files the open-time check vouches for are held in memory, so the open index answers
+/// as before; `postings.bin`, mapped, is reported changed by `check_unchanged`; the next open refuses
+/// the damage. A replacement by `--force` (a rename) changes nothing for the open index.
+#[test]
+fn index_file_truncated_or_written_in_place_while_open_is_an_error_not_sigbus() {
+    use warpsearch_index::testdata::write_in_place;
+    let dir = tempfile::tempdir().unwrap();
+    let (_, b) = two_builds(dir.path());
+    let live = dir.path().join("live");
+    build_from_jsonl(&dir.path().join("a.jsonl"), &live, &options(false)).unwrap();
+    let index = Index::open(&live).unwrap();
+    let before = answers(&index);
+    index.check_unchanged().unwrap();
+    // Replaced by another build: the open index keeps its files.
+    build_from_jsonl(&dir.path().join("b.jsonl"), &live, &options(true)).unwrap();
+    assert_eq!(answers(&index), before);
+    index.check_unchanged().unwrap();
+    drop(index);
+
+    build_from_jsonl(&dir.path().join("a.jsonl"), &live, &options(true)).unwrap();
+    let index = Index::open(&live).unwrap();
+    // Past the file system's timestamp granularity, so that a write shows in the modification time.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    for name in warpsearch_index::format::files::REQUIRED
+        .into_iter()
+        .filter(|&f| f != "postings.bin")
+    {
+        write_in_place(&live.join(name), &[]);
+        assert_eq!(answers(&index), before, "{name} truncated");
+    }
+    for name in ["terms.bin", "blocks.bin", "docids.bin"] {
+        write_in_place(&live.join(name), &std::fs::read(b.join(name)).unwrap());
+        assert_eq!(answers(&index), before, "{name} rewritten");
+    }
+    index.check_unchanged().unwrap();
+    // The same length, one byte changed: wrong hits if used, so an error.
+    let postings = live.join("postings.bin");
+    let mut bytes = std::fs::read(&postings).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x10;
+    write_in_place(&postings, &bytes);
+    let err = index.check_unchanged().unwrap_err().to_string();
+    assert!(
+        err.contains("postings.bin") && err.contains("changed on disk while the index was open"),
+        "{err}"
+    );
+    write_in_place(&postings, &[]);
+    assert!(index.check_unchanged().is_err());
+    drop(index);
+    assert!(Index::open(&live).is_err());
 }
