@@ -371,3 +371,26 @@ fn index_line_longer_than_max_line_mb_is_named() {
     let o = warpsearch(&["index", "--input", s(&input), "-o", s(&out)], &[]);
     assert!(o.status.success(), "{}", text(&o.stderr));
 }
+
+/// `index --force` onto an index directory that also holds `notes.txt`, a `backup/` folder and the
+/// very input being read deleted them all: it now refuses, naming them, and the old index stays.
+#[test]
+fn index_force_refuses_to_delete_files_it_did_not_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, _) = setup(dir.path());
+    let out = dir.path().join("idx");
+    assert!(index(&a, &out, false, &[]).status.success());
+    std::fs::write(out.join("notes.txt"), "keep me").unwrap();
+    std::fs::create_dir(out.join("backup")).unwrap();
+    let input = out.join("b.jsonl");
+    collection(&input, 150, true);
+    let o = index(&input, &out, true, &[]);
+    assert!(!o.status.success());
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("b.jsonl, backup/, notes.txt") && err.contains("move it elsewhere"),
+        "{err}"
+    );
+    assert!(out.join("notes.txt").exists() && out.join("backup").is_dir() && input.exists());
+    assert_eq!(Index::open(&out).unwrap().num_docs(), 200);
+}

@@ -226,6 +226,7 @@ pub struct ImportOptions {
 /// Imports the CIFF file `path` as an index at `output`.
 pub fn import(path: &Path, output: &Path, opts: ImportOptions) -> Result<IndexMeta> {
     check_output(output, opts.writer.force)?;
+    crate::writer::check_inputs_outside(&[path.to_owned()], output)?;
     // Pass 1: header, list offsets (checked for order), document records.
     let mut r = MessageReader::open(path)?;
     let header: Header = r.next("the header")?;

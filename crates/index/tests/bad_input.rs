@@ -200,3 +200,46 @@ fn zst_of_zero_bytes_without_newline_is_refused_at_the_line_limit() {
     let content = [&short[..], b"\n", br#"{"id": "b", "contents": "y"}"#].concat();
     assert_eq!(build(dir.path(), &content, &opts).unwrap().meta.num_docs, 2);
 }
+
+/// `--force` onto an index directory that also holds a note, a folder and the very input being read
+/// deleted them all with the old index: now it refuses, naming them, and deletes nothing.
+#[test]
+fn force_onto_index_directory_holding_other_files_refuses_and_deletes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    build(dir.path(), br#"{"id": "a", "contents": "alpha"}"#, &options()).unwrap();
+    std::fs::write(out.join("notes.txt"), "keep me").unwrap();
+    std::fs::create_dir(out.join("backup")).unwrap();
+    std::fs::write(out.join("backup").join("old.jsonl"), "keep me too").unwrap();
+    let input = out.join("docs.jsonl");
+    std::fs::write(&input, br#"{"id": "b", "contents": "beta gamma"}"#).unwrap();
+    let mut force = options();
+    force.writer.force = true;
+    let err = build_from_jsonl(&input, &out, &force).unwrap_err().to_string();
+    assert!(
+        err.contains("backup/, docs.jsonl, notes.txt") && err.contains("would delete"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(out.join("notes.txt")).unwrap(), "keep me");
+    assert!(out.join("backup").join("old.jsonl").exists() && input.exists());
+    assert_eq!(Index::open(&out).unwrap().meta().num_terms, 1);
+    // The input alone inside the output (the note and folder moved out) is still refused.
+    std::fs::remove_file(out.join("notes.txt")).unwrap();
+    std::fs::remove_dir_all(out.join("backup")).unwrap();
+    let err = build_from_jsonl(&input, &out, &force).unwrap_err().to_string();
+    assert!(err.contains("docs.jsonl"), "{err}");
+    assert!(input.exists());
+    // Even an input named like an index file.
+    let disguised = out.join("static.bin");
+    std::fs::rename(&input, &disguised).unwrap();
+    let err = build_from_jsonl(&disguised, &out, &force)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("lies inside the output"), "{err}");
+    std::fs::rename(&disguised, &input).unwrap();
+    // With the directory holding only the index, --force replaces it.
+    let outside = dir.path().join("docs.jsonl");
+    std::fs::rename(&input, &outside).unwrap();
+    build_from_jsonl(&outside, &out, &force).unwrap();
+    assert_eq!(Index::open(&out).unwrap().meta().num_terms, 2);
+}

@@ -136,6 +136,7 @@ pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Res
         files,
         skipped: skipped_files,
     } = input::list_inputs(input)?;
+    crate::writer::check_inputs_outside(&files, output)?;
     let static_map = opts
         .static_scores
         .as_deref()
