@@ -364,10 +364,12 @@ pub struct SearchArgs {
     /// The run tag in TREC output.
     #[arg(long, default_value = "warpsearch")]
     pub tag: String,
-    /// Print throughput and latency percentiles to standard error.
+    /// Print throughput and latency percentiles to standard error (the queries are then read whole
+    /// first; without it and --warmup they stream: each chunk is answered and written as it arrives).
     #[arg(long)]
     pub stats: bool,
-    /// Run the whole batch this many times before the timed run (warms caches for --stats).
+    /// Run the whole batch this many times before the timed run (warms caches for --stats; the queries
+    /// are read whole first).
     #[arg(long, default_value_t = 0)]
     pub warmup: usize,
 }
