@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::{Args, Parser, Subcommand};
 use warpsearch_engine::{BackendChoice, CacheOptions};
+use warpsearch_index::build::MIN_MEMORY_MB;
 use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, WriterOptions};
 use warpsearch_query::{Algorithm, Mode};
 
@@ -95,8 +96,8 @@ pub struct IndexArgs {
     pub b: f32,
     #[command(flatten)]
     pub order: OrderArgs,
-    /// Memory for in-memory postings before spilling a sorted run to disk, in MiB.
-    #[arg(long, default_value_t = 2048)]
+    /// Memory for in-memory postings before spilling a sorted run to disk, in MiB (at least 16).
+    #[arg(long, default_value_t = 2048, value_parser = parse_memory_mb)]
     pub memory_mb: usize,
     /// Skip (and count) bad input lines instead of stopping at the first.
     #[arg(long)]
@@ -624,6 +625,17 @@ pub fn parse_bytes(s: &str) -> Result<usize, String> {
         return Err(format!("'{s}': the size must be positive"));
     }
     Ok((v * mult as f64) as usize)
+}
+
+/// `--memory-mb`: a whole number of MiB, at least [`MIN_MEMORY_MB`].
+fn parse_memory_mb(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(mb) if mb >= MIN_MEMORY_MB => Ok(mb),
+        _ => Err(format!(
+            "give at least {MIN_MEMORY_MB} (MiB of postings held in memory before a sorted run is \
+             spilled to disk; less spills a run every few documents), e.g. the default 2048"
+        )),
+    }
 }
 
 pub fn parse_mode(s: &str) -> Result<Mode, String> {

@@ -394,3 +394,30 @@ fn index_force_refuses_to_delete_files_it_did_not_write() {
     assert!(out.join("notes.txt").exists() && out.join("backup").is_dir() && input.exists());
     assert_eq!(Index::open(&out).unwrap().num_docs(), 200);
 }
+
+/// `--memory-mb 0` was accepted (then gigabytes of read buffers, "Too many open files", or an abort):
+/// below the floor it is refused with the reason.
+#[test]
+fn index_memory_mb_below_the_floor_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, _) = setup(dir.path());
+    let out = dir.path().join("idx");
+    for mb in ["0", "15", "lots"] {
+        let o = warpsearch(
+            &["index", "--input", s(&a), "-o", s(&out), "--memory-mb", mb],
+            &[],
+        );
+        assert!(!o.status.success(), "--memory-mb {mb} accepted");
+        assert!(
+            text(&o.stderr).contains("give at least 16"),
+            "{mb}: {}",
+            text(&o.stderr)
+        );
+        assert!(!out.exists());
+    }
+    let o = warpsearch(
+        &["index", "--input", s(&a), "-o", s(&out), "--memory-mb", "16"],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+}

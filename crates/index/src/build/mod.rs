@@ -22,6 +22,10 @@ use crate::order::{check_alpha, global_order, permuted};
 use crate::writer::{check_output, DocIds, DocTable, IndexWriter, WriterOptions};
 use runs::{Inverter, Posting};
 
+/// The least memory for postings the command line accepts, in MiB: below it a build spills a run every
+/// few documents.
+pub const MIN_MEMORY_MB: usize = 16;
+
 /// Longest document, in tokens: a block's frequencies must sum below 2^32.
 pub const MAX_DOC_LEN: u32 = u32::MAX / warpsearch_codec::BLOCK_LEN as u32;
 
@@ -32,8 +36,11 @@ pub struct BuildOptions {
     pub writer: WriterOptions,
     /// Index the `title` field before `contents` (Pyserini indexes `contents` only).
     pub include_title: bool,
-    /// Memory for postings before a run is spilled to disk, in bytes.
+    /// Memory for postings before a run is spilled to disk, in bytes. Any budget works; a small one
+    /// costs many runs (the command line asks for [`MIN_MEMORY_MB`] at least).
     pub memory_budget: usize,
+    /// Most spilled runs the merge reads at once (at least 2; [`runs::MAX_OPEN_RUNS`] by default).
+    pub max_open_runs: usize,
     /// Skip bad lines (counted) instead of failing.
     pub skip_bad: bool,
     /// The longest input line, in bytes; a longer one is an error naming its file and line.
@@ -53,6 +60,7 @@ impl BuildOptions {
             writer,
             include_title: false,
             memory_budget: 2 << 30,
+            max_open_runs: runs::MAX_OPEN_RUNS,
             skip_bad: false,
             max_line_bytes: input::DEFAULT_MAX_LINE,
             static_scores: None,
@@ -302,7 +310,7 @@ pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Res
         "{elapsed_precise} writing postings: {pos} terms",
     );
     let (mut docs, mut freqs) = (Vec::new(), Vec::new());
-    runs::merge(&runs, |term, list: &mut Vec<Posting>| {
+    runs::merge(&runs, opts.max_open_runs, |term, list: &mut Vec<Posting>| {
         if let Some(new_id) = &new_id {
             for p in list.iter_mut() {
                 p.0 = new_id[p.0 as usize];
