@@ -12,10 +12,11 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use warpsearch_codec::{Codec, BLOCK_LEN};
 
-use crate::bm25::Bm25;
+use crate::bm25::{mean_doc_len, Bm25};
+use crate::container::FORMAT_VERSION;
 use crate::container::{self, Payload};
 use crate::error::{corrupt, IndexError, IoContext, Result};
-use crate::format::{files, BlockMeta, DocOrder, IndexMeta, TermRecord};
+use crate::format::{files, BlockMeta, DocOrder, IndexMeta, StaticRange, TermRecord};
 use crate::termdict::{self, term_name, term_text};
 
 /// An open, read-only index.
@@ -234,8 +235,39 @@ impl Index {
                 "counts beyond 32-bit docIDs or term ordinals",
             ));
         }
+        if m.format_version != FORMAT_VERSION {
+            return Err(corrupt(
+                path(files::META),
+                format!(
+                    "format_version {}; this build reads version {FORMAT_VERSION}: rebuild the index",
+                    m.format_version
+                ),
+            ));
+        }
+        // BM25 scores with the stored mean: one that is not the mean scores every document wrongly.
+        let mean = mean_doc_len(m.total_doc_len, m.num_docs);
+        if m.avg_doc_len.to_bits() != mean.to_bits() {
+            return Err(corrupt(
+                path(files::META),
+                format!(
+                    "avg_doc_len {} is not total_doc_len / num_docs = {} / {} = {mean}",
+                    m.avg_doc_len, m.total_doc_len, m.num_docs
+                ),
+            ));
+        }
         sized(&self.terms, size_of::<TermRecord>(), m.num_terms, files::TERMS)?;
         sized(&self.doc_lens, 4, m.num_docs, files::DOC_LENS)?;
+        let total: u64 = self.doc_lens().par_iter().map(|&l| l as u64).sum();
+        if total != m.total_doc_len {
+            return Err(corrupt(
+                path(files::DOC_LENS),
+                format!(
+                    "the lengths sum to {total}, {} says total_doc_len {}",
+                    files::META.0,
+                    m.total_doc_len
+                ),
+            ));
+        }
         for (p, f) in [
             (&self.static_scores, files::STATIC),
             (&self.global_scores, files::GLOBAL),
@@ -246,6 +278,39 @@ impl Index {
                 if scores.iter().any(|s| !s.is_finite()) {
                     return Err(corrupt(path(f), "a score is not a finite number"));
                 }
+            }
+        }
+        if let Some(scores) = self.static_scores() {
+            // Static scores are normalised by the stored range: the range must be theirs.
+            let range = StaticRange::of(scores);
+            if m.static_scores != Some(range) {
+                return Err(corrupt(
+                    path(files::STATIC),
+                    format!(
+                        "the scores range from {} to {}, {} says {}",
+                        range.min,
+                        range.max,
+                        files::META.0,
+                        m.static_scores
+                            .map_or("none".into(), |r| format!("{} to {}", r.min, r.max))
+                    ),
+                ));
+            }
+        }
+        if let Some(scores) = self.global_scores() {
+            // Early termination stops on this order: scores that rise would stop it too soon.
+            if let Some(d) = scores.par_windows(2).position_first(|w| w[0] < w[1]) {
+                return Err(corrupt(
+                    path(files::GLOBAL),
+                    format!(
+                        "global scores must not increase with the docID; document {} has {}, document {} \
+                         has {}",
+                        d,
+                        scores[d],
+                        d + 1,
+                        scores[d + 1]
+                    ),
+                ));
             }
         }
         termdict::check(&self.terms_fst, m.num_terms, &path(files::TERMS_FST))?;

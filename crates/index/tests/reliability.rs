@@ -373,3 +373,139 @@ fn index_file_truncated_or_written_in_place_while_open_is_an_error_not_sigbus() 
     drop(index);
     assert!(Index::open(&live).is_err());
 }
+
+/// Rewrites the payload of index file `name` in `dir` by `change`, keeping its kind and build identity
+/// and writing a valid checksum: damage that only the cross-checks behind the checksum can see.
+fn rewrite_payload(dir: &Path, name: &str, change: impl FnOnce(&mut Vec<u8>)) {
+    let path = dir.join(name);
+    let bytes = std::fs::read(&path).unwrap();
+    let kind: [u8; 8] = bytes[8..16].try_into().unwrap();
+    let build_id = u64::from_le_bytes(bytes[20..28].try_into().unwrap());
+    let mut payload = bytes[HEADER_LEN..bytes.len() - FOOTER_LEN].to_vec();
+    change(&mut payload);
+    std::fs::remove_file(&path).unwrap();
+    warpsearch_index::container::write_file(&path, &kind, build_id, &payload).unwrap();
+}
+
+/// `meta.json` rewritten by `change` (as JSON).
+fn rewrite_meta(dir: &Path, change: impl FnOnce(&mut serde_json::Value)) {
+    rewrite_payload(dir, "meta.json", |payload| {
+        let mut meta: serde_json::Value = serde_json::from_slice(payload).unwrap();
+        change(&mut meta);
+        *payload = serde_json::to_vec_pretty(&meta).unwrap();
+    });
+}
+
+/// A fresh copy of index `from` at `dir/name`.
+fn copy_of(from: &Path, dir: &Path, name: &str) -> PathBuf {
+    let to = dir.join(name);
+    let _ = std::fs::remove_dir_all(&to);
+    copy_dir(from, &to);
+    to
+}
+
+fn open_error(dir: &Path) -> String {
+    Index::open(dir)
+        .err()
+        .expect("the damage must be refused at open")
+        .to_string()
+}
+
+/// `avg_doc_len` of 0 or −5 (checksum valid) opened and gave other than the top k: it must be
+/// `total_doc_len / num_docs`.
+#[test]
+fn avg_doc_len_other_than_the_mean_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, _) = two_builds(dir.path());
+    for bad in [0.0, -5.0, 1e9] {
+        let idx = copy_of(&a, dir.path(), "bad");
+        rewrite_meta(&idx, |m| m["avg_doc_len"] = bad.into());
+        let err = open_error(&idx);
+        assert!(err.contains("meta.json") && err.contains("avg_doc_len"), "{err}");
+    }
+    // The rewrite alone (the same value) is no damage.
+    let idx = copy_of(&a, dir.path(), "same");
+    rewrite_meta(&idx, |_| {});
+    Index::open(&idx).unwrap();
+}
+
+/// Document lengths that do not sum to `total_doc_len` (checksum valid) were not noticed.
+#[test]
+fn doclens_not_summing_to_total_doc_len_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, _) = two_builds(dir.path());
+    let idx = copy_of(&a, dir.path(), "bad");
+    rewrite_payload(&idx, "doclens.bin", |p| p[4] = p[4].wrapping_add(1));
+    let err = open_error(&idx);
+    assert!(
+        err.contains("doclens.bin") && err.contains("total_doc_len"),
+        "{err}"
+    );
+}
+
+/// `format_version` 0 or 2 in `meta.json` (checksum valid) was accepted.
+#[test]
+fn meta_format_version_other_than_this_builds_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, _) = two_builds(dir.path());
+    for version in [0, 2] {
+        let idx = copy_of(&a, dir.path(), "bad");
+        rewrite_meta(&idx, |m| m["format_version"] = version.into());
+        let err = open_error(&idx);
+        assert!(err.contains(&format!("format_version {version}")), "{err}");
+    }
+}
+
+/// An index in global-score order with static scores, built in `dir/gs` from `dir/a.jsonl`.
+fn global_score_build(dir: &Path) -> PathBuf {
+    collection(&dir.join("a.jsonl"), 300, 5, false);
+    let scores: String = (0..300)
+        .map(|d| format!("doc-{d}\t{}\n", (d * 37 % 101) as f32 / 7.0))
+        .collect();
+    std::fs::write(dir.join("static.tsv"), scores).unwrap();
+    let mut opts = options(false);
+    opts.static_scores = Some(dir.join("static.tsv"));
+    opts.reorder_alpha = Some(0.5);
+    let out = dir.join("gs");
+    build_from_jsonl(&dir.join("a.jsonl"), &out, &opts).unwrap();
+    out
+}
+
+/// Global scores that increase somewhere (checksum valid) made early termination stop too soon
+/// (answers other than the exhaustive top k): they must not increase with the docID.
+#[test]
+fn global_scores_that_increase_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let gs = global_score_build(dir.path());
+    Index::open(&gs).unwrap();
+    let idx = copy_of(&gs, dir.path(), "bad");
+    // The scores of documents 10 and 11 swapped, where they differ.
+    let scores: Vec<f32> = Index::open(&gs).unwrap().global_scores().unwrap().to_vec();
+    let d = (0..scores.len() - 1)
+        .find(|&d| scores[d] > scores[d + 1])
+        .unwrap();
+    rewrite_payload(&idx, "global.bin", |p| p[4 * d..4 * d + 8].rotate_left(4));
+    let err = open_error(&idx);
+    assert!(
+        err.contains("global.bin") && err.contains("must not increase"),
+        "{err}"
+    );
+}
+
+/// Static scores outside the range `meta.json` gives (checksum valid) were normalised wrongly; a range
+/// that is not theirs is refused too.
+#[test]
+fn static_scores_outside_the_meta_range_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let gs = global_score_build(dir.path());
+    let idx = copy_of(&gs, dir.path(), "bad");
+    rewrite_payload(&idx, "static.bin", |p| {
+        p[..4].copy_from_slice(&1000f32.to_le_bytes())
+    });
+    let err = open_error(&idx);
+    assert!(err.contains("static.bin") && err.contains("range"), "{err}");
+    let idx = copy_of(&gs, dir.path(), "bad");
+    rewrite_meta(&idx, |m| m["static_scores"]["max"] = 99.0.into());
+    let err = open_error(&idx);
+    assert!(err.contains("static.bin") && err.contains("to 99"), "{err}");
+}
