@@ -421,3 +421,60 @@ fn index_memory_mb_below_the_floor_is_refused() {
     );
     assert!(o.status.success(), "{}", text(&o.stderr));
 }
+
+/// A FIFO in place of `meta.json` or `blocks.bin` blocked `inspect` and `search` forever: both fail at
+/// once, naming it (a run still going after 20 s is killed and fails the test).
+#[cfg(target_os = "linux")]
+#[test]
+fn fifo_in_place_of_an_index_file_fails_inspect_and_search_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, _) = setup(dir.path());
+    let idx = dir.path().join("idx");
+    assert!(index(&a, &idx, false, &[]).status.success());
+    let q = dir.path().join("q.tsv");
+    for name in ["meta.json", "blocks.bin"] {
+        let path = idx.join(name);
+        let good = std::fs::read(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let made = Command::new("mkfifo").arg(&path).status().unwrap();
+        assert!(made.success());
+        for args in [
+            &["inspect", s(&idx)][..],
+            &[
+                "search",
+                "--index",
+                s(&idx),
+                "--queries",
+                s(&q),
+                "--backend",
+                "cpu",
+            ],
+        ] {
+            let mut child = Command::new(env!("CARGO_BIN_EXE_warpsearch"))
+                .args(args)
+                .stderr(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            let started = std::time::Instant::now();
+            let status = loop {
+                if let Some(status) = child.try_wait().unwrap() {
+                    break status;
+                }
+                if started.elapsed() > std::time::Duration::from_secs(20) {
+                    let _ = child.kill();
+                    panic!("{args:?} with a FIFO as {name} still waits");
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            };
+            let mut err = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+            assert!(!status.success(), "{args:?}");
+            assert!(
+                err.contains(name) && err.contains("not a regular file"),
+                "{args:?}: {err}"
+            );
+        }
+        warpsearch_index::testdata::replace_file(&path, &good);
+    }
+}

@@ -67,23 +67,37 @@ impl DirHandle {
         })
     }
 
-    /// Opens file `name` of the directory; `Ok(None)` when it does not exist.
+    /// Opens file `name` of the directory; `Ok(None)` when it does not exist. Anything but a regular
+    /// file (a FIFO, a device, a directory) is refused, without waiting on it: the open does not block
+    /// (`O_NONBLOCK`, which changes nothing for a regular file's reads and mappings).
     fn file(&self, name: &str) -> Result<Option<std::fs::File>> {
         let path = self.path.join(name);
         #[cfg(unix)]
         let opened = {
             use rustix::fs::{Mode, OFlags};
-            rustix::fs::openat(&self.fd, name, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+            let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK;
+            rustix::fs::openat(&self.fd, name, flags, Mode::empty())
                 .map(std::fs::File::from)
                 .map_err(std::io::Error::from)
         };
         #[cfg(not(unix))]
-        let opened = std::fs::File::open(&path);
-        match opened {
-            Ok(f) => Ok(Some(f)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e).at(path),
+        let opened = match std::fs::metadata(&path) {
+            Ok(m) if !m.is_file() => Err(std::io::Error::other("not a regular file")),
+            _ => std::fs::File::open(&path),
+        };
+        let file = match opened {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).at(path),
+        };
+        if !file.metadata().at(&path)?.is_file() {
+            return Err(corrupt(
+                path,
+                "not a regular file (a FIFO, a device or a directory): an index holds regular files \
+                 only; rebuild the index",
+            ));
         }
+        Ok(Some(file))
     }
 }
 

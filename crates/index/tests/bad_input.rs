@@ -243,3 +243,37 @@ fn force_onto_index_directory_holding_other_files_refuses_and_deletes_nothing() 
     build_from_jsonl(&outside, &out, &force).unwrap();
     assert_eq!(Index::open(&out).unwrap().meta().num_terms, 2);
 }
+
+/// A FIFO in place of `meta.json` or `blocks.bin` made opening the index wait forever for a writer:
+/// it is refused at once, named. (Opened on a thread, so that a wait fails the test instead of
+/// hanging it.)
+#[cfg(target_os = "linux")]
+#[test]
+fn fifo_in_place_of_an_index_file_is_refused_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path(), br#"{"id": "a", "contents": "alpha"}"#, &options()).unwrap();
+    let out = dir.path().join("out");
+    for name in ["meta.json", "blocks.bin", "postings.bin"] {
+        let path = out.join(name);
+        let good = std::fs::read(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let dir = out.clone();
+        std::thread::spawn(move || tx.send(Index::open(&dir).err().map(|e| e.to_string())));
+        let err = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("opening an index with a FIFO as {name} still waits"))
+            .expect("an index with a FIFO must not open");
+        assert!(err.contains(name) && err.contains("not a regular file"), "{err}");
+        replace_file(&path, &good);
+        Index::open(&out).unwrap();
+    }
+}
