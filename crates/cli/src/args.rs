@@ -362,8 +362,8 @@ pub struct SearchArgs {
     /// Replace an existing output file.
     #[arg(long)]
     pub force: bool,
-    /// The run tag in TREC output.
-    #[arg(long, default_value = "warpsearch")]
+    /// The run tag in TREC output (no white space or control characters).
+    #[arg(long, default_value = "warpsearch", value_parser = parse_tag)]
     pub tag: String,
     /// Print throughput and latency percentiles to standard error (the queries are then read whole
     /// first; without it and --warmup they stream: each chunk is answered and written as it arrives).
@@ -625,6 +625,20 @@ pub fn parse_bytes(s: &str) -> Result<usize, String> {
         return Err(format!("'{s}': the size must be positive"));
     }
     Ok((v * mult as f64) as usize)
+}
+
+/// `--tag`: the last column of every line of a TREC run, whose columns white space separates.
+fn parse_tag(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        return Err("the run tag is empty: a TREC run's last column needs a word".into());
+    }
+    if let Some(c) = s.chars().find(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "the run tag contains {c:?}: a TREC run separates its columns by white space, so a tag \
+             holds no white space or control characters"
+        ));
+    }
+    Ok(s.to_owned())
 }
 
 /// `--memory-mb`: a whole number of MiB, at least [`MIN_MEMORY_MB`].

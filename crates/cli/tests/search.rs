@@ -573,3 +573,43 @@ fn search_refuses_answers_once_postings_change_under_it() {
         "{err}"
     );
 }
+
+/// `search --tag` took a space, tab, newline or empty tag, writing a run that `evaluate` refuses: such
+/// a tag is refused before any work, and a valid one gives a run `evaluate` reads.
+#[test]
+fn search_tag_that_breaks_a_trec_run_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = small_index(dir.path());
+    let qfile = dir.path().join("q.txt");
+    std::fs::write(&qfile, "1\tfox\n").unwrap();
+    for tag in ["my run", "a\tb", "a\nb", "", "bell\u{7}"] {
+        let out = common::search(&index, &qfile, "or", 3, "cpu", &["--tag", tag]);
+        assert!(!out.status.success(), "{tag:?} accepted");
+        assert!(
+            text(&out.stderr).contains("run tag"),
+            "{tag:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(out.stdout.is_empty());
+    }
+    let run = dir.path().join("run.txt");
+    let out = common::search(
+        &index,
+        &qfile,
+        "or",
+        3,
+        "cpu",
+        &["--tag", "bm25-run.1", "-o", run.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let qrels = dir.path().join("qrels.txt");
+    std::fs::write(&qrels, "1 0 doc0 1\n").unwrap();
+    let out = warpsearch(&[
+        "evaluate",
+        "--qrels",
+        qrels.to_str().unwrap(),
+        "--run",
+        run.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
