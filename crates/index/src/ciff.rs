@@ -285,6 +285,21 @@ pub fn import(path: &Path, output: &Path, opts: ImportOptions) -> Result<IndexMe
         ids[slot] = d.collection_docid;
     }
     drop(r);
+    // A run names documents by these ids: two documents of one id would be one in every run.
+    let mut first_of: std::collections::HashMap<&str, usize> =
+        std::collections::HashMap::with_capacity(num_docs);
+    for (docid, id) in ids.iter().enumerate() {
+        if let Some(first) = first_of.insert(id, docid) {
+            return Err(corrupt(
+                path,
+                format!(
+                    "the document id '{id}' is given to docids {first} and {docid}: document ids must be \
+                     unique"
+                ),
+            ));
+        }
+    }
+    drop(first_of);
     if !sorted {
         offsets.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
         if let Some(w) = offsets.windows(2).find(|w| w[0].0 == w[1].0) {
