@@ -613,3 +613,38 @@ fn search_tag_that_breaks_a_trec_run_is_refused() {
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
+
+/// The BM25 parameters `index` accepts are those `search` accepts (the build said k1 > 0, search
+/// k1 ≥ 0, so an index could be built that no search with its own parameters accepted): one rule, one
+/// message.
+#[test]
+fn index_and_search_share_the_bm25_parameter_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = small_index(dir.path());
+    let qfile = dir.path().join("q.txt");
+    std::fs::write(&qfile, "1\tfox\n").unwrap();
+    let input = dir.path().join("in.jsonl");
+    for (k1, b) in [("0", "0.4"), ("-1", "0.4"), ("0.9", "1.5"), ("inf", "0.4")] {
+        let k1_arg = format!("--k1={k1}");
+        let b_arg = format!("--b={b}");
+        let search = common::search(&index, &qfile, "or", 3, "cpu", &[&k1_arg, &b_arg]);
+        let out = dir.path().join("other");
+        let build = warpsearch(&[
+            "index",
+            "--input",
+            input.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            &k1_arg,
+            &b_arg,
+        ]);
+        for (what, o) in [("search", &search), ("index", &build)] {
+            assert!(!o.status.success(), "{what} {k1} {b} accepted");
+            assert!(
+                text(&o.stderr).contains("BM25 needs k1 > 0 and 0 <= b <= 1"),
+                "{what} {k1} {b}: {}",
+                text(&o.stderr)
+            );
+        }
+    }
+}
