@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::{Args, Parser, Subcommand};
 use warpsearch_engine::{BackendChoice, CacheOptions};
+use warpsearch_index::build::MIN_MEMORY_MB;
 use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, WriterOptions};
 use warpsearch_query::{Algorithm, Mode};
 
@@ -95,12 +96,16 @@ pub struct IndexArgs {
     pub b: f32,
     #[command(flatten)]
     pub order: OrderArgs,
-    /// Memory for in-memory postings before spilling a sorted run to disk, in MiB.
-    #[arg(long, default_value_t = 2048)]
+    /// Memory for in-memory postings before spilling a sorted run to disk, in MiB (at least 16).
+    #[arg(long, default_value_t = 2048, value_parser = parse_memory_mb)]
     pub memory_mb: usize,
     /// Skip (and count) bad input lines instead of stopping at the first.
     #[arg(long)]
     pub skip_bad: bool,
+    /// The longest input line (one JSON document) read, in MiB; a longer line stops the build with
+    /// its file and line named.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub max_line_mb: u64,
 }
 
 impl IndexArgs {
@@ -357,13 +362,15 @@ pub struct SearchArgs {
     /// Replace an existing output file.
     #[arg(long)]
     pub force: bool,
-    /// The run tag in TREC output.
-    #[arg(long, default_value = "warpsearch")]
+    /// The run tag in TREC output (no white space or control characters).
+    #[arg(long, default_value = "warpsearch", value_parser = parse_tag)]
     pub tag: String,
-    /// Print throughput and latency percentiles to standard error.
+    /// Print throughput and latency percentiles to standard error (the queries are then read whole
+    /// first; without it and --warmup they stream: each chunk is answered and written as it arrives).
     #[arg(long)]
     pub stats: bool,
-    /// Run the whole batch this many times before the timed run (warms caches for --stats).
+    /// Run the whole batch this many times before the timed run (warms caches for --stats; the queries
+    /// are read whole first).
     #[arg(long, default_value_t = 0)]
     pub warmup: usize,
 }
@@ -618,6 +625,31 @@ pub fn parse_bytes(s: &str) -> Result<usize, String> {
         return Err(format!("'{s}': the size must be positive"));
     }
     Ok((v * mult as f64) as usize)
+}
+
+/// `--tag`: the last column of every line of a TREC run, whose columns white space separates.
+fn parse_tag(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        return Err("the run tag is empty: a TREC run's last column needs a word".into());
+    }
+    if let Some(c) = s.chars().find(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "the run tag contains {c:?}: a TREC run separates its columns by white space, so a tag \
+             holds no white space or control characters"
+        ));
+    }
+    Ok(s.to_owned())
+}
+
+/// `--memory-mb`: a whole number of MiB, at least [`MIN_MEMORY_MB`].
+fn parse_memory_mb(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(mb) if mb >= MIN_MEMORY_MB => Ok(mb),
+        _ => Err(format!(
+            "give at least {MIN_MEMORY_MB} (MiB of postings held in memory before a sorted run is \
+             spilled to disk; less spills a run every few documents), e.g. the default 2048"
+        )),
+    }
 }
 
 /// A mode by its name (and, or, and-or).

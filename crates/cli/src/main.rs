@@ -104,6 +104,7 @@ fn run_index(a: IndexArgs) -> Result<()> {
             opts.include_title = a.title;
             opts.memory_budget = a.memory_mb.saturating_mul(1 << 20);
             opts.skip_bad = a.skip_bad;
+            opts.max_line_bytes = (a.max_line_mb << 20) as usize;
             opts.static_scores = a.order.static_scores.clone();
             opts.reorder_alpha = a.order.reorder_alpha()?;
             opts.progress = true;

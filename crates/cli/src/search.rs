@@ -137,18 +137,18 @@ pub fn load_queries(a: &EngineArgs, index: &Index) -> Result<(Vec<QueryLine>, Ve
             qid: "1".into(),
             text: text.clone(),
             line: 1,
+            numbered: true,
         }],
         (None, Some(path)) => read_query_file(path, &mut warnings)?,
         (None, None) => bail!("give --queries FILE or --query TEXT"),
     };
     let queries: Vec<Query> = lines.iter().map(|l| Query::parse(index, &l.text)).collect();
-    report_queries(&lines, &queries, a.mode, &mut warnings);
-    for w in warnings.iter().take(10) {
-        eprintln!("warning: {w}");
-    }
-    if warnings.len() > 10 {
-        eprintln!("warning: … and {} more", warnings.len() - 10);
-    }
+    let mut shown = Warnings::default();
+    warnings.into_iter().for_each(|w| shown.push(w));
+    let mut report = QueryReport::default();
+    report.add(&lines, &queries);
+    report.finish(a.mode, &mut shown);
+    shown.print();
     let requests = queries
         .into_iter()
         .map(|q| Request::new(q, a.mode, a.k))
@@ -195,34 +195,28 @@ pub fn run(a: SearchArgs) -> Result<()> {
     Output::check(a.output.as_deref(), a.force)?;
     let index = Arc::new(crate::open(&a.engine.scorer.index)?);
     let engine = open_engine(&a.engine, index.clone())?;
+    let chunk = engine.batch_hint();
+    // A query file streams unless --warmup or --stats measure it as one batch, read first.
+    if let (Some(path), 0, false) = (&a.engine.queries, a.warmup, a.stats) {
+        return stream(&a, path, &index, &engine, chunk);
+    }
     let (lines, queries) = load_queries(&a.engine, &index)?;
 
     engine.warm_up(&queries, a.warmup)?;
-    let chunk = engine.batch_hint();
     let mut out = Output::create(a.output.as_deref(), a.force)?;
     let mut latencies = Vec::with_capacity(queries.len());
     let mut busy = Duration::ZERO;
     let started = Instant::now();
     for (chunk, chunk_lines) in queries.chunks(chunk).zip(lines.chunks(chunk)) {
-        let t = Instant::now();
-        let answers = answer_batch(&engine, chunk);
-        busy += t.elapsed();
-        // Results are formatted on all threads (at k = 1000 formatting costs more than searching).
-        let formatted: Vec<Result<(Duration, Vec<u8>)>> = answers
-            .into_par_iter()
-            .zip(chunk_lines)
-            .map(|(answer, line)| {
-                let answer = answer.with_context(|| format!("query {} (line {})", line.qid, line.line))?;
-                let mut text = Vec::new();
-                write_answer(&mut text, &index, &line.qid, &answer.hits, &a)?;
-                Ok((answer.latency, text))
-            })
-            .collect();
-        for f in formatted {
-            let (latency, text) = f?;
-            latencies.push(latency);
-            out.writer.write_all(&text)?;
-        }
+        busy += answer_chunk(
+            &engine,
+            &index,
+            &a,
+            chunk_lines,
+            chunk,
+            &mut out.writer,
+            &mut latencies,
+        )?;
     }
     let total = started.elapsed();
     out.finish()?;
@@ -262,45 +256,266 @@ pub fn run(a: SearchArgs) -> Result<()> {
     Ok(())
 }
 
-/// Warnings about queries that will match little or nothing, summarised with examples.
-fn report_queries(lines: &[QueryLine], queries: &[Query], mode: Mode, warnings: &mut Vec<String>) {
-    let examples = |f: &dyn Fn(&Query) -> bool| -> (usize, String) {
-        let hits: Vec<&QueryLine> = lines
-            .iter()
-            .zip(queries)
-            .filter(|(_, q)| f(q))
-            .map(|(l, _)| l)
-            .collect();
-        let shown: Vec<String> = hits
-            .iter()
-            .take(3)
-            .map(|l| format!("{} (line {})", l.qid, l.line))
-            .collect();
-        (hits.len(), shown.join(", "))
-    };
-    let (empty, e) = examples(&|q: &Query| q.is_empty());
-    if empty > 0 {
-        warnings.push(format!(
-            "{empty} queries have no searchable terms after analysis (empty, only stopwords or punctuation) \
-             and return nothing, e.g. {e}"
-        ));
+/// Answers one chunk of queries, checks that the index did not change under it, and writes the
+/// answers to `out` in order; returns the time spent searching and adds each query's latency to
+/// `latencies`.
+fn answer_chunk(
+    engine: &Engine,
+    index: &Index,
+    a: &SearchArgs,
+    lines: &[QueryLine],
+    chunk: &[Request],
+    out: &mut dyn Write,
+    latencies: &mut Vec<Duration>,
+) -> Result<Duration> {
+    let t = Instant::now();
+    let answers = answer_batch(engine, chunk);
+    let busy = t.elapsed();
+    // A mapped index file written in place during the batch can have changed its answers.
+    index.check_unchanged()?;
+    // Results are formatted on all threads (at k = 1000 formatting costs more than searching).
+    let formatted: Vec<Result<(Duration, Vec<u8>)>> = answers
+        .into_par_iter()
+        .zip(lines)
+        .map(|(answer, line)| {
+            let answer = answer.with_context(|| format!("query {} (line {})", line.qid, line.line))?;
+            let mut text = Vec::new();
+            write_answer(&mut text, index, &line.qid, &answer.hits, a)?;
+            Ok((answer.latency, text))
+        })
+        .collect();
+    for f in formatted {
+        let (latency, text) = f?;
+        latencies.push(latency);
+        out.write_all(&text)?;
     }
-    let (unknown, e) = examples(&|q: &Query| !q.unknown.is_empty());
-    if unknown > 0 {
-        let effect = match mode {
-            Mode::Or => "they are ignored",
-            _ => "AND finds nothing for them",
+    Ok(busy)
+}
+
+/// `search` of a query file (or standard input) as it arrives: each chunk of queries is answered and
+/// written, and the output flushed, before the next is read, so that memory holds one chunk (not the
+/// whole input) and a query piped in is answered without waiting for the end of the input. The
+/// warnings about the queries come at the end.
+fn stream(a: &SearchArgs, path: &Path, index: &Index, engine: &Engine, chunk: usize) -> Result<()> {
+    let mut out = Output::create(a.output.as_deref(), a.force)?;
+    let mut input = QueryStream::open(path, chunk)?;
+    let mut report = QueryReport::default();
+    let mut latencies = Vec::new();
+    let outcome = (|| -> Result<()> {
+        while let Some(lines) = input.next_chunk(chunk)? {
+            let queries: Vec<Query> = lines.iter().map(|l| Query::parse(index, &l.text)).collect();
+            report.add(&lines, &queries);
+            let requests: Vec<Request> = queries
+                .into_iter()
+                .map(|q| Request::new(q, a.engine.mode, a.engine.k))
+                .collect();
+            answer_chunk(
+                engine,
+                index,
+                a,
+                &lines,
+                &requests,
+                &mut out.writer,
+                &mut latencies,
+            )?;
+            latencies.clear();
+            out.writer.flush()?;
+        }
+        Ok(())
+    })();
+    let mut warnings = std::mem::take(&mut input.warnings);
+    report.finish(a.engine.mode, &mut warnings);
+    warnings.print();
+    outcome?;
+    out.finish()
+}
+
+/// The lines of a query file read on a thread of their own, handed out in chunks: a chunk of a
+/// regular file is filled, a chunk of a pipe or terminal ends when no line arrives for a millisecond
+/// (so a query typed or piped in is answered at once).
+struct QueryStream {
+    lines: std::sync::mpsc::Receiver<Result<QueryLine>>,
+    warnings_in: std::sync::mpsc::Receiver<String>,
+    /// The reading thread's warnings received so far.
+    warnings: Warnings,
+    fill: bool,
+    done: bool,
+}
+
+impl QueryStream {
+    fn open(path: &Path, chunk: usize) -> Result<QueryStream> {
+        let (tx, lines) = std::sync::mpsc::sync_channel(chunk);
+        let (warn, warnings_in) = std::sync::mpsc::channel();
+        let (input, name, fill): (Box<dyn std::io::Read + Send>, String, bool) = if path == Path::new("-") {
+            (Box::new(std::io::stdin()), "<stdin>".into(), false)
+        } else {
+            let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+            let regular = file.metadata().is_ok_and(|m| m.is_file());
+            (Box::new(file), path.display().to_string(), regular)
         };
-        warnings.push(format!(
-            "{unknown} queries contain terms the index does not have ({effect}), e.g. {e}"
-        ));
+        std::thread::spawn(move || {
+            let mut reader = warpsearch_index::queries::QueryReader::new(input, &name);
+            let mut warnings = Vec::new();
+            loop {
+                let next = reader.next_line(&mut warnings);
+                for w in warnings.drain(..) {
+                    let _ = warn.send(w);
+                }
+                let (line, end) = match next {
+                    Ok(Some(line)) => (Ok(line), false),
+                    Ok(None) => break,
+                    Err(e) => (Err(e.into()), true),
+                };
+                if tx.send(line).is_err() || end {
+                    break;
+                }
+            }
+        });
+        Ok(QueryStream {
+            lines,
+            warnings_in,
+            warnings: Warnings::default(),
+            fill,
+            done: false,
+        })
     }
-    let mut seen = std::collections::HashMap::new();
-    for l in lines {
-        if let Some(first) = seen.insert(l.qid.as_str(), l.line) {
+
+    /// The next chunk of at most `max` lines; `None` at the end of the input.
+    fn next_chunk(&mut self, max: usize) -> Result<Option<Vec<QueryLine>>> {
+        let mut chunk = Vec::new();
+        while chunk.len() < max && !self.done {
+            let next = if chunk.is_empty() || self.fill {
+                self.lines.recv().ok()
+            } else {
+                match self.lines.recv_timeout(Duration::from_millis(1)) {
+                    Ok(line) => Some(line),
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => break,
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => None,
+                }
+            };
+            match next {
+                Some(line) => chunk.push(line?),
+                // The reading thread ended: the input did.
+                None => self.done = true,
+            }
+        }
+        for w in self.warnings_in.try_iter() {
+            self.warnings.push(w);
+        }
+        Ok((!chunk.is_empty()).then_some(chunk))
+    }
+}
+
+/// At most ten warnings kept to print, and how many there were.
+#[derive(Default)]
+struct Warnings {
+    first: Vec<String>,
+    total: usize,
+}
+
+impl Warnings {
+    fn push(&mut self, w: String) {
+        if self.first.len() < 10 {
+            self.first.push(w);
+        }
+        self.total += 1;
+    }
+
+    /// Prints the first ten, then how many more there were.
+    fn print(&self) {
+        for w in &self.first {
+            eprintln!("warning: {w}");
+        }
+        if self.total > 10 {
+            eprintln!("warning: … and {} more", self.total - 10);
+        }
+    }
+}
+
+/// Query ids remembered to find duplicates: past this many, later ids go unchecked (and a warning
+/// says so), so that memory stays bounded on an endless stream.
+const MAX_TRACKED_QIDS: usize = 1_000_000;
+
+/// Warnings about queries that will match little or nothing, summarised with examples, and about
+/// repeated query ids, gathered chunk by chunk in bounded memory.
+#[derive(Default)]
+struct QueryReport {
+    /// Queries without searchable terms: how many, and the first three as `qid (line n)`.
+    empty: (usize, Vec<String>),
+    /// Queries with terms the index does not have.
+    unknown: (usize, Vec<String>),
+    /// The first line of each query id given on its line, by a 64-bit hash of the id (about 20 bytes
+    /// an id; two ids of one hash, under one chance in 10^7 among a million ids, would be named as a
+    /// repeat). A line without an id is numbered: it is checked against these but not kept, as no
+    /// other numbered line can have its number, so that a plain query log of any length costs nothing.
+    seen: std::collections::HashMap<u64, usize>,
+    /// Warnings about repeated ids: the first ten, and how many.
+    repeated: Warnings,
+    untracked: bool,
+}
+
+impl QueryReport {
+    fn add(&mut self, lines: &[QueryLine], queries: &[Query]) {
+        for (l, q) in lines.iter().zip(queries) {
+            for (hit, (n, examples)) in [
+                (q.is_empty(), &mut self.empty),
+                (!q.unknown.is_empty(), &mut self.unknown),
+            ] {
+                if hit {
+                    *n += 1;
+                    if examples.len() < 3 {
+                        examples.push(format!("{} (line {})", l.qid, l.line));
+                    }
+                }
+            }
+            let id = {
+                use std::hash::{Hash, Hasher};
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                l.qid.hash(&mut h);
+                h.finish()
+            };
+            if let Some(&first) = self.seen.get(&id) {
+                self.repeated.push(format!(
+                    "query id {} appears on lines {first} and {}; a TREC evaluation merges them",
+                    l.qid, l.line
+                ));
+            } else if l.numbered {
+                // Unique among numbered lines.
+            } else if self.seen.len() < MAX_TRACKED_QIDS {
+                self.seen.insert(id, l.line);
+            } else {
+                self.untracked = true;
+            }
+        }
+    }
+
+    /// Adds the summaries, then the repeated ids, to `warnings`.
+    fn finish(self, mode: Mode, warnings: &mut Warnings) {
+        let (empty, e) = self.empty;
+        if empty > 0 {
             warnings.push(format!(
-                "query id {} appears on lines {first} and {}; a TREC evaluation merges them",
-                l.qid, l.line
+                "{empty} queries have no searchable terms after analysis (empty, only stopwords or \
+                 punctuation) and return nothing, e.g. {}",
+                e.join(", ")
+            ));
+        }
+        let (unknown, e) = self.unknown;
+        if unknown > 0 {
+            let effect = match mode {
+                Mode::Or => "they are ignored",
+                _ => "AND finds nothing for them",
+            };
+            warnings.push(format!(
+                "{unknown} queries contain terms the index does not have ({effect}), e.g. {}",
+                e.join(", ")
+            ));
+        }
+        let more = self.repeated.total - self.repeated.first.len();
+        self.repeated.first.into_iter().for_each(|w| warnings.push(w));
+        warnings.total += more;
+        if self.untracked {
+            warnings.push(format!(
+                "query ids after the first {MAX_TRACKED_QIDS} distinct ones were not checked for repeats"
             ));
         }
     }
@@ -441,6 +656,31 @@ mod tests {
         let lines = read_queries(&b"\xEF\xBB\xBFcats\n"[..], "q", &mut warnings).unwrap();
         assert_eq!((lines[0].qid.as_str(), lines[0].text.as_str()), ("1", "cats"));
         assert!(warnings.is_empty());
+    }
+
+    /// Repeated query ids are named in bounded memory: ids equal to their line numbers, and a numbered
+    /// line whose number an earlier id took, included.
+    #[test]
+    fn repeated_query_ids_are_named() {
+        let mut warnings = Vec::new();
+        let lines = read_queries(&b"1\ta\n2\tb\n2\tc\n5\td\nplain\n"[..], "q", &mut warnings).unwrap();
+        let queries = vec![Query::default(); lines.len()];
+        let mut report = QueryReport::default();
+        report.add(&lines, &queries);
+        let mut shown = Warnings::default();
+        report.finish(Mode::Or, &mut shown);
+        let repeats: Vec<&String> = shown.first.iter().filter(|w| w.starts_with("query id")).collect();
+        assert_eq!(repeats.len(), 2, "{:?}", shown.first);
+        assert!(
+            repeats[0].starts_with("query id 2 appears on lines 2 and 3"),
+            "{}",
+            repeats[0]
+        );
+        assert!(
+            repeats[1].starts_with("query id 5 appears on lines 4 and 5"),
+            "{}",
+            repeats[1]
+        );
     }
 
     #[test]

@@ -79,7 +79,7 @@ fn torn_index_search_fails_instead_of_answering() {
             let e = e.unwrap();
             std::fs::copy(e.path(), mixed.join(e.file_name())).unwrap();
         }
-        std::fs::copy(ib.join(f), mixed.join(f)).unwrap();
+        warpsearch_index::testdata::replace_file(&mixed.join(f), &std::fs::read(ib.join(f)).unwrap());
         let q = dir.path().join("q.tsv");
         let out = warpsearch(
             &[
@@ -287,7 +287,7 @@ fn messages_name_the_right_file_once() {
     footer[8..12].copy_from_slice(&crc32fast_hash(&cut).to_le_bytes());
     footer[16..].copy_from_slice(b"WSFOOTER");
     cut.extend_from_slice(&footer);
-    std::fs::write(&path, &cut).unwrap();
+    warpsearch_index::testdata::replace_file(&path, &cut);
     let err = text(&search(&idx2).stderr);
     assert!(
         err.contains("postings.bin") && !err.contains("blocks.bin"),
@@ -337,5 +337,144 @@ fn ciff_import_refuses_build_only_options() {
             "{extra:?}: {}",
             text(&o.stderr)
         );
+    }
+}
+
+/// A line longer than `--max-line-mb` stops `index` with its file and line named, before it is read
+/// whole (a compressed input of gigabytes without a newline aborted the build).
+#[test]
+fn index_line_longer_than_max_line_mb_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("long.jsonl");
+    let long = format!(
+        "{{\"id\": \"a\", \"contents\": \"x\"}}\n{{\"id\": \"b\", \"contents\": \"{}\"}}\n",
+        "word ".repeat(300_000)
+    );
+    std::fs::write(&input, long).unwrap();
+    let out = dir.path().join("idx");
+    let o = warpsearch(
+        &["index", "--input", s(&input), "-o", s(&out), "--max-line-mb", "1"],
+        &[],
+    );
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("long.jsonl:2: the line is longer than 1 MiB"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(!out.exists());
+    let o = warpsearch(
+        &["index", "--input", s(&input), "-o", s(&out), "--max-line-mb", "0"],
+        &[],
+    );
+    assert!(!o.status.success(), "--max-line-mb 0 accepted");
+    let o = warpsearch(&["index", "--input", s(&input), "-o", s(&out)], &[]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+}
+
+/// `index --force` onto an index directory that also holds `notes.txt`, a `backup/` folder and the
+/// very input being read deleted them all: it now refuses, naming them, and the old index stays.
+#[test]
+fn index_force_refuses_to_delete_files_it_did_not_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, _) = setup(dir.path());
+    let out = dir.path().join("idx");
+    assert!(index(&a, &out, false, &[]).status.success());
+    std::fs::write(out.join("notes.txt"), "keep me").unwrap();
+    std::fs::create_dir(out.join("backup")).unwrap();
+    let input = out.join("b.jsonl");
+    collection(&input, 150, true);
+    let o = index(&input, &out, true, &[]);
+    assert!(!o.status.success());
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("b.jsonl, backup/, notes.txt") && err.contains("move it elsewhere"),
+        "{err}"
+    );
+    assert!(out.join("notes.txt").exists() && out.join("backup").is_dir() && input.exists());
+    assert_eq!(Index::open(&out).unwrap().num_docs(), 200);
+}
+
+/// `--memory-mb 0` was accepted (then gigabytes of read buffers, "Too many open files", or an abort):
+/// below the floor it is refused with the reason.
+#[test]
+fn index_memory_mb_below_the_floor_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, _) = setup(dir.path());
+    let out = dir.path().join("idx");
+    for mb in ["0", "15", "lots"] {
+        let o = warpsearch(
+            &["index", "--input", s(&a), "-o", s(&out), "--memory-mb", mb],
+            &[],
+        );
+        assert!(!o.status.success(), "--memory-mb {mb} accepted");
+        assert!(
+            text(&o.stderr).contains("give at least 16"),
+            "{mb}: {}",
+            text(&o.stderr)
+        );
+        assert!(!out.exists());
+    }
+    let o = warpsearch(
+        &["index", "--input", s(&a), "-o", s(&out), "--memory-mb", "16"],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+}
+
+/// A FIFO in place of `meta.json` or `blocks.bin` blocked `inspect` and `search` forever: both fail at
+/// once, naming it (a run still going after 20 s is killed and fails the test).
+#[cfg(target_os = "linux")]
+#[test]
+fn fifo_in_place_of_an_index_file_fails_inspect_and_search_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, _) = setup(dir.path());
+    let idx = dir.path().join("idx");
+    assert!(index(&a, &idx, false, &[]).status.success());
+    let q = dir.path().join("q.tsv");
+    for name in ["meta.json", "blocks.bin"] {
+        let path = idx.join(name);
+        let good = std::fs::read(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let made = Command::new("mkfifo").arg(&path).status().unwrap();
+        assert!(made.success());
+        for args in [
+            &["inspect", s(&idx)][..],
+            &[
+                "search",
+                "--index",
+                s(&idx),
+                "--queries",
+                s(&q),
+                "--backend",
+                "cpu",
+            ],
+        ] {
+            let mut child = Command::new(env!("CARGO_BIN_EXE_warpsearch"))
+                .args(args)
+                .stderr(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            let started = std::time::Instant::now();
+            let status = loop {
+                if let Some(status) = child.try_wait().unwrap() {
+                    break status;
+                }
+                if started.elapsed() > std::time::Duration::from_secs(20) {
+                    let _ = child.kill();
+                    panic!("{args:?} with a FIFO as {name} still waits");
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            };
+            let mut err = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+            assert!(!status.success(), "{args:?}");
+            assert!(
+                err.contains(name) && err.contains("not a regular file"),
+                "{args:?}: {err}"
+            );
+        }
+        warpsearch_index::testdata::replace_file(&path, &good);
     }
 }

@@ -357,3 +357,294 @@ fn simdbp_index_answers_as_pfor() {
         assert_eq!(a.stdout, b.stdout, "{mode}");
     }
 }
+
+/// `search` with piped standard input, and a thread collecting its standard output line by line.
+struct Piped {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Piped {
+    fn start(index: &Path, extra: &[&str]) -> Piped {
+        use std::io::BufRead;
+        use std::process::{Command, Stdio};
+        let mut child = Command::new(env!("CARGO_BIN_EXE_warpsearch"))
+            .args(["search", "--index", index.to_str().unwrap(), "--queries", "-"])
+            .args(["--backend", "cpu"])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                if tx.send(line.unwrap()).is_err() {
+                    break;
+                }
+            }
+        });
+        Piped {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+        }
+    }
+
+    fn send(&mut self, text: &str) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(text.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The next line of output, within a minute (the input stays open meanwhile).
+    fn line(&self) -> String {
+        self.lines
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("no answer while the input stays open")
+    }
+
+    /// Closes the input and waits: the exit status and standard error.
+    fn finish(mut self) -> (std::process::ExitStatus, String) {
+        use std::io::Read;
+        drop(self.stdin.take());
+        let mut err = String::new();
+        self.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        (self.child.wait().unwrap(), err)
+    }
+}
+
+/// `search --queries -` read all of standard input before the first answer: a query piped in now
+/// gets its answer while the input stays open.
+#[test]
+fn search_stdin_answers_each_query_before_the_end_of_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = small_index(dir.path());
+    let mut search = Piped::start(&index, &["--k", "1"]);
+    search.send("1\tfox\n");
+    assert!(search.line().starts_with("1 Q0 doc"));
+    search.send("2\tbears\n");
+    let answer = search.line();
+    let qfile = dir.path().join("q.txt");
+    std::fs::write(&qfile, "2\tbears\n").unwrap();
+    let by_file = common::search(&index, &qfile, "or", 1, "cpu", &[]);
+    assert_eq!(format!("{answer}\n"), text(&by_file.stdout));
+    let (status, err) = search.finish();
+    assert!(status.success(), "{err}");
+}
+
+/// Streaming changes no byte: a query file of three chunks (4,096 queries each on the CPU) and the same
+/// queries on standard input give the output of the whole batch read first (as `--warmup` does), in
+/// both formats, with the same warnings.
+#[test]
+fn search_stream_output_is_byte_identical_to_the_whole_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = small_index(dir.path());
+    let words = [
+        "fox", "dog", "brown", "quick", "the", "zebra", "bears", "river", "day",
+    ];
+    let mut queries = String::new();
+    for i in 0..10_000usize {
+        let text: Vec<&str> = (0..i % 4).map(|j| words[(i * 7 + j * 3) % words.len()]).collect();
+        // Some queries repeat an id, some have none.
+        match i % 5 {
+            0 => queries += &format!("q{}\t{}\n", i % 2_000, text.join(" ")),
+            1 => queries += &format!("{}\n", text.join(" ")),
+            _ => queries += &format!("q{i}\t{}\n", text.join(" ")),
+        }
+    }
+    let qfile = dir.path().join("q.txt");
+    std::fs::write(&qfile, &queries).unwrap();
+    for format in ["trec", "json"] {
+        let run = |extra: &[&str]| {
+            let mut args = vec!["--format", format];
+            args.extend_from_slice(extra);
+            let out = common::search(&index, &qfile, "or", 3, "cpu", &args);
+            assert!(out.status.success(), "{}", text(&out.stderr));
+            (out.stdout, text(&out.stderr))
+        };
+        let (whole, whole_err) = run(&["--warmup", "1"]);
+        let (streamed, streamed_err) = run(&[]);
+        assert!(whole.len() > 100_000);
+        assert!(whole == streamed, "{format}: the streamed output differs");
+        assert_eq!(whole_err, streamed_err);
+        assert!(
+            whole_err.contains("query id q0 appears on lines 1 and"),
+            "{whole_err}"
+        );
+        assert!(whole_err.contains("… and "), "{whole_err}");
+        // Standard input.
+        let mut piped = Piped::start(&index, &["--k", "3", "--format", format]);
+        let feeder = {
+            let mut stdin = piped.stdin.take().unwrap();
+            let queries = queries.clone();
+            std::thread::spawn(move || {
+                use std::io::Write;
+                stdin.write_all(queries.as_bytes()).unwrap();
+            })
+        };
+        let mut got = Vec::new();
+        while got.len() < whole.len() {
+            got.extend_from_slice(piped.line().as_bytes());
+            got.push(b'\n');
+        }
+        feeder.join().unwrap();
+        let (status, err) = piped.finish();
+        assert!(status.success(), "{err}");
+        assert!(got == whole, "{format}: the output of standard input differs");
+        assert_eq!(err, whole_err.replace(qfile.to_str().unwrap(), "<stdin>"));
+    }
+}
+
+/// `search --queries -` held about 8 times its input in memory: now its peak resident memory does not
+/// grow with the input. The peak after 24 MB of queries is that after 6 MB, within a few MB (read while
+/// the input is still open, every answer received).
+#[test]
+fn search_stdin_memory_does_not_grow_with_the_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = small_index(dir.path());
+    let peak_kb = |megabytes: usize| -> u64 {
+        let mut search = Piped::start(&index, &["--k", "1"]);
+        let line = "the quick brown fox jumps over the lazy dog\n";
+        let blocks = (megabytes << 20) / line.len() / 1000;
+        let mut stdin = search.stdin.take().unwrap();
+        let feeder = std::thread::spawn(move || {
+            use std::io::Write;
+            let block = line.repeat(1000);
+            for _ in 0..blocks {
+                stdin.write_all(block.as_bytes()).unwrap();
+            }
+            stdin
+        });
+        for _ in 0..blocks * 1000 {
+            search.line();
+        }
+        let stdin = feeder.join().unwrap();
+        let status = std::fs::read_to_string(format!("/proc/{}/status", search.child.id())).unwrap();
+        drop(stdin);
+        let (exit, err) = search.finish();
+        assert!(exit.success(), "{err}");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .expect("VmHWM in /proc/PID/status")
+    };
+    let (small, large) = (peak_kb(6), peak_kb(24));
+    assert!(
+        large < small + (4 << 10),
+        "peak {small} kB after 6 MB of queries, {large} kB after 24 MB"
+    );
+}
+
+/// `postings.bin` written in place while `search` streams (wrong hits, or a SIGBUS for a truncation,
+/// before): the batch after the change is refused with an error naming the file, its answers unwritten.
+#[test]
+fn search_refuses_answers_once_postings_change_under_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = small_index(dir.path());
+    let mut search = Piped::start(&index, &["--k", "1"]);
+    search.send("1\tfox\n");
+    assert!(search.line().starts_with("1 Q0 "));
+    // Past the file system's timestamp granularity, so that the write shows in the modification time.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let postings = index.join("postings.bin");
+    let mut bytes = std::fs::read(&postings).unwrap();
+    let end = bytes.len() - 30;
+    bytes[end] ^= 0x40;
+    warpsearch_index::testdata::write_in_place(&postings, &bytes);
+    search.send("2\tdog\n");
+    let rest: Vec<String> =
+        std::iter::from_fn(|| search.lines.recv_timeout(std::time::Duration::from_secs(5)).ok()).collect();
+    let (status, err) = search.finish();
+    assert!(!status.success());
+    assert!(rest.is_empty(), "{rest:?}");
+    assert!(
+        err.contains("postings.bin") && err.contains("changed on disk while the index was open"),
+        "{err}"
+    );
+}
+
+/// `search --tag` took a space, tab, newline or empty tag, writing a run that `evaluate` refuses: such
+/// a tag is refused before any work, and a valid one gives a run `evaluate` reads.
+#[test]
+fn search_tag_that_breaks_a_trec_run_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = small_index(dir.path());
+    let qfile = dir.path().join("q.txt");
+    std::fs::write(&qfile, "1\tfox\n").unwrap();
+    for tag in ["my run", "a\tb", "a\nb", "", "bell\u{7}"] {
+        let out = common::search(&index, &qfile, "or", 3, "cpu", &["--tag", tag]);
+        assert!(!out.status.success(), "{tag:?} accepted");
+        assert!(
+            text(&out.stderr).contains("run tag"),
+            "{tag:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(out.stdout.is_empty());
+    }
+    let run = dir.path().join("run.txt");
+    let out = common::search(
+        &index,
+        &qfile,
+        "or",
+        3,
+        "cpu",
+        &["--tag", "bm25-run.1", "-o", run.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let qrels = dir.path().join("qrels.txt");
+    std::fs::write(&qrels, "1 0 doc0 1\n").unwrap();
+    let out = warpsearch(&[
+        "evaluate",
+        "--qrels",
+        qrels.to_str().unwrap(),
+        "--run",
+        run.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+/// The BM25 parameters `index` accepts are those `search` accepts (the build said k1 > 0, search
+/// k1 ≥ 0, so an index could be built that no search with its own parameters accepted): one rule, one
+/// message.
+#[test]
+fn index_and_search_share_the_bm25_parameter_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = small_index(dir.path());
+    let qfile = dir.path().join("q.txt");
+    std::fs::write(&qfile, "1\tfox\n").unwrap();
+    let input = dir.path().join("in.jsonl");
+    for (k1, b) in [("0", "0.4"), ("-1", "0.4"), ("0.9", "1.5"), ("inf", "0.4")] {
+        let k1_arg = format!("--k1={k1}");
+        let b_arg = format!("--b={b}");
+        let search = common::search(&index, &qfile, "or", 3, "cpu", &[&k1_arg, &b_arg]);
+        let out = dir.path().join("other");
+        let build = warpsearch(&[
+            "index",
+            "--input",
+            input.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            &k1_arg,
+            &b_arg,
+        ]);
+        for (what, o) in [("search", &search), ("index", &build)] {
+            assert!(!o.status.success(), "{what} {k1} {b} accepted");
+            assert!(
+                text(&o.stderr).contains("BM25 needs k1 > 0 and 0 <= b <= 1"),
+                "{what} {k1} {b}: {}",
+                text(&o.stderr)
+            );
+        }
+    }
+}

@@ -16,7 +16,8 @@ pub struct Bm25Params {
 }
 
 impl Bm25Params {
-    /// `k1` and `b` as an index stores them: k1 > 0 and finite, b in [0, 1].
+    /// `k1` and `b` checked: k1 > 0 and finite, b in [0, 1]. The one rule for building an index and for
+    /// searching one, so that every index built can be searched with its own parameters.
     pub fn checked(k1: f32, b: f32) -> Result<Self, String> {
         if !(k1 > 0.0 && k1.is_finite() && (0.0..=1.0).contains(&b)) {
             return Err(format!("BM25 needs k1 > 0 and 0 <= b <= 1 (got k1 {k1}, b {b})"));

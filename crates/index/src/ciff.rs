@@ -105,9 +105,40 @@ pub struct DocRecord {
 }
 
 /// What warpsearch puts in the description so a round trip loses nothing.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize)]
 struct Description {
     warpsearch: DescriptionBody,
+}
+
+/// The settings of a header's `description` when it holds warpsearch's (a JSON object with a
+/// `warpsearch` key); `None` for anything else (free text, another tool's JSON). A setting that is
+/// missing or of the wrong type is an error naming it, and the BM25 parameters must be ones an index
+/// can be searched with: an import never silently drops a setting, nor writes an index no search
+/// accepts.
+fn description_settings(text: &str, path: &Path) -> Result<Option<DescriptionBody>> {
+    let Ok(serde_json::Value::Object(mut fields)) = serde_json::from_str(text) else {
+        return Ok(None);
+    };
+    let Some(settings) = fields.remove("warpsearch") else {
+        return Ok(None);
+    };
+    let bad = |what: String| {
+        corrupt(
+            path,
+            format!("the header's description: {what}: correct the setting, or remove it"),
+        )
+    };
+    let body: DescriptionBody = serde_path_to_error::deserialize(settings).map_err(|e| {
+        let at = e.path().to_string();
+        let name = if at == "." {
+            "warpsearch".to_owned()
+        } else {
+            format!("warpsearch.{at}")
+        };
+        bad(format!("{name}: {}", e.inner()))
+    })?;
+    Bm25Params::checked(body.bm25.k1, body.bm25.b).map_err(|e| bad(format!("warpsearch.bm25: {e}")))?;
+    Ok(Some(body))
 }
 
 #[derive(Serialize, Deserialize)]
@@ -226,6 +257,7 @@ pub struct ImportOptions {
 /// Imports the CIFF file `path` as an index at `output`.
 pub fn import(path: &Path, output: &Path, opts: ImportOptions) -> Result<IndexMeta> {
     check_output(output, opts.writer.force)?;
+    crate::writer::check_inputs_outside(&[path.to_owned()], output)?;
     // Pass 1: header, list offsets (checked for order), document records.
     let mut r = MessageReader::open(path)?;
     let header: Header = r.next("the header")?;
@@ -284,6 +316,21 @@ pub fn import(path: &Path, output: &Path, opts: ImportOptions) -> Result<IndexMe
         ids[slot] = d.collection_docid;
     }
     drop(r);
+    // A run names documents by these ids: two documents of one id would be one in every run.
+    let mut first_of: std::collections::HashMap<&str, usize> =
+        std::collections::HashMap::with_capacity(num_docs);
+    for (docid, id) in ids.iter().enumerate() {
+        if let Some(first) = first_of.insert(id, docid) {
+            return Err(corrupt(
+                path,
+                format!(
+                    "the document id '{id}' is given to docids {first} and {docid}: document ids must be \
+                     unique"
+                ),
+            ));
+        }
+    }
+    drop(first_of);
     if !sorted {
         offsets.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
         if let Some(w) = offsets.windows(2).find(|w| w[0].0 == w[1].0) {
@@ -297,9 +344,7 @@ pub fn import(path: &Path, output: &Path, opts: ImportOptions) -> Result<IndexMe
         }
     }
 
-    let description: Option<DescriptionBody> = serde_json::from_str::<Description>(&header.description)
-        .ok()
-        .map(|d| d.warpsearch);
+    let description = description_settings(&header.description, path)?;
     let mut writer_opts = opts.writer;
     if let Some(d) = &description {
         if !opts.analyzer_override {

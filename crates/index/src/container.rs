@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use memmap2::Mmap;
 
-use crate::error::{corrupt, IoContext, Result};
+use crate::error::{corrupt, IndexError, IoContext, Result};
 
 /// Version of the on-disk format this build writes and reads.
 pub const FORMAT_VERSION: u32 = 1;
@@ -48,7 +48,13 @@ pub struct ContainerWriter {
 impl ContainerWriter {
     /// Creates `path` and writes the header for a file of `kind` belonging to build `build_id`.
     pub fn create(path: &Path, kind: &[u8; 8], build_id: u64) -> Result<Self> {
-        let file = File::create(path).at(path)?;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        // Read-only for everyone once written (the handle opened here still writes): an index file
+        // changed in place under a reader that maps it gives wrong answers or kills it (SIGBUS).
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o444);
+        let file = options.open(path).at(path)?;
         let mut header = [0u8; HEADER_LEN];
         header[..8].copy_from_slice(MAGIC);
         header[8..16].copy_from_slice(kind);
@@ -122,16 +128,52 @@ pub fn new_build_id() -> u64 {
     h.finish().max(1)
 }
 
-/// The checked payload of a memory-mapped file; cheap to clone, usable as `fst` storage.
+/// The checked payload of an index file, memory-mapped or held in memory; cheap to clone, usable as
+/// `fst` storage.
 #[derive(Clone, Debug)]
 pub struct Payload {
-    map: Arc<Mmap>,
+    file: Arc<Backing>,
     range: Range<usize>,
+}
+
+/// A whole index file.
+#[derive(Debug)]
+enum Backing {
+    /// Mapped, with the open file and what it looked like when mapped ([`Payload::check_unchanged`]).
+    Mapped { map: Mmap, file: File, stamp: Stamp },
+    /// Read into memory: `len` bytes of `words` (8-byte aligned, as u64 records need).
+    Held { words: Box<[u64]>, len: usize },
+}
+
+/// What a mapped file's metadata says of its contents: a write or a truncation changes one of them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Stamp {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl Stamp {
+    fn of(file: &File, path: &Path) -> Result<Stamp> {
+        let meta = file.metadata().at(path)?;
+        Ok(Stamp {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+        })
+    }
+}
+
+impl Backing {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Backing::Mapped { map, .. } => map,
+            Backing::Held { words, len } => &bytemuck::cast_slice(words)[..*len],
+        }
+    }
 }
 
 impl AsRef<[u8]> for Payload {
     fn as_ref(&self) -> &[u8] {
-        &self.map[self.range.clone()]
+        &self.file.bytes()[self.range.clone()]
     }
 }
 
@@ -143,7 +185,30 @@ impl Payload {
 
     /// The build identity in the file's header (0 for files written before identities existed).
     pub fn build_id(&self) -> u64 {
-        u64::from_le_bytes(self.map[20..28].try_into().expect("8 bytes"))
+        u64::from_le_bytes(self.file.bytes()[20..28].try_into().expect("8 bytes"))
+    }
+
+    /// Whether the payload is memory-mapped (else it is held in memory).
+    pub fn is_mapped(&self) -> bool {
+        matches!(*self.file, Backing::Mapped { .. })
+    }
+
+    /// An error when the mapped file's length or modification time differ from when it was mapped
+    /// (one `fstat`): it was truncated or written in place, and what it maps can be other bytes than
+    /// were checked. A payload held in memory cannot change.
+    pub fn check_unchanged(&self, path: &Path) -> Result<()> {
+        let Backing::Mapped { file, stamp, .. } = &*self.file else {
+            return Ok(());
+        };
+        if Stamp::of(file, path)? != *stamp {
+            return Err(corrupt(
+                path,
+                "changed on disk while the index was open (written in place or truncated), so answers \
+                 read from it can be wrong: open the index again. Index files are read-only; replace \
+                 an index with `warpsearch index --force`, which leaves open readers the old files",
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -155,14 +220,59 @@ pub fn open(path: &Path, kind: &[u8; 8]) -> Result<Payload> {
 /// Like [`open`] for a file already opened (e.g. relative to a directory handle); `path` names it in
 /// errors.
 pub fn open_file(file: File, path: &Path, kind: &[u8; 8]) -> Result<Payload> {
-    // SAFETY: the index is immutable once renamed into place; nothing in this process writes to it.
-    // Another process truncating it underneath us is outside what a memory-mapped reader can guard.
+    let stamp = Stamp::of(&file, path)?;
+    // SAFETY: index files are written read-only and replaced by renaming a new directory into place,
+    // which leaves the mapped files as they are. A file truncated in place by someone who overrides its
+    // permissions can still raise SIGBUS on access: no mapping can guard against that; a change is
+    // detected by `Payload::check_unchanged` and by the checksum at the next open.
     let map = unsafe { Mmap::map(&file) }.at(path)?;
     let payload = check(&map, path, kind)?;
     Ok(Payload {
-        map: Arc::new(map),
+        file: Arc::new(Backing::Mapped { map, file, stamp }),
         range: payload,
     })
+}
+
+/// Reads the whole of `file` into memory (in parallel chunks), checks it as [`open_file`] does and
+/// returns its payload, which nothing done to the file afterwards can change.
+pub fn read_file(file: File, path: &Path, kind: &[u8; 8]) -> Result<Payload> {
+    let len = usize::try_from(file.metadata().at(path)?.len())
+        .map_err(|_| corrupt(path, "larger than the address space"))?;
+    let mut words = vec![0u64; len.div_ceil(8)].into_boxed_slice();
+    let bytes: &mut [u8] = &mut bytemuck::cast_slice_mut(&mut words)[..len];
+    read_all(&file, bytes).map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => corrupt(
+            path,
+            "shorter than its length when opened: it changed while it was read",
+        ),
+        _ => IndexError::Io {
+            path: path.to_owned(),
+            cause: e,
+        },
+    })?;
+    let payload = check(bytes, path, kind)?;
+    Ok(Payload {
+        file: Arc::new(Backing::Held { words, len }),
+        range: payload,
+    })
+}
+
+/// Fills `buf` from the start of `file`, in chunks on all cores (the copy and the page faults of a
+/// gigabyte of skip data take a second on one).
+#[cfg(unix)]
+fn read_all(file: &File, buf: &mut [u8]) -> std::io::Result<()> {
+    use rayon::prelude::*;
+    use std::os::unix::fs::FileExt;
+    const CHUNK: usize = 8 << 20;
+    buf.par_chunks_mut(CHUNK)
+        .enumerate()
+        .try_for_each(|(i, chunk)| file.read_exact_at(chunk, (i * CHUNK) as u64))
+}
+
+#[cfg(not(unix))]
+fn read_all(mut file: &File, buf: &mut [u8]) -> std::io::Result<()> {
+    use std::io::Read;
+    file.read_exact(buf)
 }
 
 fn check(bytes: &[u8], path: &Path, kind: &[u8; 8]) -> Result<Range<usize>> {
@@ -258,6 +368,9 @@ mod tests {
         write_file(&path, b"TESTFILE", 42, b"hello payload").unwrap();
         let payload = open(&path, b"TESTFILE").unwrap();
         assert_eq!((payload.bytes(), payload.build_id()), (&b"hello payload"[..], 42));
+        let held = read_file(File::open(&path).unwrap(), &path, b"TESTFILE").unwrap();
+        assert_eq!((held.bytes(), held.build_id()), (&b"hello payload"[..], 42));
+        assert!(payload.is_mapped() && !held.is_mapped());
         assert!(open(&path, b"OTHERKND")
             .unwrap_err()
             .to_string()
@@ -266,13 +379,14 @@ mod tests {
         for i in 0..good.len() {
             let mut bad = good.clone();
             bad[i] ^= 0x20;
-            std::fs::write(&path, &bad).unwrap();
+            crate::testdata::replace_file(&path, &bad);
             assert!(
                 open(&path, b"TESTFILE").is_err(),
                 "flipped byte {i} went unnoticed"
             );
+            assert!(read_file(File::open(&path).unwrap(), &path, b"TESTFILE").is_err());
         }
-        std::fs::write(&path, &good[..good.len() - 3]).unwrap();
+        crate::testdata::replace_file(&path, &good[..good.len() - 3]);
         assert!(open(&path, b"TESTFILE")
             .unwrap_err()
             .to_string()

@@ -38,6 +38,12 @@ pub mod files {
         DOC_LENS.0,
         DOC_IDS.0,
     ];
+
+    /// Whether `name` is the name of a file an index may hold: what replacing or removing an index
+    /// removes, and nothing else.
+    pub fn is_index_file(name: &str) -> bool {
+        REQUIRED.contains(&name) || name == STATIC.0 || name == GLOBAL.0
+    }
 }
 
 /// Per-term record in `terms.bin` (40 bytes, little-endian).

@@ -2,7 +2,8 @@
 //!
 //! - [`analyzer`]: text to terms, shared by documents and queries.
 //! - [`build`]: JsonCollection to index, memory-bounded, multi-threaded.
-//! - [`writer`] / [`reader`]: the on-disk format (`docs/format.md`), written atomically, read memory-mapped.
+//! - [`writer`] / [`reader`]: the on-disk format (`docs/format.md`), written atomically and
+//!   read-only, read into memory (postings memory-mapped).
 //! - [`replace`]: atomic replacement of an output, failure injection, cleanup of killed runs' leftovers.
 //! - [`ciff`]: import and export of the Common Index File Format.
 //! - [`pisa`]: export to PISA's binary collection, so PISA can index exactly our postings.

@@ -12,10 +12,11 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use warpsearch_codec::{Codec, BLOCK_LEN};
 
-use crate::bm25::Bm25;
+use crate::bm25::{mean_doc_len, Bm25};
+use crate::container::FORMAT_VERSION;
 use crate::container::{self, Payload};
 use crate::error::{corrupt, IndexError, IoContext, Result};
-use crate::format::{files, BlockMeta, DocOrder, IndexMeta, TermRecord};
+use crate::format::{files, BlockMeta, DocOrder, IndexMeta, StaticRange, TermRecord};
 use crate::termdict::{self, term_name, term_text};
 
 /// An open, read-only index.
@@ -66,23 +67,51 @@ impl DirHandle {
         })
     }
 
-    /// Opens file `name` of the directory; `Ok(None)` when it does not exist.
+    /// Opens file `name` of the directory; `Ok(None)` when it does not exist. Anything but a regular
+    /// file (a FIFO, a device, a directory) is refused, without waiting on it: the open does not block
+    /// (`O_NONBLOCK`, which changes nothing for a regular file's reads and mappings).
     fn file(&self, name: &str) -> Result<Option<std::fs::File>> {
         let path = self.path.join(name);
         #[cfg(unix)]
         let opened = {
             use rustix::fs::{Mode, OFlags};
-            rustix::fs::openat(&self.fd, name, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+            let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK;
+            rustix::fs::openat(&self.fd, name, flags, Mode::empty())
                 .map(std::fs::File::from)
                 .map_err(std::io::Error::from)
         };
         #[cfg(not(unix))]
-        let opened = std::fs::File::open(&path);
-        match opened {
-            Ok(f) => Ok(Some(f)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e).at(path),
+        let opened = match std::fs::metadata(&path) {
+            Ok(m) if !m.is_file() => Err(std::io::Error::other("not a regular file")),
+            _ => std::fs::File::open(&path),
+        };
+        let file = match opened {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).at(path),
+        };
+        if !file.metadata().at(&path)?.is_file() {
+            return Err(corrupt(
+                path,
+                "not a regular file (a FIFO, a device or a directory): an index holds regular files \
+                 only; rebuild the index",
+            ));
         }
+        Ok(Some(file))
+    }
+}
+
+/// Checks file `f` (opened as `file`, named `path` in errors) and returns its payload: `postings.bin`
+/// memory-mapped, every other file read into memory. The open-time check vouches for the structure
+/// (offsets, skip data, the dictionary, the id table) that readers then trust without checking, so
+/// that structure must not change under an open index: held in memory, it cannot. Posting blocks are
+/// decoded defensively on every use, so they can stay in the mapping, shared with the page cache
+/// (they are most of an index), where a change is caught by [`Index::check_unchanged`].
+fn load(file: std::fs::File, path: &Path, f: (&str, &[u8; 8])) -> Result<Payload> {
+    if f.0 == files::POSTINGS.0 {
+        container::open_file(file, path, f.1)
+    } else {
+        container::read_file(file, path, f.1)
     }
 }
 
@@ -138,7 +167,7 @@ impl Index {
             return Err(Attempt::Failed(not_index()));
         };
         let meta_path = dir.join(files::META.0);
-        let meta_payload = container::open_file(meta_file, &meta_path, files::META.1)?;
+        let meta_payload = load(meta_file, &meta_path, files::META)?;
         let build_id = meta_payload.build_id();
         let meta: IndexMeta = serde_json::from_slice(meta_payload.bytes())
             .map_err(|e| corrupt(&meta_path, format!("metadata: {e}")))?;
@@ -149,7 +178,7 @@ impl Index {
                 return Ok(None);
             };
             let path = dir.join(f.0);
-            let payload = container::open_file(file, &path, f.1)?;
+            let payload = load(file, &path, f)?;
             if payload.build_id() != build_id {
                 return Err(Attempt::Raced(corrupt(
                     &path,
@@ -220,8 +249,39 @@ impl Index {
                 "counts beyond 32-bit docIDs or term ordinals",
             ));
         }
+        if m.format_version != FORMAT_VERSION {
+            return Err(corrupt(
+                path(files::META),
+                format!(
+                    "format_version {}; this build reads version {FORMAT_VERSION}: rebuild the index",
+                    m.format_version
+                ),
+            ));
+        }
+        // BM25 scores with the stored mean: one that is not the mean scores every document wrongly.
+        let mean = mean_doc_len(m.total_doc_len, m.num_docs);
+        if m.avg_doc_len.to_bits() != mean.to_bits() {
+            return Err(corrupt(
+                path(files::META),
+                format!(
+                    "avg_doc_len {} is not total_doc_len / num_docs = {} / {} = {mean}",
+                    m.avg_doc_len, m.total_doc_len, m.num_docs
+                ),
+            ));
+        }
         sized(&self.terms, size_of::<TermRecord>(), m.num_terms, files::TERMS)?;
         sized(&self.doc_lens, 4, m.num_docs, files::DOC_LENS)?;
+        let total: u64 = self.doc_lens().par_iter().map(|&l| l as u64).sum();
+        if total != m.total_doc_len {
+            return Err(corrupt(
+                path(files::DOC_LENS),
+                format!(
+                    "the lengths sum to {total}, {} says total_doc_len {}",
+                    files::META.0,
+                    m.total_doc_len
+                ),
+            ));
+        }
         for (p, f) in [
             (&self.static_scores, files::STATIC),
             (&self.global_scores, files::GLOBAL),
@@ -232,6 +292,39 @@ impl Index {
                 if scores.iter().any(|s| !s.is_finite()) {
                     return Err(corrupt(path(f), "a score is not a finite number"));
                 }
+            }
+        }
+        if let Some(scores) = self.static_scores() {
+            // Static scores are normalised by the stored range: the range must be theirs.
+            let range = StaticRange::of(scores);
+            if m.static_scores != Some(range) {
+                return Err(corrupt(
+                    path(files::STATIC),
+                    format!(
+                        "the scores range from {} to {}, {} says {}",
+                        range.min,
+                        range.max,
+                        files::META.0,
+                        m.static_scores
+                            .map_or("none".into(), |r| format!("{} to {}", r.min, r.max))
+                    ),
+                ));
+            }
+        }
+        if let Some(scores) = self.global_scores() {
+            // Early termination stops on this order: scores that rise would stop it too soon.
+            if let Some(d) = scores.par_windows(2).position_first(|w| w[0] < w[1]) {
+                return Err(corrupt(
+                    path(files::GLOBAL),
+                    format!(
+                        "global scores must not increase with the docID; document {} has {}, document {} \
+                         has {}",
+                        d,
+                        scores[d],
+                        d + 1,
+                        scores[d + 1]
+                    ),
+                ));
             }
         }
         termdict::check(&self.terms_fst, m.num_terms, &path(files::TERMS_FST))?;
@@ -352,6 +445,15 @@ impl Index {
             previous = Some(b);
         }
         Ok(())
+    }
+
+    /// An error when a memory-mapped file of the index (`postings.bin`) was written in place or
+    /// truncated since the index was opened: answers computed since may be wrong (and a truncation can
+    /// kill the process with SIGBUS before this can tell). One `fstat`: check once per batch of
+    /// queries, after it, before its answers are used. The other files are held in memory and cannot
+    /// change.
+    pub fn check_unchanged(&self) -> Result<()> {
+        self.postings.check_unchanged(&self.dir.join(files::POSTINGS.0))
     }
 
     /// `term 'TEXT'` for ordinal `id` (a scan of the dictionary: for messages only).

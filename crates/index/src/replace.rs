@@ -11,6 +11,9 @@
 //! `.warpsearch-runs-PID-*`) are removed by the next build or write to the same path; leftovers of a
 //! live process are left alone.
 //!
+//! Removing an old index (after a replacement, or one a killed replacement left aside) removes the
+//! files an index holds and nothing else: a directory that also holds other things is kept, with them.
+//!
 //! `WARPSEARCH_FAIL_AT=POINT` (a test hook) aborts the process at a named point, as a kill would;
 //! `POINT:error` returns an I/O error there instead. The points are in [`FAIL_POINTS`].
 
@@ -118,12 +121,19 @@ pub fn recover(out: &Path) -> bool {
     false
 }
 
-/// Recovers `out` (see [`recover`]) and removes every other leftover of a dead process beside it.
+/// Recovers `out` (see [`recover`]) and removes every other leftover of a dead process beside it; an
+/// old index directory that also holds what no build wrote is left as it is.
 pub fn clean_stale(out: &Path) -> Result<()> {
     recover(out);
-    for (path, _) in leftovers(out) {
-        let removed = if path.is_dir() {
+    for (path, kind) in leftovers(out) {
+        let removed = if kind != "old" && path.is_dir() {
+            // A temporary directory or the runs of a build: what is in it, the writer wrote.
             fs::remove_dir_all(&path)
+        } else if path.is_dir() {
+            match remove_index_dir(&path) {
+                Err(IndexError::Invalid(_)) => Ok(()),
+                other => other.map_err(|e| std::io::Error::other(e.to_string())),
+            }
         } else {
             fs::remove_file(&path)
         };
@@ -133,6 +143,61 @@ pub fn clean_stale(out: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The entries of directory `dir` that are not index files (a folder is never one), sorted.
+pub fn foreign_entries(dir: &Path) -> Result<Vec<String>> {
+    let mut foreign = Vec::new();
+    for entry in fs::read_dir(dir).at(dir)? {
+        let entry = entry.at(dir)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let is_dir = entry.file_type().at(entry.path())?.is_dir();
+        if is_dir {
+            foreign.push(format!("{name}/"));
+        } else if !crate::format::files::is_index_file(&name) {
+            foreign.push(name);
+        }
+    }
+    foreign.sort();
+    Ok(foreign)
+}
+
+/// Up to five of `names`, then how many more.
+pub fn show_names(names: &[String]) -> String {
+    let mut shown = names.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+    if names.len() > 5 {
+        shown += &format!(" and {} more", names.len() - 5);
+    }
+    shown
+}
+
+/// Removes the index directory `dir`: its index files, then the directory. What else it holds (which
+/// no build wrote) is kept, with the directory, and named in an `Invalid` error.
+pub(crate) fn remove_index_dir(dir: &Path) -> Result<()> {
+    let entries = match fs::read_dir(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        entries => entries.at(dir)?,
+    };
+    for entry in entries {
+        let entry = entry.at(dir)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if crate::format::files::is_index_file(&name) && !entry.file_type().at(entry.path())?.is_dir() {
+            fs::remove_file(entry.path()).at(entry.path())?;
+        }
+    }
+    match fs::remove_dir(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => match foreign_entries(dir)? {
+            foreign if foreign.is_empty() => Err(e).at(dir),
+            foreign => Err(IndexError::Invalid(format!(
+                "{} was kept: it holds what an index does not ({}); move that elsewhere, then remove \
+                 the directory",
+                dir.display(),
+                show_names(&foreign)
+            ))),
+        },
+    }
 }
 
 /// A directory written under a temporary name beside its destination (`.NAME.tmp-PID`) and removed on
@@ -147,8 +212,10 @@ impl TmpDir {
     pub(crate) fn beside(out: &Path) -> Result<Self> {
         clean_stale(out)?;
         let path = hidden_beside(out, "tmp");
-        if path.exists() {
+        if path.is_dir() {
             fs::remove_dir_all(&path).at(&path)?;
+        } else if path.exists() {
+            fs::remove_file(&path).at(&path)?;
         }
         fs::create_dir_all(&path).at(&path)?;
         Ok(TmpDir { path, keep: false })
@@ -177,8 +244,11 @@ pub(crate) fn replace_dir(tmp: &Path, out: &Path) -> Result<()> {
         if !fail_point_named("renamed-aside") && exchange(tmp, out)? {
             fail_point("exchanged", out)?;
             sync_dir(parent(out))?;
-            // `tmp` now holds the old index.
-            fs::remove_dir_all(tmp).at(tmp)?;
+            // `tmp` now holds the old index: it goes aside first, so that what it holds besides the
+            // index (put there after the caller checked) is never taken for the temporary's.
+            let old = hidden_beside(out, "old");
+            fs::rename(tmp, &old).at(&old)?;
+            remove_index_dir(&old).map_err(|e| replaced_but(out, e))?;
         } else {
             let old = hidden_beside(out, "old");
             fs::rename(out, &old).at(out)?;
@@ -189,12 +259,20 @@ pub(crate) fn replace_dir(tmp: &Path, out: &Path) -> Result<()> {
                 return Err(e);
             }
             sync_dir(parent(out))?;
-            fs::remove_dir_all(&old).at(&old)?;
+            remove_index_dir(&old).map_err(|e| replaced_but(out, e))?;
         }
     } else {
         fs::rename(tmp, out).at(out)?;
     }
     sync_dir(parent(out))
+}
+
+/// The error of removing the old index after the new one was put in place at `out`.
+fn replaced_but(out: &Path, e: IndexError) -> IndexError {
+    IndexError::Invalid(format!(
+        "the new index is in place at {}, but the old one could not be removed: {e}",
+        out.display()
+    ))
 }
 
 /// Swaps `a` and `b` atomically; `Ok(false)` where the system or file system cannot.
@@ -229,4 +307,37 @@ pub fn write_file_atomically(path: &Path, write: impl FnOnce(&mut fs::File) -> R
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file that appears in the old index's directory after the caller's check (a race) is kept,
+    /// with its directory, and named; the new index is in place and only index files were removed.
+    #[test]
+    fn replacing_keeps_what_the_old_index_directory_holds_besides_index_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let (out, tmp) = (dir.path().join("idx"), dir.path().join(".idx.tmp-new"));
+        for (d, text) in [(&out, "old"), (&tmp, "new")] {
+            fs::create_dir(d).unwrap();
+            fs::write(d.join("meta.json"), text).unwrap();
+            fs::write(d.join("postings.bin"), text).unwrap();
+        }
+        fs::write(out.join("notes.txt"), "keep me").unwrap();
+        let err = replace_dir(&tmp, &out).unwrap_err().to_string();
+        assert!(
+            err.contains("the new index is in place") && err.contains("notes.txt"),
+            "{err}"
+        );
+        assert_eq!(fs::read_to_string(out.join("meta.json")).unwrap(), "new");
+        let kept: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p != &out)
+            .flat_map(|p| fs::read_dir(p).unwrap())
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(kept, ["notes.txt"]);
+    }
 }

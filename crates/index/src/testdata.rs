@@ -3,8 +3,9 @@
 //! - [`shared_data`]: where tests find `../shared/data`, and whether its absence skips or fails a test.
 //! - [`without_build_id`]: an index file's bytes with its build identity and checksum zeroed, to compare
 //!   two builds byte for byte.
+//! - [`replace_file`] and [`write_in_place`]: damage to an index file, whose files are read-only.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// `../shared/data/REL` (from the workspace root) when it exists. When it does not: `None`, after
 /// printing `skipped: …` (a test then returns early), unless `WARPSEARCH_REQUIRE_DATA=1` is set (as
@@ -34,4 +35,40 @@ pub fn without_build_id(mut bytes: Vec<u8>) -> Vec<u8> {
         bytes[n - 16..n - 12].fill(0);
     }
     bytes
+}
+
+/// Makes `bytes` the contents of the (read-only) index file `path` as a new file: the old one is
+/// removed, so an index that has it open keeps the old contents.
+pub fn replace_file(path: &Path, bytes: &[u8]) {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => panic!("{}: {e}", path.display()),
+        _ => {}
+    }
+    std::fs::write(path, bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+}
+
+/// Writes `bytes` over the (read-only) index file `path` in place, as someone who overrides its
+/// permissions would: made writable, truncated to their length, written. An index that has the file
+/// open sees the change.
+pub fn write_in_place(path: &Path, bytes: &[u8]) {
+    use std::io::Write;
+    fn fail<T>(path: &Path) -> impl FnOnce(std::io::Error) -> T + '_ {
+        move |e| panic!("{}: {e}", path.display())
+    }
+    #[cfg(unix)]
+    let permissions = std::os::unix::fs::PermissionsExt::from_mode(0o644);
+    #[cfg(not(unix))]
+    let permissions = {
+        let mut p = std::fs::metadata(path).unwrap_or_else(fail(path)).permissions();
+        #[allow(clippy::permissions_set_readonly_false)]
+        p.set_readonly(false);
+        p
+    };
+    std::fs::set_permissions(path, permissions).unwrap_or_else(fail(path));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap_or_else(fail(path));
+    file.set_len(bytes.len() as u64).unwrap_or_else(fail(path));
+    file.write_all(bytes).unwrap_or_else(fail(path));
 }

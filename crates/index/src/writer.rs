@@ -383,21 +383,53 @@ fn fst_error(path: &Path, e: fst::Error) -> IndexError {
     }
 }
 
-/// Fails early when `out` exists and may not be replaced. First renames back an old index a killed
-/// replacement left aside and removes leftovers of dead processes beside `out` ([`crate::replace`]).
+/// Fails early when `out` exists and may not be replaced: without `force`, or when it is not an index,
+/// or when it holds anything an index does not (notes, folders, the input itself), which a replacement
+/// would delete with the old index. First renames back an old index a killed replacement left aside
+/// and removes leftovers of dead processes beside `out` ([`crate::replace`]).
 pub fn check_output(out: &Path, force: bool) -> Result<()> {
     clean_stale(out)?;
-    if out.exists() && !force {
+    if !out.exists() {
+        return Ok(());
+    }
+    if !force {
         return Err(IndexError::Invalid(format!(
             "{} already exists: choose another --output or pass --force to replace it",
             out.display()
         )));
     }
-    if out.exists() && !out.join(files::META.0).exists() {
+    if !out.join(files::META.0).exists() {
         return Err(IndexError::Invalid(format!(
             "{} exists and is not a warpsearch index: refusing to replace it even with --force",
             out.display()
         )));
+    }
+    let foreign = crate::replace::foreign_entries(out)?;
+    if !foreign.is_empty() {
+        return Err(IndexError::Invalid(format!(
+            "{} holds what an index does not ({}): --force replaces the whole directory and would \
+             delete it; move it elsewhere, or choose another --output",
+            out.display(),
+            crate::replace::show_names(&foreign)
+        )));
+    }
+    Ok(())
+}
+
+/// Fails when one of `inputs` lies inside `out`, which a build replaces with its own directory.
+pub(crate) fn check_inputs_outside(inputs: &[PathBuf], out: &Path) -> Result<()> {
+    let Ok(out) = std::fs::canonicalize(out) else {
+        return Ok(());
+    };
+    for input in inputs {
+        if std::fs::canonicalize(input).is_ok_and(|i| i.starts_with(&out)) {
+            return Err(IndexError::Invalid(format!(
+                "the input {} lies inside the output {}, which the build replaces: move the input \
+                 elsewhere, or choose another --output",
+                input.display(),
+                out.display()
+            )));
+        }
     }
     Ok(())
 }

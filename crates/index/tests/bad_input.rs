@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use warpsearch_index::build::{build_from_jsonl, BuildOptions};
+use warpsearch_index::testdata::replace_file;
 use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, Index, WriterOptions};
 
 fn options() -> BuildOptions {
@@ -118,15 +119,15 @@ fn damaged_index_files_are_refused_at_open() {
         let mut flipped = good.clone();
         let middle = flipped.len() / 2;
         flipped[middle] ^= 1;
-        std::fs::write(&path, &flipped).unwrap();
+        replace_file(&path, &flipped);
         let err = Index::open(&out)
             .err()
             .unwrap_or_else(|| panic!("{file}: damage went unnoticed"))
             .to_string();
         assert!(err.contains(file) && err.contains("checksum"), "{err}");
-        std::fs::write(&path, &good[..good.len() - 10]).unwrap();
+        replace_file(&path, &good[..good.len() - 10]);
         assert!(Index::open(&out).is_err(), "{file}: truncation went unnoticed");
-        std::fs::write(&path, &good).unwrap();
+        replace_file(&path, &good);
     }
     std::fs::remove_file(out.join("postings.bin")).unwrap();
     assert!(Index::open(&out)
@@ -156,4 +157,123 @@ fn missing_input_and_bad_static_scores_are_explained() {
     opts.static_scores = Some(dir.path().join("s.tsv"));
     let err = build(dir.path(), br#"{"id": "a", "contents": "x"}"#, &opts).unwrap_err();
     assert!(err.contains("s.tsv:2") && err.contains("not a number"), "{err}");
+}
+
+/// A small `.jsonl.zst` that expands to a line of hundreds of MiB of zero bytes (no newline) is an
+/// error naming the file and line once the line passes the limit, never a line read whole (a 135 KB
+/// file of 4 GiB of zeros aborted the build on a failed allocation).
+#[test]
+fn zst_of_zero_bytes_without_newline_is_refused_at_the_line_limit() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("zeros.jsonl.zst");
+    let mut z = zstd::Encoder::new(std::fs::File::create(&input).unwrap(), 3).unwrap();
+    z.write_all(b"{\"id\": \"a\", \"contents\": \"alpha\"}\n")
+        .unwrap();
+    let zeros = vec![0u8; 1 << 20];
+    for _ in 0..(warpsearch_index::build::input::DEFAULT_MAX_LINE >> 20) + 16 {
+        z.write_all(&zeros).unwrap();
+    }
+    z.finish().unwrap();
+    assert!(std::fs::metadata(&input).unwrap().len() < 1 << 20);
+    let err = build_from_jsonl(&input, &dir.path().join("out"), &options())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("zeros.jsonl.zst:2: the line is longer than 64 MiB") && err.contains("--max-line-mb"),
+        "{err}"
+    );
+    assert!(!dir.path().join("out").exists());
+    // The limit is the caller's: a line of 40 bytes under a 32-byte limit is named with its line.
+    let mut opts = options();
+    opts.max_line_bytes = 32;
+    let short = br#"{"id": "a", "contents": "x"}"#;
+    let long = br#"{"id": "b", "contents": "a longer one"}"#;
+    let content = [&short[..], b"\n", short, b"\n", long, b"\n"].concat();
+    let err = build(dir.path(), &content, &opts).unwrap_err();
+    assert!(
+        err.contains("in.jsonl:3: the line is longer than 32 bytes"),
+        "{err}"
+    );
+    // A line of exactly the limit, with or without its newline, is read.
+    opts.max_line_bytes = short.len();
+    let content = [&short[..], b"\n", br#"{"id": "b", "contents": "y"}"#].concat();
+    assert_eq!(build(dir.path(), &content, &opts).unwrap().meta.num_docs, 2);
+}
+
+/// `--force` onto an index directory that also holds a note, a folder and the very input being read
+/// deleted them all with the old index: now it refuses, naming them, and deletes nothing.
+#[test]
+fn force_onto_index_directory_holding_other_files_refuses_and_deletes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    build(dir.path(), br#"{"id": "a", "contents": "alpha"}"#, &options()).unwrap();
+    std::fs::write(out.join("notes.txt"), "keep me").unwrap();
+    std::fs::create_dir(out.join("backup")).unwrap();
+    std::fs::write(out.join("backup").join("old.jsonl"), "keep me too").unwrap();
+    let input = out.join("docs.jsonl");
+    std::fs::write(&input, br#"{"id": "b", "contents": "beta gamma"}"#).unwrap();
+    let mut force = options();
+    force.writer.force = true;
+    let err = build_from_jsonl(&input, &out, &force).unwrap_err().to_string();
+    assert!(
+        err.contains("backup/, docs.jsonl, notes.txt") && err.contains("would delete"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(out.join("notes.txt")).unwrap(), "keep me");
+    assert!(out.join("backup").join("old.jsonl").exists() && input.exists());
+    assert_eq!(Index::open(&out).unwrap().meta().num_terms, 1);
+    // The input alone inside the output (the note and folder moved out) is still refused.
+    std::fs::remove_file(out.join("notes.txt")).unwrap();
+    std::fs::remove_dir_all(out.join("backup")).unwrap();
+    let err = build_from_jsonl(&input, &out, &force).unwrap_err().to_string();
+    assert!(err.contains("docs.jsonl"), "{err}");
+    assert!(input.exists());
+    // Even an input named like an index file.
+    let disguised = out.join("static.bin");
+    std::fs::rename(&input, &disguised).unwrap();
+    let err = build_from_jsonl(&disguised, &out, &force)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("lies inside the output"), "{err}");
+    std::fs::rename(&disguised, &input).unwrap();
+    // With the directory holding only the index, --force replaces it.
+    let outside = dir.path().join("docs.jsonl");
+    std::fs::rename(&input, &outside).unwrap();
+    build_from_jsonl(&outside, &out, &force).unwrap();
+    assert_eq!(Index::open(&out).unwrap().meta().num_terms, 2);
+}
+
+/// A FIFO in place of `meta.json` or `blocks.bin` made opening the index wait forever for a writer:
+/// it is refused at once, named. (Opened on a thread, so that a wait fails the test instead of
+/// hanging it.)
+#[cfg(target_os = "linux")]
+#[test]
+fn fifo_in_place_of_an_index_file_is_refused_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path(), br#"{"id": "a", "contents": "alpha"}"#, &options()).unwrap();
+    let out = dir.path().join("out");
+    for name in ["meta.json", "blocks.bin", "postings.bin"] {
+        let path = out.join(name);
+        let good = std::fs::read(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let dir = out.clone();
+        std::thread::spawn(move || tx.send(Index::open(&dir).err().map(|e| e.to_string())));
+        let err = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("opening an index with a FIFO as {name} still waits"))
+            .expect("an index with a FIFO must not open");
+        assert!(err.contains(name) && err.contains("not a regular file"), "{err}");
+        replace_file(&path, &good);
+        Index::open(&out).unwrap();
+    }
 }

@@ -181,6 +181,28 @@ fn spilling_runs_gives_the_same_index_byte_for_byte() {
     assert_same_files(&one, &many);
 }
 
+/// More runs than the merge reads at once are merged in levels (the merge opened every run, past the
+/// file descriptor limit): the index is the one a single merge writes, byte for byte.
+#[test]
+fn multi_level_merge_gives_the_same_index_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    collection(dir.path(), 500, 13);
+    let input = dir.path().join("docs.jsonl");
+    let mut tiny = options(Codec::PForDelta);
+    tiny.memory_budget = 2000;
+    // The reference: every run merged at once.
+    tiny.max_open_runs = usize::MAX;
+    let single = build_from_jsonl(&input, &dir.path().join("single"), &tiny).unwrap();
+    assert!(single.runs > 64, "{} runs", single.runs);
+    for max_open in [2, 3, warpsearch_index::build::runs::MAX_OPEN_RUNS] {
+        let mut levels = tiny.clone();
+        levels.max_open_runs = max_open;
+        let out = dir.path().join(format!("levels-{max_open}"));
+        assert_eq!(build_from_jsonl(&input, &out, &levels).unwrap().runs, single.runs);
+        assert_same_files(&dir.path().join("single"), &out);
+    }
+}
+
 pub fn assert_same_files(a: &Path, b: &Path) {
     let names = |p: &Path| {
         let mut v: Vec<_> = std::fs::read_dir(p)

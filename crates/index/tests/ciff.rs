@@ -250,3 +250,90 @@ proptest! {
 fn read(path: &std::path::Path) -> Vec<u8> {
     warpsearch_index::testdata::without_build_id(std::fs::read(path).unwrap())
 }
+
+/// `ciff` (a CIFF file's bytes) with its header's description replaced by `description`.
+fn with_description(ciff: &[u8], description: &str) -> Vec<u8> {
+    let mut rest = ciff;
+    let mut header = Header::decode_length_delimited(&mut rest).unwrap();
+    header.description = description.into();
+    let mut out = Vec::new();
+    put(&header, &mut out);
+    out.extend_from_slice(rest);
+    out
+}
+
+fn import_error(dir: &Path, bytes: &[u8]) -> String {
+    let (file, out) = (dir.join("d.ciff"), dir.join("idx"));
+    std::fs::write(&file, bytes).unwrap();
+    let err = ciff::import(&file, &out, import_opts(Codec::PForDelta))
+        .expect_err("the description must be refused")
+        .to_string();
+    assert!(!out.exists());
+    err
+}
+
+/// A wrongly typed `warpsearch` setting in a CIFF's description was ignored silently (the whole
+/// description with it): it is refused, naming the setting. Other descriptions are left alone.
+#[test]
+fn ciff_description_with_a_wrongly_typed_setting_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let analyzer = serde_json::to_string(&AnalyzerConfig::whitespace()).unwrap();
+    let settings = |bm25: &str, order: &str| {
+        format!(r#"{{"warpsearch": {{"analyzer": {analyzer}, "bm25": {bm25}, "doc_order": {order}}}}}"#)
+    };
+    let good = settings(r#"{"k1": 1.2, "b": 0.75}"#, r#"{"kind": "input"}"#);
+    for (description, setting) in [
+        (
+            settings(r#"{"k1": "1.2", "b": 0.75}"#, r#"{"kind": "input"}"#),
+            "warpsearch.bm25.k1",
+        ),
+        (
+            settings(r#"{"k1": 1.2}"#, r#"{"kind": "input"}"#),
+            "warpsearch.bm25",
+        ),
+        (
+            settings(r#"{"k1": 1.2, "b": 0.75}"#, r#""input""#),
+            "warpsearch.doc_order",
+        ),
+        (good.replace(r#""whitespace""#, "7"), "warpsearch.analyzer"),
+        (r#"{"warpsearch": 5}"#.to_owned(), "warpsearch"),
+    ] {
+        let err = import_error(dir.path(), &with_description(&foreign_ciff(), &description));
+        assert!(
+            err.contains(&format!("the header's description: {setting}")),
+            "{description}: {err}"
+        );
+    }
+    // The same settings well typed are taken; free text and another tool's JSON are not settings.
+    for (description, k1) in [
+        (good.as_str(), 1.2),
+        ("Anserini Lucene index", 0.9),
+        (r#"{"tool": "anserini", "k1": "x"}"#, 0.9),
+    ] {
+        let (file, out) = (dir.path().join("ok.ciff"), dir.path().join("ok"));
+        std::fs::write(&file, with_description(&foreign_ciff(), description)).unwrap();
+        let _ = std::fs::remove_dir_all(&out);
+        ciff::import(&file, &out, import_opts(Codec::PForDelta)).unwrap();
+        assert_eq!(Index::open(&out).unwrap().meta().bm25.k1, k1, "{description}");
+    }
+}
+
+/// `"k1": -1` in a CIFF's description imported into an index every search refused (the build said
+/// k1 > 0, search k1 ≥ 0): one rule now, and the import refuses what it refuses.
+#[test]
+fn ciff_description_bm25_parameters_no_search_accepts_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let analyzer = serde_json::to_string(&AnalyzerConfig::whitespace()).unwrap();
+    for (k1, b) in [(-1.0, 0.4), (0.0, 0.4), (0.9, 1.5)] {
+        let description = format!(
+            r#"{{"warpsearch": {{"analyzer": {analyzer}, "bm25": {{"k1": {k1}, "b": {b}}}, "doc_order": {{"kind": "input"}}}}}}"#
+        );
+        let err = import_error(dir.path(), &with_description(&foreign_ciff(), &description));
+        assert!(
+            err.contains("warpsearch.bm25: BM25 needs k1 > 0 and 0 <= b <= 1"),
+            "{k1} {b}: {err}"
+        );
+        // The rule of the import is the build's.
+        assert!(Bm25Params::checked(k1, b).is_err());
+    }
+}

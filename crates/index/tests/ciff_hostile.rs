@@ -155,3 +155,16 @@ fn ciff_doc_ids_that_corrupt_runs_are_refused() {
         assert!(err.contains("document record 1"), "{bad:?}: {err}");
     }
 }
+
+/// A CIFF whose document records give one id to two documents imported (a JSONL build refuses
+/// that): a run then named one id twice. It is refused, naming the id.
+#[test]
+fn ciff_duplicate_document_ids_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = import(dir.path(), "dup.ciff", &small_ciff(["same", "same"]));
+    assert!(
+        err.contains("the document id 'same' is given to docids 0 and 1"),
+        "{err}"
+    );
+    assert!(!dir.path().join("dup.ciff.idx").exists());
+}

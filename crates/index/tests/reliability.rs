@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use warpsearch_index::build::{build_from_jsonl, BuildOptions};
 use warpsearch_index::container::{FOOTER_LEN, HEADER_LEN};
+use warpsearch_index::testdata::replace_file;
 use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, Index, WriterOptions};
 
 fn options(force: bool) -> BuildOptions {
@@ -66,7 +67,7 @@ fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
         let e = e.unwrap();
-        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        replace_file(&to.join(e.file_name()), &std::fs::read(e.path()).unwrap());
     }
 }
 
@@ -85,7 +86,7 @@ fn torn_index_files_of_another_build_are_refused() {
         let _ = std::fs::remove_dir_all(&mixed);
         copy_dir(&a, &mixed);
         for f in files {
-            std::fs::copy(b.join(f), mixed.join(f)).unwrap();
+            replace_file(&mixed.join(f), &std::fs::read(b.join(f)).unwrap());
         }
         let err = Index::open(&mixed).err().expect("a mixed index must not open");
         assert!(err.to_string().contains("another build"), "{files:?}: {err}");
@@ -166,7 +167,7 @@ fn checksum_valid_damage_never_panics() {
                 let mut bytes = original.clone();
                 bytes[pos] ^= flip;
                 fix_checksum(&mut bytes);
-                std::fs::write(bad.join(name), &bytes).unwrap();
+                replace_file(&bad.join(name), &bytes);
                 let Ok(index) = Index::open(&bad) else { continue };
                 // The dictionary passed its check: it is a sound ordinal map, every key looks up its own
                 // ordinal. (A changed key byte that keeps the byte order makes another sound dictionary:
@@ -191,7 +192,7 @@ fn checksum_valid_damage_never_panics() {
                 }
             }
         }
-        std::fs::write(bad.join(name), &original).unwrap();
+        replace_file(&bad.join(name), &original);
     }
     // Issue #16 case 8: a block that fails to decode names its term by its text, not its ordinal.
     assert!(!codec_errors.is_empty());
@@ -219,7 +220,7 @@ fn fuzz_fst_address_width_panic_is_an_error() {
         let mut bytes = original.clone();
         bytes[pos] ^= 0x23;
         fix_checksum(&mut bytes);
-        std::fs::write(bad.join("terms.fst"), &bytes).unwrap();
+        replace_file(&bad.join("terms.fst"), &bytes);
         let opened = std::panic::catch_unwind(|| Index::open(&bad).map(|_| ()));
         match opened {
             Err(_) => panic!("Index::open panicked at terms.fst byte {pos}"),
@@ -263,7 +264,7 @@ fn damaged_skip_data_is_refused_naming_the_first_damaged_list() {
     let meta_at = |block: u64| HEADER_LEN + block as usize * std::mem::size_of::<BlockMeta>();
     let open_err = |bytes: &mut Vec<u8>| {
         fix_checksum(bytes);
-        std::fs::write(bad.join("blocks.bin"), &bytes).unwrap();
+        replace_file(&bad.join("blocks.bin"), bytes);
         Index::open(&bad)
             .err()
             .expect("damaged skip data must be refused")
@@ -281,7 +282,7 @@ fn damaged_skip_data_is_refused_naming_the_first_damaged_list() {
             "{err}"
         );
     }
-    std::fs::write(bad.join("blocks.bin"), &original).unwrap();
+    replace_file(&bad.join("blocks.bin"), &original);
     // A list that does not start where the one before it ends.
     let terms = std::fs::read(a.join("terms.bin")).unwrap();
     let mut bytes = terms.clone();
@@ -289,7 +290,7 @@ fn damaged_skip_data_is_refused_naming_the_first_damaged_list() {
     let moved = records[late].offset_words + 1;
     bytes[at..at + 8].copy_from_slice(&moved.to_le_bytes());
     fix_checksum(&mut bytes);
-    std::fs::write(bad.join("terms.bin"), &bytes).unwrap();
+    replace_file(&bad.join("terms.bin"), &bytes);
     let err = Index::open(&bad)
         .err()
         .expect("a misplaced list must be refused")
@@ -298,6 +299,213 @@ fn damaged_skip_data_is_refused_naming_the_first_damaged_list() {
         err.contains(&format!("{late_name} points outside the posting files")),
         "{err}"
     );
-    std::fs::write(bad.join("terms.bin"), &terms).unwrap();
+    replace_file(&bad.join("terms.bin"), &terms);
     assert!(Index::open(&bad).is_ok());
+}
+
+/// Every file of an index is written read-only, so that writing into one in place (which changes what
+/// an open index maps) needs its permissions overridden first.
+#[test]
+fn index_files_are_written_read_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, _) = two_builds(dir.path());
+    for e in std::fs::read_dir(&a).unwrap() {
+        let e = e.unwrap();
+        let permissions = e.metadata().unwrap().permissions();
+        assert!(permissions.readonly(), "{:?} is writable", e.file_name());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(permissions.mode() & 0o777, 0o444, "{:?}", e.file_name());
+        }
+    }
+}
+
+/// Index files truncated or written in place while the index is open (a SIGBUS, or wrong hits,
+/// before): the files the open-time check vouches for are held in memory, so the open index answers
+/// as before; `postings.bin`, mapped, is reported changed by `check_unchanged`; the next open refuses
+/// the damage. A replacement by `--force` (a rename) changes nothing for the open index.
+#[test]
+fn index_file_truncated_or_written_in_place_while_open_is_an_error_not_sigbus() {
+    use warpsearch_index::testdata::write_in_place;
+    let dir = tempfile::tempdir().unwrap();
+    let (_, b) = two_builds(dir.path());
+    let live = dir.path().join("live");
+    build_from_jsonl(&dir.path().join("a.jsonl"), &live, &options(false)).unwrap();
+    let index = Index::open(&live).unwrap();
+    let before = answers(&index);
+    index.check_unchanged().unwrap();
+    // Replaced by another build: the open index keeps its files.
+    build_from_jsonl(&dir.path().join("b.jsonl"), &live, &options(true)).unwrap();
+    assert_eq!(answers(&index), before);
+    index.check_unchanged().unwrap();
+    drop(index);
+
+    build_from_jsonl(&dir.path().join("a.jsonl"), &live, &options(true)).unwrap();
+    let index = Index::open(&live).unwrap();
+    // Past the file system's timestamp granularity, so that a write shows in the modification time.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    for name in warpsearch_index::format::files::REQUIRED
+        .into_iter()
+        .filter(|&f| f != "postings.bin")
+    {
+        write_in_place(&live.join(name), &[]);
+        assert_eq!(answers(&index), before, "{name} truncated");
+    }
+    for name in ["terms.bin", "blocks.bin", "docids.bin"] {
+        write_in_place(&live.join(name), &std::fs::read(b.join(name)).unwrap());
+        assert_eq!(answers(&index), before, "{name} rewritten");
+    }
+    index.check_unchanged().unwrap();
+    // The same length, one byte changed: wrong hits if used, so an error.
+    let postings = live.join("postings.bin");
+    let mut bytes = std::fs::read(&postings).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x10;
+    write_in_place(&postings, &bytes);
+    let err = index.check_unchanged().unwrap_err().to_string();
+    assert!(
+        err.contains("postings.bin") && err.contains("changed on disk while the index was open"),
+        "{err}"
+    );
+    write_in_place(&postings, &[]);
+    assert!(index.check_unchanged().is_err());
+    drop(index);
+    assert!(Index::open(&live).is_err());
+}
+
+/// Rewrites the payload of index file `name` in `dir` by `change`, keeping its kind and build identity
+/// and writing a valid checksum: damage that only the cross-checks behind the checksum can see.
+fn rewrite_payload(dir: &Path, name: &str, change: impl FnOnce(&mut Vec<u8>)) {
+    let path = dir.join(name);
+    let bytes = std::fs::read(&path).unwrap();
+    let kind: [u8; 8] = bytes[8..16].try_into().unwrap();
+    let build_id = u64::from_le_bytes(bytes[20..28].try_into().unwrap());
+    let mut payload = bytes[HEADER_LEN..bytes.len() - FOOTER_LEN].to_vec();
+    change(&mut payload);
+    std::fs::remove_file(&path).unwrap();
+    warpsearch_index::container::write_file(&path, &kind, build_id, &payload).unwrap();
+}
+
+/// `meta.json` rewritten by `change` (as JSON).
+fn rewrite_meta(dir: &Path, change: impl FnOnce(&mut serde_json::Value)) {
+    rewrite_payload(dir, "meta.json", |payload| {
+        let mut meta: serde_json::Value = serde_json::from_slice(payload).unwrap();
+        change(&mut meta);
+        *payload = serde_json::to_vec_pretty(&meta).unwrap();
+    });
+}
+
+/// A fresh copy of index `from` at `dir/name`.
+fn copy_of(from: &Path, dir: &Path, name: &str) -> PathBuf {
+    let to = dir.join(name);
+    let _ = std::fs::remove_dir_all(&to);
+    copy_dir(from, &to);
+    to
+}
+
+fn open_error(dir: &Path) -> String {
+    Index::open(dir)
+        .err()
+        .expect("the damage must be refused at open")
+        .to_string()
+}
+
+/// `avg_doc_len` of 0 or −5 (checksum valid) opened and gave other than the top k: it must be
+/// `total_doc_len / num_docs`.
+#[test]
+fn avg_doc_len_other_than_the_mean_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, _) = two_builds(dir.path());
+    for bad in [0.0, -5.0, 1e9] {
+        let idx = copy_of(&a, dir.path(), "bad");
+        rewrite_meta(&idx, |m| m["avg_doc_len"] = bad.into());
+        let err = open_error(&idx);
+        assert!(err.contains("meta.json") && err.contains("avg_doc_len"), "{err}");
+    }
+    // The rewrite alone (the same value) is no damage.
+    let idx = copy_of(&a, dir.path(), "same");
+    rewrite_meta(&idx, |_| {});
+    Index::open(&idx).unwrap();
+}
+
+/// Document lengths that do not sum to `total_doc_len` (checksum valid) were not noticed.
+#[test]
+fn doclens_not_summing_to_total_doc_len_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, _) = two_builds(dir.path());
+    let idx = copy_of(&a, dir.path(), "bad");
+    rewrite_payload(&idx, "doclens.bin", |p| p[4] = p[4].wrapping_add(1));
+    let err = open_error(&idx);
+    assert!(
+        err.contains("doclens.bin") && err.contains("total_doc_len"),
+        "{err}"
+    );
+}
+
+/// `format_version` 0 or 2 in `meta.json` (checksum valid) was accepted.
+#[test]
+fn meta_format_version_other_than_this_builds_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, _) = two_builds(dir.path());
+    for version in [0, 2] {
+        let idx = copy_of(&a, dir.path(), "bad");
+        rewrite_meta(&idx, |m| m["format_version"] = version.into());
+        let err = open_error(&idx);
+        assert!(err.contains(&format!("format_version {version}")), "{err}");
+    }
+}
+
+/// An index in global-score order with static scores, built in `dir/gs` from `dir/a.jsonl`.
+fn global_score_build(dir: &Path) -> PathBuf {
+    collection(&dir.join("a.jsonl"), 300, 5, false);
+    let scores: String = (0..300)
+        .map(|d| format!("doc-{d}\t{}\n", (d * 37 % 101) as f32 / 7.0))
+        .collect();
+    std::fs::write(dir.join("static.tsv"), scores).unwrap();
+    let mut opts = options(false);
+    opts.static_scores = Some(dir.join("static.tsv"));
+    opts.reorder_alpha = Some(0.5);
+    let out = dir.join("gs");
+    build_from_jsonl(&dir.join("a.jsonl"), &out, &opts).unwrap();
+    out
+}
+
+/// Global scores that increase somewhere (checksum valid) made early termination stop too soon
+/// (answers other than the exhaustive top k): they must not increase with the docID.
+#[test]
+fn global_scores_that_increase_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let gs = global_score_build(dir.path());
+    Index::open(&gs).unwrap();
+    let idx = copy_of(&gs, dir.path(), "bad");
+    // The scores of documents 10 and 11 swapped, where they differ.
+    let scores: Vec<f32> = Index::open(&gs).unwrap().global_scores().unwrap().to_vec();
+    let d = (0..scores.len() - 1)
+        .find(|&d| scores[d] > scores[d + 1])
+        .unwrap();
+    rewrite_payload(&idx, "global.bin", |p| p[4 * d..4 * d + 8].rotate_left(4));
+    let err = open_error(&idx);
+    assert!(
+        err.contains("global.bin") && err.contains("must not increase"),
+        "{err}"
+    );
+}
+
+/// Static scores outside the range `meta.json` gives (checksum valid) were normalised wrongly; a range
+/// that is not theirs is refused too.
+#[test]
+fn static_scores_outside_the_meta_range_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let gs = global_score_build(dir.path());
+    let idx = copy_of(&gs, dir.path(), "bad");
+    rewrite_payload(&idx, "static.bin", |p| {
+        p[..4].copy_from_slice(&1000f32.to_le_bytes())
+    });
+    let err = open_error(&idx);
+    assert!(err.contains("static.bin") && err.contains("range"), "{err}");
+    let idx = copy_of(&gs, dir.path(), "bad");
+    rewrite_meta(&idx, |m| m["static_scores"]["max"] = 99.0.into());
+    let err = open_error(&idx);
+    assert!(err.contains("static.bin") && err.contains("to 99"), "{err}");
 }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use warpsearch_index::{Index, IndexError, Result};
+use warpsearch_index::{Bm25Params, Index, IndexError, Result};
 
 use crate::norms::Norms;
 use crate::options::{Algorithm, Request, SearchOptions, MAX_K};
@@ -24,12 +24,7 @@ impl Scorer {
     /// `bm25-static`, the early-termination order when asked for) and computes the length norms.
     pub fn new(index: Arc<Index>, options: SearchOptions) -> Result<Scorer> {
         let p = options.bm25;
-        if !(p.k1.is_finite() && p.k1 >= 0.0 && (0.0..=1.0).contains(&p.b)) {
-            return Err(IndexError::Invalid(format!(
-                "BM25 needs k1 ≥ 0 and b in [0, 1], got k1 {} b {}",
-                p.k1, p.b
-            )));
-        }
+        Bm25Params::checked(p.k1, p.b).map_err(IndexError::Invalid)?;
         let norms = length_norms(&index, options.bm25);
         // Validates the ranking against the index (static scores, alpha) and the early-termination
         // order once, on an empty query, so that a bad combination fails before any query runs.

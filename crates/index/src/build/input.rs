@@ -147,10 +147,31 @@ pub fn open_text(path: &Path, count: Arc<AtomicU64>) -> Result<Box<dyn BufRead +
     }
 }
 
-/// Reads all lines of `files` and hands them out in batches of about `batch` lines.
+/// The longest line [`read_batches`] reads by default: 64 MiB.
+pub const DEFAULT_MAX_LINE: usize = 64 << 20;
+
+/// Appends the next line of `reader` to `buf`, newline included, reading at most `max + 1` bytes:
+/// `Ok(None)` at the end of the input, `Ok(Some(false))` for a line longer than `max` bytes (newline
+/// excluded), whose rest is left unread. Memory stays bounded whatever the input holds (a compressed
+/// file can expand to gigabytes without a newline).
+pub fn read_line_within(
+    reader: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Option<bool>> {
+    let n = reader.take(max as u64 + 1).read_until(b'\n', buf)?;
+    if n == 0 {
+        return Ok(None);
+    }
+    Ok(Some(n <= max || buf.last() == Some(&b'\n')))
+}
+
+/// Reads all lines of `files` and hands them out in batches of about `batch` lines; a line longer
+/// than `max_line` bytes is an error naming its file and line.
 pub fn read_batches(
     files: &[PathBuf],
     batch: usize,
+    max_line: usize,
     progress: Arc<AtomicU64>,
     mut sink: impl FnMut(Vec<Line>) -> bool,
 ) -> Result<()> {
@@ -160,11 +181,22 @@ pub fn read_batches(
         let mut number = 0u64;
         loop {
             let mut bytes = Vec::new();
-            let n = reader.read_until(b'\n', &mut bytes).at(path)?;
-            if n == 0 {
+            let Some(whole) = read_line_within(&mut reader, &mut bytes, max_line).at(path)? else {
                 break;
-            }
+            };
             number += 1;
+            if !whole {
+                return Err(IndexError::Input {
+                    path: path.clone(),
+                    line: number,
+                    what: format!(
+                        "the line is longer than {}, the longest line read (each line holds one JSON \
+                         document): split the document, or raise the limit (--max-line-mb) if it is \
+                         meant to be this long",
+                        show_size(max_line)
+                    ),
+                });
+            }
             if number == 1 && bytes.starts_with(BOM) {
                 bytes.drain(..BOM.len());
             }
@@ -188,6 +220,15 @@ pub fn read_batches(
         }
     }
     Ok(())
+}
+
+/// `64 MiB` for whole mebibytes, else `N bytes`.
+fn show_size(bytes: usize) -> String {
+    if bytes > 0 && bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{bytes} bytes")
+    }
 }
 
 #[derive(Deserialize)]
@@ -313,7 +354,7 @@ mod tests {
         let path = dir.path().join("d.jsonl");
         std::fs::write(&path, b"\xEF\xBB\xBF{\"id\": \"a\", \"contents\": \"x\"}\n").unwrap();
         let mut lines = Vec::new();
-        read_batches(&[path], 10, Default::default(), |b| {
+        read_batches(&[path], 10, DEFAULT_MAX_LINE, Default::default(), |b| {
             lines.extend(b);
             true
         })

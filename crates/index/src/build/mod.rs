@@ -22,6 +22,10 @@ use crate::order::{check_alpha, global_order, permuted};
 use crate::writer::{check_output, DocIds, DocTable, IndexWriter, WriterOptions};
 use runs::{Inverter, Posting};
 
+/// The least memory for postings the command line accepts, in MiB: below it a build spills a run every
+/// few documents.
+pub const MIN_MEMORY_MB: usize = 16;
+
 /// Longest document, in tokens: a block's frequencies must sum below 2^32.
 pub const MAX_DOC_LEN: u32 = u32::MAX / warpsearch_codec::BLOCK_LEN as u32;
 
@@ -32,10 +36,15 @@ pub struct BuildOptions {
     pub writer: WriterOptions,
     /// Index the `title` field before `contents` (Pyserini indexes `contents` only).
     pub include_title: bool,
-    /// Memory for postings before a run is spilled to disk, in bytes.
+    /// Memory for postings before a run is spilled to disk, in bytes. Any budget works; a small one
+    /// costs many runs (the command line asks for [`MIN_MEMORY_MB`] at least).
     pub memory_budget: usize,
+    /// Most spilled runs the merge reads at once (at least 2; [`runs::MAX_OPEN_RUNS`] by default).
+    pub max_open_runs: usize,
     /// Skip bad lines (counted) instead of failing.
     pub skip_bad: bool,
+    /// The longest input line, in bytes; a longer one is an error naming its file and line.
+    pub max_line_bytes: usize,
     /// A `docid<TAB>score` file of static scores.
     pub static_scores: Option<PathBuf>,
     /// Renumber documents by descending global score with this α (papers/000 eq. 4).
@@ -51,7 +60,9 @@ impl BuildOptions {
             writer,
             include_title: false,
             memory_budget: 2 << 30,
+            max_open_runs: runs::MAX_OPEN_RUNS,
             skip_bad: false,
+            max_line_bytes: input::DEFAULT_MAX_LINE,
             static_scores: None,
             reorder_alpha: None,
             progress: false,
@@ -133,6 +144,7 @@ pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Res
         files,
         skipped: skipped_files,
     } = input::list_inputs(input)?;
+    crate::writer::check_inputs_outside(&files, output)?;
     let static_map = opts
         .static_scores
         .as_deref()
@@ -163,9 +175,9 @@ pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Res
     let read_bytes = Arc::new(AtomicU64::new(0));
     let (tx, rx) = crossbeam_channel::bounded::<Vec<input::Line>>(4);
     let reader = {
-        let (files, read_bytes) = (files.clone(), read_bytes.clone());
+        let (files, read_bytes, max_line) = (files.clone(), read_bytes.clone(), opts.max_line_bytes);
         std::thread::spawn(move || {
-            input::read_batches(&files, 4096, read_bytes, |batch| tx.send(batch).is_ok())
+            input::read_batches(&files, 4096, max_line, read_bytes, |batch| tx.send(batch).is_ok())
         })
     };
 
@@ -298,7 +310,7 @@ pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Res
         "{elapsed_precise} writing postings: {pos} terms",
     );
     let (mut docs, mut freqs) = (Vec::new(), Vec::new());
-    runs::merge(&runs, |term, list: &mut Vec<Posting>| {
+    runs::merge(&runs, opts.max_open_runs, |term, list: &mut Vec<Posting>| {
         if let Some(new_id) = &new_id {
             for p in list.iter_mut() {
                 p.0 = new_id[p.0 as usize];

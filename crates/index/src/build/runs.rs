@@ -1,5 +1,7 @@
 //! Memory-bounded inversion: postings accumulate in memory until a budget is reached, then are written
-//! to disk as a sorted run; at the end the runs are merged term by term.
+//! to disk as a sorted run; at the end the runs are merged term by term, at most [`MAX_OPEN_RUNS`] at
+//! once: more runs are first merged group by group into fewer (as often as needed), so that neither
+//! file descriptors nor read buffers grow with the number of runs.
 //!
 //! Run file: a sequence of entries `varint(term length) term-bytes varint(count)` followed by `count`
 //! pairs `varint(docID gap) varint(tf)`, terms in increasing byte order. Runs are written in document
@@ -22,6 +24,8 @@ pub type Posting = (u32, u32);
 const POSTING_COST: usize = 12;
 /// Bytes a distinct term costs in memory beyond its text.
 const TERM_COST: usize = 96;
+/// Most runs a merge reads at once: a descriptor and a 256 KiB buffer each.
+pub const MAX_OPEN_RUNS: usize = 64;
 
 /// In-memory inverter that spills sorted runs.
 pub struct Inverter {
@@ -78,24 +82,13 @@ impl Inverter {
             return Ok(());
         }
         let path = self.dir.join(format!("run-{:05}", self.runs.len()));
-        let mut out = BufWriter::with_capacity(1 << 20, File::create(&path).at(&path)?);
+        let mut out = RunWriter::create(&path)?;
         let mut lists = std::mem::take(&mut self.lists);
         lists.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-        let mut buf = Vec::with_capacity(1 << 16);
         for (term, postings) in &lists {
-            buf.clear();
-            put_varint(&mut buf, term.len() as u64);
-            buf.extend_from_slice(term.as_bytes());
-            put_varint(&mut buf, postings.len() as u64);
-            let mut previous = 0u32;
-            for &(doc, tf) in postings {
-                put_varint(&mut buf, (doc - previous) as u64);
-                put_varint(&mut buf, tf as u64);
-                previous = doc;
-            }
-            out.write_all(&buf).at(&path)?;
+            out.write(term.as_bytes(), postings)?;
         }
-        out.flush().at(&path)?;
+        out.finish()?;
         self.dict = FxHashMap::default();
         self.bytes = 0;
         self.runs.push(path);
@@ -115,6 +108,42 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
         v >>= 7;
     }
     out.push(v as u8);
+}
+
+/// Writes one run file, entry by entry (terms in increasing byte order).
+struct RunWriter {
+    out: BufWriter<File>,
+    path: PathBuf,
+    buf: Vec<u8>,
+}
+
+impl RunWriter {
+    fn create(path: &Path) -> Result<Self> {
+        Ok(RunWriter {
+            out: BufWriter::with_capacity(1 << 20, File::create(path).at(path)?),
+            path: path.to_owned(),
+            buf: Vec::with_capacity(1 << 16),
+        })
+    }
+
+    fn write(&mut self, term: &[u8], postings: &[Posting]) -> Result<()> {
+        let buf = &mut self.buf;
+        buf.clear();
+        put_varint(buf, term.len() as u64);
+        buf.extend_from_slice(term);
+        put_varint(buf, postings.len() as u64);
+        let mut previous = 0u32;
+        for &(doc, tf) in postings {
+            put_varint(buf, (doc - previous) as u64);
+            put_varint(buf, tf as u64);
+            previous = doc;
+        }
+        self.out.write_all(buf).at(&self.path)
+    }
+
+    fn finish(mut self) -> Result<()> {
+        self.out.flush().at(&self.path)
+    }
 }
 
 struct RunReader {
@@ -175,8 +204,44 @@ impl RunReader {
     }
 }
 
-/// Merges `runs` and calls `emit` once per term, in byte order, with the term's whole list.
-pub fn merge(runs: &[PathBuf], mut emit: impl FnMut(&[u8], &mut Vec<Posting>) -> Result<()>) -> Result<()> {
+/// Merges `runs` (in document order) and calls `emit` once per term, in byte order, with the term's
+/// whole list, reading at most `max_open` runs at once (at least 2). Where there are more, consecutive
+/// groups of `max_open` are first merged into one run each, level after level; each list stays the
+/// concatenation of its parts in run order, so the lists are those of one merge of every run. Runs
+/// merged into another are removed as they are read out.
+pub fn merge(
+    runs: &[PathBuf],
+    max_open: usize,
+    emit: impl FnMut(&[u8], &mut Vec<Posting>) -> Result<()>,
+) -> Result<()> {
+    let max_open = max_open.max(2);
+    let mut level = runs.to_vec();
+    let mut depth = 0;
+    while level.len() > max_open {
+        depth += 1;
+        let mut next = Vec::with_capacity(level.len().div_ceil(max_open));
+        for (g, group) in level.chunks(max_open).enumerate() {
+            if let [only] = group {
+                next.push(only.clone());
+                continue;
+            }
+            let dir = group[0].parent().unwrap_or(Path::new("."));
+            let path = dir.join(format!("merged-{depth}-{g:05}"));
+            let mut out = RunWriter::create(&path)?;
+            merge_all(group, |term, list| out.write(term, list))?;
+            out.finish()?;
+            for run in group {
+                std::fs::remove_file(run).at(run)?;
+            }
+            next.push(path);
+        }
+        level = next;
+    }
+    merge_all(&level, emit)
+}
+
+/// One merge of every run in `runs`, all open at once.
+fn merge_all(runs: &[PathBuf], mut emit: impl FnMut(&[u8], &mut Vec<Posting>) -> Result<()>) -> Result<()> {
     let mut readers = Vec::with_capacity(runs.len());
     let mut heap = BinaryHeap::new();
     for (i, path) in runs.iter().enumerate() {
@@ -223,7 +288,7 @@ mod tests {
         let runs = inv.finish().unwrap();
         assert_eq!(runs.len(), 3);
         let mut seen = Vec::new();
-        merge(&runs, |term, list| {
+        merge(&runs, MAX_OPEN_RUNS, |term, list| {
             seen.push((String::from_utf8(term.to_vec()).unwrap(), list.clone()));
             Ok(())
         })
@@ -234,5 +299,58 @@ mod tests {
             ("c".to_owned(), vec![(300, 5)]),
         ];
         assert_eq!(seen, expect);
+    }
+
+    fn open_descriptors() -> usize {
+        std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
+    }
+
+    /// Merging every spilled run at once opened one file per run ("Too many open files" past the
+    /// limit, 256 KiB of buffer each): a merge of 300 runs keeps at most `MAX_OPEN_RUNS` open, and
+    /// gives each term the list a single merge gives, whatever the number merged at once.
+    #[test]
+    fn many_runs_merge_without_opening_them_all() {
+        if !Path::new("/proc/self/fd").exists() {
+            eprintln!("skipped: no /proc/self/fd to count open files");
+            return;
+        }
+        let spill = |dir: &Path| {
+            let mut inv = Inverter::new(dir);
+            for doc in 0..300u32 {
+                let t = |s: String, tf| (s, tf);
+                inv.add(
+                    doc,
+                    &[t(format!("t{}", doc % 7), 1 + doc % 3), t("all".into(), 2)],
+                );
+                inv.spill().unwrap();
+            }
+            inv.finish().unwrap()
+        };
+        let lists = |max_open: usize| {
+            let dir = tempfile::tempdir().unwrap();
+            let runs = spill(dir.path());
+            assert_eq!(runs.len(), 300);
+            let before = open_descriptors();
+            let (mut most, mut seen) = (0, Vec::new());
+            merge(&runs, max_open, |term, list| {
+                most = most.max(open_descriptors());
+                seen.push((term.to_vec(), list.clone()));
+                Ok(())
+            })
+            .unwrap();
+            // Other tests of this binary open files meanwhile: a margin of 32.
+            assert!(
+                most <= before + max_open.min(MAX_OPEN_RUNS) + 32,
+                "{most} descriptors open during the merge, {before} before"
+            );
+            seen
+        };
+        let reference = lists(MAX_OPEN_RUNS);
+        assert_eq!(reference.len(), 8);
+        assert_eq!(reference[0].0, b"all");
+        assert_eq!(reference[0].1, (0..300).map(|d| (d, 2)).collect::<Vec<_>>());
+        for max_open in [2, 3, 17] {
+            assert!(lists(max_open) == reference, "max_open {max_open}");
+        }
     }
 }
