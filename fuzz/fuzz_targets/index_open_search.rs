@@ -97,9 +97,10 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         let crc = crc32fast::hash(&bytes[..n - FOOTER_LEN]);
         bytes[n - 16..n - 12].copy_from_slice(&crc.to_le_bytes());
     }
-    std::fs::write(&path, &bytes).unwrap();
+    // Index files are read-only: each is replaced, never written into.
+    warpsearch_index::testdata::replace_file(&path, &bytes);
     search(dir, algorithm, mode);
-    std::fs::write(&path, &original).unwrap();
+    warpsearch_index::testdata::replace_file(&path, &original);
 });
 
 fn search(dir: &Path, algorithm: Algorithm, mode: Mode) {

@@ -75,6 +75,8 @@ def test_damaged_index(small, tmp_path):
     shutil.copytree(small.path, copy)
     data = bytearray((copy / "postings.bin").read_bytes())
     data[40] ^= 0xFF
+    # Index files are read-only: replace the file (as an editor would), never write into it.
+    (copy / "postings.bin").unlink()
     (copy / "postings.bin").write_bytes(bytes(data))
     with pytest.raises(ValueError, match="postings.bin"):
         warpsearch.Index.open(copy)
