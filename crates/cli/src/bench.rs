@@ -20,7 +20,7 @@ use warpsearch_index::queries::QueryLine;
 use warpsearch_index::Index;
 use warpsearch_query::{Answer, Query, Request};
 
-use crate::args::{BenchArgs, BenchPlotArgs, EngineArgs};
+use crate::args::{BenchArgs, BenchPlotArgs, QueryArgs};
 use crate::cache::{cache_json, cache_stats_line, warmup_line};
 use crate::demo::Rng;
 use crate::gpu::gpu_stats_line;
@@ -37,18 +37,18 @@ pub fn run(a: BenchArgs) -> Result<()> {
     {
         bail!("--duration and --deadline-ms must be positive");
     }
-    let index = Arc::new(crate::open(&a.engine.scorer.index)?);
-    let engine = open_engine(&a.engine, index.clone())?;
-    let (lines, queries) = load_queries(&a.engine, &index)?;
+    let index = Arc::new(crate::open(&a.input.index)?);
+    let engine = open_engine(&a.engine, index.clone(), a.input.mode, a.input.k)?;
+    let (lines, queries) = load_queries(&a.input, &index)?;
     if queries.is_empty() {
-        bail!("{} holds no queries", queries_name(&a.engine));
+        bail!("{} holds no queries", queries_name(&a.input));
     }
     let backend = engine.describe();
     let warm = engine.warm_up(&queries, a.warmup)?.filter(|_| a.warmup > 0);
 
     // Closed loop: every query available at once.
     let (answers, wall) = if a.text {
-        closed_from_text(&engine, &index, &lines, &a.engine)
+        closed_from_text(&engine, &index, &lines, &a.input)
     } else {
         let started = Instant::now();
         (answer_batch(&engine, &queries), started.elapsed())
@@ -65,8 +65,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
     println!(
         "bench: {} queries, mode {}, k {}, backend {backend}{}",
         queries.len(),
-        a.engine.mode.name(),
-        a.engine.k,
+        a.input.mode.name(),
+        a.input.k,
         if a.text { ", from text" } else { "" }
     );
     println!(
@@ -134,7 +134,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
 
     if let Some(prefix) = &a.svg {
-        let title = format!("{} top-{}, {backend}", a.engine.mode.name(), a.engine.k);
+        let title = format!("{} top-{}, {backend}", a.input.mode.name(), a.input.k);
         let cdf = prefix.with_file_name(format!("{}-latency-cdf.svg", file_stem(prefix)));
         plot_cdf(&cdf, &title, &curves)?;
         if !by_rate.is_empty() {
@@ -144,11 +144,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     if let Some(path) = &a.json {
         let report = json!({
-            "index": a.engine.scorer.index.display().to_string(),
-            "queries": queries_name(&a.engine),
+            "index": a.input.index.display().to_string(),
+            "queries": queries_name(&a.input),
             "num_queries": queries.len(),
-            "mode": a.engine.mode.name(),
-            "k": a.engine.k,
+            "mode": a.input.mode.name(),
+            "k": a.input.k,
             "backend": backend,
             "from_text": a.text,
             "closed_loop": {"qps": closed_qps, "latency_ms": closed.json(),
@@ -184,7 +184,7 @@ fn gpu_json(s: &warpsearch_gpu::GpuStats) -> Value {
 }
 
 /// The query file's name, or `--query` for one query given on the command line.
-fn queries_name(a: &crate::args::EngineArgs) -> String {
+fn queries_name(a: &QueryArgs) -> String {
     a.queries
         .as_ref()
         .map_or_else(|| "--query".to_string(), |p| p.display().to_string())
@@ -197,7 +197,7 @@ fn closed_from_text(
     engine: &Engine,
     index: &Index,
     lines: &[QueryLine],
-    a: &EngineArgs,
+    a: &QueryArgs,
 ) -> (Vec<warpsearch_index::Result<Answer>>, Duration) {
     let analyse = || -> Vec<Request> {
         lines

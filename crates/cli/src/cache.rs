@@ -1,63 +1,7 @@
-//! The GPU list cache's options (`--gpu-cache` and friends): the memory split and the training log.
+//! The GPU list cache's counters, as lines for people and as JSON.
 
-use anyhow::{bail, Result};
 use serde_json::{json, Value};
-use warpsearch_engine::{CacheBudget, CacheChoice, CacheOptions, CacheStats, GpuStats};
-use warpsearch_index::Index;
-use warpsearch_query::{Mode, Query, Request};
-
-use crate::args::GpuArgs;
-
-/// The cache's memory split and policy that `g` asks for (None: the whole index on the GPU), with the
-/// training log analysed for `index` as requests of `mode` and `k`; checked as Python's arguments are
-/// ([`CacheChoice::resolve`]).
-pub fn cache_options(
-    g: &GpuArgs,
-    index: &Index,
-    mode: Mode,
-    k: usize,
-) -> Result<Option<(CacheBudget, CacheOptions)>> {
-    let Some(policy) = &g.gpu_cache else {
-        if g.gpu_cache_train.is_some() {
-            bail!("--gpu-cache-train needs --gpu-cache POLICY");
-        }
-        return Ok(None);
-    };
-    let train = match &g.gpu_cache_train {
-        Some(path) => {
-            let mut warnings = Vec::new();
-            let lines = crate::search::read_query_file(path, &mut warnings)?;
-            let train = lines
-                .iter()
-                .map(|l| Request::new(Query::parse(index, &l.text), mode, k))
-                .collect();
-            Some(train)
-        }
-        None => None,
-    };
-    let choice = CacheChoice {
-        policy: policy.clone(),
-        memory: g.gpu_memory,
-        buffer: g.gpu_cache_buffer,
-        train,
-        block: g.gpu_cache_block,
-        completion: g.gpu_cache_complete.clone(),
-        tuning: CacheOptions {
-            ratio: g.gpu_cache_ratio,
-            epoch: g.gpu_cache_epoch,
-            min_gain: g.gpu_cache_min_gain,
-            headroom: g.gpu_cache_headroom,
-            decay: g.gpu_cache_decay,
-            chunks: g.gpu_cache_chunks,
-            slots: g.gpu_cache_slots,
-            ..CacheOptions::default()
-        },
-    };
-    choice
-        .resolve(|name| format!("--{name}"))
-        .map(Some)
-        .map_err(anyhow::Error::msg)
-}
+use warpsearch_engine::{CacheStats, GpuStats};
 
 /// One line of the list cache's counters for `queries` queries: hit rate, bytes carried per query, who
 /// answered, the CPU's completion time.

@@ -9,12 +9,12 @@ use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 use std::sync::Arc;
-use warpsearch_engine::Engine;
-use warpsearch_index::{Bm25Params, DocOrder, Index};
-use warpsearch_query::{Mode, Query, Ranking, Request, Scored, Scorer, SearchOptions};
+use warpsearch_engine::{Engine, EngineConfig, EngineError};
+use warpsearch_index::Index;
+use warpsearch_query::{Mode, Query, Request, Scored};
 
-use crate::args::{EngineArgs, ScorerArgs, SearchArgs};
-use crate::gpu::{engine_options, gpu_stats_line};
+use crate::args::{QueryArgs, SearchArgs};
+use crate::gpu::gpu_stats_line;
 use warpsearch_server::JsonHits;
 
 pub use warpsearch_index::queries::{read_queries, QueryLine};
@@ -61,57 +61,18 @@ pub fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
     nearest_rank(sorted, p / 100.0).map_or(0.0, |d| d.as_secs_f64() * 1e3)
 }
 
-/// The search options that `a` asks for on `index` (the index's k1, b and α unless given).
-pub fn search_options(a: &ScorerArgs, index: &Index) -> SearchOptions {
-    let meta = index.meta();
-    let ranking = match a.ranking.as_str() {
-        "bm25" => Ranking::Bm25,
-        _ => Ranking::Bm25Static {
-            alpha: a.alpha.unwrap_or(match meta.doc_order {
-                DocOrder::GlobalScore { alpha } => alpha,
-                DocOrder::Input => 0.5,
-            }),
-        },
-    };
-    SearchOptions {
-        ranking,
-        bm25: Bm25Params {
-            k1: a.k1.unwrap_or(meta.bm25.k1),
-            b: a.b.unwrap_or(meta.bm25.b),
-        },
-        algorithm: a.algorithm,
-    }
-}
-
-/// The engine `a` asks for on `index` (options validated before any query runs, the backend chosen and
-/// the choice printed), with a note when k1/b make it slow.
-pub fn open_engine(a: &EngineArgs, index: Arc<Index>) -> Result<Engine> {
-    open_scorer_engine(&a.scorer, index, a.mode, a.k)
-}
-
-/// The engine `a` asks for on `index`, checked for requests of `mode` and up to `max_k` results.
-pub fn open_scorer_engine(a: &ScorerArgs, index: Arc<Index>, mode: Mode, max_k: usize) -> Result<Engine> {
-    let options = search_options(a, &index);
-    let scorer = Scorer::new(index.clone(), options).context("invalid search options")?;
-    scorer
-        .check(&Request::new(Query::default(), mode, max_k))
-        .context("invalid search options")?;
-    let mut eopts = engine_options(a, max_k);
-    if let Some((budget, cache)) = crate::cache::cache_options(&a.gpu, &index, mode, max_k)? {
-        eopts.gpu.cache = Some(budget);
-        eopts.cache = Some(cache);
-    }
-    let engine = Engine::new(Arc::new(scorer), eopts)?;
+/// The engine `config` describes on `index`, checked for requests of `mode` and up to `max_k` results
+/// before any query runs, its backend choice printed, with a note when k1/b make it slow.
+pub fn open_engine(config: &EngineConfig, index: Arc<Index>, mode: Mode, max_k: usize) -> Result<Engine> {
+    let engine = config.open(index.clone(), mode, max_k).map_err(|e| match e {
+        EngineError::Index(e) => anyhow::Error::new(e).context("invalid search options"),
+        e => e.into(),
+    })?;
     if let Some(choice) = engine.choice() {
         eprintln!("{choice}");
     }
-    let meta = index.meta();
-    if options.bm25 != meta.bm25 {
-        eprintln!(
-            "note: k1 {} b {} differ from the index's ({} {}): block bounds are recomputed for every query, \
-             which is slower; rebuild the index with these values for full speed",
-            options.bm25.k1, options.bm25.b, meta.bm25.k1, meta.bm25.b
-        );
+    if let Some(note) = config.bm25_note(&index) {
+        eprintln!("note: {note}");
     }
     Ok(engine)
 }
@@ -130,7 +91,7 @@ pub fn answer_batch(
 
 /// The query file of `a` (or its one `--query`), analysed into requests of `a`'s mode and k, with its
 /// warnings printed (at most ten, then a count).
-pub fn load_queries(a: &EngineArgs, index: &Index) -> Result<(Vec<QueryLine>, Vec<Request>)> {
+pub fn load_queries(a: &QueryArgs, index: &Index) -> Result<(Vec<QueryLine>, Vec<Request>)> {
     let mut warnings = Vec::new();
     let lines = match (&a.query, &a.queries) {
         (Some(text), _) => vec![QueryLine {
@@ -193,14 +154,14 @@ impl Latency {
 pub fn run(a: SearchArgs) -> Result<()> {
     // Before any work: an existing --output without --force is refused at once.
     Output::check(a.output.as_deref(), a.force)?;
-    let index = Arc::new(crate::open(&a.engine.scorer.index)?);
-    let engine = open_engine(&a.engine, index.clone())?;
+    let index = Arc::new(crate::open(&a.input.index)?);
+    let engine = open_engine(&a.engine, index.clone(), a.input.mode, a.input.k)?;
     let chunk = engine.batch_hint();
     // A query file streams unless --warmup or --stats measure it as one batch, read first.
-    if let (Some(path), 0, false) = (&a.engine.queries, a.warmup, a.stats) {
+    if let (Some(path), 0, false) = (&a.input.queries, a.warmup, a.stats) {
         return stream(&a, path, &index, &engine, chunk);
     }
-    let (lines, queries) = load_queries(&a.engine, &index)?;
+    let (lines, queries) = load_queries(&a.input, &index)?;
 
     engine.warm_up(&queries, a.warmup)?;
     let mut out = Output::create(a.output.as_deref(), a.force)?;
@@ -227,9 +188,9 @@ pub fn run(a: SearchArgs) -> Result<()> {
             "{n} queries, {}, mode {}, k {}, algorithm {}: {:.0} queries/s (search only {:.0}); \
              latency ms mean {:.3} p50 {:.3} p95 {:.3} p99 {:.3} p99.9 {:.3} max {:.3}",
             engine.describe(),
-            a.engine.mode.name(),
-            a.engine.k,
-            a.engine.scorer.algorithm.name(),
+            a.input.mode.name(),
+            a.input.k,
+            a.engine.scoring.algorithm.name(),
             n as f64 / total.as_secs_f64(),
             n as f64 / busy.as_secs_f64(),
             l.mean,
@@ -307,7 +268,7 @@ fn stream(a: &SearchArgs, path: &Path, index: &Index, engine: &Engine, chunk: us
             report.add(&lines, &queries);
             let requests: Vec<Request> = queries
                 .into_iter()
-                .map(|q| Request::new(q, a.engine.mode, a.engine.k))
+                .map(|q| Request::new(q, a.input.mode, a.input.k))
                 .collect();
             answer_chunk(
                 engine,
@@ -324,7 +285,7 @@ fn stream(a: &SearchArgs, path: &Path, index: &Index, engine: &Engine, chunk: us
         Ok(())
     })();
     let mut warnings = std::mem::take(&mut input.warnings);
-    report.finish(a.engine.mode, &mut warnings);
+    report.finish(a.input.mode, &mut warnings);
     warnings.print();
     outcome?;
     out.finish()
