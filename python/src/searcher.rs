@@ -17,6 +17,7 @@ use crate::cache::CacheArgs;
 use crate::errors::{engine_error, index_error, value_error, warn};
 use crate::frame::Frame;
 use crate::hits::{hit_lists, DocIds};
+use crate::pool::on_pool;
 
 /// How many of the engine's chunks of queries are analysed in one parallel pass.
 const PARSE_CHUNKS: usize = 16;
@@ -343,14 +344,5 @@ impl PySearcher {
 
     fn __repr__(&self) -> String {
         format!("Searcher({})", self.describe)
-    }
-}
-
-/// Runs `work` on `pool`, or where it is called (rayon's global pool serves its parallel iterators): the
-/// searcher's threads when it was given a number of them.
-pub(crate) fn on_pool<R: Send>(pool: Option<&rayon::ThreadPool>, work: impl FnOnce() -> R + Send) -> R {
-    match pool {
-        Some(p) => p.install(work),
-        None => work(),
     }
 }

@@ -5,43 +5,10 @@ use std::time::Instant;
 
 use anyhow::Result;
 use warpsearch_gpu::kernels::{Decoder, KernelBench};
-use warpsearch_gpu::{Gpu, GpuStats};
+use warpsearch_gpu::Gpu;
 use warpsearch_index::Codec;
 
 use crate::args::GpuCheckArgs;
-
-/// One line of GPU counters for --stats.
-pub fn gpu_stats_line(s: &GpuStats) -> String {
-    let mut line = format!(
-        "GPU: {} batches, {} queries; host→device {:.2} MiB in {:.2} ms, kernels {:.2} ms, device→host \
-         {:.2} MiB in {:.2} ms, host preparation {:.2} ms, staging {:.2} ms, waiting {:.2} ms; {} queries answered by the CPU after a GPU failure",
-        s.batches,
-        s.queries,
-        s.h2d_bytes as f64 / (1u64 << 20) as f64,
-        s.h2d_ms,
-        s.kernel_ms,
-        s.d2h_bytes as f64 / (1u64 << 20) as f64,
-        s.d2h_ms,
-        s.prepare_ms,
-        s.stage_ms,
-        s.wait_ms,
-        s.failed_queries
-    );
-    if let Some(shares) = s.phase_shares() {
-        let parts: Vec<String> = shares
-            .iter()
-            .map(|(name, share)| format!("{name} {:.1}%", 100.0 * share))
-            .collect();
-        let all = s.query_blocks();
-        line.push_str(&format!(
-            "; kernel phases (share of CTA cycles): {}; blocks decoded {} of the queries' {all} ({:.1}%)",
-            parts.join(", "),
-            s.decoded_blocks,
-            100.0 * s.decoded_blocks as f64 / all.max(1) as f64
-        ));
-    }
-    line
-}
 
 /// `warpsearch gpu-check`.
 pub fn gpu_check(a: GpuCheckArgs) -> Result<()> {

@@ -2,15 +2,14 @@
 
 mod args;
 mod bench;
-mod cache;
 mod config_file;
 mod demo;
-mod early;
 mod evaluate;
 mod gpu;
 mod load;
 mod search;
 mod serve;
+mod shared;
 mod synth;
 
 use std::io::Write;
@@ -305,7 +304,7 @@ fn export_pisa(a: &ExportArgs, index: &Index) -> Result<()> {
         None => None,
         Some(path) => {
             let mut warnings = Vec::new();
-            let lines = search::read_query_file(path, &mut warnings)?;
+            let lines = shared::queries::read_query_file(path, &mut warnings)?;
             for w in &warnings {
                 eprintln!("warning: {w}");
             }

@@ -48,7 +48,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         config.backend = BackendChoice::Hybrid;
     }
     // and-or: a mode every algorithm takes; each request's mode is checked when it comes.
-    let engine = crate::search::open_engine(&config, index.clone(), Mode::AndOr, a.max_k)?;
+    let engine = crate::shared::engine::open_engine(&config, index.clone(), Mode::AndOr, a.max_k)?;
     if gpu_required && !engine.has_gpu() {
         bail!(
             "--backend gpu: no GPU serves these options ({})",

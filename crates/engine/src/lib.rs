@@ -23,6 +23,7 @@ mod cpu_workers;
 pub mod engine;
 mod gpu_alone;
 pub mod hybrid;
+mod notes;
 pub mod reply;
 
 pub use backend::{Backend, BackendChoice};
