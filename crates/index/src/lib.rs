@@ -35,6 +35,7 @@ pub mod replace;
 pub mod synth;
 pub mod termdict;
 #[doc(hidden)]
+#[cfg(any(test, feature = "testing"))]
 pub mod testdata;
 pub mod writer;
 
