@@ -324,6 +324,11 @@ pub struct ScorerArgs {
     /// is usable for these options, else the CPU; says which and why).
     #[arg(long, default_value = "auto", value_parser = BackendChoice::by_name)]
     pub backend: BackendChoice,
+    /// The most distinct terms a query may have; a longer query is refused, named (a bound on the
+    /// work one query asks for).
+    #[arg(long, default_value_t = warpsearch_query::DEFAULT_MAX_QUERY_TERMS as u32,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_query_terms: u32,
     #[command(flatten)]
     pub gpu: GpuArgs,
 }

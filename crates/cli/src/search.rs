@@ -92,7 +92,9 @@ pub fn open_engine(a: &EngineArgs, index: Arc<Index>) -> Result<Engine> {
 /// The engine `a` asks for on `index`, checked for requests of `mode` and up to `max_k` results.
 pub fn open_scorer_engine(a: &ScorerArgs, index: Arc<Index>, mode: Mode, max_k: usize) -> Result<Engine> {
     let options = search_options(a, &index);
-    let scorer = Scorer::new(index.clone(), options).context("invalid search options")?;
+    let scorer = Scorer::new(index.clone(), options)
+        .context("invalid search options")?
+        .with_max_query_terms(a.max_query_terms as usize);
     scorer
         .check(&Request::new(Query::default(), mode, max_k))
         .context("invalid search options")?;
