@@ -51,7 +51,10 @@ pub fn maxscore_with(plan: &Plan, k: usize, union: Union) -> Result<Vec<Scored>>
     while first_essential < cursors.len() && doc != END {
         let essential = first_essential;
         let (mut sum, next) = match &mut frontier {
-            Some(f) => (f.score_and_advance(&mut cursors, doc, plan, |i| i >= essential)?, END),
+            Some(f) => (
+                f.score_and_advance(&mut cursors, doc, plan, |i| i >= essential)?,
+                END,
+            ),
             None => score_and_advance(&mut cursors[first_essential..], doc, plan)?,
         };
         let threshold = top.threshold();

@@ -254,7 +254,9 @@ fn check_long(index: &Arc<Index>, texts: &[Vec<String>]) {
                 let got = warpsearch_cpu::maxscore::maxscore_with(&plan, k, union).unwrap();
                 assert_eq!(got, want, "maxscore {union:?} k {k}, {terms} terms");
                 for cut in cuts(n) {
-                    let first = oracle.scorer().plan(&query, Part::range(DocRange::half_open(0, cut)));
+                    let first = oracle
+                        .scorer()
+                        .plan(&query, Part::range(DocRange::half_open(0, cut)));
                     let first = warpsearch_cpu::maxscore::maxscore_with(&first.unwrap(), k, union).unwrap();
                     let floor = if first.len() == k {
                         first[k - 1].score
@@ -267,7 +269,11 @@ fn check_long(index: &Arc<Index>, texts: &[Vec<String>]) {
                     };
                     let second = oracle.scorer().plan(&query, rest).unwrap();
                     let second = warpsearch_cpu::maxscore::maxscore_with(&second, k, union).unwrap();
-                    assert_eq!(merge_top_k([first, second], k), want, "{union:?} k {k} cut at {cut}");
+                    assert_eq!(
+                        merge_top_k([first, second], k),
+                        want,
+                        "{union:?} k {k} cut at {cut}"
+                    );
                 }
             }
             let got = warpsearch_cpu::bmw::block_max_wand(&plan, k).unwrap();
@@ -435,7 +441,9 @@ proptest! {
 #[test]
 fn a_query_beyond_the_term_limit_is_refused() {
     let c = Collection {
-        tfs: (0..50).map(|d| (0..40).map(|j| u32::from((d + j) % 3 == 0)).collect()).collect(),
+        tfs: (0..50)
+            .map(|d| (0..40).map(|j| u32::from((d + j) % 3 == 0)).collect())
+            .collect(),
         statics: vec![0.0; 50],
     };
     let dir = tempfile::tempdir().unwrap();
@@ -452,18 +460,30 @@ fn a_query_beyond_the_term_limit_is_refused() {
         let Ok(scorer) = Scorer::new(index.clone(), options) else {
             continue;
         };
-        assert_eq!(scorer.max_query_terms(), warpsearch_query::DEFAULT_MAX_QUERY_TERMS);
-        let mode = if algorithm == Algorithm::Daat { Mode::And } else { Mode::Or };
+        assert_eq!(
+            scorer.max_query_terms(),
+            warpsearch_query::DEFAULT_MAX_QUERY_TERMS
+        );
+        let mode = if algorithm == Algorithm::Daat {
+            Mode::And
+        } else {
+            Mode::Or
+        };
         let request = Request::new(query.clone(), mode, 10);
         let capped = CpuSearcher::new(Arc::new(scorer.with_max_query_terms(39)));
         let e = capped.search(&request).unwrap_err().to_string();
-        assert!(e.contains("40 distinct terms") && e.contains("limit of 39"), "{e}");
+        assert!(
+            e.contains("40 distinct terms") && e.contains("limit of 39"),
+            "{e}"
+        );
         let options = SearchOptions {
             ranking: Ranking::Bm25,
             bm25: Bm25Params::default(),
             algorithm,
         };
-        let at = Scorer::new(index.clone(), options).unwrap().with_max_query_terms(40);
+        let at = Scorer::new(index.clone(), options)
+            .unwrap()
+            .with_max_query_terms(40);
         assert!(CpuSearcher::new(Arc::new(at)).search(&request).is_ok());
     }
 }

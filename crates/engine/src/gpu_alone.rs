@@ -2,7 +2,8 @@
 //! submissions in calls. A call takes every submission waiting when the last call ends, up to a kernel
 //! batch's worth of queries (a submission is never cut: a closed loop's million queries go in one call,
 //! which pipelines its batches), so that a stream of single queries is batched as it arrives. What the
-//! GPU fails is answered on the CPU in the same call, exactly once.
+//! GPU fails is answered on the CPU in the same call, exactly once. A submission whose reply is no
+//! longer wanted when a call takes it is dropped.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
@@ -205,6 +206,11 @@ fn next(s: &Shared, batch: usize) -> Next {
         if let Some(c) = st.controls.pop_front() {
             return Next::Control(c);
         }
+        // Submissions whose answers are no longer wanted are dropped, unanswered.
+        st.queue.retain(|sub| match &sub.reply {
+            Sink::Each(reply) => reply.wanted(),
+            Sink::Whole(_) => true,
+        });
         if !st.queue.is_empty() {
             let mut taken = Vec::new();
             let mut queries = 0;
