@@ -62,6 +62,7 @@ fn config(max_in_flight: usize) -> ServerConfig {
         max_body: 1 << 20,
         deadline: Duration::from_secs(10),
         shed: Duration::ZERO,
+        ..ServerConfig::default()
     }
 }
 
