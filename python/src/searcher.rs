@@ -182,7 +182,12 @@ impl PySearcher {
             take(answers)
         };
         if texts.len() <= chunk {
-            let requests = py.detach(|| self.parse(texts, mode, k));
+            // Analysed a part at a time, Python's signals looked at between parts.
+            let mut requests = Vec::with_capacity(texts.len());
+            for part in texts.chunks(4096 * PARSE_CHUNKS) {
+                requests.extend(py.detach(|| self.parse(part, mode, k)));
+                py.check_signals()?;
+            }
             let answers = self.wait_interruptibly(py, requests, &stop)?;
             hand_over((answers, self.engine.take_notes()))?;
             return self.check_unchanged();

@@ -140,14 +140,15 @@ fn hostile_clients_get_bounded_memory_and_a_bounded_shutdown() {
     // Responses of 1,024 queries at k 1,000 (about 50 MB each) never read: at most --max-in-flight's
     // worth are accepted, the rest refused.
     let silent: Vec<TcpStream> = (0..6).map(|_| post_raw(&addr, &heavy_body(1024, 1000))).collect();
-    // A flood of connections beyond the limit, held open together, each asking for /health.
+    // A flood of connections beyond the limit on its own (240 of 200), held open together, each
+    // asking for /health.
     let flood: Vec<_> = (0..4)
         .map(|_| {
             let addr = addr.clone();
             thread::spawn(move || {
                 let mut open: Vec<TcpStream> =
-                    (0..40).filter_map(|_| TcpStream::connect(&addr).ok()).collect();
-                let mut refused = 40 - open.len();
+                    (0..60).filter_map(|_| TcpStream::connect(&addr).ok()).collect();
+                let mut refused = 60 - open.len();
                 for s in &mut open {
                     let _ = s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
                 }

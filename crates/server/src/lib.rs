@@ -40,6 +40,7 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 use tracing::{debug, error, info};
 use warpsearch_engine::Engine;
+use warpsearch_index::Index;
 use warpsearch_query::{Query, Request, Scored, MAX_K};
 
 use conn::Watch;
@@ -53,8 +54,9 @@ struct Server {
     searcher: Searcher,
     limits: Limits,
     metrics: Metrics,
-    /// One permit per query that may be in flight: held from its request's admission until the
-    /// engine is done with it and its response is written (or its client gone).
+    /// The places queries in flight may hold (a query holds [`query_weight`]): held from its
+    /// request's admission until the engine is done with it and its response is written (or its
+    /// client gone).
     slots: Arc<Semaphore>,
     max_in_flight: usize,
     /// Refuses requests that would wait past the deadline behind the queries in flight ([`pace`]).
@@ -85,7 +87,9 @@ struct GetResponse<'a> {
 /// How a server answers: its limits, the deadline its queries are given, and when it sheds by time.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// Queries accepted and not yet answered beyond which a request is refused with 429.
+    /// Places held by queries accepted and not yet answered (or their response not yet written)
+    /// beyond which a request is refused with 429: one a query, and one more for each collection's
+    /// worth of postings its terms have.
     pub max_in_flight: usize,
     /// Most queries in one `POST /search`.
     pub max_queries: usize,
@@ -231,8 +235,8 @@ pub async fn shutdown_signal() {
 }
 
 impl Server {
-    /// Queries holding places among those allowed in flight: in the engine, or answered and waiting
-    /// for their response to be written.
+    /// Places held among those allowed in flight, by queries in the engine or answered and waiting
+    /// for their response to be written ([`query_weight`]: one a query, more for a heavy one).
     fn held(&self) -> usize {
         self.max_in_flight - self.slots.available_permits().min(self.max_in_flight)
     }
@@ -263,24 +267,29 @@ impl Server {
         if !self.pace.admits(running, search.queries.len()) {
             return Err(ApiError::late(running, self.pace.window()));
         }
-        // The places are held until the engine is done with every query and the response is
-        // written, or until the client is gone and the engine has dropped or finished its queries.
-        let n = u32::try_from(search.queries.len()).unwrap_or(u32::MAX);
-        let places = self
-            .slots
-            .clone()
-            .try_acquire_many_owned(n)
-            .map_err(|_| ApiError::overloaded(self.max_in_flight))?;
-        let mut ids = Vec::with_capacity(search.queries.len());
-        let mut requests = Vec::with_capacity(search.queries.len());
+        let n = search.queries.len();
+        let mut ids = Vec::with_capacity(n);
+        let mut requests = Vec::with_capacity(n);
+        let mut weight = 0usize;
         for (i, (id, text)) in search.queries.into_iter().enumerate() {
             let request = Request::new(scorer.parse(&text), search.mode, search.k);
             scorer
                 .check(&request)
                 .map_err(|e| ApiError::field(field(i), format!("query {id}: {e}")))?;
+            weight = weight.saturating_add(query_weight(scorer.index(), &request.query));
             ids.push(id);
             requests.push(request);
         }
+        // The places are held until the engine is done with every query and the response is
+        // written, or until the client is gone and the engine has dropped or finished its queries.
+        // A request's weight is capped at the limit (at least one place a query), so that one that
+        // an idle server admits by its count of queries is still admitted there.
+        let places = weight.min(self.max_in_flight).max(n);
+        let places = self
+            .slots
+            .clone()
+            .try_acquire_many_owned(u32::try_from(places).unwrap_or(u32::MAX))
+            .map_err(|_| ApiError::overloaded(self.max_in_flight))?;
         self.pace.started(running, Instant::now());
         let pending = self.searcher.start(requests, places);
         let (answers, held) = match watch {
@@ -337,6 +346,21 @@ impl Server {
         debug!(status = %e.status, error = %e.message, "request refused");
         e.into_response()
     }
+}
+
+/// The places among `--max-in-flight` that `query` holds: one, and one more for each `num_docs`
+/// postings its terms' lists hold together, so that a query that scores the collection many times
+/// over counts as the many short queries whose work it is (the work of every algorithm grows with
+/// the postings it may read; the exhaustive one reads them all).
+fn query_weight(index: &Index, query: &Query) -> usize {
+    let records = index.term_records();
+    let postings: u64 = query
+        .terms
+        .iter()
+        .map(|&(id, _)| records.get(id as usize).map_or(0, |r| u64::from(r.df)))
+        .sum();
+    let per_place = u64::from(index.num_docs()).max(1);
+    usize::try_from(1 + postings / per_place).unwrap_or(usize::MAX)
 }
 
 fn took_ms(started: Instant) -> f64 {

@@ -178,14 +178,14 @@ impl Metrics {
         metric(
             "warpsearch_queries_held",
             "gauge",
-            "Queries counted against --max-in-flight: in the engine, or answered with their response not \
-             yet written.",
+            "Places held against --max-in-flight by queries in the engine or answered with their response \
+             not yet written (one a query, one more per collection's worth of postings its terms have).",
             load.held as f64,
         );
         metric(
             "warpsearch_max_in_flight",
             "gauge",
-            "Queries held beyond which requests are refused (--max-in-flight).",
+            "Places held beyond which requests are refused (--max-in-flight).",
             load.max_in_flight as f64,
         );
         metric(

@@ -33,7 +33,8 @@ impl ApiError {
         ApiError {
             status: StatusCode::TOO_MANY_REQUESTS,
             message: format!(
-                "the server is answering its limit of {in_flight_limit} queries in flight: retry later"
+                "the server holds its limit of {in_flight_limit} places of queries in flight (a query \
+                 holds one, and more for its terms' postings): retry later"
             ),
             field: None,
         }
