@@ -142,12 +142,15 @@ fn hostile_clients_get_bounded_memory_and_a_bounded_shutdown() {
     let silent: Vec<TcpStream> = (0..6).map(|_| post_raw(&addr, &heavy_body(1024, 1000))).collect();
     // A flood of connections beyond the limit on its own (240 of 200), held open together, each
     // asking for /health.
+    // Every thread holds its connections open until all are made, so that 240 are open at once.
+    let all_made = std::sync::Arc::new(std::sync::Barrier::new(4));
     let flood: Vec<_> = (0..4)
         .map(|_| {
-            let addr = addr.clone();
+            let (addr, all_made) = (addr.clone(), all_made.clone());
             thread::spawn(move || {
                 let mut open: Vec<TcpStream> =
                     (0..60).filter_map(|_| TcpStream::connect(&addr).ok()).collect();
+                all_made.wait();
                 let mut refused = 60 - open.len();
                 for s in &mut open {
                     let _ = s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
