@@ -286,7 +286,6 @@ impl PySearcher {
         }
     }
 
-
     /// Analyses `texts` on the searcher's threads.
     fn parse(&self, texts: &[String], mode: Mode, k: usize) -> Vec<Request> {
         on_pool(self.pool.as_ref(), || {
@@ -358,7 +357,13 @@ impl Interruptible {
         }
         drop(waiting);
         let dropped = || Err(IndexError::Invalid("interrupted: the query was dropped".into()));
-        Some(self.answers.take().into_iter().map(|a| a.unwrap_or_else(dropped)).collect())
+        Some(
+            self.answers
+                .take()
+                .into_iter()
+                .map(|a| a.unwrap_or_else(dropped))
+                .collect(),
+        )
     }
 
     fn wake(&self) {
@@ -375,7 +380,10 @@ impl Reply for Interruptible {
     }
 
     fn send_many(&self, done: Vec<Done>) {
-        if self.answers.put_many(done.into_iter().map(|d| (d.id as usize, d.result))) {
+        if self
+            .answers
+            .put_many(done.into_iter().map(|d| (d.id as usize, d.result)))
+        {
             self.wake();
         }
     }
