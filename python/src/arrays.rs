@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use warpsearch_query::Answer;
 
 use crate::frame::uninit_bytearray;
-use crate::searcher::on_pool;
+use crate::pool::on_pool;
 
 /// Queries written by one task.
 const ROWS_PER_TASK: usize = 1024;

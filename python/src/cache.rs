@@ -1,11 +1,10 @@
 //! `Index.searcher`'s GPU list cache arguments (`gpu_cache` and the rest), for indexes larger than GPU
-//! memory, as `warpsearch search --gpu-cache` takes them: the engine's [`CacheChoice`] checks them with
-//! the CLI's rules, in words that name the Python arguments.
+//! memory, as `warpsearch search --gpu-cache` takes them: into the engine's typed configuration, checked
+//! by its rules, in words that name the Python arguments.
 
 use pyo3::prelude::*;
-use warpsearch_engine::{CacheBudget, CacheChoice, CacheOptions};
-use warpsearch_index::Index;
-use warpsearch_query::{Mode, Query, Request, MAX_K};
+use warpsearch_engine::{CacheConfig, Completion, Policy, TrainLog};
+use warpsearch_query::{Mode, MAX_K};
 
 use crate::errors::value_error;
 
@@ -27,50 +26,48 @@ pub struct CacheArgs<'a> {
 }
 
 impl CacheArgs<'_> {
-    /// The GPU's memory split and the cache's options (None without `gpu_cache`), `memory` being
-    /// `gpu_memory`; a ValueError naming the argument where one is wrong.
-    pub fn resolve(
-        self,
-        index: &Index,
-        memory: Option<usize>,
-    ) -> PyResult<Option<(CacheBudget, CacheOptions)>> {
-        let Some(policy) = self.policy else {
-            if self.train.is_some() {
-                return Err(value_error(
-                    "gpu_cache_train needs gpu_cache (qtf, qtfdf, vfb or dynamic)",
-                ));
+    /// The cache's configuration and its training log; a ValueError naming the argument where one is
+    /// wrong (the rest is checked with the engine's rules when the searcher is made).
+    pub fn config(self) -> PyResult<(CacheConfig, Option<TrainLog>)> {
+        let policy = match self.policy {
+            None => None,
+            Some(p) => Some(p.parse::<Policy>().map_err(|_| {
+                value_error(format!(
+                    "gpu_cache '{p}' is not a policy: use qtf, qtfdf, vfb or dynamic"
+                ))
+            })?),
+        };
+        let complete = self.complete.parse::<Completion>().map_err(|_| {
+            value_error(format!(
+                "gpu_cache_complete '{}' is not a completion: use auto, cpu or transfer",
+                self.complete
+            ))
+        })?;
+        // The training log's weights are checked with the cache, whether or not a log is given.
+        let weights = match policy {
+            None => None,
+            Some(_) => {
+                let mode: Mode = warpsearch_query::named("gpu_cache_mode", self.mode).map_err(value_error)?;
+                if !(1..=MAX_K).contains(&self.k) {
+                    return Err(value_error(format!(
+                        "gpu_cache_k = {} is out of range: use 1 to {MAX_K}",
+                        self.k
+                    )));
+                }
+                Some((mode, self.k))
             }
-            return Ok(None);
         };
-        let mode: Mode = warpsearch_query::named("mode", self.mode)
-            .map_err(|e| value_error(format!("gpu_cache_mode: {e}")))?;
-        if !(1..=MAX_K).contains(&self.k) {
-            return Err(value_error(format!(
-                "gpu_cache_k = {} is out of range: use 1 to {MAX_K}",
-                self.k
-            )));
-        }
         let train = self.train.map(|texts| {
-            texts
-                .iter()
-                .map(|t| Request::new(Query::parse(index, t), mode, self.k))
-                .collect()
+            let (mode, k) = weights.unwrap_or((Mode::Or, 10));
+            TrainLog { texts, mode, k }
         });
-        let choice = CacheChoice {
-            policy: policy.to_owned(),
-            memory,
+        let config = CacheConfig {
+            policy,
+            ratio: self.ratio,
             buffer: self.buffer,
-            train,
-            completion: self.complete.to_owned(),
-            tuning: CacheOptions {
-                ratio: self.ratio,
-                ..CacheOptions::default()
-            },
-            ..CacheChoice::default()
+            complete,
+            ..CacheConfig::default()
         };
-        choice
-            .resolve(|name| name.replace('-', "_"))
-            .map(Some)
-            .map_err(value_error)
+        Ok((config, train))
     }
 }

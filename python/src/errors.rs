@@ -45,6 +45,7 @@ pub fn open_error(e: IndexError, path: &Path) -> PyErr {
 pub fn engine_error(e: EngineError) -> PyErr {
     match e {
         EngineError::Index(e) => index_error(e),
+        EngineError::Config(message) => value_error(message),
         e @ (EngineError::GpuRequired(_) | EngineError::Threads(_)) => PyRuntimeError::new_err(e.to_string()),
     }
 }

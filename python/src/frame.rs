@@ -24,7 +24,7 @@ use rayon::prelude::*;
 use warpsearch_index::Index;
 use warpsearch_query::Answer;
 
-use crate::searcher::on_pool;
+use crate::pool::on_pool;
 
 /// Bytes per hit in each column: qid code (i32), docid code (i32), rank (i64), score (f32).
 const COLUMNS: [usize; 4] = [4, 4, 8, 4];

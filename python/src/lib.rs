@@ -27,6 +27,7 @@ mod errors;
 mod frame;
 mod hits;
 mod index;
+mod pool;
 mod searcher;
 
 /// warpsearch: exact top-k BM25 search over a compressed inverted index, on CPUs and GPUs.

@@ -13,16 +13,17 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
 use rayon::prelude::*;
 use warpsearch_engine::{
-    Backend, BackendChoice, Done, Engine, EngineOptions, GpuOptions, HybridOptions, Reply, Slots,
+    Backend, Done, Engine, EngineConfig, GpuConfig, HybridConfig, Reply, ScoringConfig, Slots, TrainLog,
 };
-use warpsearch_index::{Bm25Params, DocOrder, Index, IndexError};
-use warpsearch_query::{Algorithm, Answer, Mode, Query, Ranking, Request, Scorer, SearchOptions, MAX_K};
+use warpsearch_index::{Index, IndexError};
+use warpsearch_query::{Answer, Mode, Query, Request, Scorer, MAX_K};
 
 use crate::arrays::arrays;
 use crate::cache::CacheArgs;
 use crate::errors::{engine_error, index_error, value_error, warn};
 use crate::frame::Frame;
 use crate::hits::{hit_lists, DocIds};
+use crate::pool::on_pool;
 
 /// How many of the engine's chunks of queries are analysed in one parallel pass.
 const PARSE_CHUNKS: usize = 16;
@@ -51,6 +52,35 @@ pub struct SearcherOptions<'a> {
     pub cache: CacheArgs<'a>,
 }
 
+impl SearcherOptions<'_> {
+    /// The engine's configuration these arguments describe, and the cache's training log.
+    fn config(self) -> PyResult<(EngineConfig, Option<TrainLog>)> {
+        let (cache, train) = self.cache.config()?;
+        let config = EngineConfig {
+            backend: warpsearch_query::named("backend", self.backend).map_err(value_error)?,
+            threads: self.threads.unwrap_or(0),
+            scoring: ScoringConfig {
+                ranking: warpsearch_query::named("ranking", self.ranking).map_err(value_error)?,
+                alpha: self.alpha,
+                k1: self.k1,
+                b: self.b,
+                algorithm: warpsearch_query::named("algorithm", self.algorithm).map_err(value_error)?,
+                max_query_terms: u32::try_from(self.max_query_terms).unwrap_or(u32::MAX),
+            },
+            gpu: GpuConfig {
+                memory: self.gpu_memory,
+                ..GpuConfig::default()
+            },
+            hybrid: HybridConfig {
+                workers: self.threads,
+                ..HybridConfig::default()
+            },
+            cache,
+        };
+        Ok((config, train))
+    }
+}
+
 /// Answers queries on one index with fixed options; `search` and `search_batch` take a query's mode
 /// and k. Safe to share between Python threads (the engine takes their calls' queries side by side).
 #[pyclass(name = "Searcher", module = "warpsearch", frozen)]
@@ -73,12 +103,11 @@ pub struct PySearcher {
 
 impl PySearcher {
     /// The engine `o` asks for on `index`, its options checked before any query runs (as the binary's
-    /// `open_scorer_engine`), with the binary's note when k1 and b make it slow.
+    /// `open_engine`), with the binary's note when k1 and b make it slow.
     pub fn new(py: Python<'_>, index: Arc<Index>, o: SearcherOptions) -> PyResult<PySearcher> {
-        let options = search_options(&o, &index)?;
-        let cache = o.cache.resolve(&index, o.gpu_memory)?;
-        let backend = BackendChoice::by_name(o.backend).map_err(value_error)?;
-        let pool = match o.threads {
+        let (threads, max_k) = (o.threads, o.max_k);
+        let (config, train) = o.config()?;
+        let pool = match threads {
             None => None,
             Some(n) => Some(
                 rayon::ThreadPoolBuilder::new()
@@ -87,40 +116,13 @@ impl PySearcher {
                     .map_err(|e| PyRuntimeError::new_err(format!("starting {n} threads: {e}")))?,
             ),
         };
-        let engine_options = EngineOptions {
-            backend,
-            cpu_threads: o.threads.unwrap_or(0),
-            gpu: GpuOptions {
-                max_k: o.max_k,
-                memory_budget: o.gpu_memory,
-                cache: cache.as_ref().map(|(budget, _)| *budget),
-                ..GpuOptions::default()
-            },
-            hybrid: Some(HybridOptions {
-                cpu_workers: o.threads.unwrap_or(0),
-                ..HybridOptions::default()
-            }),
-            cache: cache.map(|(_, options)| options),
-        };
-        let engine = py.detach(|| -> PyResult<Engine> {
-            let scorer = Scorer::new(index.clone(), options)
-                .map_err(index_error)?
-                .with_max_query_terms(o.max_query_terms);
-            scorer
-                .check(&Request::new(Query::default(), Mode::AndOr, o.max_k))
-                .map_err(index_error)?;
-            Engine::new(Arc::new(scorer), engine_options).map_err(engine_error)
-        })?;
-        let meta = index.meta();
-        if options.bm25 != meta.bm25 {
-            warn::<PyUserWarning>(
-                py,
-                &format!(
-                    "k1 {} b {} differ from the index's ({} {}): block bounds are recomputed for every \
-                     query, which is slower; rebuild the index with these values for full speed",
-                    options.bm25.k1, options.bm25.b, meta.bm25.k1, meta.bm25.b
-                ),
-            )?;
+        // Settings are named as Python's arguments spell them.
+        let name = |n: &str| n.replace('-', "_");
+        let engine = py
+            .detach(|| config.open_with(index.clone(), Mode::AndOr, max_k, train, &name))
+            .map_err(engine_error)?;
+        if let Some(note) = config.bm25_note(&index) {
+            warn::<PyUserWarning>(py, &note)?;
         }
         Ok(PySearcher {
             scorer: engine.scorer().clone(),
@@ -500,41 +502,4 @@ impl PySearcher {
     fn __repr__(&self) -> String {
         format!("Searcher({})", self.describe)
     }
-}
-
-/// Runs `work` on `pool`, or where it is called (rayon's global pool serves its parallel iterators): the
-/// searcher's threads when it was given a number of them.
-pub(crate) fn on_pool<R: Send>(pool: Option<&rayon::ThreadPool>, work: impl FnOnce() -> R + Send) -> R {
-    match pool {
-        Some(p) => p.install(work),
-        None => work(),
-    }
-}
-
-/// The search options `o` asks for on `index`: the index's k1, b and global-score α unless given (the
-/// binary's `search_options`).
-fn search_options(o: &SearcherOptions, index: &Index) -> PyResult<SearchOptions> {
-    let meta = index.meta();
-    let ranking = match o.ranking {
-        "bm25" => Ranking::Bm25,
-        "bm25-static" => Ranking::Bm25Static {
-            alpha: o.alpha.unwrap_or(match meta.doc_order {
-                DocOrder::GlobalScore { alpha } => alpha,
-                DocOrder::Input => 0.5,
-            }),
-        },
-        other => {
-            return Err(value_error(format!(
-                "unknown ranking '{other}': expected bm25 or bm25-static"
-            )))
-        }
-    };
-    Ok(SearchOptions {
-        ranking,
-        bm25: Bm25Params {
-            k1: o.k1.unwrap_or(meta.bm25.k1),
-            b: o.b.unwrap_or(meta.bm25.b),
-        },
-        algorithm: Algorithm::by_name(o.algorithm).map_err(value_error)?,
-    })
 }

@@ -4,10 +4,10 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use clap::{Args, Parser, Subcommand};
-use warpsearch_engine::{BackendChoice, CacheOptions};
+use warpsearch_engine::{EngineConfig, KernelConfig};
 use warpsearch_index::build::MIN_MEMORY_MB;
 use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, WriterOptions};
-use warpsearch_query::{Algorithm, Mode};
+use warpsearch_query::Mode;
 
 /// warpsearch: exact top-k BM25 search over a compressed inverted index, on GPUs and CPUs.
 #[derive(Parser)]
@@ -16,6 +16,10 @@ pub struct Cli {
     /// Worker threads (default: all cores).
     #[arg(long, global = true)]
     pub threads: Option<usize>,
+    /// Options from a TOML file, by their long names (`gpu-batch = 4096`, `backend = "gpu"`; a table
+    /// `[gpu]` holding `batch` is `gpu-batch`); options on the command line override it.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -41,7 +45,7 @@ pub enum Command {
     /// Answer queries over HTTP (JSON): POST/GET /search, /health, /metrics (docs/openapi.yaml).
     Serve(ServeArgs),
     /// Load-test a running `warpsearch serve`: closed and open loop over HTTP, 429s, errors, its memory.
-    Load(crate::load::LoadArgs),
+    Load(LoadArgs),
     /// Measure an engine: closed-loop throughput and open-loop latency under Poisson arrivals (JSON report).
     Bench(BenchArgs),
     /// Draw the closed-loop throughput of several `bench --json` reports side by side (SVG).
@@ -298,47 +302,12 @@ pub struct DemoArgs {
     pub codec: Codec,
 }
 
-/// The index and how to search it: ranking, BM25 parameters, algorithm and backend (shared by `search`,
-/// `bench` and `serve`).
+/// The index and the queries to run on it, their mode and k (shared by `search` and `bench`).
 #[derive(Args)]
-pub struct ScorerArgs {
+pub struct QueryArgs {
     /// The index directory.
     #[arg(long)]
     pub index: PathBuf,
-    /// auto, exhaustive, daat (AND), maxscore or bmw (OR), early (bm25-static, global-score order).
-    #[arg(long, default_value = "auto", value_parser = Algorithm::by_name)]
-    pub algorithm: Algorithm,
-    /// bm25, or bm25-static (docs/references.md#pruned-list-caching eq. 3; needs an index built with --static-scores).
-    #[arg(long, default_value = "bm25", value_parser = ["bm25", "bm25-static"])]
-    pub ranking: String,
-    /// α of bm25-static (default: the index's global-score α, else 0.5).
-    #[arg(long)]
-    pub alpha: Option<f32>,
-    /// BM25 k1 (default: the index's; others make block bounds be recomputed per query).
-    #[arg(long)]
-    pub k1: Option<f32>,
-    /// BM25 b (default: the index's).
-    #[arg(long)]
-    pub b: Option<f32>,
-    /// cpu, gpu, hybrid (CPU and GPU together; the CPU alone without a GPU), or auto (hybrid when a GPU
-    /// is usable for these options, else the CPU; says which and why).
-    #[arg(long, default_value = "auto", value_parser = BackendChoice::by_name)]
-    pub backend: BackendChoice,
-    /// The most distinct terms a query may have; a longer query is refused, named (a bound on the
-    /// work one query asks for).
-    #[arg(long, default_value_t = warpsearch_query::DEFAULT_MAX_QUERY_TERMS as u32,
-          value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_query_terms: u32,
-    #[command(flatten)]
-    pub gpu: GpuArgs,
-}
-
-/// What to search and how: the index and engine, the queries, the mode and k (shared by `search` and
-/// `bench`).
-#[derive(Args)]
-pub struct EngineArgs {
-    #[command(flatten)]
-    pub scorer: ScorerArgs,
     /// Queries: `qid<TAB>text` lines, or one query per line (qid = line number); `-` reads stdin.
     #[arg(long, required_unless_present = "query")]
     pub queries: Option<PathBuf>,
@@ -357,7 +326,7 @@ pub struct EngineArgs {
 #[derive(Args)]
 pub struct SearchArgs {
     #[command(flatten)]
-    pub engine: EngineArgs,
+    pub input: QueryArgs,
     /// trec (`qid Q0 docid rank score tag`) or json (one object per query per line).
     #[arg(long, default_value = "trec", value_parser = ["trec", "json"])]
     pub format: String,
@@ -378,17 +347,22 @@ pub struct SearchArgs {
     /// are read whole first).
     #[arg(long, default_value_t = 0)]
     pub warmup: usize,
+    #[command(flatten)]
+    pub engine: EngineConfig,
 }
 
 /// `warpsearch serve`.
 #[derive(Args)]
 pub struct ServeArgs {
-    #[command(flatten)]
-    pub scorer: ScorerArgs,
+    /// The index directory.
+    #[arg(long)]
+    pub index: PathBuf,
     /// Address to listen on (port 0: any free port; the bound address is printed on standard output).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub addr: String,
-    /// Queries accepted and not yet answered beyond which a request is refused with 429.
+    /// Places held by queries accepted and not yet answered (or their response not yet written) beyond
+    /// which a request is refused with 429: a query holds one, and one more for each collection's worth
+    /// of postings its terms have.
     #[arg(long, default_value_t = 4096)]
     pub max_in_flight: usize,
     /// Most queries in one POST /search.
@@ -398,7 +372,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 1000)]
     pub max_k: usize,
     /// Largest request body, e.g. 1M.
-    #[arg(long, default_value = "1M", value_parser = parse_bytes)]
+    #[arg(long, default_value = "1M", value_parser = warpsearch_engine::config::parse_bytes)]
     pub max_body: usize,
     /// Hybrid: each query's deadline from its arrival, in ms (late queries are counted in /metrics).
     #[arg(long, default_value_t = 100.0)]
@@ -429,6 +403,8 @@ pub struct ServeArgs {
     /// closed and the server stops.
     #[arg(long, default_value = "10s", value_parser = crate::serve::parse_duration)]
     pub shutdown_grace: std::time::Duration,
+    #[command(flatten)]
+    pub engine: EngineConfig,
 }
 
 /// The open loop's arrivals, shared by `bench` and `load`.
@@ -449,7 +425,7 @@ pub struct OpenLoopArgs {
 #[derive(Args)]
 pub struct BenchArgs {
     #[command(flatten)]
-    pub engine: EngineArgs,
+    pub input: QueryArgs,
     /// Passes over all queries before measuring.
     #[arg(long, default_value_t = 1)]
     pub warmup: usize,
@@ -469,6 +445,8 @@ pub struct BenchArgs {
     /// Draw plots as SVG: `<prefix>-latency-cdf.svg`, and `<prefix>-latency-vs-rate.svg` with --rates.
     #[arg(long)]
     pub svg: Option<PathBuf>,
+    #[command(flatten)]
+    pub engine: EngineConfig,
 }
 
 /// `warpsearch bench-plot`.
@@ -491,165 +469,8 @@ pub struct GpuCheckArgs {
     /// Timed repetitions (the best is reported).
     #[arg(long, default_value_t = 10)]
     pub reps: usize,
-}
-
-/// Options of the GPU engine.
-#[derive(Args, Clone, Debug)]
-pub struct GpuArgs {
-    /// GPU memory the index may take, e.g. 40G or 512M (default: 90% of the free memory).
-    #[arg(long, value_parser = parse_bytes)]
-    pub gpu_memory: Option<usize>,
-    /// Queries per GPU kernel launch.
-    #[arg(long, default_value_t = 8192)]
-    pub gpu_batch: usize,
-    /// OR accumulator window of the GPU kernel, in documents (power of two, 256 to 32768; 0: the largest
-    /// whose shared memory costs no resident thread blocks, 16384 on an H100 for simdbp indexes).
-    #[arg(long, default_value_t = 0)]
-    pub gpu_window: u32,
-    /// Cut an OR query whose cost (postings of all its lists) exceeds this into docID ranges, one GPU
-    /// thread block each (0: never); also the cut of AND queries in batches that --gpu-split-waves
-    /// leaves as they are.
-    #[arg(long, default_value_t = 200_000)]
-    pub gpu_split_or: u64,
-    /// AND and and-or queries (cost: postings of the shortest list) are cut so that a batch's largest
-    /// part takes at most 1/W of each GPU thread block's average share of the batch (0: cut at
-    /// --gpu-split-and instead).
-    #[arg(long, default_value_t = 32)]
-    pub gpu_split_waves: u32,
-    /// The least cost of a part of an AND query; with --gpu-split-waves 0, the cost above which it is
-    /// cut (0: never).
-    #[arg(long, default_value_t = 2_000)]
-    pub gpu_split_and: u64,
-    /// OR queries of at most this many postings are scored by sorting their postings rather than with
-    /// dense accumulators (0: never; at most 4096).
-    #[arg(long, default_value_t = 4096)]
-    pub gpu_small_or: u32,
-    /// An AND step merges (merge-find of blocks, merge-path intersection) when the next list holds at most
-    /// this many postings per candidate in the candidates' range, else it binary-searches (0: never merge).
-    #[arg(long, default_value_t = 2)]
-    pub gpu_merge_ratio: u32,
-    /// Time the GPU kernel's phases (with --stats; slightly slower).
-    #[arg(long)]
-    pub gpu_profile: bool,
-    /// Hybrid: CPU worker threads (default: every core but one and the host threads with a GPU, else
-    /// every core; `serve` with a GPU on a machine of 8 cores or more: a quarter of them with the whole
-    /// index on the GPU, half with `--gpu-cache`, leaving the rest to its HTTP handlers).
-    #[arg(long)]
-    pub hybrid_workers: Option<usize>,
-    /// The hybrid's CPU workers when a GPU takes part, unless `--hybrid-workers` is given: set by
-    /// `serve`, not an option.
-    #[arg(skip)]
-    pub hybrid_gpu_workers: Option<usize>,
-    /// Hybrid: threads of the GPU's own for its batches' host work (descriptors; with a list cache,
-    /// cutting queries by what it holds and gathering the blocks they carry), taken from the CPU
-    /// workers' cores (default: a quarter of the cores; 0: none, the GPU's dispatcher prepares alone).
-    #[arg(long)]
-    pub hybrid_host_threads: Option<usize>,
-    /// Hybrid: the GPU batch's latency target in ms (a batch of queries with deadlines grows until its
-    /// predicted time reaches it, or half of what its oldest query's deadline has left if that is longer).
-    #[arg(long, default_value_t = 20.0)]
-    pub hybrid_batch_ms: f64,
-    /// Hybrid: split a query predicted to take longer than this many ms on one core into docID ranges
-    /// run on the GPU and idle CPU workers at once (0: never split).
-    #[arg(long, default_value_t = 5.0)]
-    pub hybrid_split_ms: f64,
-    /// Hybrid: most CPU parts of a split query.
-    #[arg(long, default_value_t = 16)]
-    pub hybrid_split_parts: usize,
-    /// Hybrid: the GPU's share of a split query's documents, 0 to 1, or `model` (from the measured GPU
-    /// latency and the predicted CPU time). The default 0.3 measured best on the 25M collection.
-    #[arg(long, default_value = "0.3", value_parser = parse_share)]
-    pub hybrid_split_gpu_share: Share,
-    /// Cache part of the index in GPU memory, admitted by qtf, qtfdf, vfb (docs/references.md#pruned-list-caching) or dynamic (VFB
-    /// over the live stream); blocks the cache lacks travel with each batch, and the CPU completes what
-    /// the GPU leaves exactly. Needs --gpu-memory. Default: the whole index on the GPU.
-    #[arg(long, value_parser = ["qtf", "qtfdf", "vfb", "dynamic"])]
-    pub gpu_cache: Option<String>,
-    /// The training query log of the cache's policy (one query per line, as --queries).
-    #[arg(long)]
-    pub gpu_cache_train: Option<PathBuf>,
-    /// The maximum admission ratio λ: the largest share of a list's blocks cached (0 to 1). Default:
-    /// 0.5 for vfb and dynamic where the CPU completes on a global-score order, else 1.
-    #[arg(long)]
-    pub gpu_cache_ratio: Option<f64>,
-    /// VFB's block, in postings (a multiple of the index's 128-posting blocks).
-    #[arg(long, default_value_t = 256)]
-    pub gpu_cache_block: u32,
-    /// The batches' staging buffers S_b, e.g. 256M (default: a quarter of --gpu-memory, 64 MiB to
-    /// 4 GiB); the cache S_c takes the rest of --gpu-memory.
-    #[arg(long, value_parser = parse_bytes)]
-    pub gpu_cache_buffer: Option<usize>,
-    /// How far the GPU answers a query whose blocks the cache lacks: cpu (where the cached prefixes
-    /// reach; the CPU completes), transfer (everything, the batch carries the blocks), auto (cpu on a
-    /// global-score-ordered index with early termination, else transfer).
-    #[arg(long, default_value = "auto", value_parser = ["auto", "cpu", "transfer"])]
-    pub gpu_cache_complete: String,
-    /// The dynamic policy replans the cache after this many queries.
-    #[arg(long, default_value_t = 4096)]
-    pub gpu_cache_epoch: usize,
-    /// The dynamic policy applies a new plan only where the bytes it saves the batches of an epoch are
-    /// at least this many times the bytes it copies into the cache (0: every plan).
-    #[arg(long, default_value_t = 1.0)]
-    pub gpu_cache_min_gain: f64,
-    /// The weight the dynamic policy keeps of what it has seen at each replan (0–1: lower follows a
-    /// drifting stream sooner, higher estimates a steady one better).
-    #[arg(long, default_value_t = CacheOptions::default().decay)]
-    pub gpu_cache_decay: f64,
-    /// The share of the cache the dynamic policy leaves free for lists to grow into while their old
-    /// prefixes are still in place (0–0.9).
-    #[arg(long, default_value_t = CacheOptions::default().headroom)]
-    pub gpu_cache_headroom: f64,
-    /// The GPU backend (not the hybrid) sends a call's queries in this many chunks, each split and
-    /// sent while the previous one computes and completed on the CPU while the next one does (1: one
-    /// chunk per GPU batch of queries; more lowered a closed loop's median latency, not its
-    /// throughput, on the 25M collection).
-    #[arg(long, default_value_t = CacheOptions::default().chunks)]
-    pub gpu_cache_chunks: usize,
-    /// Pipeline slots of a GPU that caches part of the index: each stages a batch in its own share of
-    /// --gpu-cache-buffer, so that a batch's copies overlap the kernels of those before it (at least 2;
-    /// each holds about 0.85 GiB of per-CTA scratch outside --gpu-memory on an H100).
-    #[arg(long, default_value_t = warpsearch_gpu::DEFAULT_CACHE_SLOTS)]
-    pub gpu_cache_slots: usize,
-}
-
-/// A share in [0, 1], or none (`model`: the engine decides).
-#[derive(Debug, Clone, Copy)]
-pub struct Share(pub Option<f64>);
-
-fn parse_share(s: &str) -> Result<Share, String> {
-    if s == "model" {
-        return Ok(Share(None));
-    }
-    match s.parse::<f64>() {
-        Ok(x) if (0.0..=1.0).contains(&x) => Ok(Share(Some(x))),
-        _ => Err(format!("'{s}': give a share from 0 to 1, or model")),
-    }
-}
-
-/// Bytes from `40G`, `512M`, `100K` or a plain number of bytes.
-pub fn parse_bytes(s: &str) -> Result<usize, String> {
-    let t = s.trim();
-    let (num, mult) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let m: u64 = match c.to_ascii_uppercase() {
-                'K' => 1 << 10,
-                'M' => 1 << 20,
-                'G' => 1 << 30,
-                'T' => 1 << 40,
-                _ => return Err(format!("'{s}': use a number with K, M, G or T, e.g. 40G")),
-            };
-            (&t[..i], m)
-        }
-        _ => (t, 1),
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size: use e.g. 40G or 512M"))?;
-    if !(v.is_finite() && v > 0.0) {
-        return Err(format!("'{s}': the size must be positive"));
-    }
-    Ok((v * mult as f64) as usize)
+    #[command(flatten)]
+    pub kernels: KernelConfig,
 }
 
 /// `--tag`: the last column of every line of a TREC run, whose columns white space separates.
@@ -709,4 +530,59 @@ pub struct AnalyzeArgs {
     /// Queries, as for `search`; `-` reads stdin.
     #[arg(long)]
     pub queries: PathBuf,
+}
+
+/// `warpsearch load`.
+#[derive(Args)]
+pub struct LoadArgs {
+    /// The server, as `warpsearch serve` prints it: http://HOST:PORT.
+    #[arg(long)]
+    pub url: String,
+    /// Queries, as `bench` reads them: `qid<TAB>text` lines, or one query per line; `-` reads stdin.
+    #[arg(long)]
+    pub queries: PathBuf,
+    /// and, or or and-or (sent with every request).
+    #[arg(long, default_value = "or", value_parser = parse_mode)]
+    pub mode: Mode,
+    /// Results per query (sent with every request).
+    #[arg(long, default_value_t = 10)]
+    pub k: usize,
+    /// Queries per `POST /search` request (at most the server's --max-queries).
+    #[arg(long, default_value_t = 1)]
+    pub batch: usize,
+    /// Closed loop: concurrent clients, each sending its next request when the last one is answered.
+    #[arg(long, default_value_t = 16)]
+    pub clients: usize,
+    /// Closed loop: queries to send (default: each query of the file once; 0: no closed loop).
+    #[arg(long, conflicts_with = "closed_duration")]
+    pub closed_queries: Option<usize>,
+    /// Closed loop: send for this many seconds instead (the query file repeats).
+    #[arg(long)]
+    pub closed_duration: Option<f64>,
+    /// Closed-loop passes over all queries before measuring.
+    #[arg(long, default_value_t = 1)]
+    pub warmup: usize,
+    /// Open-loop arrival rates in queries/s, comma-separated; they follow one another without a pause
+    /// (the load rises or drops at once, and each row counts the queries that arrived at its rate).
+    #[arg(long, value_delimiter = ',')]
+    pub rates: Vec<f64>,
+    /// Open loop: most requests in flight (one HTTP/1.1 connection each); a request due while all are
+    /// busy waits for one, and the wait counts in its latency. To make a server shed with 429, batch x
+    /// connections must exceed its --max-in-flight.
+    #[arg(long, default_value_t = 512)]
+    pub connections: usize,
+    /// poisson (exponential gaps) or fixed (even gaps) arrivals of requests.
+    #[arg(long, default_value = "poisson", value_parser = ["poisson", "fixed"])]
+    pub arrivals: String,
+    #[command(flatten)]
+    pub open: OpenLoopArgs,
+    /// A request still unanswered after this many seconds counts as an error.
+    #[arg(long, default_value_t = 60.0)]
+    pub timeout: f64,
+    /// The server's process id: its resident memory (VmRSS) is read each second and its CPU time per run.
+    #[arg(long)]
+    pub server_pid: Option<u32>,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
 }

@@ -15,16 +15,20 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 use std::sync::Arc;
-use warpsearch_engine::{Collect, Engine, HybridStats};
+use warpsearch_engine::{Collect, Engine};
 use warpsearch_index::queries::QueryLine;
 use warpsearch_index::Index;
 use warpsearch_query::{Answer, Query, Request};
 
-use crate::args::{BenchArgs, BenchPlotArgs, EngineArgs};
-use crate::cache::{cache_json, cache_stats_line, warmup_line};
-use crate::demo::Rng;
-use crate::gpu::gpu_stats_line;
-use crate::search::{answer_batch, load_queries, open_engine, Latency, Output};
+use crate::args::{BenchArgs, BenchPlotArgs, QueryArgs};
+use crate::shared::early::Stops;
+use crate::shared::engine::{answer_batch, open_engine};
+use crate::shared::output::Output;
+use crate::shared::queries::load_queries;
+use crate::shared::report::{
+    cache_json, cache_stats_line, gpu_json, gpu_stats_line, hybrid_json, hybrid_stats_line, warmup_line,
+};
+use crate::shared::stats::{poisson_arrivals, Latency};
 
 pub fn run(a: BenchArgs) -> Result<()> {
     if a.rates.iter().any(|&r| !(r.is_finite() && r > 0.0)) {
@@ -37,18 +41,18 @@ pub fn run(a: BenchArgs) -> Result<()> {
     {
         bail!("--duration and --deadline-ms must be positive");
     }
-    let index = Arc::new(crate::open(&a.engine.scorer.index)?);
-    let engine = open_engine(&a.engine, index.clone())?;
-    let (lines, queries) = load_queries(&a.engine, &index)?;
+    let index = Arc::new(crate::open(&a.input.index)?);
+    let engine = open_engine(&a.engine, index.clone(), a.input.mode, a.input.k)?;
+    let (lines, queries) = load_queries(&a.input, &index)?;
     if queries.is_empty() {
-        bail!("{} holds no queries", queries_name(&a.engine));
+        bail!("{} holds no queries", queries_name(&a.input));
     }
     let backend = engine.describe();
     let warm = engine.warm_up(&queries, a.warmup)?.filter(|_| a.warmup > 0);
 
     // Closed loop: every query available at once.
     let (answers, wall) = if a.text {
-        closed_from_text(&engine, &index, &lines, &a.engine)
+        closed_from_text(&engine, &index, &lines, &a.input)
     } else {
         let started = Instant::now();
         (answer_batch(&engine, &queries), started.elapsed())
@@ -68,8 +72,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
     println!(
         "bench: {} queries, mode {}, k {}, backend {backend}{}",
         queries.len(),
-        a.engine.mode.name(),
-        a.engine.k,
+        a.input.mode.name(),
+        a.input.k,
         if a.text { ", from text" } else { "" }
     );
     println!(
@@ -97,7 +101,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         println!("{}", hybrid_stats_line(h));
     }
     // After the timed run: the queries run again on the CPU to find where they stop.
-    let stops = crate::early::Stops::of(&engine, &queries)?;
+    let stops = Stops::of(&engine, &queries)?;
     if let Some(s) = &stops {
         println!("{}", s.line());
     }
@@ -138,7 +142,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
 
     if let Some(prefix) = &a.svg {
-        let title = format!("{} top-{}, {backend}", a.engine.mode.name(), a.engine.k);
+        let title = format!("{} top-{}, {backend}", a.input.mode.name(), a.input.k);
         let cdf = prefix.with_file_name(format!("{}-latency-cdf.svg", file_stem(prefix)));
         plot_cdf(&cdf, &title, &curves)?;
         if !by_rate.is_empty() {
@@ -148,11 +152,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     if let Some(path) = &a.json {
         let report = json!({
-            "index": a.engine.scorer.index.display().to_string(),
-            "queries": queries_name(&a.engine),
+            "index": a.input.index.display().to_string(),
+            "queries": queries_name(&a.input),
             "num_queries": queries.len(),
-            "mode": a.engine.mode.name(),
-            "k": a.engine.k,
+            "mode": a.input.mode.name(),
+            "k": a.input.k,
             "backend": backend,
             "from_text": a.text,
             "closed_loop": {"qps": closed_qps, "latency_ms": closed.json(),
@@ -160,7 +164,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
                             "cache": cache.as_ref().map(|c| cache_json(c, gpu.as_ref(), queries.len())),
                             "warmup_cache": warm.as_ref().map(|c| cache_json(c, None, queries.len() * a.warmup)),
                             "hybrid": closed_hybrid.as_ref().map(hybrid_json),
-                            "early_termination": stops.as_ref().map(crate::early::Stops::json)},
+                            "early_termination": stops.as_ref().map(Stops::json)},
             "open_loop": open,
         });
         Output::json_report(path, &report)?;
@@ -168,27 +172,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
     Ok(())
 }
 
-fn gpu_json(s: &warpsearch_gpu::GpuStats) -> Value {
-    // Zero shares when the kernel was not instrumented.
-    let phases: serde_json::Map<String, Value> = s
-        .phase_shares()
-        .unwrap_or_else(|| {
-            warpsearch_gpu::stats::PHASES
-                .iter()
-                .map(|&name| (name, 0.0))
-                .collect()
-        })
-        .into_iter()
-        .map(|(name, share)| (name.to_string(), json!(share)))
-        .collect();
-    json!({"batches": s.batches, "queries": s.queries, "h2d_bytes": s.h2d_bytes, "d2h_bytes": s.d2h_bytes,
-           "h2d_ms": s.h2d_ms, "kernel_ms": s.kernel_ms, "d2h_ms": s.d2h_ms, "prepare_ms": s.prepare_ms,
-           "stage_ms": s.stage_ms, "wait_ms": s.wait_ms, "phase_share": phases, "decoded_blocks": s.decoded_blocks, "query_blocks": s.query_blocks(),
-           "cpu_fallback_queries": s.failed_queries})
-}
-
 /// The query file's name, or `--query` for one query given on the command line.
-fn queries_name(a: &crate::args::EngineArgs) -> String {
+fn queries_name(a: &QueryArgs) -> String {
     a.queries
         .as_ref()
         .map_or_else(|| "--query".to_string(), |p| p.display().to_string())
@@ -201,7 +186,7 @@ fn closed_from_text(
     engine: &Engine,
     index: &Index,
     lines: &[QueryLine],
-    a: &EngineArgs,
+    a: &QueryArgs,
 ) -> (Vec<warpsearch_index::Result<Answer>>, Duration) {
     let analyse = || -> Vec<Request> {
         lines
@@ -230,51 +215,6 @@ fn closed_from_text(
         .sum();
     std::hint::black_box(id_bytes);
     (answers, started.elapsed())
-}
-
-/// One line of the hybrid scheduler's counters: who answered, prediction errors, steals, splits, misses.
-pub fn hybrid_stats_line(h: &HybridStats) -> String {
-    let total = (h.cpu_queries + h.gpu_queries + h.both_queries).max(1) as f64;
-    format!(
-        "hybrid: queries by CPU {:.1}%, GPU {:.1}%, split over both {:.1}%; {} splits; prediction error \
-         CPU {:.0}% (per query), GPU {:.0}% (per batch); steals: CPU took {}, GPU took {}; {} urgent; \
-         {} GPU batches of {:.1} tasks; {} GPU failures rerun on the CPU; {} deadline misses",
-        100.0 * h.cpu_queries as f64 / total,
-        100.0 * h.gpu_queries as f64 / total,
-        100.0 * h.both_queries as f64 / total,
-        h.splits,
-        100.0 * h.cpu_prediction_error,
-        100.0 * h.gpu_prediction_error,
-        h.steals_by_cpu,
-        h.steals_by_gpu,
-        h.urgent,
-        h.gpu_batches,
-        h.gpu_tasks as f64 / h.gpu_batches.max(1) as f64,
-        h.gpu_fallbacks,
-        h.deadline_misses
-    )
-}
-
-fn hybrid_json(h: &HybridStats) -> Value {
-    json!({"cpu_queries": h.cpu_queries, "gpu_queries": h.gpu_queries, "both_queries": h.both_queries,
-           "splits": h.splits, "steals_by_cpu": h.steals_by_cpu, "steals_by_gpu": h.steals_by_gpu,
-           "urgent": h.urgent, "deadline_misses": h.deadline_misses, "gpu_batches": h.gpu_batches,
-           "gpu_tasks": h.gpu_tasks, "gpu_fallbacks": h.gpu_fallbacks,
-           "cpu_prediction_error": h.cpu_prediction_error, "gpu_prediction_error": h.gpu_prediction_error})
-}
-
-/// Arrival times of `n` queries at `rate` per second (exponential gaps), deterministic by `seed`.
-pub(crate) fn poisson_arrivals(n: usize, rate: f64, seed: u64) -> Vec<Duration> {
-    let mut rng = Rng::new(seed);
-    let mut t = 0.0f64;
-    (0..n)
-        .map(|_| {
-            // 1 - u is in (0, 1], so the logarithm is finite.
-            let u = 1.0 - (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
-            t += -u.ln() / rate;
-            Duration::from_secs_f64(t)
-        })
-        .collect()
 }
 
 /// Submits `queries[i]` to the engine at `arrivals[i]` after the start, with the deadline (every backend

@@ -18,30 +18,7 @@ use warpsearch_index::{AnalyzerConfig, Bm25Params, DocOrder, Index, WriterOption
 use warpsearch_query::{Algorithm, Answer, Mode, Query, Request, Scored, Scorer, SearchOptions};
 
 use crate::args::DemoArgs;
-
-/// SplitMix64: small, fast, good enough for test data, and stable across platforms.
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator started from `seed`.
-    pub fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-
-    /// Next 64 random bits.
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n`.
-    pub fn below(&mut self, n: u64) -> u64 {
-        ((self.next() as u128 * n as u128) >> 64) as u64
-    }
-}
+use crate::shared::stats::Rng;
 
 const SYLLABLES: [&str; 24] = [
     "ka", "lo", "mi", "ren", "tu", "sha", "vo", "pel", "dra", "quin", "bo", "za", "nit", "fe", "gor", "hu",

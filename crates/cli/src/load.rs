@@ -8,7 +8,6 @@
 //! It is a subcommand of its own rather than `bench --url` because it shares none of `bench`'s engine
 //! options (index, backend, GPU): those are the server's, given to `warpsearch serve`.
 
-mod args;
 mod client;
 mod drive;
 mod proc;
@@ -21,13 +20,14 @@ use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
 
-pub use args::LoadArgs;
+pub use crate::args::LoadArgs;
 use client::Target;
 use drive::{Limit, Phase};
 use proc::{CpuMark, RssSampler};
 use report::Summary;
 
-use crate::search::{read_query_file, Output};
+use crate::shared::output::Output;
+use crate::shared::queries::read_query_file;
 
 pub fn run(a: LoadArgs) -> Result<()> {
     check(&a)?;

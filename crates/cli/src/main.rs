@@ -2,14 +2,14 @@
 
 mod args;
 mod bench;
-mod cache;
+mod config_file;
 mod demo;
-mod early;
 mod evaluate;
 mod gpu;
 mod load;
 mod search;
 mod serve;
+mod shared;
 mod synth;
 
 use std::io::Write;
@@ -18,7 +18,6 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use clap::Parser;
 use warpsearch_index::build::{build_from_jsonl, BuildOptions};
 use warpsearch_index::{ciff, inspect, Index};
 
@@ -28,13 +27,21 @@ fn main() -> ExitCode {
     // A damaged term dictionary can make the `fst` crate panic; the index crate contains that panic and
     // reports the file as damaged, so its message would only be noise before the real error.
     warpsearch_index::termdict::quiet_fst_panics();
-    let cli = Cli::parse();
-    // The server logs start-up, shutdown and errors; every command shows the libraries' warnings.
-    init_logging(if matches!(cli.command, Command::Serve(_)) {
+    let cli = parse_command_line();
+    // The server logs start-up, shutdown and errors; every command shows the libraries' warnings, and
+    // --gpu-trace the GPU's and the engine's per-batch timeline.
+    let trace = match &cli.command {
+        Command::Search(a) => a.engine.gpu.trace,
+        Command::Bench(a) => a.engine.gpu.trace,
+        Command::Serve(a) => a.engine.gpu.trace,
+        _ => false,
+    };
+    let level = if matches!(cli.command, Command::Serve(_)) {
         "info"
     } else {
         "warn"
-    });
+    };
+    init_logging(level, trace);
     if let Some(threads) = cli.threads {
         // Only fails if a pool exists already, which cannot happen this early.
         let _ = rayon::ThreadPoolBuilder::new()
@@ -68,10 +75,9 @@ fn main() -> ExitCode {
 }
 
 /// Logs on standard error: RUST_LOG's filter, else `default` (`debug` adds a line per server request);
-/// with WARPSEARCH_CACHE_TRACE set, also the GPU's and the engine's per-batch timeline.
-fn init_logging(default: &str) {
+/// with `trace`, also the GPU's and the engine's per-batch timeline.
+fn init_logging(default: &str, trace: bool) {
     use std::io::IsTerminal;
-    let trace = std::env::var_os("WARPSEARCH_CACHE_TRACE").is_some();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         let extra = if trace {
             ",warpsearch_gpu=debug,warpsearch_engine=debug"
@@ -85,6 +91,24 @@ fn init_logging(default: &str) {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .try_init();
+}
+
+/// The command line, with the options of `--config FILE` as defaults.
+fn parse_command_line() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let mut cmd = Cli::command();
+    if let Some(file) = config_file::path(&args) {
+        match config_file::apply(cmd, &file, &args) {
+            Ok(c) => cmd = c,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                std::process::exit(2);
+            }
+        }
+    }
+    let matches = cmd.get_matches_from(args);
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
@@ -280,7 +304,7 @@ fn export_pisa(a: &ExportArgs, index: &Index) -> Result<()> {
         None => None,
         Some(path) => {
             let mut warnings = Vec::new();
-            let lines = search::read_query_file(path, &mut warnings)?;
+            let lines = shared::queries::read_query_file(path, &mut warnings)?;
             for w in &warnings {
                 eprintln!("warning: {w}");
             }

@@ -19,7 +19,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     if a.shed_ms.is_some_and(|ms| !(ms.is_finite() && ms >= 0.0)) {
         bail!("--shed-ms must be 0 (never shed by time) or a positive number of milliseconds");
     }
-    let config = ServerConfig {
+    let server = ServerConfig {
         max_in_flight: a.max_in_flight,
         max_queries: a.max_queries,
         max_k: a.max_k,
@@ -34,26 +34,26 @@ pub fn run(a: ServeArgs) -> Result<()> {
         write_timeout: a.write_timeout,
         shutdown_grace: a.shutdown_grace,
     };
-    config.check().map_err(anyhow::Error::msg)?;
-    let index = Arc::new(crate::open(&a.scorer.index)?);
+    server.check().map_err(anyhow::Error::msg)?;
+    let index = Arc::new(crate::open(&a.index)?);
     // The GPU alone answers batches of a query file; a server's stream of single queries goes through
     // the hybrid scheduler instead, which batches them for the GPU (and must have the GPU).
-    let mut scorer = a.scorer;
+    let mut config = a.engine;
     // The handlers need cores for HTTP, JSON and query analysis: on a machine of 8 cores or more the
     // hybrid's CPU workers take a quarter of them with the whole index on the GPU, and half with a list
     // cache (whose queries the CPU completes), unless told otherwise; without a GPU, every core
     // (bench/RESULTS.md, the server).
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if scorer.gpu.hybrid_workers.is_none() && cores >= 8 {
-        let share = if scorer.gpu.gpu_cache.is_some() { 2 } else { 4 };
-        scorer.gpu.hybrid_gpu_workers = Some(cores / share);
+    if config.hybrid.workers.is_none() && cores >= 8 {
+        let share = if config.cache.policy.is_some() { 2 } else { 4 };
+        config.hybrid.gpu_workers = Some(cores / share);
     }
-    let gpu_required = scorer.backend == BackendChoice::Gpu;
+    let gpu_required = config.backend == BackendChoice::Gpu;
     if gpu_required {
-        scorer.backend = BackendChoice::Hybrid;
+        config.backend = BackendChoice::Hybrid;
     }
     // and-or: a mode every algorithm takes; each request's mode is checked when it comes.
-    let engine = crate::search::open_scorer_engine(&scorer, index.clone(), Mode::AndOr, a.max_k)?;
+    let engine = crate::shared::engine::open_engine(&config, index.clone(), Mode::AndOr, a.max_k)?;
     if gpu_required && !engine.has_gpu() {
         bail!(
             "--backend gpu: no GPU serves these options ({})",
@@ -61,7 +61,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         );
     }
     let backend = engine.describe();
-    let app = warpsearch_server::router(engine, &scorer.ranking, &config);
+    let app = warpsearch_server::router(engine, config.scoring.ranking.into(), &server);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -75,7 +75,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         // The one line a script (or a test) reads to find a port chosen by the system.
         println!("listening on http://{addr}");
         std::io::stdout().flush()?;
-        warpsearch_server::serve(listener, app, &config, warpsearch_server::shutdown_signal())
+        warpsearch_server::serve(listener, app, &server, warpsearch_server::shutdown_signal())
             .await
             .context("serving")
     })

@@ -12,7 +12,7 @@ use warpsearch_index::{inspect, Bm25Params, DocOrder, Index, WriterOptions};
 
 use crate::args::{SynthArgs, SynthCheckArgs};
 use crate::open;
-use crate::search::read_query_file;
+use crate::shared::queries::read_query_file;
 
 pub fn run(a: SynthArgs) -> Result<()> {
     if !(a.k1 > 0.0 && a.k1.is_finite() && (0.0..=1.0).contains(&a.b)) {
@@ -86,7 +86,7 @@ pub fn run(a: SynthArgs) -> Result<()> {
 fn quantiles(mut v: Vec<f64>, qs: &[f64]) -> Vec<f64> {
     v.sort_by(f64::total_cmp);
     qs.iter()
-        .map(|&q| crate::search::nearest_rank(&v, q).unwrap_or(f64::NAN))
+        .map(|&q| crate::shared::stats::nearest_rank(&v, q).unwrap_or(f64::NAN))
         .collect()
 }
 

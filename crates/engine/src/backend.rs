@@ -1,10 +1,26 @@
 //! Which processor answers queries, and what the user asked for.
 
 /// What the user asked for (`--backend`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[strum(serialize_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
 pub enum BackendChoice {
     /// The CPU and the GPU together where a GPU can serve the options, else the CPU; the engine says
     /// which and why.
+    #[default]
     Auto,
     /// The CPU engine on all threads.
     Cpu,
@@ -15,30 +31,14 @@ pub enum BackendChoice {
 }
 
 impl BackendChoice {
-    /// Every choice, in the order the command line lists them.
-    pub const ALL: [BackendChoice; 4] = [
-        BackendChoice::Auto,
-        BackendChoice::Cpu,
-        BackendChoice::Gpu,
-        BackendChoice::Hybrid,
-    ];
-
     /// The command-line name.
     pub fn name(self) -> &'static str {
-        match self {
-            BackendChoice::Auto => "auto",
-            BackendChoice::Cpu => "cpu",
-            BackendChoice::Gpu => "gpu",
-            BackendChoice::Hybrid => "hybrid",
-        }
+        self.into()
     }
 
     /// Parses a command-line name.
     pub fn by_name(name: &str) -> Result<Self, String> {
-        BackendChoice::ALL
-            .into_iter()
-            .find(|b| b.name() == name)
-            .ok_or_else(|| format!("unknown backend '{name}': expected auto, cpu, gpu or hybrid"))
+        warpsearch_query::named("backend", name)
     }
 }
 

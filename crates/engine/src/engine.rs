@@ -3,8 +3,7 @@
 //! GPU fails (a failed batch, a malformed block, a request beyond the GPU's limits), so that every
 //! request gets exactly one answer.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rayon::prelude::*;
@@ -18,7 +17,8 @@ use crate::cache::{CacheCtl, CacheOptions, CacheStats};
 use crate::cpu_workers::CpuWorkers;
 use crate::gpu_alone::GpuAlone;
 use crate::hybrid::{Hybrid, HybridOptions, HybridStats};
-use crate::reply::{lock, Collect, Reply};
+use crate::notes::Notes;
+use crate::reply::{Collect, Reply};
 use crate::EngineError;
 
 /// How an engine is made.
@@ -45,23 +45,6 @@ impl Default for EngineOptions {
             hybrid: None,
             cache: None,
         }
-    }
-}
-
-/// What a user should hear of, kept until the binary asks ([`Engine::take_notes`]); written by the
-/// engine's threads.
-#[derive(Default)]
-pub(crate) struct Notes {
-    lines: Mutex<Vec<String>>,
-    /// Requests the CPU answered after the GPU failed them, since the engine was made.
-    fallbacks: AtomicU64,
-}
-
-impl Notes {
-    /// `n` requests the GPU failed were answered on the CPU; `line` says why.
-    pub fn fallback(&self, n: u64, line: String) {
-        self.fallbacks.fetch_add(n, Ordering::Relaxed);
-        lock(&self.lines).push(line);
     }
 }
 
@@ -341,13 +324,13 @@ impl Engine {
     /// What happened that a user should hear of since the last call (fallbacks to the CPU).
     pub fn take_notes(&self) -> Vec<String> {
         self.note_hybrid_fallbacks();
-        std::mem::take(&mut *lock(&self.notes.lines))
+        self.notes.take()
     }
 
     /// Requests the CPU answered after the GPU failed them, since the engine was made.
     pub fn fallback_queries(&self) -> u64 {
         self.note_hybrid_fallbacks();
-        self.notes.fallbacks.load(Ordering::Relaxed)
+        self.notes.fallbacks()
     }
 
     /// The GPU's counters since the last call (None without a GPU).

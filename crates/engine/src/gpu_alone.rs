@@ -16,7 +16,7 @@ use warpsearch_index::Result;
 use warpsearch_query::{Answer, Request};
 
 use crate::cache::CacheCtl;
-use crate::engine::Notes;
+use crate::notes::Notes;
 use crate::reply::{lock, Done, Reply, ServedBy};
 
 /// Queries waiting for the GPU, with where their answers go.

@@ -17,15 +17,21 @@
 
 pub mod backend;
 pub mod cache;
+pub mod config;
 pub mod cost;
 mod cpu_workers;
 pub mod engine;
 mod gpu_alone;
 pub mod hybrid;
+mod notes;
 pub mod reply;
 
 pub use backend::{Backend, BackendChoice};
 pub use cache::{CacheChoice, CacheOptions, CacheStats, Completion, Policy};
+pub use config::{
+    CacheConfig, EngineConfig, GpuConfig, HybridConfig, KernelConfig, RankingChoice, ScoringConfig, Share,
+    TrainLog,
+};
 pub use engine::{Engine, EngineOptions};
 pub use hybrid::{Hybrid, HybridOptions, HybridStats};
 pub use reply::{Collect, Done, Reply, ServedBy, Slots};
@@ -37,6 +43,9 @@ pub enum EngineError {
     /// `--backend gpu` was asked for and the GPU cannot serve these options.
     #[error("--backend gpu: {0}")]
     GpuRequired(warpsearch_gpu::GpuError),
+    /// A setting is out of range or inconsistent (the message names it).
+    #[error("{0}")]
+    Config(String),
     /// The CPU backend's threads could not be started.
     #[error("starting the CPU engine's threads: {0}")]
     Threads(std::io::Error),

@@ -92,7 +92,7 @@ fn schedule(phases: &[Phase], batch: usize, poisson: bool, seed: u64) -> Vec<Arr
         let requests = phase.queries.div_ceil(batch);
         let per_second = phase.rate / batch as f64;
         let times = if poisson {
-            crate::bench::poisson_arrivals(requests, per_second, seed.wrapping_add(p as u64))
+            crate::shared::stats::poisson_arrivals(requests, per_second, seed.wrapping_add(p as u64))
         } else {
             (1..=requests)
                 .map(|i| Duration::from_secs_f64(i as f64 / per_second))

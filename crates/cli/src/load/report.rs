@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::client::{Outcome, Status};
-use crate::search::Latency;
+use crate::shared::stats::Latency;
 
 /// The counts and latencies of one run (the closed loop, or one open-loop rate).
 pub struct Summary {

@@ -29,9 +29,25 @@ pub use policy::Policy;
 use usage::Usage;
 
 /// How the GPU's part of a query is chosen when the cache lacks blocks it needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[strum(serialize_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
 pub enum Completion {
     /// `cpu` on a global-score-ordered index with early termination, else `transfer`.
+    #[default]
     Auto,
     /// The paper's rule: the GPU answers up to where the cached prefixes reach; the CPU completes.
     Cpu,
@@ -43,11 +59,7 @@ pub enum Completion {
 impl Completion {
     /// The name on the command line.
     pub fn name(self) -> &'static str {
-        match self {
-            Completion::Auto => "auto",
-            Completion::Cpu => "cpu",
-            Completion::Transfer => "transfer",
-        }
+        self.into()
     }
 }
 

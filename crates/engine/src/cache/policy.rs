@@ -16,13 +16,29 @@ use warpsearch_index::Index;
 use super::usage::Usage;
 
 /// An admission policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[strum(serialize_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
 pub enum Policy {
     /// Lists by query-term frequency.
     Qtf,
     /// Lists by query-term frequency over document frequency.
     QtfDf,
     /// Blocks by visiting frequency (docs/references.md#pruned-list-caching's VFB).
+    #[default]
     Vfb,
     /// VFB over the live query stream, replanned as it drifts (ours).
     Dynamic,
@@ -31,12 +47,7 @@ pub enum Policy {
 impl Policy {
     /// The policy's name on the command line.
     pub fn name(self) -> &'static str {
-        match self {
-            Policy::Qtf => "qtf",
-            Policy::QtfDf => "qtfdf",
-            Policy::Vfb => "vfb",
-            Policy::Dynamic => "dynamic",
-        }
+        self.into()
     }
 }
 

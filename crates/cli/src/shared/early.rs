@@ -39,7 +39,7 @@ impl Stops {
 
     /// The share (percent) at percentile `p` of the stopped queries (nearest rank; some stopped).
     fn at(&self, p: f64) -> f64 {
-        crate::search::nearest_rank(&self.shares, p / 100.0).expect("some queries stopped")
+        crate::shared::stats::nearest_rank(&self.shares, p / 100.0).expect("some queries stopped")
     }
 
     fn mean(&self) -> f64 {

@@ -1,0 +1,153 @@
+//! An engine's counters for people and for JSON reports: the GPU's, the list cache's, the hybrid
+//! scheduler's, and where early termination stopped.
+
+use serde_json::{json, Value};
+use warpsearch_engine::{CacheStats, GpuStats, HybridStats};
+
+/// One line of GPU counters for --stats.
+pub fn gpu_stats_line(s: &GpuStats) -> String {
+    let mut line = format!(
+        "GPU: {} batches, {} queries; host→device {:.2} MiB in {:.2} ms, kernels {:.2} ms, device→host \
+         {:.2} MiB in {:.2} ms, host preparation {:.2} ms, staging {:.2} ms, waiting {:.2} ms; {} queries answered by the CPU after a GPU failure",
+        s.batches,
+        s.queries,
+        s.h2d_bytes as f64 / (1u64 << 20) as f64,
+        s.h2d_ms,
+        s.kernel_ms,
+        s.d2h_bytes as f64 / (1u64 << 20) as f64,
+        s.d2h_ms,
+        s.prepare_ms,
+        s.stage_ms,
+        s.wait_ms,
+        s.failed_queries
+    );
+    if let Some(shares) = s.phase_shares() {
+        let parts: Vec<String> = shares
+            .iter()
+            .map(|(name, share)| format!("{name} {:.1}%", 100.0 * share))
+            .collect();
+        let all = s.query_blocks();
+        line.push_str(&format!(
+            "; kernel phases (share of CTA cycles): {}; blocks decoded {} of the queries' {all} ({:.1}%)",
+            parts.join(", "),
+            s.decoded_blocks,
+            100.0 * s.decoded_blocks as f64 / all.max(1) as f64
+        ));
+    }
+    line
+}
+
+pub fn gpu_json(s: &warpsearch_gpu::GpuStats) -> Value {
+    // Zero shares when the kernel was not instrumented.
+    let phases: serde_json::Map<String, Value> = s
+        .phase_shares()
+        .unwrap_or_else(|| {
+            warpsearch_gpu::stats::PHASES
+                .iter()
+                .map(|&name| (name, 0.0))
+                .collect()
+        })
+        .into_iter()
+        .map(|(name, share)| (name.to_string(), json!(share)))
+        .collect();
+    json!({"batches": s.batches, "queries": s.queries, "h2d_bytes": s.h2d_bytes, "d2h_bytes": s.d2h_bytes,
+           "h2d_ms": s.h2d_ms, "kernel_ms": s.kernel_ms, "d2h_ms": s.d2h_ms, "prepare_ms": s.prepare_ms,
+           "stage_ms": s.stage_ms, "wait_ms": s.wait_ms, "phase_share": phases, "decoded_blocks": s.decoded_blocks, "query_blocks": s.query_blocks(),
+           "cpu_fallback_queries": s.failed_queries})
+}
+
+/// One line of the hybrid scheduler's counters: who answered, prediction errors, steals, splits, misses.
+pub fn hybrid_stats_line(h: &HybridStats) -> String {
+    let total = (h.cpu_queries + h.gpu_queries + h.both_queries).max(1) as f64;
+    format!(
+        "hybrid: queries by CPU {:.1}%, GPU {:.1}%, split over both {:.1}%; {} splits; prediction error \
+         CPU {:.0}% (per query), GPU {:.0}% (per batch); steals: CPU took {}, GPU took {}; {} urgent; \
+         {} GPU batches of {:.1} tasks; {} GPU failures rerun on the CPU; {} deadline misses",
+        100.0 * h.cpu_queries as f64 / total,
+        100.0 * h.gpu_queries as f64 / total,
+        100.0 * h.both_queries as f64 / total,
+        h.splits,
+        100.0 * h.cpu_prediction_error,
+        100.0 * h.gpu_prediction_error,
+        h.steals_by_cpu,
+        h.steals_by_gpu,
+        h.urgent,
+        h.gpu_batches,
+        h.gpu_tasks as f64 / h.gpu_batches.max(1) as f64,
+        h.gpu_fallbacks,
+        h.deadline_misses
+    )
+}
+
+pub fn hybrid_json(h: &HybridStats) -> Value {
+    json!({"cpu_queries": h.cpu_queries, "gpu_queries": h.gpu_queries, "both_queries": h.both_queries,
+           "splits": h.splits, "steals_by_cpu": h.steals_by_cpu, "steals_by_gpu": h.steals_by_gpu,
+           "urgent": h.urgent, "deadline_misses": h.deadline_misses, "gpu_batches": h.gpu_batches,
+           "gpu_tasks": h.gpu_tasks, "gpu_fallbacks": h.gpu_fallbacks,
+           "cpu_prediction_error": h.cpu_prediction_error, "gpu_prediction_error": h.gpu_prediction_error})
+}
+
+/// One line of the list cache's counters for `queries` queries: hit rate, bytes carried per query, who
+/// answered, the CPU's completion time.
+pub fn cache_stats_line(c: &CacheStats, g: Option<&GpuStats>, queries: usize) -> String {
+    let q = queries.max(1) as f64;
+    let (hit, staged, fill) = g.map_or((0.0, 0, 0), |g| {
+        (g.hit_rate().unwrap_or(0.0), g.staged_bytes, g.cache_fill_bytes)
+    });
+    format!(
+        "GPU cache: hit rate {:.3} (blocks of the GPU's ranges found in the cache); {:.1} KiB carried per \
+         query; GPU whole {} ({} as two ranges), GPU part + CPU completion {}, CPU only {}; completion {:.3} s of CPU ({:.3} ms per \
+         query); {} plans applied ({} left as not worth their copies), {} lists changed, {:.1} MiB copied into the \
+         cache, {:.3} s replanning{}",
+        hit,
+        staged as f64 / q / 1024.0,
+        c.gpu_whole,
+        c.two_ranges,
+        c.partial,
+        c.cpu_only,
+        c.completion_seconds,
+        c.completion_seconds * 1e3 / q,
+        c.replans,
+        c.plans_skipped,
+        c.lists_changed,
+        fill as f64 / (1u64 << 20) as f64,
+        c.replan_seconds,
+        match c.unobserved {
+            0 => String::new(),
+            n => format!("; {n} queries not observed (the policy's thread was behind)"),
+        }
+    )
+}
+
+/// What the list cache's plans did over `passes` warm-up passes, settled after them: whether the
+/// measured passes run on the first plan or on one the dynamic policy made of the warm-up.
+pub fn warmup_line(c: &CacheStats, passes: usize) -> String {
+    format!(
+        "GPU cache over the warm-up ({passes} pass{}, then settled): {} plans applied, the first \
+         included ({} left as not worth their copies), {} lists changed",
+        if passes == 1 { "" } else { "es" },
+        c.replans,
+        c.plans_skipped,
+        c.lists_changed
+    )
+}
+
+/// The list cache's counters as JSON.
+pub fn cache_json(c: &CacheStats, g: Option<&GpuStats>, queries: usize) -> Value {
+    json!({
+        "hit_rate": g.and_then(|g| g.hit_rate()),
+        "staged_bytes": g.map(|g| g.staged_bytes),
+        "staged_bytes_per_query": g.map(|g| g.staged_bytes as f64 / queries.max(1) as f64),
+        "cache_fill_bytes": g.map(|g| g.cache_fill_bytes),
+        "gpu_whole": c.gpu_whole,
+        "two_ranges": c.two_ranges,
+        "partial": c.partial,
+        "cpu_only": c.cpu_only,
+        "completion_seconds": c.completion_seconds,
+        "replans": c.replans,
+        "lists_changed": c.lists_changed,
+        "replan_seconds": c.replan_seconds,
+        "plans_skipped": c.plans_skipped,
+        "unobserved": c.unobserved,
+    })
+}
