@@ -709,6 +709,17 @@ mod tests {
     }
 
     #[test]
+    fn max_query_terms_defaults_to_the_scorers_cap_and_refuses_zero() {
+        let parsed = Cli::try_parse_from(["x"]).unwrap().engine;
+        assert_eq!(parsed.scoring.max_query_terms as usize, DEFAULT_MAX_QUERY_TERMS);
+        let parsed = Cli::try_parse_from(["x", "--max-query-terms", "7"])
+            .unwrap()
+            .engine;
+        assert_eq!(parsed.scoring.max_query_terms, 7);
+        assert!(Cli::try_parse_from(["x", "--max-query-terms", "0"]).is_err());
+    }
+
+    #[test]
     fn serde_round_trips_and_refuses_unknown_settings() {
         let mut c = EngineConfig::default();
         c.gpu.batch = 1024;
