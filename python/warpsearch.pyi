@@ -53,6 +53,7 @@ class Index:
         algorithm: Literal["auto", "exhaustive", "daat", "maxscore", "bmw", "early"] = "auto",
         max_k: int = 1000,
         threads: Optional[int] = None,
+        max_query_terms: int = 1024,
     ) -> "Searcher":
         """A searcher over this index, with the engine options of `warpsearch search`."""
 

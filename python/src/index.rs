@@ -127,7 +127,8 @@ impl PyIndex {
     /// `algorithm` (the CPU engine's: auto, exhaustive, daat, maxscore, bmw, early); `max_k`, the
     /// largest k the GPU is prepared for (larger k are answered by the CPU); `threads`, CPU threads
     /// (default: every core); `gpu_memory`, the GPU memory the index may take, in bytes (as
-    /// `--gpu-memory`).
+    /// `--gpu-memory`); `max_query_terms`, the most distinct terms a query may have (a longer one is
+    /// refused, as `--max-query-terms`).
     ///
     /// For an index larger than that memory, `gpu_cache` (qtf, qtfdf, vfb or dynamic) keeps part of it
     /// on the GPU, filled from `gpu_cache_train` (a list of query texts, weighed as `gpu_cache_mode`
@@ -140,7 +141,8 @@ impl PyIndex {
     #[pyo3(signature = (
         backend="auto", *, ranking="bm25", alpha=None, k1=None, b=None, algorithm="auto", max_k=1000,
         threads=None, gpu_memory=None, gpu_cache=None, gpu_cache_train=None, gpu_cache_mode="or",
-        gpu_cache_k=10, gpu_cache_ratio=None, gpu_cache_buffer=None, gpu_cache_complete="auto"
+        gpu_cache_k=10, gpu_cache_ratio=None, gpu_cache_buffer=None, gpu_cache_complete="auto",
+        max_query_terms=warpsearch_query::DEFAULT_MAX_QUERY_TERMS
     ))]
     fn searcher(
         &self,
@@ -161,7 +163,11 @@ impl PyIndex {
         gpu_cache_ratio: Option<f64>,
         gpu_cache_buffer: Option<usize>,
         gpu_cache_complete: &str,
+        max_query_terms: usize,
     ) -> PyResult<PySearcher> {
+        if max_query_terms == 0 {
+            return Err(value_error("max_query_terms must be at least 1"));
+        }
         let options = SearcherOptions {
             backend,
             ranking,
@@ -172,6 +178,7 @@ impl PyIndex {
             max_k,
             threads,
             gpu_memory,
+            max_query_terms,
             cache: CacheArgs {
                 policy: gpu_cache,
                 train: gpu_cache_train,

@@ -1,15 +1,21 @@
 //! `warpsearch.Searcher`: one [`Engine`] made as `warpsearch search` makes it, and its answers as Python
 //! objects. The engine runs with the GIL released (query analysis too, on the engine's threads); only
-//! turning answers into Python objects holds it.
+//! turning answers into Python objects holds it. While the engine works, the calling thread looks at
+//! Python's signals every [`SIGNALS`]: Ctrl-C drops the queries not yet started (on the CPU and hybrid
+//! backends; the GPU backend finishes its call) and raises KeyboardInterrupt at once.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use pyo3::exceptions::{PyRuntimeError, PyRuntimeWarning, PyUserWarning};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
 use rayon::prelude::*;
-use warpsearch_engine::{Backend, Engine, EngineConfig, GpuConfig, HybridConfig, ScoringConfig, TrainLog};
-use warpsearch_index::Index;
+use warpsearch_engine::{
+    Backend, Done, Engine, EngineConfig, GpuConfig, HybridConfig, Reply, ScoringConfig, Slots, TrainLog,
+};
+use warpsearch_index::{Index, IndexError};
 use warpsearch_query::{Answer, Mode, Query, Request, Scorer, MAX_K};
 
 use crate::arrays::arrays;
@@ -21,6 +27,9 @@ use crate::pool::on_pool;
 
 /// How many of the engine's chunks of queries are analysed in one parallel pass.
 const PARSE_CHUNKS: usize = 16;
+
+/// How often a call waiting for the engine looks at Python's signals (Ctrl-C).
+const SIGNALS: Duration = Duration::from_millis(50);
 
 /// A chunk's answers, one per query, and the engine's notes.
 type Answered = (Vec<warpsearch_index::Result<Answer>>, Vec<String>);
@@ -37,6 +46,8 @@ pub struct SearcherOptions<'a> {
     pub threads: Option<usize>,
     /// `--gpu-memory`, bytes.
     pub gpu_memory: Option<usize>,
+    /// `--max-query-terms`: the most distinct terms a query may have.
+    pub max_query_terms: usize,
     /// The GPU list cache's arguments.
     pub cache: CacheArgs<'a>,
 }
@@ -54,6 +65,7 @@ impl SearcherOptions<'_> {
                 k1: self.k1,
                 b: self.b,
                 algorithm: warpsearch_query::named("algorithm", self.algorithm).map_err(value_error)?,
+                max_query_terms: u32::try_from(self.max_query_terms).unwrap_or(u32::MAX),
             },
             gpu: GpuConfig {
                 memory: self.gpu_memory,
@@ -154,6 +166,8 @@ impl PySearcher {
     ) -> PyResult<()> {
         let chunk = self.batch_hint.max(1);
         let mut done = 0;
+        // Set by Ctrl-C: the engine drops the queries it has not started.
+        let stop = Arc::new(AtomicBool::new(false));
         let mut hand_over = |(answers, notes): Answered| -> PyResult<()> {
             for note in notes {
                 warn::<PyRuntimeWarning>(py, &format!("warpsearch: {note}"))?;
@@ -170,11 +184,19 @@ impl PySearcher {
             take(answers)
         };
         if texts.len() <= chunk {
-            let answered = py.detach(|| self.answer(texts, mode, k))?;
-            return hand_over(answered);
+            // Analysed a part at a time, Python's signals looked at between parts.
+            let mut requests = Vec::with_capacity(texts.len());
+            for part in texts.chunks(4096 * PARSE_CHUNKS) {
+                requests.extend(py.detach(|| self.parse(part, mode, k)));
+                py.check_signals()?;
+            }
+            let answers = self.wait_interruptibly(py, requests, &stop)?;
+            hand_over((answers, self.engine.take_notes()))?;
+            return self.check_unchanged();
         }
         let (tx, rx) = std::sync::mpsc::sync_channel::<PyResult<Answered>>(1);
-        std::thread::scope(|scope| {
+        let result = std::thread::scope(|scope| {
+            let stopped = stop.clone();
             let engine = scope.spawn(move || {
                 // Queries are analysed PARSE_CHUNKS chunks at a time: each parallel pass costs its
                 // start and its slowest thread again (on 16 cores, 13 passes of 4,096 queries took 36 ms
@@ -182,9 +204,12 @@ impl PySearcher {
                 'texts: for texts in texts.chunks(chunk * PARSE_CHUNKS) {
                     let requests = self.parse(texts, mode, k);
                     for requests in requests.chunks(chunk) {
-                        let answered = self.run_requests(requests);
+                        if stopped.load(Ordering::Relaxed) {
+                            break 'texts;
+                        }
+                        let answered = self.run_requests(requests, &stopped);
                         let failed = answered.is_err();
-                        // The receiver is gone when `take` failed: stop.
+                        // The receiver is gone when `take` failed or Ctrl-C came: stop.
                         if tx.send(answered).is_err() || failed {
                             break 'texts;
                         }
@@ -194,17 +219,65 @@ impl PySearcher {
             // A Mutex only to make the receiver shareable with the GIL-free closure below.
             let rx = Mutex::new(rx);
             let mut result = Ok(());
-            while let Ok(answered) = py.detach(|| rx.lock().expect("one user").recv()) {
-                result = answered.and_then(&mut hand_over);
-                if result.is_err() {
-                    break;
+            loop {
+                match py.detach(|| rx.lock().expect("one user").recv_timeout(SIGNALS)) {
+                    Ok(answered) => {
+                        result = answered.and_then(&mut hand_over);
+                        if result.is_err() {
+                            break;
+                        }
+                    }
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                        if let Err(e) = py.check_signals() {
+                            stop.store(true, Ordering::Relaxed);
+                            result = Err(e);
+                            break;
+                        }
+                    }
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
                 }
             }
             drop(rx);
             py.detach(|| engine.join())
                 .map_err(|_| PyRuntimeError::new_err("the engine's thread panicked"))?;
             result
-        })
+        });
+        result?;
+        self.check_unchanged()
+    }
+
+    /// An error where the index's postings file was truncated or rewritten since it was opened: the
+    /// answers just given may have read other bytes (one look a call, off the per-query path).
+    fn check_unchanged(&self) -> PyResult<()> {
+        self.index.check_unchanged().map_err(index_error)
+    }
+
+    /// `requests` answered on the engine while this thread looks at Python's signals; Ctrl-C drops
+    /// the queries not yet started (`stop`) and raises KeyboardInterrupt once the engine lets go of
+    /// the rest. The GPU backend answers a call whole, so its signals are looked at when it returns.
+    fn wait_interruptibly(
+        &self,
+        py: Python<'_>,
+        requests: Vec<Request>,
+        stop: &Arc<AtomicBool>,
+    ) -> PyResult<Vec<warpsearch_index::Result<Answer>>> {
+        if self.backend == Backend::Gpu {
+            let answers = py.detach(|| self.engine.search_batch(&requests));
+            py.check_signals()?;
+            return Ok(answers);
+        }
+        let sink = Arc::new(Interruptible::new(requests.len(), stop.clone()));
+        py.detach(|| self.engine.submit(0, requests, None, sink.clone()));
+        loop {
+            if let Some(answers) = py.detach(|| sink.wait(Some(SIGNALS))) {
+                return Ok(answers);
+            }
+            if let Err(e) = py.check_signals() {
+                stop.store(true, Ordering::Relaxed);
+                py.detach(|| sink.wait(None));
+                return Err(e);
+            }
+        }
     }
 
     /// The index's document ids as [`hit_lists`] reads them, made (without the GIL) by the first batch.
@@ -213,12 +286,6 @@ impl PySearcher {
             Some(ids) => ids,
             None => py.detach(|| self.doc_ids.get_or_init(|| DocIds::new(self.index.clone()))),
         }
-    }
-
-    /// Analyses `texts` and answers them on the engine (on the searcher's threads), with what the engine
-    /// noted meanwhile.
-    fn answer(&self, texts: &[String], mode: Mode, k: usize) -> PyResult<Answered> {
-        self.run_requests(&self.parse(texts, mode, k))
     }
 
     /// Analyses `texts` on the searcher's threads.
@@ -231,10 +298,100 @@ impl PySearcher {
         })
     }
 
-    /// Answers `requests` on the engine, with what the engine noted meanwhile.
-    fn run_requests(&self, requests: &[Request]) -> PyResult<Answered> {
-        let answers = self.engine.search_batch(requests);
+    /// Answers `requests` on the engine, with what the engine noted meanwhile; once `stop` is set
+    /// (Ctrl-C) the engine drops those not yet started (the GPU backend answers its call whole).
+    fn run_requests(&self, requests: &[Request], stop: &Arc<AtomicBool>) -> PyResult<Answered> {
+        let answers = if self.backend == Backend::Gpu {
+            self.engine.search_batch(requests)
+        } else {
+            let sink = Arc::new(Interruptible::new(requests.len(), stop.clone()));
+            let owned = if requests.len() > 4096 {
+                on_pool(self.pool.as_ref(), || requests.par_iter().cloned().collect())
+            } else {
+                requests.to_vec()
+            };
+            self.engine.submit(0, owned, None, sink.clone());
+            sink.wait(None).expect("no time limit")
+        };
         Ok((answers, self.engine.take_notes()))
+    }
+}
+
+/// A call's answers as the engine gives them, waited for in steps (so that the caller can look at
+/// Python's signals between them) and no longer wanted once `stop` is set.
+struct Interruptible {
+    answers: Slots<warpsearch_index::Result<Answer>>,
+    stop: Arc<AtomicBool>,
+    /// Held to test whether every answer is in and to say so, so that no wake-up is lost.
+    waiting: Mutex<()>,
+    all_in: Condvar,
+}
+
+impl Interruptible {
+    fn new(n: usize, stop: Arc<AtomicBool>) -> Interruptible {
+        Interruptible {
+            answers: Slots::new(n),
+            stop,
+            waiting: Mutex::new(()),
+            all_in: Condvar::new(),
+        }
+    }
+
+    /// The answers in order once every one is in, or once the engine holds this no more (it dropped
+    /// the rest: those are errors); None when `timeout` passes first.
+    fn wait(self: &Arc<Self>, timeout: Option<Duration>) -> Option<Vec<warpsearch_index::Result<Answer>>> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut waiting = self.waiting.lock().expect("no thread panics under this lock");
+        // The step is only there to notice the engine gone: an answer wakes this at once.
+        while self.answers.left() > 0 && Arc::strong_count(self) > 1 {
+            let step = match deadline {
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => left.min(Duration::from_millis(100)),
+                    _ => return None,
+                },
+                None => Duration::from_millis(100),
+            };
+            waiting = self
+                .all_in
+                .wait_timeout(waiting, step)
+                .expect("no thread panics under this lock")
+                .0;
+        }
+        drop(waiting);
+        let dropped = || Err(IndexError::Invalid("interrupted: the query was dropped".into()));
+        Some(
+            self.answers
+                .take()
+                .into_iter()
+                .map(|a| a.unwrap_or_else(dropped))
+                .collect(),
+        )
+    }
+
+    fn wake(&self) {
+        drop(self.waiting.lock().expect("no thread panics under this lock"));
+        self.all_in.notify_all();
+    }
+}
+
+impl Reply for Interruptible {
+    fn send(&self, done: Done) {
+        if self.answers.put(done.id as usize, done.result) {
+            self.wake();
+        }
+    }
+
+    fn send_many(&self, done: Vec<Done>) {
+        if self
+            .answers
+            .put_many(done.into_iter().map(|d| (d.id as usize, d.result)))
+        {
+            self.wake();
+        }
+    }
+
+    fn wanted(&self) -> bool {
+        !self.stop.load(Ordering::Relaxed)
     }
 }
 

@@ -175,3 +175,37 @@ def test_search_batch_releases_the_gil(index, trec05):
         longest, last = max(longest, now - last), now
     worker.join()
     assert longest < alone / 2, f"a pause of {longest:.3f} s in a batch of {alone:.3f} s"
+
+
+@pytest.mark.parametrize("backend", ["cpu", "hybrid"])
+def test_ctrl_c_interrupts_a_batch_at_once(index, trec05, backend):
+    """KeyboardInterrupt arrived only when `search_batch` returned, seconds late. Now Ctrl-C (SIGINT)
+    during the call drops the queries not yet started and raises it at once: the interrupted call
+    takes a small part of the batch's own time (the CPU backend answers this batch in many chunks, the
+    hybrid in one), and the searcher answers the next call as before."""
+    import signal
+
+    s = index.searcher(backend, algorithm="exhaustive", threads=2)
+    texts = trec05 * 4
+    started = time.perf_counter()
+    expected = s.search_batch(texts, k=1)
+    alone = time.perf_counter() - started
+    assert alone > 0.2, "the batch is too quick to tell"
+    timer = threading.Timer(alone / 10, lambda: signal.pthread_kill(threading.main_thread().ident, signal.SIGINT))
+    started = time.perf_counter()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        s.search_batch(texts, k=1)
+    interrupted = time.perf_counter() - started
+    timer.join()
+    assert interrupted < alone / 2, f"interrupted after {interrupted:.3f} s of a {alone:.3f} s batch"
+    assert s.search_batch(texts[:500], k=1) == expected[:500]
+
+
+def test_a_query_beyond_max_query_terms_is_refused(index):
+    s = index.searcher("cpu", max_query_terms=3)
+    assert s.search("algorithm matrix", k=5)
+    with pytest.raises(ValueError, match="4 distinct terms, more than the limit of 3"):
+        s.search("algorithm matrix computer language", k=5)
+    with pytest.raises(ValueError, match="max_query_terms"):
+        index.searcher("cpu", max_query_terms=0)

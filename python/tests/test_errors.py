@@ -1,6 +1,6 @@
 """Bad input raises a Python exception of the right class carrying the engine's message: unknown mode,
 backend, ranking or algorithm, k out of range, a missing or damaged index, a bad collection line, an
-existing output, options the index cannot serve."""
+existing output, options the index cannot serve, an index file changed under an open searcher."""
 
 import pytest
 import warpsearch
@@ -80,6 +80,30 @@ def test_damaged_index(small, tmp_path):
     (copy / "postings.bin").write_bytes(bytes(data))
     with pytest.raises(ValueError, match="postings.bin"):
         warpsearch.Index.open(copy)
+
+
+def test_an_index_changed_on_disk_under_a_searcher_is_an_error(small, tmp_path):
+    """A postings file rewritten in place under an open index gave wrong hits (or SIGBUS, truncated).
+    Now the call that may have read it raises, naming the file."""
+    import os
+    import shutil
+    import time
+
+    copy = tmp_path / "idx"
+    shutil.copytree(small.path, copy)
+    s = warpsearch.Index.open(copy).searcher("cpu")
+    assert [d for d, _ in s.search("black bear", mode="and")] == ["a", "b"]
+    # Past the file system's timestamp granularity, so that the write shows in the modification time.
+    time.sleep(0.05)
+    postings = copy / "postings.bin"
+    same = postings.read_bytes()
+    os.chmod(postings, 0o644)
+    with open(postings, "r+b") as f:
+        f.write(same)
+    with pytest.raises(ValueError, match="postings.bin.*changed on disk"):
+        s.search("black bear", mode="and")
+    with pytest.raises(ValueError, match="changed on disk"):
+        s.search_batch(["black bear", "cat"])
 
 
 @pytest.mark.parametrize(

@@ -360,7 +360,9 @@ pub struct ServeArgs {
     /// Address to listen on (port 0: any free port; the bound address is printed on standard output).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub addr: String,
-    /// Queries accepted and not yet answered beyond which a request is refused with 429.
+    /// Places held by queries accepted and not yet answered (or their response not yet written) beyond
+    /// which a request is refused with 429: a query holds one, and one more for each collection's worth
+    /// of postings its terms have.
     #[arg(long, default_value_t = 4096)]
     pub max_in_flight: usize,
     /// Most queries in one POST /search.
@@ -381,6 +383,26 @@ pub struct ServeArgs {
     /// overload, but also refuses large batches at capacity).
     #[arg(long)]
     pub shed_ms: Option<f64>,
+    /// Most client connections open at once; one more is answered 503 and closed (the system's limit
+    /// on open files must allow them: `ulimit -n`).
+    #[arg(long, default_value_t = 1024)]
+    pub max_connections: usize,
+    /// A connection waiting this long for a request's header in full (idle between requests, or
+    /// sending it slowly) is closed: 30s, 500ms, 2m.
+    #[arg(long, default_value = "30s", value_parser = crate::serve::parse_duration)]
+    pub idle_timeout: std::time::Duration,
+    /// A request body not in full this long after its header is refused (408) and its connection
+    /// closed.
+    #[arg(long, default_value = "30s", value_parser = crate::serve::parse_duration)]
+    pub read_timeout: std::time::Duration,
+    /// A response not written this long after its first bytes (a client that reads slowly or not at
+    /// all) closes its connection, and its queries stop counting in flight.
+    #[arg(long, default_value = "30s", value_parser = crate::serve::parse_duration)]
+    pub write_timeout: std::time::Duration,
+    /// On SIGTERM or Ctrl-C, connections still open this long after (their requests unanswered) are
+    /// closed and the server stops.
+    #[arg(long, default_value = "10s", value_parser = crate::serve::parse_duration)]
+    pub shutdown_grace: std::time::Duration,
     #[command(flatten)]
     pub engine: EngineConfig,
 }

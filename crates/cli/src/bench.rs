@@ -61,6 +61,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
     for r in answers {
         latencies.push(r?.latency);
     }
+    // A postings file truncated or rewritten under the open index is an error, never a timed run of
+    // wrong answers (one look a run, off the timed path).
+    index.check_unchanged()?;
     let gpu = engine.take_gpu_stats();
     let cache = engine.take_cache_stats();
     let closed_qps = queries.len() as f64 / wall.as_secs_f64();
@@ -120,6 +123,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         engine.take_hybrid_stats();
         let (lat, span) = open_loop(&engine, &log, &arrivals, deadline, &bar)?;
         bar.finish_and_clear();
+        index.check_unchanged()?;
         let hybrid = engine.take_hybrid_stats();
         let missed = lat.iter().filter(|&&d| d > deadline).count();
         let achieved = n as f64 / span.as_secs_f64();

@@ -28,6 +28,11 @@ pub fn run(a: ServeArgs) -> Result<()> {
         // The deadline by default: half of it keeps p99 within the deadline at 2x overload, but
         // refuses two clients' 128-query batches at capacity (docs/decisions: shedding by time).
         shed: Duration::from_secs_f64(a.shed_ms.unwrap_or(a.deadline_ms) / 1e3),
+        max_connections: a.max_connections,
+        idle_timeout: a.idle_timeout,
+        read_timeout: a.read_timeout,
+        write_timeout: a.write_timeout,
+        shutdown_grace: a.shutdown_grace,
     };
     server.check().map_err(anyhow::Error::msg)?;
     let index = Arc::new(crate::open(&a.index)?);
@@ -70,8 +75,45 @@ pub fn run(a: ServeArgs) -> Result<()> {
         // The one line a script (or a test) reads to find a port chosen by the system.
         println!("listening on http://{addr}");
         std::io::stdout().flush()?;
-        warpsearch_server::serve(listener, app, warpsearch_server::shutdown_signal())
+        warpsearch_server::serve(listener, app, &server, warpsearch_server::shutdown_signal())
             .await
             .context("serving")
     })
+}
+
+/// A time given as seconds (`30`, `30s`, `0.5s`), milliseconds (`500ms`) or minutes (`2m`).
+pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
+    let t = text.trim();
+    let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (t, 1.0)
+    };
+    match number.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 && x * scale <= 1e9 => Ok(Duration::from_secs_f64(x * scale)),
+        _ => Err(format!(
+            "'{text}' is not a time: write 30s, 500ms or 2m (seconds when no unit is given)"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_read_with_their_unit() {
+        assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("0.25s"), Ok(Duration::from_millis(250)));
+        for bad in ["", "s", "-1s", "ten", "1h", "nan"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
 }

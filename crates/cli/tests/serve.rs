@@ -1,14 +1,21 @@
 //! `warpsearch serve` end to end on the loopback interface: the hits over HTTP equal `warpsearch search
 //! --format json` (docIDs, f32 scores, ranks) on CACM under the CPU and hybrid backends, every refused
 //! request names its field, 429 beyond --max-in-flight, /health, /metrics, every path of
-//! docs/openapi.yaml is served, and SIGTERM stops the server cleanly. No timing is checked.
+//! docs/openapi.yaml is served, and SIGTERM stops the server cleanly; and the cases of a hostile or
+//! careless client: responses never read, requests abandoned, stalled headers and bodies, half-closed
+//! connections, oversized or ambiguous bodies, queries of too many terms. No timing is checked (the
+//! waits for the server are bounds on a hang).
 
+mod clients;
 mod common;
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use clients::{final_response, heavy_body, heavy_index, post_raw, read_to_close, wait_for_metric};
 use common::{assert_lines, Server};
 use serde_json::{json, Value};
 
@@ -263,4 +270,237 @@ fn sigterm_stops_the_server_cleanly() {
     let log = std::fs::read_to_string(&server.log).unwrap();
     assert!(status.success(), "{status}: {log}");
     assert!(log.contains("shutting down") && log.contains("stopped"), "{log}");
+}
+
+/// Case 1 of the reliability round: a client that never reads its 50 MB response held it in memory
+/// for good, its queries no longer counted. Now they count against --max-in-flight until the response
+/// is written (another such request is refused 429 meanwhile), and the write timeout closes the
+/// connection and lets them go.
+#[test]
+fn memory_exhaustion_by_clients_that_never_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = heavy_index(dir.path());
+    let server = Server::start(
+        &index,
+        &[
+            "--backend",
+            "cpu",
+            "--max-in-flight",
+            "1500",
+            "--write-timeout",
+            "2s",
+        ],
+    );
+    let body = heavy_body(1024, 1000);
+    let silent = post_raw(&server.addr, &body);
+    // Answered (nothing running) but not written: its 1,024 queries still hold their places (one
+    // or more a query, by its postings; at most the limit).
+    wait_for_metric(&server, "warpsearch_queries_held", |v| v >= 1024);
+    wait_for_metric(&server, "warpsearch_queries_in_flight", |v| v == 0);
+    let held = server.metric("warpsearch_queries_held");
+    assert!((1024..=1500).contains(&held), "{held} places held");
+    let (status, _, reply) = server.request("POST", "/search", &body);
+    assert_eq!(status, 429, "{reply}");
+    // The write timeout closes the silent connection; its places are given back.
+    wait_for_metric(&server, "warpsearch_connections_timed_out_total", |v| v == 1);
+    wait_for_metric(&server, "warpsearch_queries_held", |v| v == 0);
+    drop(silent);
+    let (status, _, reply) = server.request("POST", "/search", &heavy_body(4, 10));
+    assert_eq!(status, 200, "{reply}");
+}
+
+/// Case 3: a client that hung up left its request computing, uncounted. Now the queries not yet
+/// started are dropped (counted as cancelled), those running count in flight until they end, and
+/// nothing stays held.
+#[test]
+fn abandoned_requests_are_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = heavy_index(dir.path());
+    let server = Server::start(&index, &["--backend", "cpu", "--threads", "1"]);
+    let s = post_raw(&server.addr, &heavy_body(1024, 1000));
+    wait_for_metric(&server, "warpsearch_queries_in_flight", |v| v > 0);
+    drop(s);
+    let cancelled = wait_for_metric(&server, "warpsearch_queries_cancelled_total", |v| v > 0);
+    wait_for_metric(&server, "warpsearch_queries_in_flight", |v| v == 0);
+    wait_for_metric(&server, "warpsearch_queries_held", |v| v == 0);
+    let answered = server.metric("warpsearch_queries_total");
+    assert!(
+        cancelled + answered <= 1024 && cancelled > 512,
+        "{cancelled} cancelled, {answered} answered of 1024"
+    );
+}
+
+/// Case 4: a connection that sends nothing, half a header, or half a body stayed open for good. Now
+/// the idle and read timeouts close each (the half body answered 408 first).
+#[test]
+fn stalled_headers_bodies_and_idle_connections_are_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &small_index(dir.path()),
+        &["--backend", "cpu", "--idle-timeout", "1s", "--read-timeout", "1s"],
+    );
+    let idle = TcpStream::connect(&server.addr).unwrap();
+    let mut header = TcpStream::connect(&server.addr).unwrap();
+    header
+        .write_all(b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Le")
+        .unwrap();
+    let mut body = TcpStream::connect(&server.addr).unwrap();
+    body.write_all(b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"queries\"")
+        .unwrap();
+    for mut s in [idle, header] {
+        let got = read_to_close(&mut s);
+        assert!(!got.starts_with("HTTP/1.1 2"), "{got}");
+    }
+    let got = read_to_close(&mut body);
+    assert_eq!(final_response(&got).map(|r| r.0), Some(408), "{got}");
+    assert_eq!(server.request("GET", "/health", "").0, 200);
+}
+
+/// Case 4: SIGTERM waited for ever on clients holding half a body or not reading. Now connections
+/// still open after --shutdown-grace are closed and the server stops.
+#[test]
+fn sigterm_ends_within_the_shutdown_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = heavy_index(dir.path());
+    let mut server = Server::start(
+        &index,
+        &["--backend", "cpu", "--shutdown-grace", "1s", "--threads", "1"],
+    );
+    let mut half = TcpStream::connect(&server.addr).unwrap();
+    half.write_all(b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+        .unwrap();
+    let _silent = post_raw(&server.addr, &heavy_body(256, 1000));
+    let _computing = post_raw(&server.addr, &heavy_body(1024, 1000));
+    wait_for_metric(&server, "warpsearch_queries_in_flight", |v| v > 0);
+    let pid = server.child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "serve did not stop after its grace period"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let log = std::fs::read_to_string(&server.log).unwrap();
+    assert!(status.success(), "{status}: {log}");
+    assert!(log.contains("closing the connections still open"), "{log}");
+    let _ = half.read(&mut [0u8; 64]);
+}
+
+/// Case 16: a client that shut its side after its request often got no response. Now it gets it
+/// (after an interim 100 Continue, which tells it from a client that closed).
+#[test]
+fn a_client_that_half_closes_after_its_request_gets_its_response() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = heavy_index(dir.path());
+    let server = Server::start(&index, &["--backend", "cpu"]);
+    for round in 0..10 {
+        let mut s = post_raw(&server.addr, &heavy_body(64, 100));
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let got = read_to_close(&mut s);
+        let (status, body) = final_response(&got).unwrap_or_else(|| panic!("round {round}: {got:.200}"));
+        assert_eq!(status, 200, "round {round}: {body:.200}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["results"].as_array().unwrap().len(), 64);
+    }
+    assert_eq!(server.metric("warpsearch_queries_cancelled_total"), 0);
+}
+
+/// Case 17: a Content-Length above --max-body got `100 Continue` or a wait for the body. Now it is
+/// refused with 413 at once, the body never read.
+#[test]
+fn a_content_length_above_max_body_is_refused_up_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &small_index(dir.path()),
+        &["--backend", "cpu", "--max-body", "1K"],
+    );
+    for expect in ["Expect: 100-continue\r\n", ""] {
+        let mut s = TcpStream::connect(&server.addr).unwrap();
+        write!(
+            s,
+            "POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{expect}Content-Length: 10000000\r\n\r\n"
+        )
+        .unwrap();
+        let got = read_to_close(&mut s);
+        assert!(got.starts_with("HTTP/1.1 413"), "{expect:?}: {got}");
+        let v: Value = serde_json::from_str(got.split_once("\r\n\r\n").unwrap().1).unwrap();
+        assert_eq!(v["field"], "body", "{v}");
+        assert!(v["error"].as_str().unwrap().contains("10000000 bytes"), "{v}");
+    }
+}
+
+/// Case 18: a key given twice in a POST body was resolved silently, the last one winning. Now the
+/// request is refused with 400 naming the key.
+#[test]
+fn duplicate_keys_in_a_post_body_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&small_index(dir.path()), &["--backend", "cpu"]);
+    for (body, field) in [
+        (r#"{"queries": [{"text": "fox"}], "k": 3, "k": 4}"#, "k"),
+        (
+            r#"{"queries": [{"id": "1", "text": "fox", "text": "dog"}]}"#,
+            "queries[0].text",
+        ),
+        (
+            r#"{"mode": "or", "queries": [{"text": "fox"}], "mode": "and"}"#,
+            "mode",
+        ),
+    ] {
+        let (status, v) = server.json("POST", "/search", body);
+        assert_eq!((status, v["field"].as_str()), (400, Some(field)), "{body}: {v}");
+        assert!(v["error"].as_str().unwrap().contains("twice"), "{v}");
+    }
+}
+
+/// Case 2: one request of a query with tens of thousands of distinct terms held a worker for
+/// minutes. Now a query beyond --max-query-terms is refused with 400, naming it and the limit.
+#[test]
+fn a_query_beyond_the_term_limit_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = heavy_index(dir.path());
+    let server = Server::start(&index, &["--backend", "cpu", "--max-query-terms", "100"]);
+    let long: Vec<String> = (0..150).map(|j| format!("w{j}")).collect();
+    let body = json!({"queries": [{"id": "a", "text": "w1 w2"}, {"id": "b", "text": long.join(" ")}]});
+    let (status, v) = server.json("POST", "/search", &body.to_string());
+    assert_eq!(
+        (status, v["field"].as_str()),
+        (400, Some("queries[1].text")),
+        "{v}"
+    );
+    let e = v["error"].as_str().unwrap();
+    assert!(
+        e.contains("query b") && e.contains("150 distinct terms") && e.contains("limit of 100"),
+        "{e}"
+    );
+    let (status, v) = server.json("GET", &format!("/search?q={}", long.join("+")), "");
+    assert_eq!((status, v["field"].as_str()), (400, Some("q")), "{v}");
+    assert_eq!(server.metric("warpsearch_queries_held"), 0);
+}
+
+/// Case 6 for the server: a postings file rewritten in place under a running server gave 500s or
+/// wrong hits. Now a request whose answers may have read it is an error naming the file.
+#[test]
+fn an_index_changed_on_disk_under_the_server_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = small_index(dir.path());
+    let server = Server::start(&index, &["--backend", "cpu"]);
+    assert_eq!(server.request("GET", "/search?q=fox", "").0, 200);
+    // Past the file system's timestamp granularity, so that the write shows in the modification time.
+    std::thread::sleep(Duration::from_millis(50));
+    let postings = index.join("postings.bin");
+    let same = std::fs::read(&postings).unwrap();
+    warpsearch_index::testdata::write_in_place(&postings, &same);
+    let (status, v) = server.json("GET", "/search?q=fox", "");
+    assert_eq!(status, 500, "{v}");
+    let e = v["error"].as_str().unwrap();
+    assert!(e.contains("postings.bin") && e.contains("changed on disk"), "{e}");
 }

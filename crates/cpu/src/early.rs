@@ -10,6 +10,7 @@
 use warpsearch_index::Result;
 
 use crate::cursor::{score_and_advance, Cursor, END};
+use crate::frontier::{Frontier, Union};
 use warpsearch_query::{Mode, Plan, Ranking, Scored};
 
 /// The top `k` of `plan` under `mode` (And or Or) with early termination; an error if the index is not
@@ -28,19 +29,30 @@ pub fn stopping(plan: &Plan, ranking: Ranking, mode: Mode, k: usize) -> Result<(
     }
 }
 
-/// Document-at-a-time OR over all lists, stopping on the global-score bound.
+/// Document-at-a-time OR over all lists, stopping on the global-score bound (the next document found
+/// by a scan for short queries, through a heap for long ones: [`crate::frontier`]).
 fn union(plan: &Plan, k: usize, gs: &[f32]) -> Result<(Vec<Scored>, u32)> {
     if plan.terms.is_empty() || k == 0 {
         return Ok((Vec::new(), END));
     }
     let mut cursors = Cursor::all(plan)?;
     let mut top = plan.top_k(k);
-    let mut doc = cursors.iter().map(Cursor::doc).min().unwrap_or(END);
+    let mut frontier = (Union::for_terms(cursors.len()) == Union::Heap).then(|| Frontier::new(&cursors, 0));
+    let mut doc = match &mut frontier {
+        Some(f) => f.next_doc(|_| true),
+        None => cursors.iter().map(Cursor::doc).min().unwrap_or(END),
+    };
     while doc != END {
         if top.settled(gs[doc as usize] * plan.slack) {
             return Ok((top.into_sorted(), doc));
         }
-        let (sum, next) = score_and_advance(&mut cursors, doc, plan)?;
+        let (sum, next) = match &mut frontier {
+            Some(f) => {
+                let sum = f.score_and_advance(&mut cursors, doc, plan, |_| true)?;
+                (sum, f.next_doc(|_| true))
+            }
+            None => score_and_advance(&mut cursors, doc, plan)?,
+        };
         top.insert(doc, plan.finish_sum(doc, sum));
         doc = next;
     }

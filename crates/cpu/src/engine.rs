@@ -46,7 +46,11 @@ impl CpuSearcher {
             match (options.algorithm, mode) {
                 (Algorithm::Exhaustive, _) => exhaustive::exhaustive(&plan, mode, k),
                 (_, Mode::And) => and::ranked_and(&plan, k),
-                (Algorithm::BlockMaxWand, _) => bmw::block_max_wand(&plan, k),
+                // Block-max WAND's pivot search and cursor order cost its term count at every
+                // step: a long query runs MaxScore, whose union goes through a heap.
+                (Algorithm::BlockMaxWand, _) if plan.terms.len() <= bmw::MAX_TERMS => {
+                    bmw::block_max_wand(&plan, k)
+                }
                 _ => maxscore::maxscore(&plan, k),
             }
         };

@@ -21,13 +21,21 @@ struct Collection {
 }
 
 fn collection() -> impl Strategy<Value = Collection> {
+    collection_of(1..7, 1..4000)
+}
+
+/// A collection of `terms` terms over `docs` documents.
+fn collection_of(
+    terms: std::ops::Range<usize>,
+    docs: std::ops::Range<usize>,
+) -> impl Strategy<Value = Collection> {
     // Densities from "in almost every document" to "in one or two", so lists span one posting to many
     // blocks, with lengths rarely a multiple of 128.
     let densities = prop::collection::vec(
         prop::sample::select(vec![0.95, 0.6, 0.3, 0.08, 0.01, 0.002]),
-        1..7,
+        terms,
     );
-    (1usize..4000, densities, any::<u64>()).prop_map(|(n, densities, seed)| {
+    (docs, densities, any::<u64>()).prop_map(|(n, densities, seed)| {
         let mut rng = seed | 1;
         let mut next = move || {
             rng ^= rng << 13;
@@ -209,6 +217,71 @@ fn check_all(index: &Arc<Index>, texts: &[Vec<String>], ranking: Ranking, bm25: 
     }
 }
 
+/// Queries of `min..=max` terms drawn from `num_terms` (repeats and unknown terms among them).
+fn long_queries(num_terms: usize, seed: u64, min: u64, max: u64) -> Vec<Vec<String>> {
+    let mut rng = seed | 1;
+    let mut next = move |m: u64| {
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (rng >> 33) % m
+    };
+    (0..6)
+        .map(|_| {
+            (0..min + next(max - min + 1))
+                .map(|_| match next(40) {
+                    0 => "unknownterm".to_string(),
+                    _ => format!("t{}", next(num_terms as u64)),
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// MaxScore's union by scan and through the heap, and block-max WAND, on long queries: each the
+/// oracle's answer, whole and cut in two by docID range.
+fn check_long(index: &Arc<Index>, texts: &[Vec<String>]) {
+    use warpsearch_cpu::frontier::Union;
+    let oracle = searcher(index, Ranking::Bm25, Bm25Params::default(), Algorithm::Exhaustive).unwrap();
+    let n = index.num_docs();
+    for text in texts {
+        let query = Query::parse(index, &text.join(" "));
+        for k in [1, 10, 200] {
+            let plan = oracle.scorer().plan(&query, Part::WHOLE).unwrap();
+            let want = warpsearch_cpu::exhaustive::exhaustive(&plan, Mode::Or, k).unwrap();
+            let terms = query.terms.len();
+            for union in [Union::Scan, Union::Heap] {
+                let got = warpsearch_cpu::maxscore::maxscore_with(&plan, k, union).unwrap();
+                assert_eq!(got, want, "maxscore {union:?} k {k}, {terms} terms");
+                for cut in cuts(n) {
+                    let first = oracle
+                        .scorer()
+                        .plan(&query, Part::range(DocRange::half_open(0, cut)));
+                    let first = warpsearch_cpu::maxscore::maxscore_with(&first.unwrap(), k, union).unwrap();
+                    let floor = if first.len() == k {
+                        first[k - 1].score
+                    } else {
+                        f32::NEG_INFINITY
+                    };
+                    let rest = Part {
+                        range: DocRange::half_open(cut, n),
+                        floor,
+                    };
+                    let second = oracle.scorer().plan(&query, rest).unwrap();
+                    let second = warpsearch_cpu::maxscore::maxscore_with(&second, k, union).unwrap();
+                    assert_eq!(
+                        merge_top_k([first, second], k),
+                        want,
+                        "{union:?} k {k} cut at {cut}"
+                    );
+                }
+            }
+            let got = warpsearch_cpu::bmw::block_max_wand(&plan, k).unwrap();
+            assert_eq!(got, want, "block-max WAND k {k}, {terms} terms");
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
 
@@ -343,6 +416,76 @@ fn by_hand(c: &Collection, text: &[String], mode: Mode, ranking: Ranking) -> Has
         out.insert(d, score);
     }
     out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    /// Long OR queries (beyond the scan's [`warpsearch_cpu::frontier::SCAN_MAX`] and block-max WAND's
+    /// term limit): MaxScore through the heap and by scan, block-max WAND, and every algorithm as the
+    /// engine chooses it (early termination's union through the heap too), against the oracle.
+    #[test]
+    fn long_queries_equal_the_oracle(c in collection_of(20..70, 1..1500), seed in any::<u64>()) {
+        let dir = tempfile::tempdir().unwrap();
+        let index = build(&c, dir.path(), Codec::SimdBp, Some(0.5));
+        let terms = c.tfs[0].len();
+        let texts = long_queries(terms, seed, 17, terms as u64 + 10);
+        check_long(&index, &texts);
+        check_all(&index, &texts, Ranking::Bm25, Bm25Params::default());
+        check_all(&index, &texts, Ranking::Bm25Static { alpha: 0.5 }, Bm25Params::default());
+    }
+}
+
+/// A query beyond the scorer's term limit is refused by every algorithm, naming its term count and
+/// the limit, and one at the limit is answered: one request cannot ask for unbounded work.
+#[test]
+fn a_query_beyond_the_term_limit_is_refused() {
+    let c = Collection {
+        tfs: (0..50)
+            .map(|d| (0..40).map(|j| u32::from((d + j) % 3 == 0)).collect())
+            .collect(),
+        statics: vec![0.0; 50],
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let index = build(&c, dir.path(), Codec::SimdBp, None);
+    let text: Vec<String> = (0..40).map(|j| format!("t{j}")).collect();
+    let query = Query::parse(&index, &text.join(" "));
+    assert_eq!(query.terms.len(), 40);
+    for algorithm in Algorithm::ALL {
+        let options = SearchOptions {
+            ranking: Ranking::Bm25,
+            bm25: Bm25Params::default(),
+            algorithm,
+        };
+        let Ok(scorer) = Scorer::new(index.clone(), options) else {
+            continue;
+        };
+        assert_eq!(
+            scorer.max_query_terms(),
+            warpsearch_query::DEFAULT_MAX_QUERY_TERMS
+        );
+        let mode = if algorithm == Algorithm::Daat {
+            Mode::And
+        } else {
+            Mode::Or
+        };
+        let request = Request::new(query.clone(), mode, 10);
+        let capped = CpuSearcher::new(Arc::new(scorer.with_max_query_terms(39)));
+        let e = capped.search(&request).unwrap_err().to_string();
+        assert!(
+            e.contains("40 distinct terms") && e.contains("limit of 39"),
+            "{e}"
+        );
+        let options = SearchOptions {
+            ranking: Ranking::Bm25,
+            bm25: Bm25Params::default(),
+            algorithm,
+        };
+        let at = Scorer::new(index.clone(), options)
+            .unwrap()
+            .with_max_query_terms(40);
+        assert!(CpuSearcher::new(Arc::new(at)).search(&request).is_ok());
+    }
 }
 
 #[test]

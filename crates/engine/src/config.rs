@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 use warpsearch_gpu::{CacheBudget, GpuOptions, KernelOptions};
 use warpsearch_index::queries::read_queries;
 use warpsearch_index::{Bm25Params, DocOrder, Index};
-use warpsearch_query::{Algorithm, Mode, Query, Ranking, Request, Scorer, SearchOptions};
+use warpsearch_query::{
+    Algorithm, Mode, Query, Ranking, Request, Scorer, SearchOptions, DEFAULT_MAX_QUERY_TERMS,
+};
 
 use crate::backend::BackendChoice;
 use crate::cache::{CacheChoice, CacheOptions, Completion, Policy};
@@ -150,6 +152,11 @@ pub struct ScoringConfig {
     /// auto, exhaustive, daat (AND), maxscore or bmw (OR), early (bm25-static, global-score order).
     #[arg(long, default_value_t, value_parser = choice::<Algorithm>())]
     pub algorithm: Algorithm,
+    /// The most distinct terms a query may have; a longer query is refused, named (a bound on the
+    /// work one query asks for).
+    #[arg(long, default_value_t = DEFAULT_MAX_QUERY_TERMS as u32,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_query_terms: u32,
 }
 
 impl Default for ScoringConfig {
@@ -160,6 +167,7 @@ impl Default for ScoringConfig {
             k1: None,
             b: None,
             algorithm: Algorithm::Auto,
+            max_query_terms: DEFAULT_MAX_QUERY_TERMS as u32,
         }
     }
 }
@@ -614,7 +622,15 @@ impl EngineConfig {
         name: Namer,
     ) -> Result<Engine, EngineError> {
         let options = self.search_options(&index);
-        let scorer = Scorer::new(index.clone(), options)?;
+        // A configuration file reaches this without the command line's parser.
+        if self.scoring.max_query_terms == 0 {
+            return Err(EngineError::Config(format!(
+                "{} must be at least 1",
+                name("max-query-terms")
+            )));
+        }
+        let scorer =
+            Scorer::new(index.clone(), options)?.with_max_query_terms(self.scoring.max_query_terms as usize);
         scorer.check(&Request::new(Query::default(), mode, max_k))?;
         let mut eopts = EngineOptions {
             backend: self.backend,
@@ -690,6 +706,17 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(err.contains("auto, cpu, gpu, hybrid"), "{err}");
+    }
+
+    #[test]
+    fn max_query_terms_defaults_to_the_scorers_cap_and_refuses_zero() {
+        let parsed = Cli::try_parse_from(["x"]).unwrap().engine;
+        assert_eq!(parsed.scoring.max_query_terms as usize, DEFAULT_MAX_QUERY_TERMS);
+        let parsed = Cli::try_parse_from(["x", "--max-query-terms", "7"])
+            .unwrap()
+            .engine;
+        assert_eq!(parsed.scoring.max_query_terms, 7);
+        assert!(Cli::try_parse_from(["x", "--max-query-terms", "0"]).is_err());
     }
 
     #[test]

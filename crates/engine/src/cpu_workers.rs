@@ -5,7 +5,8 @@
 //! `Arc` per query) this leaves a query's overhead at one shared counter. A large submission (a closed
 //! loop's) is claimed and answered a few queries at a time, so that the threads do not take turns on
 //! its counters at every query; a thread with nothing to do watches the queue briefly before it
-//! sleeps, so that a query arriving meanwhile waits for no wake-up.
+//! sleeps, so that a query arriving meanwhile waits for no wake-up. A submission whose reply is no longer
+//! wanted has its unclaimed queries dropped when a thread reaches it.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -180,6 +181,12 @@ fn work(queue: &Queue, cpu: &CpuSearcher) {
                 None => return,
             },
         };
+        // A submission whose answers are no longer wanted: its queries not yet claimed are dropped
+        // (claimed all at once, so that every thread moves on).
+        if !job.reply.wanted() {
+            job.next.0.fetch_max(job.requests.len(), Ordering::Relaxed);
+            continue;
+        }
         let first = job.next.0.fetch_add(job.grain, Ordering::Relaxed);
         let claimed = first..(first + job.grain).min(job.requests.len());
         if claimed.is_empty() {

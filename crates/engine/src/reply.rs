@@ -40,9 +40,20 @@ pub struct Done {
 
 /// Where a query's answer goes: a channel, or anything that takes answers from the engine's threads
 /// (a server gathers each request's answers and wakes its handler once, not once per query).
+///
+/// Every query submitted gets exactly one answer, unless its reply says it is no longer
+/// [`Reply::wanted`]: the engine then drops the reply's queries it has not started (they get no
+/// answer; those running still answer), and lets go of the reply once it holds none of its queries.
+/// Answers are never changed by this: a query is answered exactly or not at all.
 pub trait Reply: Send + Sync {
     /// Takes one answer (called on the thread that finished the query's last part).
     fn send(&self, done: Done);
+
+    /// Whether the answers are still wanted (false once the submitter is gone: a server's client
+    /// that hung up). Asked before a query starts, so it must be cheap (an atomic load).
+    fn wanted(&self) -> bool {
+        true
+    }
 
     /// Takes several answers finished together (a GPU call's, a CPU thread's run of a large
     /// submission): one call where a sink can take them cheaper at once.

@@ -1,6 +1,7 @@
 //! The front door: every backend takes submissions from many threads at once and answers each query
 //! exactly once, under its own id, with the exhaustive oracle's documents and score bits; a dropped
-//! engine answers what was queued first; answers say whether their deadline was missed.
+//! engine answers what was queued first; answers say whether their deadline was missed; queries whose
+//! reply is no longer wanted are dropped.
 //!
 //! The GPU variants need a CUDA device; where there is none they print "skipped: no CUDA device".
 
@@ -134,6 +135,75 @@ fn dropped_engine_answers_what_is_queued_hybrid() {
 #[test]
 fn dropped_engine_answers_what_is_queued_gpu() {
     dropped_engine_answers_what_is_queued(BackendChoice::Gpu);
+}
+
+/// A reply that stops wanting answers at its first one, counting what still comes.
+#[derive(Default)]
+struct Abandoning {
+    ids: std::sync::Mutex<Vec<u64>>,
+    gone: std::sync::atomic::AtomicBool,
+}
+
+impl Reply for Abandoning {
+    fn send(&self, done: Done) {
+        self.ids.lock().unwrap().push(done.id);
+        self.gone.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn wanted(&self) -> bool {
+        !self.gone.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// Abandoned requests (a server's client that hung up): once a reply is no longer wanted, the
+/// submissions and queries not yet started are dropped unanswered, what was answered came once each,
+/// and the engine lets go of the reply.
+fn queries_no_longer_wanted_are_dropped(backend: BackendChoice) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (index, v) = random_index(tmp.path(), 57, Codec::SimdBp, None);
+    let Some(engine) = engine(&index, backend) else {
+        return;
+    };
+    let queries = random_queries(&index, v, 9);
+    let reply = Arc::new(Abandoning::default());
+    let (submissions, size) = (300, 10);
+    for s in 0..submissions {
+        let reqs = (0..size).map(|i| request(&queries, s * size + i)).collect();
+        engine.submit((s * size) as u64, reqs, None, reply.clone());
+    }
+    let since = std::time::Instant::now();
+    while Arc::strong_count(&reply) > 1 {
+        assert!(
+            since.elapsed() < Duration::from_secs(60),
+            "{backend:?}: the engine still holds the reply"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let ids = reply.ids.lock().unwrap().clone();
+    let unique: HashSet<u64> = ids.iter().copied().collect();
+    assert_eq!(unique.len(), ids.len(), "{backend:?}: a query answered twice");
+    assert!(
+        !ids.is_empty() && ids.len() < submissions * size / 2,
+        "{backend:?}: {} of {} queries answered after their reply was abandoned",
+        ids.len(),
+        submissions * size
+    );
+    drop(engine);
+}
+
+#[test]
+fn queries_no_longer_wanted_are_dropped_cpu() {
+    queries_no_longer_wanted_are_dropped(BackendChoice::Cpu);
+}
+
+#[test]
+fn queries_no_longer_wanted_are_dropped_hybrid() {
+    queries_no_longer_wanted_are_dropped(BackendChoice::Hybrid);
+}
+
+#[test]
+fn queries_no_longer_wanted_are_dropped_gpu() {
+    queries_no_longer_wanted_are_dropped(BackendChoice::Gpu);
 }
 
 /// An answer later than its deadline says so; one without a deadline never does.

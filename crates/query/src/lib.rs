@@ -29,7 +29,7 @@ pub use merge::merge_top_k;
 pub use options::{Algorithm, Answer, Request, SearchOptions, MAX_K};
 pub use plan::{DocRange, Part, Plan, PlanTerm, Prior};
 pub use query::{Mode, Query, Ranking, Scored};
-pub use scorer::Scorer;
+pub use scorer::{Scorer, DEFAULT_MAX_QUERY_TERMS};
 pub use topk::TopK;
 
 /// The choice called `name` among `T`'s names (a mode, an algorithm, a backend…), or an error that

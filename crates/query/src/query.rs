@@ -68,6 +68,13 @@ pub struct Scored {
     pub score: f32,
 }
 
+/// The distinct terms up to which a query's terms are found by a scan; beyond, through a map (a scan
+/// per term made a query of 100,000 distinct terms take seconds to analyse).
+const SCAN_TERMS: usize = 32;
+
+/// Where each distinct term of a long query sits in [`Query::terms`].
+type Seen = std::collections::HashMap<u32, usize>;
+
 /// An analysed query.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Query {
@@ -81,8 +88,9 @@ impl Query {
     /// Analyses `text` with the index's analyzer and looks its terms up.
     pub fn parse(index: &Index, text: &str) -> Query {
         let mut query = Query::default();
+        let mut seen = Seen::default();
         index.for_each_query_term(text, |term| match term {
-            Lookup::Known(id) => query.add(id),
+            Lookup::Known(id) => query.add(id, &mut seen),
             Lookup::Unknown(term) => query.unknown.push(term.to_owned()),
         });
         query
@@ -91,19 +99,34 @@ impl Query {
     /// A query of term ordinals (`None` for a term the index lacks), in order, repeats counted.
     pub fn from_ids(ids: &[Option<u32>]) -> Query {
         let mut query = Query::default();
+        let mut seen = Seen::default();
         for id in ids {
             match id {
-                Some(id) => query.add(*id),
+                Some(id) => query.add(*id, &mut seen),
                 None => query.unknown.push(String::from("?")),
             }
         }
         query
     }
 
-    fn add(&mut self, id: u32) {
-        match self.terms.iter_mut().find(|(t, _)| *t == id) {
-            Some((_, count)) => *count += 1,
-            None => self.terms.push((id, 1)),
+    /// Counts one more occurrence of term `id`; `seen` finds its place once the query is long.
+    fn add(&mut self, id: u32, seen: &mut Seen) {
+        let at = if self.terms.len() < SCAN_TERMS {
+            self.terms.iter().position(|(t, _)| *t == id)
+        } else {
+            if seen.is_empty() {
+                seen.extend(self.terms.iter().enumerate().map(|(i, &(t, _))| (t, i)));
+            }
+            seen.get(&id).copied()
+        };
+        match at {
+            Some(i) => self.terms[i].1 += 1,
+            None => {
+                if !seen.is_empty() {
+                    seen.insert(id, self.terms.len());
+                }
+                self.terms.push((id, 1));
+            }
         }
     }
 

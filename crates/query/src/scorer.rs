@@ -17,7 +17,13 @@ pub struct Scorer {
     options: SearchOptions,
     norms: Norms,
     early: bool,
+    max_terms: usize,
 }
+
+/// The most distinct terms a query may have unless a scorer is told otherwise
+/// ([`Scorer::with_max_query_terms`]): far beyond any typed query, and a bound on the work one query can
+/// ask for (its lists are read once each).
+pub const DEFAULT_MAX_QUERY_TERMS: usize = 1024;
 
 impl Scorer {
     /// Checks `options` against `index` (BM25 parameters in range, static scores present for
@@ -44,7 +50,20 @@ impl Scorer {
             options,
             norms,
             early,
+            max_terms: DEFAULT_MAX_QUERY_TERMS,
         })
+    }
+
+    /// This scorer with at most `max_terms` distinct terms a query (at least 1; the default is
+    /// [`DEFAULT_MAX_QUERY_TERMS`]): [`Scorer::check`] refuses a longer query, on every backend.
+    pub fn with_max_query_terms(mut self, max_terms: usize) -> Scorer {
+        self.max_terms = max_terms.max(1);
+        self
+    }
+
+    /// The most distinct terms a query may have.
+    pub fn max_query_terms(&self) -> usize {
+        self.max_terms
     }
 
     /// The index.
@@ -73,12 +92,20 @@ impl Scorer {
     }
 
     /// Why `request` cannot be answered with these options (k out of range, an algorithm that does
-    /// not evaluate its mode), if it cannot.
+    /// not evaluate its mode, more distinct terms than [`Scorer::max_query_terms`]), if it cannot.
     pub fn check(&self, request: &Request) -> Result<()> {
         if request.k == 0 || request.k > MAX_K {
             return Err(IndexError::Invalid(format!(
                 "k = {} is out of range: use 1 to {MAX_K}",
                 request.k
+            )));
+        }
+        let terms = request.query.terms.len();
+        if terms > self.max_terms {
+            return Err(IndexError::Invalid(format!(
+                "the query has {terms} distinct terms, more than the limit of {}: shorten it, or raise \
+                 the limit (--max-query-terms; max_query_terms in Python)",
+                self.max_terms
             )));
         }
         match self.options.algorithm.refuses(request.mode) {

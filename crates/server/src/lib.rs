@@ -3,53 +3,66 @@
 //! exposes the counters ([`metrics()`]); `docs/openapi.yaml` describes every endpoint. Requests are
 //! checked field by field ([`request`]); beyond the queries in flight the configuration allows, or when
 //! those in flight would take longer than its shedding window to answer ([`pace`]), a request is refused
-//! with 429 and `Retry-After: 1`. [`serve`] stops accepting connections when told to and answers what is
-//! in flight. [`JsonHits`] is the JSON a ranked list is written as (the CLI's `--format json` too).
+//! with 429 and `Retry-After: 1`. A request's queries count against `--max-in-flight` until its
+//! response is written ([`respond`]), and a request whose client went away has its queries not yet
+//! started dropped ([`conn`], [`searcher`]). [`serve`] runs the connections ([`listen`]): capped,
+//! timed, and closed within a grace period when told to stop. [`JsonHits`] is the JSON a ranked list
+//! is written as (the CLI's `--format json` too).
 
 #![warn(missing_docs)]
 
+mod conn;
 mod gather;
 mod hits;
+mod listen;
 mod metrics;
 mod pace;
 mod request;
+mod respond;
 mod searcher;
 
 pub use hits::JsonHits;
+pub use listen::serve;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{DefaultBodyLimit, Query as UrlQuery, State};
-use axum::http::{header, Method, StatusCode, Uri};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{DefaultBodyLimit, FromRequest, Query as UrlQuery, State};
+use axum::http::{header, Method, StatusCode, Uri, Version};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use serde::Serialize;
 use serde_json::json;
 use tokio::sync::Semaphore;
 use tracing::{debug, error, info};
 use warpsearch_engine::Engine;
+use warpsearch_index::Index;
 use warpsearch_query::{Query, Request, Scored, MAX_K};
 
-use metrics::{Metrics, Tally};
+use conn::Watch;
+use metrics::{Load, Metrics, Tally};
 use pace::Pace;
 use request::{ApiError, Limits, Search};
-use searcher::Searcher;
+use searcher::{Held, Searcher};
 
 /// What every handler shares.
 struct Server {
     searcher: Searcher,
     limits: Limits,
     metrics: Metrics,
-    /// One permit per query that may be in flight.
+    /// The places queries in flight may hold (a query holds [`query_weight`]): held from its
+    /// request's admission until the engine is done with it and its response is written (or its
+    /// client gone).
     slots: Arc<Semaphore>,
     max_in_flight: usize,
     /// Refuses requests that would wait past the deadline behind the queries in flight ([`pace`]).
     pace: Pace,
+    max_body: usize,
+    read_timeout: Duration,
 }
 
 #[derive(Serialize)]
@@ -74,7 +87,9 @@ struct GetResponse<'a> {
 /// How a server answers: its limits, the deadline its queries are given, and when it sheds by time.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// Queries accepted and not yet answered beyond which a request is refused with 429.
+    /// Places held by queries accepted and not yet answered (or their response not yet written)
+    /// beyond which a request is refused with 429: one a query, and one more for each collection's
+    /// worth of postings its terms have.
     pub max_in_flight: usize,
     /// Most queries in one `POST /search`.
     pub max_queries: usize,
@@ -87,11 +102,57 @@ pub struct ServerConfig {
     /// A request is refused (429) when the queries in flight would take longer than this to answer
     /// (zero: never).
     pub shed: Duration,
+    /// Most connections open at once; one more is answered 503 and closed.
+    pub max_connections: usize,
+    /// A connection waiting longer than this for a request's header in full (idle between requests,
+    /// or sending it slowly) is closed.
+    pub idle_timeout: Duration,
+    /// A request body not in full within this of its header is refused (408), its connection closed.
+    pub read_timeout: Duration,
+    /// A response not written within this of its first bytes, or a write the client leaves waiting
+    /// this long, closes the connection.
+    pub write_timeout: Duration,
+    /// On shutdown, connections still open this long after are closed.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ServerConfig {
+    /// `warpsearch serve`'s defaults.
+    fn default() -> ServerConfig {
+        ServerConfig {
+            max_in_flight: 4096,
+            max_queries: 1024,
+            max_k: 1000,
+            max_body: 1 << 20,
+            deadline: Duration::from_millis(100),
+            shed: Duration::from_millis(100),
+            max_connections: 1024,
+            idle_timeout: Duration::from_secs(30),
+            read_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
 }
 
 impl ServerConfig {
     /// Why these limits cannot serve, if they cannot (named as `warpsearch serve`'s options).
     pub fn check(&self) -> Result<(), String> {
+        if self.max_connections == 0 || self.max_connections > Semaphore::MAX_PERMITS {
+            return Err(format!(
+                "--max-connections must be 1 to {}",
+                Semaphore::MAX_PERMITS
+            ));
+        }
+        for (name, t) in [
+            ("--idle-timeout", self.idle_timeout),
+            ("--read-timeout", self.read_timeout),
+            ("--write-timeout", self.write_timeout),
+        ] {
+            if t.is_zero() {
+                return Err(format!("{name} must be a positive time"));
+            }
+        }
         if !(1..=MAX_K).contains(&self.max_k) {
             return Err(format!(
                 "--max-k {} is out of range: use 1 to {MAX_K}",
@@ -126,6 +187,8 @@ pub fn router(engine: Engine, ranking: &str, config: &ServerConfig) -> Router {
         slots: Arc::new(Semaphore::new(config.max_in_flight)),
         max_in_flight: config.max_in_flight,
         pace: Pace::new(config.shed),
+        max_body: config.max_body,
+        read_timeout: config.read_timeout,
     });
     Router::new()
         .route("/search", get(get_search).post(post_search))
@@ -154,19 +217,6 @@ pub fn router(engine: Engine, ranking: &str, config: &ServerConfig) -> Router {
         .with_state(server)
 }
 
-/// Serves `app` on `listener` until `shutdown` resolves, then answers what was accepted and returns.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    app: Router,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await?;
-    info!("warpsearch serve: stopped, every accepted request answered");
-    Ok(())
-}
-
 /// Resolves on SIGTERM or Ctrl-C (SIGINT).
 pub async fn shutdown_signal() {
     let term = async {
@@ -185,36 +235,70 @@ pub async fn shutdown_signal() {
 }
 
 impl Server {
-    /// Queries accepted and not yet answered (permits taken).
-    fn in_flight(&self) -> usize {
+    /// Places held among those allowed in flight, by queries in the engine or answered and waiting
+    /// for their response to be written ([`query_weight`]: one a query, more for a heavy one).
+    fn held(&self) -> usize {
         self.max_in_flight - self.slots.available_permits().min(self.max_in_flight)
     }
 
-    /// Answers every query of `search`, in order, or refuses the whole request.
-    async fn answer(&self, search: Search) -> Result<Vec<(String, Vec<Scored>)>, ApiError> {
+    /// Queries the engine has and has not finished (a request whose client is gone included).
+    fn running(&self) -> usize {
+        self.searcher
+            .account()
+            .running
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Answers every query of `search`, in order, or refuses the whole request; `field(i)` names query
+    /// `i`'s text in a refusal. With `watch` (a connection), a client gone before the answers come
+    /// abandons them (`may_probe`: the request is HTTP/1.1).
+    async fn answer(
+        &self,
+        search: Search,
+        field: impl Fn(usize) -> String,
+        watch: Option<&Watch>,
+        may_probe: bool,
+    ) -> Result<(Vec<(String, Vec<Scored>)>, Held), ApiError> {
         let scorer = self.searcher.scorer().clone();
         scorer
             .check(&Request::new(Query::default(), search.mode, search.k))
             .map_err(|e| ApiError::field("mode", e.to_string()))?;
-        let in_flight = self.in_flight();
-        if !self.pace.admits(in_flight, search.queries.len()) {
-            return Err(ApiError::late(in_flight, self.pace.window()));
+        let running = self.running();
+        if !self.pace.admits(running, search.queries.len()) {
+            return Err(ApiError::late(running, self.pace.window()));
         }
-        // The permits are held until every answer is in (or until the client goes away: its queries
-        // then still finish in the engine, uncounted, a slack bounded by the requests dropped).
-        let n = u32::try_from(search.queries.len()).unwrap_or(u32::MAX);
-        let permits = self
+        let n = search.queries.len();
+        let mut ids = Vec::with_capacity(n);
+        let mut requests = Vec::with_capacity(n);
+        let mut weight = 0usize;
+        for (i, (id, text)) in search.queries.into_iter().enumerate() {
+            let request = Request::new(scorer.parse(&text), search.mode, search.k);
+            scorer
+                .check(&request)
+                .map_err(|e| ApiError::field(field(i), format!("query {id}: {e}")))?;
+            weight = weight.saturating_add(query_weight(scorer.index(), &request.query));
+            ids.push(id);
+            requests.push(request);
+        }
+        // The places are held until the engine is done with every query and the response is
+        // written, or until the client is gone and the engine has dropped or finished its queries.
+        // A request's weight is capped at the limit (at least one place a query), so that one that
+        // an idle server admits by its count of queries is still admitted there.
+        let places = weight.min(self.max_in_flight).max(n);
+        let places = self
             .slots
             .clone()
-            .try_acquire_many_owned(n)
+            .try_acquire_many_owned(u32::try_from(places).unwrap_or(u32::MAX))
             .map_err(|_| ApiError::overloaded(self.max_in_flight))?;
-        self.pace.started(in_flight, Instant::now());
-        let (ids, requests): (Vec<String>, Vec<Request>) = search
-            .queries
-            .into_iter()
-            .map(|(id, text)| (id, Request::new(scorer.parse(&text), search.mode, search.k)))
-            .unzip();
-        let answers = self.searcher.start(requests).finish().await;
+        self.pace.started(running, Instant::now());
+        let pending = self.searcher.start(requests, places);
+        let (answers, held) = match watch {
+            Some(w) => tokio::select! {
+                answers = pending.finish() => answers,
+                _ = w.gone(may_probe) => return Err(ApiError::gone()),
+            },
+            None => pending.finish().await,
+        };
         let mut out = Vec::with_capacity(answers.len());
         let mut tally = Tally::default();
         let mut failure = None;
@@ -232,11 +316,19 @@ impl Server {
             }
         }
         self.metrics.add(&tally);
-        drop(permits);
+        // A postings file truncated or rewritten under the open index while these were answered
+        // gives an error, never a wrong hit (one look a request, off the per-query path).
+        if let Err(e) = self.searcher.check_unchanged() {
+            error!(error = %e, "the index changed on disk");
+            failure = Some(ApiError::internal(format!("the index changed on disk: {e}")));
+        }
         let capacity = self.searcher.capacity();
         self.pace
-            .answered(out.len(), self.in_flight(), Instant::now(), capacity);
-        failure.map_or(Ok(out), Err)
+            .answered(out.len(), self.running(), Instant::now(), capacity);
+        match failure {
+            Some(e) => Err(e),
+            None => Ok((out, held)),
+        }
     }
 
     fn hits<'a>(&'a self, hits: &'a [Scored]) -> JsonHits<'a> {
@@ -248,7 +340,7 @@ impl Server {
 
     /// The response to a refused request, counted.
     fn refuse(&self, e: ApiError) -> Response {
-        if e.status.is_client_error() {
+        if e.status.is_client_error() && !e.is_gone() {
             self.metrics.refused(e.status == StatusCode::TOO_MANY_REQUESTS);
         }
         debug!(status = %e.status, error = %e.message, "request refused");
@@ -256,20 +348,19 @@ impl Server {
     }
 }
 
-/// About how many bytes the JSON of `results` takes (ids of passages and web pages are short).
-fn response_size(results: &[(String, Vec<Scored>)]) -> usize {
-    let hits: usize = results.iter().map(|(_, h)| h.len()).sum();
-    64 + 32 * results.len() + 64 * hits
-}
-
-/// `value` as a JSON response, written into one buffer of about `size` bytes (axum's `Json` grows its
-/// buffer from 128 bytes, copying a 1,000-query response a dozen times over).
-fn json_response(value: &impl Serialize, size: usize) -> Response {
-    let mut body = Vec::with_capacity(size);
-    match serde_json::to_writer(&mut body, value) {
-        Ok(()) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
-        Err(e) => ApiError::internal(format!("writing the response: {e}")).into_response(),
-    }
+/// The places among `--max-in-flight` that `query` holds: one, and one more for each `num_docs`
+/// postings its terms' lists hold together, so that a query that scores the collection many times
+/// over counts as the many short queries whose work it is (the work of every algorithm grows with
+/// the postings it may read; the exhaustive one reads them all).
+fn query_weight(index: &Index, query: &Query) -> usize {
+    let records = index.term_records();
+    let postings: u64 = query
+        .terms
+        .iter()
+        .map(|&(id, _)| records.get(id as usize).map_or(0, |r| u64::from(r.df)))
+        .sum();
+    let per_place = u64::from(index.num_docs()).max(1);
+    usize::try_from(1 + postings / per_place).unwrap_or(usize::MAX)
 }
 
 fn took_ms(started: Instant) -> f64 {
@@ -281,18 +372,40 @@ fn millis(d: Duration) -> f64 {
     d.as_micros() as f64 / 1e3
 }
 
-async fn post_search(State(s): State<Arc<Server>>, body: Result<Bytes, BytesRejection>) -> Response {
+async fn post_search(
+    State(s): State<Arc<Server>>,
+    watch: Option<Extension<Arc<Watch>>>,
+    request: axum::extract::Request,
+) -> Response {
     let started = Instant::now();
-    let search = body
-        .map_err(|e| ApiError {
-            status: e.status(),
-            message: e.body_text(),
-            field: Some("body".into()),
-        })
-        .and_then(|b| request::parse_post(&b, &s.limits));
-    match async { s.answer(search?).await }.await {
-        Ok(results) => {
-            let size = response_size(&results);
+    let watch = watch.map(|Extension(w)| w);
+    let may_probe = request.version() >= Version::HTTP_11;
+    let search = async {
+        // Refused before a byte of the body is read (no `100 Continue`, no wait for the body).
+        if let Some(length) = request::content_length(request.headers())? {
+            if length > s.max_body as u64 {
+                return Err(ApiError::too_large(length, s.max_body));
+            }
+        }
+        let body = tokio::time::timeout(s.read_timeout, Bytes::from_request(request, &()))
+            .await
+            .map_err(|_| ApiError::slow_body(s.read_timeout))?
+            .map_err(|e| ApiError {
+                status: e.status(),
+                message: e.body_text(),
+                field: Some("body".into()),
+            })?;
+        request::parse_post(&body, &s.limits)
+    };
+    let answered = match search.await {
+        Ok(search) => {
+            let field = |i: usize| format!("queries[{i}].text");
+            s.answer(search, field, watch.as_deref(), may_probe).await
+        }
+        Err(e) => Err(e),
+    };
+    match answered {
+        Ok((results, held)) => {
             let results: Vec<QueryResult> = results
                 .iter()
                 .map(|(id, hits)| QueryResult {
@@ -302,7 +415,7 @@ async fn post_search(State(s): State<Arc<Server>>, body: Result<Bytes, BytesReje
                 .collect();
             debug!(queries = results.len(), "POST /search");
             let took_ms = took_ms(started);
-            json_response(&PostResponse { results, took_ms }, size)
+            respond::json(&PostResponse { results, took_ms }, held, watch)
         }
         Err(e) => s.refuse(e),
     }
@@ -310,18 +423,28 @@ async fn post_search(State(s): State<Arc<Server>>, body: Result<Bytes, BytesReje
 
 async fn get_search(
     State(s): State<Arc<Server>>,
+    watch: Option<Extension<Arc<Watch>>>,
+    version: Version,
     params: Result<UrlQuery<HashMap<String, String>>, QueryRejection>,
 ) -> Response {
     let started = Instant::now();
+    let watch = watch.map(|Extension(w)| w);
     let search = params
         .map_err(|e| ApiError::field("query string", e.body_text()))
         .and_then(|UrlQuery(p)| request::parse_get(&p, &s.limits));
-    match async { s.answer(search?).await }.await {
-        Ok(results) => {
-            let size = response_size(&results);
+    let answered = match search {
+        Ok(search) => {
+            let may_probe = version >= Version::HTTP_11;
+            s.answer(search, |_| "q".into(), watch.as_deref(), may_probe)
+                .await
+        }
+        Err(e) => Err(e),
+    };
+    match answered {
+        Ok((results, held)) => {
             let hits = s.hits(results.first().map_or(&[], |(_, h)| h));
             let took_ms = took_ms(started);
-            json_response(&GetResponse { hits, took_ms }, size)
+            respond::json(&GetResponse { hits, took_ms }, held, watch)
         }
         Err(e) => s.refuse(e),
     }
@@ -338,12 +461,20 @@ async fn health(State(s): State<Arc<Server>>) -> Response {
     .into_response()
 }
 
-async fn metrics(State(s): State<Arc<Server>>) -> Response {
-    let in_flight = s.in_flight();
+async fn metrics(State(s): State<Arc<Server>>, watch: Option<Extension<Arc<Watch>>>) -> Response {
+    let load = Load {
+        running: s.running(),
+        held: s.held(),
+        max_in_flight: s.max_in_flight,
+        cancelled: s
+            .searcher
+            .account()
+            .cancelled
+            .load(std::sync::atomic::Ordering::Relaxed),
+        connections: watch.map(|Extension(w)| w.connections.clone()),
+    };
     let hybrid = s.searcher.take_hybrid_stats();
-    let text = s
-        .metrics
-        .render(in_flight, s.max_in_flight, hybrid, s.searcher.gpu_memory());
+    let text = s.metrics.render(&load, hybrid, s.searcher.gpu_memory());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 

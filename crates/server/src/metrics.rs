@@ -5,10 +5,26 @@
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use warpsearch_engine::{GpuMemory, HybridStats, ServedBy};
+
+use crate::conn::Connections;
+
+/// The server's load at a scrape.
+pub struct Load {
+    /// Queries the engine has not finished (a gone client's included).
+    pub running: usize,
+    /// Queries holding places among those allowed in flight (running, or answered and not written).
+    pub held: usize,
+    /// `--max-in-flight`.
+    pub max_in_flight: usize,
+    /// Queries the engine dropped unanswered, their client gone, since the start.
+    pub cancelled: u64,
+    /// The connections' counts (None: served without connections, as in process).
+    pub connections: Option<Arc<Connections>>,
+}
 
 /// Upper bounds of the latency histogram's buckets, in seconds.
 const BUCKETS: [f64; 14] = [
@@ -119,16 +135,9 @@ impl Metrics {
         });
     }
 
-    /// The Prometheus text exposition: these counters, `in_flight` of `max_in_flight` queries,
-    /// `hybrid` (the scheduler's counts since the last scrape, added to the totals) and the GPU's
-    /// memory.
-    pub fn render(
-        &self,
-        in_flight: usize,
-        max_in_flight: usize,
-        hybrid: Option<HybridStats>,
-        gpu_memory: Option<GpuMemory>,
-    ) -> String {
+    /// The Prometheus text exposition: these counters, the `load`, `hybrid` (the scheduler's counts
+    /// since the last scrape, added to the totals) and the GPU's memory.
+    pub fn render(&self, load: &Load, hybrid: Option<HybridStats>, gpu_memory: Option<GpuMemory>) -> String {
         let mut out = String::new();
         let mut metric = |name: &str, kind: &str, help: &str, value: f64| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
@@ -162,15 +171,56 @@ impl Metrics {
         metric(
             "warpsearch_queries_in_flight",
             "gauge",
-            "Queries accepted and not yet answered (the server's queue depth).",
-            in_flight as f64,
+            "Queries the engine has and has not finished (the server's queue depth; those of a client \
+             that went away count until they end or are dropped).",
+            load.running as f64,
+        );
+        metric(
+            "warpsearch_queries_held",
+            "gauge",
+            "Places held against --max-in-flight by queries in the engine or answered with their response \
+             not yet written (one a query, one more per collection's worth of postings its terms have).",
+            load.held as f64,
         );
         metric(
             "warpsearch_max_in_flight",
             "gauge",
-            "Queries in flight beyond which requests are refused (--max-in-flight).",
-            max_in_flight as f64,
+            "Places held beyond which requests are refused (--max-in-flight).",
+            load.max_in_flight as f64,
         );
+        metric(
+            "warpsearch_queries_cancelled_total",
+            "counter",
+            "Queries the engine dropped unanswered because their client went away before they started.",
+            load.cancelled as f64,
+        );
+        if let Some(c) = &load.connections {
+            let get = |c: &AtomicU64| c.load(Ordering::Relaxed) as f64;
+            metric(
+                "warpsearch_connections_open",
+                "gauge",
+                "Client connections open.",
+                get(&c.open),
+            );
+            metric(
+                "warpsearch_max_connections",
+                "gauge",
+                "Connections open beyond which one more is refused (--max-connections).",
+                c.max as f64,
+            );
+            metric(
+                "warpsearch_connections_refused_total",
+                "counter",
+                "Connections refused (503) at --max-connections.",
+                get(&c.refused),
+            );
+            metric(
+                "warpsearch_connections_timed_out_total",
+                "counter",
+                "Connections closed because a response was not read within --write-timeout.",
+                get(&c.timed_out),
+            );
+        }
         // The hybrid scheduler's (the CPU engine has no deadlines and one processor).
         if let Some(new) = hybrid {
             metric(
@@ -321,9 +371,21 @@ mod tests {
             used: 100,
             total: 1000,
         };
+        let connections = Arc::new(Connections {
+            max: 64,
+            ..Connections::default()
+        });
+        connections.open.store(3, Ordering::Relaxed);
+        connections.refused.store(5, Ordering::Relaxed);
+        let load = Load {
+            running: 2,
+            held: 6,
+            max_in_flight: 8,
+            cancelled: 9,
+            connections: Some(connections),
+        };
         let text = m.render(
-            2,
-            8,
+            &load,
             Some(HybridStats {
                 gpu_batches: 1,
                 ..Default::default()
@@ -344,6 +406,13 @@ mod tests {
             "warpsearch_query_latency_seconds_count{backend=\"both\"} 0",
             "warpsearch_rejected_requests_total 1",
             "warpsearch_queries_in_flight 2",
+            "warpsearch_queries_held 6",
+            "warpsearch_max_in_flight 8",
+            "warpsearch_queries_cancelled_total 9",
+            "warpsearch_connections_open 3",
+            "warpsearch_max_connections 64",
+            "warpsearch_connections_refused_total 5",
+            "warpsearch_connections_timed_out_total 0",
             "warpsearch_deadline_misses_total 1",
             "warpsearch_hybrid_served_gpu_total 1",
             "warpsearch_hybrid_gpu_batches_total 1",
@@ -367,7 +436,14 @@ mod tests {
         let mut tally = Tally::default();
         tally.answered(Duration::from_millis(1), None, false);
         m.add(&tally);
-        let text = m.render(0, 8, None, None);
+        let load = Load {
+            running: 0,
+            held: 0,
+            max_in_flight: 8,
+            cancelled: 0,
+            connections: None,
+        };
+        let text = m.render(&load, None, None);
         assert!(text
             .lines()
             .any(|l| l == "warpsearch_query_latency_seconds_count{backend=\"cpu\"} 1"));
@@ -377,6 +453,7 @@ mod tests {
             "warpsearch_gpu_",
             "warpsearch_hybrid_",
             "deadline_misses",
+            "warpsearch_connections_",
         ] {
             assert!(!text.contains(absent), "{absent} in\n{text}");
         }

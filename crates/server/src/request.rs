@@ -33,7 +33,8 @@ impl ApiError {
         ApiError {
             status: StatusCode::TOO_MANY_REQUESTS,
             message: format!(
-                "the server is answering its limit of {in_flight_limit} queries in flight: retry later"
+                "the server holds its limit of {in_flight_limit} places of queries in flight (a query \
+                 holds one, and more for its terms' postings): retry later"
             ),
             field: None,
         }
@@ -59,6 +60,59 @@ impl ApiError {
             field: None,
         }
     }
+
+    /// 413: a body of `length` bytes, said by its Content-Length, above `max`.
+    pub fn too_large(length: u64, max: usize) -> ApiError {
+        ApiError {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            message: format!(
+                "the body is {length} bytes, more than this server's limit of {max} (--max-body): \
+                 send fewer queries a request"
+            ),
+            field: Some("body".into()),
+        }
+    }
+
+    /// 408: the body did not arrive within `timeout` of the header.
+    pub fn slow_body(timeout: std::time::Duration) -> ApiError {
+        ApiError {
+            status: StatusCode::REQUEST_TIMEOUT,
+            message: format!(
+                "the body did not arrive within {:.0} s (--read-timeout)",
+                timeout.as_secs_f64()
+            ),
+            field: Some("body".into()),
+        }
+    }
+
+    /// The client went away before its answers came: nobody reads this (its connection is closed).
+    pub fn gone() -> ApiError {
+        ApiError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: GONE.into(),
+            field: None,
+        }
+    }
+
+    /// Whether this is [`ApiError::gone`] (not a refusal to count).
+    pub fn is_gone(&self) -> bool {
+        self.message == GONE
+    }
+}
+
+const GONE: &str = "the client went away: its queries not yet started were dropped";
+
+/// The request's Content-Length, if it gives one; a malformed one is refused (400).
+pub fn content_length(headers: &axum::http::HeaderMap) -> Result<Option<u64>, ApiError> {
+    let Some(value) = headers.get(header::CONTENT_LENGTH) else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Some)
+        .ok_or_else(|| ApiError::field("Content-Length", "Content-Length must be a number of bytes"))
 }
 
 impl IntoResponse for ApiError {
@@ -168,10 +222,27 @@ impl Body {
 }
 
 /// [`parse_post`] through a `serde_json::Value`: every shape the API accepts, and for any other the
-/// field at fault.
+/// field at fault. A key given twice in one object is refused, named (a parser that keeps the last
+/// would answer another request than the one sent).
 fn parse_post_value(body: &[u8], limits: &Limits) -> Result<Search, ApiError> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::field("body", format!("the body is not valid JSON: {e}")))?;
+    let twice = std::cell::RefCell::new(None);
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let value = serde::de::DeserializeSeed::deserialize(
+        Strict {
+            path: String::new(),
+            twice: &twice,
+        },
+        &mut de,
+    )
+    .and_then(|v| de.end().map(|()| v));
+    if let Some((path, key)) = twice.into_inner() {
+        return Err(ApiError::field(
+            path,
+            format!("the key '{key}' appears twice in one object: send it once"),
+        ));
+    }
+    let value: Value =
+        value.map_err(|e| ApiError::field("body", format!("the body is not valid JSON: {e}")))?;
     let Value::Object(fields) = value else {
         return Err(ApiError::field(
             "body",
@@ -214,6 +285,86 @@ fn parse_post_value(body: &[u8], limits: &Limits) -> Result<Search, ApiError> {
     let mode = mode(text("mode")?)?;
     check_ranking(text("ranking")?, limits)?;
     Ok(Search { queries, k, mode })
+}
+
+/// A JSON value read as `serde_json::Value` is, but refusing a key given twice in an object: the
+/// first such key's path (`k`, `queries[2].text`) and name go to `twice`.
+struct Strict<'a> {
+    path: String,
+    twice: &'a std::cell::RefCell<Option<(String, String)>>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Strict<'_> {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Strict<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::new();
+        loop {
+            let path = format!("{}[{}]", self.path, out.len());
+            match seq.next_element_seed(Strict {
+                path,
+                twice: self.twice,
+            })? {
+                Some(v) => out.push(v),
+                None => return Ok(Value::Array(out)),
+            }
+        }
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let path = if self.path.is_empty() {
+                key.clone()
+            } else {
+                format!("{}.{key}", self.path)
+            };
+            if out.contains_key(&key) {
+                *self.twice.borrow_mut() = Some((path, key));
+                return Err(serde::de::Error::custom("a key given twice"));
+            }
+            let value = map.next_value_seed(Strict {
+                path,
+                twice: self.twice,
+            })?;
+            out.insert(key, value);
+        }
+        Ok(Value::Object(out))
+    }
 }
 
 /// One element of "queries": an object with a string "text" and an optional string or integer "id"
@@ -444,6 +595,32 @@ mod tests {
                 (a, v) => panic!("{body}: {a:?} against {v:?}"),
             }
         }
+    }
+
+    #[test]
+    fn a_key_given_twice_is_refused_by_name() {
+        for (body, field) in [
+            (r#"{"queries": [{"text": "x"}], "k": 3, "k": 4}"#, "k"),
+            (
+                r#"{"queries": [{"text": "x"}, {"id": 1, "id": 2, "text": "y"}]}"#,
+                "queries[1].id",
+            ),
+            (
+                r#"{"queries": [{"text": "x"}], "queries": [{"text": "y"}]}"#,
+                "queries",
+            ),
+        ] {
+            let e = parse_post(body.as_bytes(), &limits()).unwrap_err();
+            assert_eq!(
+                (e.status, e.field.as_deref()),
+                (StatusCode::BAD_REQUEST, Some(field)),
+                "{body}"
+            );
+            assert!(e.message.contains("twice"), "{}", e.message);
+        }
+        // Equal keys in different objects are no duplicates.
+        let ok = r#"{"queries": [{"id": 1, "text": "x"}, {"id": 2, "text": "y"}], "k": 3}"#;
+        assert_eq!(parse_post(ok.as_bytes(), &limits()).unwrap().queries.len(), 2);
     }
 
     #[test]

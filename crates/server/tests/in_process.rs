@@ -1,6 +1,6 @@
 //! The server's application answered in process (the router as a tower service, no socket): hits equal
 //! the engine's own answers, refusals name their field, a request beyond the queries allowed in flight
-//! is refused with 429, unknown paths and methods get JSON errors, and /metrics counts what happened.
+//! is refused with 429 (a query weighed by its postings), unknown paths and methods get JSON errors, and /metrics counts what happened.
 //! The loopback tests of the binary (crates/cli/tests/serve.rs) cover the same over real HTTP.
 
 use std::path::Path;
@@ -62,6 +62,7 @@ fn config(max_in_flight: usize) -> ServerConfig {
         max_body: 1 << 20,
         deadline: Duration::from_secs(10),
         shed: Duration::ZERO,
+        ..ServerConfig::default()
     }
 }
 
@@ -205,4 +206,92 @@ fn limits_out_of_range_are_refused_by_name() {
     c.deadline = Duration::ZERO;
     assert!(c.check().unwrap_err().contains("--deadline-ms"));
     assert!(config(10).check().is_ok());
+}
+
+/// The places held against --max-in-flight, from /metrics.
+async fn held(app: &Router) -> u64 {
+    let (_, text) = call(app, "GET", "/metrics", None).await;
+    let text = text.as_str().unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("warpsearch_queries_held "))
+        .unwrap_or_else(|| panic!("no warpsearch_queries_held in\n{text}"))
+        .parse()
+        .unwrap()
+}
+
+/// Waits (at most 10 s: a leak otherwise) until no places are held: the engine lets go of a request
+/// just after answering it.
+async fn settled(app: &Router) -> u64 {
+    let started = std::time::Instant::now();
+    loop {
+        let n = held(app).await;
+        if n == 0 || started.elapsed() > Duration::from_secs(10) {
+            return n;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A query counted one in flight whatever it cost: one that scores the collection many times over
+/// weighed as little as one of a rare word. Now a query holds one place and one more per
+/// collection's worth of postings its terms have; a response not yet read keeps its places; a
+/// request heavier than the limit is still admitted alone.
+#[tokio::test]
+async fn in_flight_weight_reflects_a_querys_cost() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = index(dir.path());
+    let heavy = "filler w0 w1 w2 w3 w4 w5 w6 w7 w8";
+    let postings: u64 = Query::parse(&index, heavy)
+        .terms
+        .iter()
+        .map(|&(id, _)| u64::from(index.term_records()[id as usize].df))
+        .sum();
+    let weight = 1 + postings / u64::from(index.num_docs());
+    assert_eq!(
+        weight,
+        3,
+        "{postings} postings over {} documents",
+        index.num_docs()
+    );
+    let app = warpsearch_server::router(engine(&index), "bm25", &config(4));
+    // Two light queries whose response is not read: they keep their two places.
+    let light = json!({"queries": [{"text": "w8"}, {"text": "w8"}]});
+    let request = HttpRequest::builder()
+        .method("POST")
+        .uri("/search")
+        .header("content-type", "application/json")
+        .body(Body::from(light.to_string()))
+        .unwrap();
+    let unread = app.clone().oneshot(request).await.unwrap();
+    assert_eq!(unread.status(), StatusCode::OK);
+    assert_eq!(held(&app).await, 2);
+    let heavy_body = json!({"queries": [{"text": heavy}]});
+    let (status, got) = call(&app, "POST", "/search", Some(heavy_body.clone())).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{got}");
+    let (status, got) = call(
+        &app,
+        "POST",
+        "/search",
+        Some(json!({"queries": [{"text": "w8"}]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{got}");
+    // Read, the response lets go of its places; the heavy query is admitted, and one heavier than
+    // the whole limit too, alone.
+    let bytes = unread.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(
+        serde_json::from_slice::<Value>(&bytes).unwrap()["results"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(settled(&app).await, 0);
+    let (status, got) = call(&app, "POST", "/search", Some(heavy_body)).await;
+    assert_eq!(status, StatusCode::OK, "{got}");
+    assert_eq!(settled(&app).await, 0);
+    let two_heavy = json!({"queries": [{"text": heavy}, {"text": heavy}]});
+    let (status, got) = call(&app, "POST", "/search", Some(two_heavy)).await;
+    assert_eq!(status, StatusCode::OK, "{got}");
+    assert_eq!(settled(&app).await, 0);
 }

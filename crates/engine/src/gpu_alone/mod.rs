@@ -1,10 +1,10 @@
 //! The GPU backend: one thread answers submissions in calls on the GPU searcher (with the policy of
 //! its list cache). A call takes every submission waiting when the last call ends, up to a kernel
 //! batch's worth of queries (a submission is never cut), so that a stream of single queries is batched
-//! as it arrives. A caller that waits for a whole batch runs its call on its own thread instead, with
-//! the searcher locked: a closed loop's million queries then cost no copy, no hand-over and no
-//! per-answer delivery. Either way what the GPU fails is answered on the CPU in the same call
-//! ([`call`]), exactly once.
+//! as it arrives; a submission whose reply is no longer wanted when a call takes it is dropped. A
+//! caller that waits for a whole batch runs its call on its own thread instead, with the searcher
+//! locked: a closed loop's million queries then cost no copy, no hand-over and no per-answer delivery.
+//! Either way what the GPU fails is answered on the CPU in the same call ([`call`]), exactly once.
 
 mod cached;
 
@@ -168,6 +168,8 @@ impl Drop for GpuAlone {
 fn next(s: &Shared, batch: usize) -> Option<Vec<Submission>> {
     let mut st = lock(&s.state);
     loop {
+        // Submissions whose answers are no longer wanted are dropped, unanswered.
+        st.queue.retain(|sub| sub.reply.wanted());
         if !st.queue.is_empty() {
             let mut taken = Vec::new();
             let mut queries = 0;

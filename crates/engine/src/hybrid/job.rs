@@ -75,6 +75,12 @@ impl Job {
         }
     }
 
+    /// Whether its answer is still wanted ([`Reply::wanted`]): a task of a query no longer wanted is
+    /// dropped instead of run.
+    pub fn wanted(&self) -> bool {
+        self.reply.wanted()
+    }
+
     /// Sets the number of parts before any task runs.
     pub fn set_parts(&self, parts: usize) {
         self.gathered.lock().expect("no panics under the lock").remaining = parts.max(1);

@@ -11,6 +11,7 @@
 //!   idle workers, each later part starting from the best k-th score found so far; the parts' top-k
 //!   lists merge exactly ([`job`]).
 //! - A task the GPU fails is run again on the CPU: every query gets exactly one answer.
+//! - A task of a query whose reply is no longer wanted is dropped when a processor takes it.
 
 pub mod job;
 pub mod queues;

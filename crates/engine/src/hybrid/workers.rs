@@ -146,6 +146,10 @@ pub(super) fn cpu_worker(s: &Arc<Shared>) {
             }
         }
         let (task, pick) = mine.pop_front().expect("taken above");
+        // A task of a query no longer wanted is dropped (its query gets no answer).
+        if !task.job.wanted() {
+            continue;
+        }
         match pick {
             Pick::Stolen => bump(&s.counters.steals_by_cpu, 1),
             Pick::Urgent => bump(&s.counters.urgent, 1),
@@ -197,8 +201,13 @@ fn take(s: &Shared, busy: bool) -> Take {
     let p = policy(s);
     let mut st = lock(&s.state);
     loop {
-        let batch = st.queues.next_for_gpu(Instant::now(), &p);
+        let mut batch = st.queues.next_for_gpu(Instant::now(), &p);
         if !batch.is_empty() {
+            // Tasks of queries no longer wanted are dropped, unanswered.
+            batch.retain(|(t, _)| t.job.wanted());
+            if batch.is_empty() {
+                continue;
+            }
             st.queues.gpu_in_flight += batch.len();
             return Take::Batch(batch);
         }
