@@ -11,6 +11,7 @@
 //! - [`pisa`]: export to PISA's binary collection, so PISA can index exactly our postings.
 //! - [`lookup`]: query terms looked up through a per-thread cache of tokens.
 //! - [`queries`]: query files (`qid<TAB>text` lines, TREC topics, JSON lines).
+//! - [`eval`]: a TREC run scored against qrels with trec_eval's measures.
 //! - [`inspect`]: statistics and a per-codec size and speed comparison.
 //! - [`synth`]: a synthetic collection of any size generated as posting lists from a real sample.
 //! - [`bm25`]: the ranking function whose upper bounds the index stores.
@@ -26,6 +27,7 @@ pub mod build;
 pub mod ciff;
 pub mod container;
 pub mod error;
+pub mod eval;
 pub mod format;
 pub mod inspect;
 pub mod lookup;
