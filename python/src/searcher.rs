@@ -17,6 +17,7 @@ use crate::cache::CacheArgs;
 use crate::errors::{engine_error, index_error, value_error, warn};
 use crate::frame::Frame;
 use crate::hits::{hit_lists, DocIds};
+use crate::notes::QueryNotes;
 use crate::pool::on_pool;
 
 /// How many of the engine's chunks of queries are analysed in one parallel pass.
@@ -152,6 +153,21 @@ impl PySearcher {
         k: usize,
         mut take: impl FnMut(Vec<Answer>) -> PyResult<()>,
     ) -> PyResult<()> {
+        let notes = QueryNotes::default();
+        self.answer_chunks_noted(py, texts, mode, k, &notes, &mut take)?;
+        notes.warn(py, texts)
+    }
+
+    /// [`Self::answer_chunks`], with what the queries' analysis found counted in `notes`.
+    fn answer_chunks_noted(
+        &self,
+        py: Python<'_>,
+        texts: &[String],
+        mode: Mode,
+        k: usize,
+        notes: &QueryNotes,
+        mut take: impl FnMut(Vec<Answer>) -> PyResult<()>,
+    ) -> PyResult<()> {
         let chunk = self.batch_hint.max(1);
         let mut done = 0;
         let mut hand_over = |(answers, notes): Answered| -> PyResult<()> {
@@ -170,7 +186,7 @@ impl PySearcher {
             take(answers)
         };
         if texts.len() <= chunk {
-            let answered = py.detach(|| self.answer(texts, mode, k))?;
+            let answered = py.detach(|| self.run_requests(&self.parse(texts, mode, k, 0, notes)))?;
             return hand_over(answered);
         }
         let (tx, rx) = std::sync::mpsc::sync_channel::<PyResult<Answered>>(1);
@@ -179,8 +195,8 @@ impl PySearcher {
                 // Queries are analysed PARSE_CHUNKS chunks at a time: each parallel pass costs its
                 // start and its slowest thread again (on 16 cores, 13 passes of 4,096 queries took 36 ms
                 // of a 50,000-query call, one pass of all of them 7-10 ms).
-                'texts: for texts in texts.chunks(chunk * PARSE_CHUNKS) {
-                    let requests = self.parse(texts, mode, k);
+                'texts: for (i, texts) in texts.chunks(chunk * PARSE_CHUNKS).enumerate() {
+                    let requests = self.parse(texts, mode, k, i * chunk * PARSE_CHUNKS, notes);
                     for requests in requests.chunks(chunk) {
                         let answered = self.run_requests(requests);
                         let failed = answered.is_err();
@@ -215,20 +231,24 @@ impl PySearcher {
         }
     }
 
-    /// Analyses `texts` and answers them on the engine (on the searcher's threads), with what the engine
-    /// noted meanwhile.
-    fn answer(&self, texts: &[String], mode: Mode, k: usize) -> PyResult<Answered> {
-        self.run_requests(&self.parse(texts, mode, k))
-    }
-
-    /// Analyses `texts` on the searcher's threads.
-    fn parse(&self, texts: &[String], mode: Mode, k: usize) -> Vec<Request> {
-        on_pool(self.pool.as_ref(), || {
+    /// Analyses `texts` (from position `offset` of the call's) on the searcher's threads, counting
+    /// empty and unknown-term queries in `notes`.
+    fn parse(
+        &self,
+        texts: &[String],
+        mode: Mode,
+        k: usize,
+        offset: usize,
+        notes: &QueryNotes,
+    ) -> Vec<Request> {
+        let requests: Vec<Request> = on_pool(self.pool.as_ref(), || {
             texts
                 .par_iter()
                 .map(|t| Request::new(Query::parse(&self.index, t), mode, k))
                 .collect()
-        })
+        });
+        notes.add(offset, &requests);
+        requests
     }
 
     /// Answers `requests` on the engine, with what the engine noted meanwhile.
@@ -276,14 +296,16 @@ impl PySearcher {
     fn search_batch<'py>(
         &self,
         py: Python<'py>,
-        texts: Vec<String>,
+        texts: &Bound<'py, PyAny>,
         k: i64,
         mode: &str,
-        qids: Option<Vec<Bound<'py, PyString>>>,
+        qids: Option<&Bound<'py, PyAny>>,
         as_frame: bool,
         as_arrays: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         let (mode, k) = self.shape(mode, k)?;
+        let texts = crate::texts::query_texts(texts)?;
+        let qids = qids.map(crate::texts::qid_strings).transpose()?;
         if as_arrays && (as_frame || qids.is_some()) {
             return Err(value_error(
                 "as_arrays=True returns (docs, scores) in query order, without qids: \
@@ -306,6 +328,12 @@ impl PySearcher {
                     texts.len()
                 )));
             }
+        }
+        if qids.is_some() && !as_frame {
+            return Err(value_error(
+                "qids= names the rows of as_frame=True's table, and only there: add as_frame=True, or \
+                 leave qids out (the lists come in the order of texts)",
+            ));
         }
         if as_frame {
             let qids = match qids {
