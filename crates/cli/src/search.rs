@@ -48,6 +48,17 @@ pub fn run(a: SearchArgs) -> Result<()> {
     // Before any work: an existing --output without --force is refused at once.
     Output::check(a.output.as_deref(), a.force)?;
     let index = Arc::new(crate::open(&a.input.index)?);
+    if a.docs && (a.format != "json" || index.store().is_none()) {
+        anyhow::bail!(
+            "--docs adds stored documents to --format json output, from an index built with \
+             `warpsearch index --store`{}",
+            if index.store().is_none() {
+                " (this one stores none)"
+            } else {
+                ""
+            }
+        );
+    }
     let engine = open_engine(&a.engine, index.clone(), a.input.mode, a.input.k)?;
     let chunk = engine.batch_hint();
     // A query file streams unless --warmup or --stats measure it as one batch, read first.
@@ -277,9 +288,15 @@ fn write_answer(w: &mut dyn Write, index: &Index, qid: &str, hits: &[Scored], a:
         struct Line<'a> {
             qid: &'a str,
             hits: JsonHits<'a>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            docs: Option<Vec<String>>,
         }
+        let docs = match (a.docs, index.store()) {
+            (true, Some(store)) => Some(store.get_many(&hits.iter().map(|h| h.doc).collect::<Vec<u32>>())?),
+            _ => None,
+        };
         let hits = JsonHits { index, hits };
-        serde_json::to_writer(&mut *w, &Line { qid, hits })?;
+        serde_json::to_writer(&mut *w, &Line { qid, hits, docs })?;
         writeln!(w)?;
     }
     Ok(())

@@ -133,6 +133,24 @@ fn a_beir_data_set_indexes_searches_and_evaluates_without_conversion() {
     assert_eq!(text(&out.stdout), format!("{}\n{}\n", lines[7], lines[0]));
     let out = warpsearch(&["doc", "--index", s(&idx), "nope"]);
     assert!(!out.status.success() && text(&out.stderr).contains("no document has the id 'nope'"));
+    // JSON output carries the stored documents on request, in hit order.
+    let out = warpsearch(&[
+        "search",
+        "--index",
+        s(&idx),
+        "--query",
+        "title7",
+        "--format",
+        "json",
+        "--docs",
+        "--k",
+        "1",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let line: serde_json::Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
+    assert_eq!(line["docs"][0].as_str(), Some(lines[7]), "{line}");
+    let out = warpsearch(&["search", "--index", s(&idx), "--query", "title7", "--docs"]);
+    assert!(!out.status.success() && text(&out.stderr).contains("--format json"));
     // An index without --store says how to get one.
     let plain = common::index_with(&d.join("corpus.jsonl"), &d.join("plain"), &[]);
     let out = warpsearch(&["doc", "--index", s(&plain), "d7"]);
