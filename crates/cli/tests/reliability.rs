@@ -1,4 +1,4 @@
-//! Issue #16 through the binary: a torn index is an error (never a wrong run with exit 0), a build
+//! Through the binary: a torn index is an error (never a wrong run with exit 0), a build
 //! killed at any fsync/rename point leaves the old or the new complete index and no lasting
 //! leftovers, and the messages the issue names say the right thing.
 
@@ -63,7 +63,7 @@ fn setup(dir: &Path) -> (PathBuf, PathBuf) {
     (a, b)
 }
 
-/// Issue #16 case 1, the issue's deterministic form through `search`: files of another build copied
+/// Files of another build copied
 /// into an index make `search` fail instead of printing another index's results.
 #[test]
 fn torn_index_search_fails_instead_of_answering() {
@@ -111,7 +111,7 @@ fn leftovers(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Issue #16 case 7: `index --force` killed at every fsync/rename point (`WARPSEARCH_FAIL_AT`) leaves
+/// `index --force` killed at every fsync/rename point (`WARPSEARCH_FAIL_AT`) leaves
 /// the old or the new complete index at the output path, and the next run cleans up what it left.
 #[test]
 fn force_crash_window_leaves_old_or_new_index() {
@@ -160,7 +160,7 @@ fn force_crash_window_leaves_old_or_new_index() {
     }
 }
 
-/// Issue #16 case 7 for file outputs: a killed `export --ciff` and `search --output` leave a
+/// A killed `export --ciff` and `search --output` leave a
 /// temporary that the next run to the same path removes.
 #[test]
 fn killed_file_writes_are_cleaned_up_by_the_next_run() {
@@ -201,7 +201,7 @@ fn killed_file_writes_are_cleaned_up_by_the_next_run() {
     assert_eq!(leftovers(dir.path()), Vec::<String>::new());
 }
 
-/// Issue #16 case 8: an existing `--output` is refused before the queries' warm-up (before any work).
+/// An existing `--output` is refused before the queries' warm-up (before any work).
 #[test]
 fn existing_output_is_refused_before_the_warmup() {
     let dir = tempfile::tempdir().unwrap();
@@ -232,7 +232,7 @@ fn existing_output_is_refused_before_the_warmup() {
     assert_eq!(std::fs::read_to_string(&run).unwrap(), "keep me");
 }
 
-/// Issue #16 case 8: a missing `static.bin` is damage, not an index "built without" static scores;
+/// A missing `static.bin` is damage, not an index "built without" static scores;
 /// a wrong-sized `postings.bin` is named as such; causes are not repeated.
 #[test]
 fn messages_name_the_right_file_once() {

@@ -315,9 +315,8 @@ fn check(bytes: &[u8], path: &Path, kind: &[u8; 8]) -> Result<Range<usize>> {
     Ok(HEADER_LEN..end)
 }
 
-/// CRC-32 of `bytes`, computed in chunks on all cores and combined: every open checks every file, and
-/// one thread took 1.4 s for the 9.8 GB of the 25M-document collection (a single query's whole run
-/// was 2.4 s; bench/RESULTS.md, sixteenth session). Equal to `crc32fast::hash(bytes)`.
+/// CRC-32 of `bytes`, computed in chunks on all cores and combined: every open checks every file, and on
+/// one thread that took seconds for a collection of tens of GB. Equal to `crc32fast::hash(bytes)`.
 pub(crate) fn checksum(bytes: &[u8]) -> u32 {
     use rayon::prelude::*;
     const CHUNK: usize = 32 << 20;

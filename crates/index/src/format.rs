@@ -25,7 +25,7 @@ pub mod files {
     pub const DOC_IDS: (&str, &[u8; 8]) = ("docids.bin", b"DOCIDS\0\0");
     /// Static document scores, `f32` per docID (optional).
     pub const STATIC: (&str, &[u8; 8]) = ("static.bin", b"STATIC\0\0");
-    /// Global scores GS(d) (papers/000 eq. 4), `f32` per docID, non-increasing (global-score order only).
+    /// Global scores GS(d) (docs/references.md#pruned-list-caching eq. 4), `f32` per docID, non-increasing (global-score order only).
     pub const GLOBAL: (&str, &[u8; 8]) = ("global.bin", b"GLOBAL\0\0");
     /// Stored documents, zstd-compressed blocks read by docID (`index --store`; optional).
     pub const DOCS: (&str, &[u8; 8]) = ("docs.bin", b"DOCS\0\0\0\0");
@@ -110,7 +110,7 @@ pub struct BlockMeta {
 pub enum DocOrder {
     /// In input order.
     Input,
-    /// By descending global score GS(d) = α·static(d) + (1 − α)·max_t IR(d, t) (papers/000 eq. 4),
+    /// By descending global score GS(d) = α·static(d) + (1 − α)·max_t IR(d, t) (docs/references.md#pruned-list-caching eq. 4),
     /// with static scores min-max normalised to [0, 1] and IR(d, t) = BM25 tf part / (k1 + 1).
     GlobalScore {
         /// Weight of the static score.

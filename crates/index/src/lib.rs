@@ -15,7 +15,7 @@
 //! - [`inspect`]: statistics and a per-codec size and speed comparison.
 //! - [`synth`]: a synthetic collection of any size generated as posting lists from a real sample.
 //! - [`bm25`]: the ranking function whose upper bounds the index stores.
-//! - [`order`]: the global-score docID order (papers/000 eq. 4), for early termination.
+//! - [`order`]: the global-score docID order (docs/references.md#pruned-list-caching eq. 4), for early termination.
 //!
 //! This part knows nothing of query processing; the CPU and GPU engines depend on it, never the reverse.
 
@@ -40,6 +40,7 @@ pub mod store;
 pub mod synth;
 pub mod termdict;
 #[doc(hidden)]
+#[cfg(any(test, feature = "testing"))]
 pub mod testdata;
 pub mod writer;
 

@@ -1,4 +1,4 @@
-//! The global-score docID order of papers/000 (eq. 4), shared by `index` and `synth`: documents
+//! The global-score docID order of docs/references.md#pruned-list-caching (eq. 4), shared by `index` and `synth`: documents
 //! renumbered by descending GS(d) = α·static(d) + (1 − α)·max_t IR(d, t), so that a query on
 //! `bm25-static` can stop once its k-th score reaches the next document's GS (eq. 5).
 

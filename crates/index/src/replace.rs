@@ -31,7 +31,9 @@ pub const FAIL_POINTS: &[&str] = &[
     "file-written",
 ];
 
-/// Aborts (or fails, with `POINT:error`) when `WARPSEARCH_FAIL_AT` names `point`.
+/// Aborts (or fails, with `POINT:error`) when `WARPSEARCH_FAIL_AT` names `point`; only in builds with
+/// the `failpoints` feature (the tests'), so that no other build reads the environment.
+#[cfg(feature = "failpoints")]
 pub fn fail_point(point: &str, path: &Path) -> Result<()> {
     let Ok(want) = std::env::var("WARPSEARCH_FAIL_AT") else {
         return Ok(());
@@ -46,9 +48,21 @@ pub fn fail_point(point: &str, path: &Path) -> Result<()> {
     }
 }
 
+/// Without the `failpoints` feature no failure is injected.
+#[cfg(not(feature = "failpoints"))]
+pub fn fail_point(_point: &str, _path: &Path) -> Result<()> {
+    Ok(())
+}
+
 /// Whether `WARPSEARCH_FAIL_AT` names `point` at all (to take the path that reaches it).
+#[cfg(feature = "failpoints")]
 fn fail_point_named(point: &str) -> bool {
     std::env::var("WARPSEARCH_FAIL_AT").is_ok_and(|w| w.split(':').next() == Some(point))
+}
+
+#[cfg(not(feature = "failpoints"))]
+fn fail_point_named(_point: &str) -> bool {
+    false
 }
 
 /// `.NAME.KIND-PID` beside `out`.

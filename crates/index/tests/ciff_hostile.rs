@@ -1,4 +1,4 @@
-//! Issue #16 cases 2, 4 and 5 for CIFF: hostile counts and lengths allocate no more than the input's
+//! CIFF: hostile counts and lengths allocate no more than the input's
 //! size, a compressed stream is read to its checked end, document ids that would corrupt a run are
 //! refused. The counting allocator of this test binary measures the peak of live heap bytes.
 
@@ -53,7 +53,7 @@ fn import(dir: &Path, name: &str, bytes: &[u8]) -> String {
     }
 }
 
-/// Issue #16 case 2: the three memory bombs of the issue, each under 64 MiB of peak heap.
+/// The three memory bombs of the issue, each under 64 MiB of peak heap.
 #[test]
 fn ciff_memory_bombs_allocate_no_more_than_the_input() {
     let dir = tempfile::tempdir().unwrap();
@@ -123,7 +123,7 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
     e.finish().unwrap()
 }
 
-/// Issue #16 case 4: a `.ciff.gz` cut short or with a flipped byte only its CRC catches is refused;
+/// A `.ciff.gz` cut short or with a flipped byte only its CRC catches is refused;
 /// so is anything after the last document record.
 #[test]
 fn unchecked_gzip_trailer_is_checked() {
@@ -146,7 +146,7 @@ fn unchecked_gzip_trailer_is_checked() {
     assert!(err.contains("unexpected bytes"), "{err}");
 }
 
-/// Issue #16 case 5 for CIFF: a collection docid that would break a TREC run line is refused.
+/// CIFF: a collection docid that would break a TREC run line is refused.
 #[test]
 fn ciff_doc_ids_that_corrupt_runs_are_refused() {
     let dir = tempfile::tempdir().unwrap();

@@ -93,7 +93,7 @@ fn torn_index_files_of_another_build_are_refused() {
     }
 }
 
-/// Issue #16 case 1: searching in a loop while another thread replaces the index (`index --force`)
+/// Searching in a loop while another thread replaces the index (`index --force`)
 /// sees the old or the new index, whole, on every open.
 #[test]
 fn torn_index_search_during_concurrent_replace_sees_one_whole_build() {
@@ -136,7 +136,7 @@ fn fix_checksum(bytes: &mut [u8]) {
     bytes[n - 16..n - 12].copy_from_slice(&crc.to_le_bytes());
 }
 
-/// Issue #16 case 3: one flipped byte in any file, with its checksum rewritten, gives an error at open
+/// One flipped byte in any file, with its checksum rewritten, gives an error at open
 /// or later, or a sound index, and never a panic. The term dictionary is damaged at every byte.
 #[test]
 fn checksum_valid_damage_never_panics() {
@@ -194,7 +194,7 @@ fn checksum_valid_damage_never_panics() {
         }
         replace_file(&bad.join(name), &original);
     }
-    // Issue #16 case 8: a block that fails to decode names its term by its text, not its ordinal.
+    // A block that fails to decode names its term by its text, not its ordinal.
     assert!(!codec_errors.is_empty());
     for e in &codec_errors {
         assert!(e.starts_with("term 'w"), "{e}");

@@ -219,7 +219,7 @@ fn assert_renumbered(a: &Index, b: &Index) {
     }
 }
 
-/// Every document's stored global score is papers/000 eq. 4 of its static score and its largest term
+/// Every document's stored global score is docs/references.md#pruned-list-caching eq. 4 of its static score and its largest term
 /// frequency in the written lists, and they do not increase with the docID.
 fn assert_global_scores(index: &Index, alpha: f32) {
     let gs = index.global_scores().expect("global scores");

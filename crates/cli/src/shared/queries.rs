@@ -213,7 +213,7 @@ mod tests {
         assert!(read_queries(&b"a b\tx\n"[..], "q", &mut warnings).is_err());
     }
 
-    /// Issue #16 case 6: a UTF-8 BOM at the start of a query file is not part of the first qid.
+    /// A UTF-8 BOM at the start of a query file is not part of the first qid.
     #[test]
     fn bom_at_start_of_query_file_is_skipped() {
         let mut warnings = Vec::new();

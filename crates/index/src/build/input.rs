@@ -267,7 +267,7 @@ mod tests {
             .contains("empty"));
     }
 
-    /// Issue #16 case 5: a document id with white space breaks a TREC run's line; a float id was
+    /// A document id with white space breaks a TREC run's line; a float id was
     /// reformatted.
     #[test]
     fn doc_ids_that_corrupt_runs_are_refused() {
@@ -290,7 +290,7 @@ mod tests {
         );
     }
 
-    /// Issue #16 case 6: a BOM at the start of a JSONL file is skipped; one elsewhere is named.
+    /// A BOM at the start of a JSONL file is skipped; one elsewhere is named.
     #[test]
     fn bom_at_start_of_jsonl_is_skipped() {
         let dir = tempfile::tempdir().unwrap();

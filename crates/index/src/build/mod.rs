@@ -59,7 +59,7 @@ pub struct BuildOptions {
     pub max_line_bytes: usize,
     /// A `docid<TAB>score` file of static scores.
     pub static_scores: Option<PathBuf>,
-    /// Renumber documents by descending global score with this α (papers/000 eq. 4).
+    /// Renumber documents by descending global score with this α (docs/references.md#pruned-list-caching eq. 4).
     pub reorder_alpha: Option<f32>,
     /// Draw progress bars on stderr (they hide themselves when stderr is not a terminal).
     pub progress: bool,

@@ -58,7 +58,7 @@ pub struct SynthOptions {
     /// A `docid<TAB>score` file of static scores for the sample's documents: a synthetic document
     /// takes its first template's.
     pub static_scores: Option<PathBuf>,
-    /// Renumber documents by descending global score with this α (papers/000 eq. 4).
+    /// Renumber documents by descending global score with this α (docs/references.md#pruned-list-caching eq. 4).
     pub reorder_alpha: Option<f32>,
 }
 

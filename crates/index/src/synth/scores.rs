@@ -1,4 +1,4 @@
-//! Static scores and the global-score order of a synthetic collection, so that papers/000's setting
+//! Static scores and the global-score order of a synthetic collection, so that docs/references.md#pruned-list-caching's setting
 //! (early termination on a global-score order) can be measured at any scale.
 //!
 //! A synthetic document takes the static score of its first template (the sample's document it
