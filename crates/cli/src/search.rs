@@ -14,7 +14,7 @@ use warpsearch_query::{Query, Request, Scored};
 
 use crate::args::SearchArgs;
 use crate::shared::early::Stops;
-use crate::shared::engine::{answer_batch, open_engine};
+use crate::shared::engine::{answer_batch, open_engine_with};
 use crate::shared::output::Output;
 use crate::shared::queries::{load_queries, read_query_file, QueryReport, Warnings};
 use crate::shared::report::{cache_stats_line, gpu_stats_line, hybrid_stats_line};
@@ -59,7 +59,8 @@ pub fn run(a: SearchArgs) -> Result<()> {
             }
         );
     }
-    let engine = open_engine(&a.engine, index.clone(), a.input.mode, a.input.k)?;
+    // The backend choice is a statistic: printed with --stats, not before every run.
+    let engine = open_engine_with(&a.engine, index.clone(), a.input.mode, a.input.k, a.stats)?;
     let chunk = engine.batch_hint();
     // A query file streams unless --warmup or --stats measure it as one batch, read first.
     if let (Some(path), 0, false) = (&a.input.queries, a.warmup, a.stats) {

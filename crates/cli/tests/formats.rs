@@ -398,3 +398,18 @@ fn inspect_and_export_take_the_index_as_every_command_does() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn search_is_quiet_unless_asked_for_its_statistics() {
+    let dir = tempfile::tempdir().unwrap();
+    let idx = common::index_of(dir.path(), &["cats and dogs", "fish"]);
+    let out = warpsearch(&["search", "--index", s(&idx), "--query", "cats"]);
+    assert!(out.status.success());
+    assert_eq!(text(&out.stderr), "", "nothing but answers");
+    let out = warpsearch(&["search", "--index", s(&idx), "--query", "cats", "--stats"]);
+    assert!(
+        text(&out.stderr).contains("backend auto: "),
+        "{}",
+        text(&out.stderr)
+    );
+}
