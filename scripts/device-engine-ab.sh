@@ -3,8 +3,8 @@
 #   1. tests: the GPU test suite (kernels; the engine, the hybrid and the front door against the oracle,
 #      with the passages when WARPSEARCH_WIKI_INDEX's index is there; TESTS names the binaries);
 #   2. identical: `search` on the first 5,000 queries, AND and OR at k 10 and 1000, with --backend cpu, gpu
-#      and hybrid of both builds (IDENT_BUILDS, default "base new"), every run compared byte for byte
-#      with the earlier build's CPU run;
+#      and hybrid of both builds (IDENT_BUILDS, default "base new"), and with CACHE_OPTS the new build's gpu
+#      and hybrid with a list cache, every run compared byte for byte with the earlier build's CPU run;
 #   3. ab: `warpsearch bench` of both builds in alternation (ROUNDS, default 2) on each backend of BACKENDS
 #      (default "cpu gpu hybrid") and mode of MODES (default "and or"), top-10 over the query file REPEAT
 #      times (default 10): closed-loop queries/s, and open-loop p50/p99/p99.9 at 30% and 70% of the earlier
@@ -49,9 +49,13 @@ if [[ " $parts " == *" identical "* ]]; then
         bin=$base
         [ $build = new ] && bin=$new
         for backend in ${IDENT_BACKENDS:-cpu gpu hybrid}; do
-          $bin search --index "$wiki" --queries "$tmp/q5000.txt" --mode $mode --k $k --backend $backend \
-            --output "$tmp/got.txt" --force 2>>"$log"
-          if cmp -s "$tmp/want.txt" "$tmp/got.txt"; then
+          # A run that fails leaves no output: an earlier run's file must not pass for it.
+          rm -f "$tmp/got.txt"
+          if ! $bin search --index "$wiki" --queries "$tmp/q5000.txt" --mode $mode --k $k --backend $backend \
+            --output "$tmp/got.txt" --force 2>>"$log"; then
+            say "$mode k $k: $build $backend FAILED"
+            rc=1
+          elif cmp -s "$tmp/want.txt" "$tmp/got.txt"; then
             say "$mode k $k: $build $backend identical to base cpu"
           else
             say "$mode k $k: $build $backend DIFFERS from base cpu"
@@ -59,6 +63,23 @@ if [[ " $parts " == *" identical "* ]]; then
           fi
         done
       done
+      # CACHE_OPTS (e.g. "--gpu-memory 40M --gpu-cache dynamic"): the new build's GPU and hybrid with a
+      # list cache, compared with the same run.
+      if [ -n "${CACHE_OPTS:-}" ]; then
+        for backend in gpu hybrid; do
+          rm -f "$tmp/got.txt"
+          if ! $new search --index "$wiki" --queries "$tmp/q5000.txt" --mode $mode --k $k --backend $backend \
+            $CACHE_OPTS --output "$tmp/got.txt" --force 2>>"$log"; then
+            say "$mode k $k: new $backend with a list cache FAILED"
+            rc=1
+          elif cmp -s "$tmp/want.txt" "$tmp/got.txt"; then
+            say "$mode k $k: new $backend with a list cache identical to base cpu"
+          else
+            say "$mode k $k: new $backend with a list cache DIFFERS from base cpu"
+            rc=1
+          fi
+        done
+      fi
     done
   done
 fi
@@ -81,14 +102,14 @@ for o in r["open_loop"]:
 ' "$@"; }
   for backend in ${BACKENDS:-cpu gpu hybrid}; do
     for mode in ${MODES:-and or}; do
-      $base bench --index "$wiki" --queries "$tmp/queries.txt" --mode $mode --k 10 --backend $backend \
+      $base bench --index "$wiki" --queries "$tmp/queries.txt" --mode $mode --k 10 --backend $backend ${BENCH_OPTS:-} \
         --warmup 1 --json "$tmp/cal.json" >>"$log" 2>&1
       rates=$(python3 -c 'import json, sys; q = json.load(open(sys.argv[1]))["closed_loop"]["qps"]; print("%d,%d" % (0.3 * q, 0.7 * q))' "$tmp/cal.json")
       for round in $(seq "${ROUNDS:-2}"); do
         for build in base new; do
           bin=$base
           [ $build = new ] && bin=$new
-          $bin bench --index "$wiki" --queries "$tmp/queries.txt" --mode $mode --k 10 --backend $backend \
+          $bin bench --index "$wiki" --queries "$tmp/queries.txt" --mode $mode --k 10 --backend $backend ${BENCH_OPTS:-} \
             --warmup 1 --rates "$rates" --duration "${DURATION:-2}" --json "$tmp/run.json" >>"$log" 2>&1 || rc=1
           rows "$tmp/run.json" "$round" $build $backend $mode | tee -a "$tsv"
         done

@@ -117,7 +117,12 @@ impl Engine {
             Ok((g, ctl))
         });
         let hybrid = |gpu: Option<(GpuSearcher, Option<Arc<CacheCtl>>)>| {
-            Hybrid::with_cache(cpu.clone(), gpu, options.hybrid.unwrap_or_default())
+            Hybrid::with_cache(
+                cpu.clone(),
+                gpu,
+                options.hybrid.unwrap_or_default(),
+                notes.clone(),
+            )
         };
         let (runner, choice) = match (gpu, options.backend) {
             (Ok((g, ctl)), BackendChoice::Gpu) => {
@@ -183,24 +188,23 @@ impl Engine {
     }
 
     /// Answers every request (all submitted at once, without a deadline) and waits for the answers,
-    /// in order: exactly one each.
+    /// in order: exactly one each. The GPU backend runs the call on this thread (no copy of the
+    /// requests, no hand-over of a million answers); the others through [`Engine::submit`].
     pub fn search_batch(&self, requests: &[Request]) -> Vec<Result<Answer>> {
         if requests.is_empty() {
             return Vec::new();
+        }
+        if let Runner::Gpu(g) = &self.runner {
+            return g.search_batch(requests);
         }
         let owned: Vec<Request> = if requests.len() > 4096 {
             requests.par_iter().cloned().collect()
         } else {
             requests.to_vec()
         };
-        if let Runner::Gpu(g) = &self.runner {
-            return g.search_batch(owned);
-        }
         let collect = Arc::new(Collect::new(requests.len()));
         self.submit(0, owned, None, collect.clone());
-        let answers = collect.wait();
-        self.note_hybrid_fallbacks();
-        answers
+        collect.wait()
     }
 
     /// The backend that runs queries.
@@ -308,28 +312,13 @@ impl Engine {
         }
     }
 
-    /// The hybrid's GPU failures rerun on the CPU since the last look, as a note.
-    fn note_hybrid_fallbacks(&self) {
-        if let Runner::Hybrid(h) = &self.runner {
-            let n = h.take_fallbacks();
-            if n > 0 {
-                self.notes.fallback(
-                    n,
-                    format!("the GPU failed {n} tasks: they were answered on the CPU"),
-                );
-            }
-        }
-    }
-
     /// What happened that a user should hear of since the last call (fallbacks to the CPU).
     pub fn take_notes(&self) -> Vec<String> {
-        self.note_hybrid_fallbacks();
         self.notes.take()
     }
 
     /// Requests the CPU answered after the GPU failed them, since the engine was made.
     pub fn fallback_queries(&self) -> u64 {
-        self.note_hybrid_fallbacks();
         self.notes.fallbacks()
     }
 

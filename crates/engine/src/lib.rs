@@ -5,7 +5,11 @@
 //!
 //! - [`backend`]: which backend runs ([`Backend`]) and what the user asked for ([`BackendChoice`]).
 //! - [`engine`]: [`Engine`], over one shared [`warpsearch_query::Scorer`]; [`reply`]: where answers go.
-//! - The backends' threads: the CPU's workers, the GPU's dispatcher, and the hybrid scheduler.
+//! - The backends' threads: the CPU's workers, the GPU's dispatcher, and the hybrid scheduler; the
+//!   GPU's failures become notes in one place (every backend answers them on the CPU).
+//! - [`cache`]: the GPU list cache's policy (what it keeps, how far the GPU answers each query);
+//!   [`split`]: a query cut between the GPU's part and the CPU's exact completion, which the GPU backend
+//!   and the hybrid run.
 //! - [`hybrid`]: the scheduler that runs one query stream on the CPU and the GPU together (queues,
 //!   stealing, deadlines, GPU batch sizing, queries split by docID range); [`cost`]: the per-query
 //!   cost prediction it schedules by, learned online.
@@ -25,6 +29,7 @@ mod gpu_alone;
 pub mod hybrid;
 mod notes;
 pub mod reply;
+pub mod split;
 
 pub use backend::{Backend, BackendChoice};
 pub use cache::{CacheChoice, CacheOptions, CacheStats, Completion, Policy};

@@ -1,8 +1,11 @@
 //! What a user should hear of (the GPU's failures answered on the CPU), noted by the engine's threads and
-//! kept until the binary asks for it: the engine never prints.
+//! kept until the binary asks for it: the engine never prints. [`Failures`] is the one place where a
+//! failure the GPU returns becomes a note, for every backend that runs the GPU.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+
+use warpsearch_gpu::GpuError;
 
 use crate::reply::lock;
 
@@ -30,5 +33,36 @@ impl Notes {
     /// Requests the CPU answered after the GPU failed them, in all.
     pub fn fallbacks(&self) -> u64 {
         self.fallbacks.load(Ordering::Relaxed)
+    }
+}
+
+/// The GPU's failures of one call or batch, by reason, each answered on the CPU by the caller and
+/// noted once with its count ([`Failures::note`]), so that a batch of a thousand failures is one line.
+#[derive(Default)]
+pub(crate) struct Failures(Vec<(String, u64)>);
+
+impl Failures {
+    /// One request the GPU failed with `e`.
+    pub fn add(&mut self, e: &GpuError) {
+        let why = match e {
+            GpuError::Failed(why) => why.clone(),
+            other => format!("the GPU cannot answer it ({other})"),
+        };
+        match self.0.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, n)) => *n += 1,
+            None => self.0.push((why, 1)),
+        }
+    }
+
+    /// Requests counted.
+    pub fn count(&self) -> u64 {
+        self.0.iter().map(|(_, n)| n).sum()
+    }
+
+    /// Notes each reason with its count.
+    pub fn note(self, notes: &Notes) {
+        for (why, n) in self.0 {
+            notes.fallback(n, format!("{why}: {n} queries answered on the CPU"));
+        }
     }
 }

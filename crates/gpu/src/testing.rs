@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use crate::device::Gpu;
+use crate::error::GpuError;
 use crate::options::{GpuOptions, KernelOptions};
 
 /// The kernels' compilation the test run's environment asks for (the defaults where it says
@@ -42,20 +43,22 @@ pub fn gpu_options() -> GpuOptions {
 }
 
 /// The first GPU, opened once per process with [`kernel_options`]; None, after saying "skipped: no
-/// CUDA device (why)" on standard error, where there is none.
+/// CUDA device (why)" on standard error, where there is none. Any other failure to open it (the
+/// kernels do not compile or load) panics: on a machine with a GPU that is a failure, not a skip.
 pub fn gpu() -> Option<Arc<Gpu>> {
-    static GPU: OnceLock<Result<Arc<Gpu>, String>> = OnceLock::new();
+    static GPU: OnceLock<Result<Arc<Gpu>, (bool, String)>> = OnceLock::new();
     let opened = GPU.get_or_init(|| {
         Gpu::open_with(0, &kernel_options())
             .map(Arc::new)
-            .map_err(|e| e.to_string())
+            .map_err(|e| (matches!(e, GpuError::Unavailable(_)), e.to_string()))
     });
     match opened {
         Ok(g) => Some(g.clone()),
-        Err(why) => {
+        Err((true, why)) => {
             say(&format!("skipped: no CUDA device ({why})"));
             None
         }
+        Err((false, why)) => panic!("the GPU is there but does not open: {why}"),
     }
 }
 

@@ -1,13 +1,12 @@
-//! The GPU list cache's policy side, for indexes larger than GPU memory (docs/references.md#pruned-list-caching sections 3.1–3.4):
-//! which list prefixes the GPU keeps ([`policy`], from a training log or the live stream), how far
-//! into its docID range the GPU answers each query ([`CacheCtl::split`]), and the CPU's exact
-//! completion of the rest ([`complete()`]). The GPU crate holds the cache and stages what it lacks.
+//! The GPU list cache's policy, for indexes larger than GPU memory (docs/references.md#pruned-list-caching sections 3.1–3.4):
+//! which list prefixes the GPU keeps ([`policy`], from a training log or the live stream, [`usage`],
+//! [`observer`]) and how far into its docID range the GPU answers each query ([`CacheCtl::split`]).
+//! It runs nothing: the backends run the [`Split`]s it decides ([`crate::split`], the CPU's exact
+//! completion of the rest included). The GPU crate holds the cache and stages what it lacks.
 
 pub mod choice;
-pub mod complete;
 pub mod observer;
 pub mod policy;
-pub mod run;
 pub mod usage;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,10 +19,10 @@ use warpsearch_gpu::cache::PlanFeed;
 use warpsearch_gpu::residency::Applied;
 use warpsearch_gpu::{CachePlan, CacheView, GpuError, GpuSearcher};
 use warpsearch_index::{Index, Result};
-use warpsearch_query::{Answer, DocRange, Request, Scored, Scorer};
+use warpsearch_query::{DocRange, Request, Scored, Scorer};
 
+use crate::split::Split;
 pub use choice::CacheChoice;
-pub use complete::{complete, gpu_mode, join_two, Partial};
 use observer::{Observer, Planning, Seen};
 pub use policy::Policy;
 use usage::Usage;
@@ -134,50 +133,6 @@ impl Default for CacheOptions {
             chunks: 1,
             slots: 0,
         }
-    }
-}
-
-/// Where a query (or a task's docID range) runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Split {
-    /// All on the GPU.
-    Gpu,
-    /// The GPU answers the first range, the CPU completes the second.
-    Partial(DocRange, DocRange),
-    /// Both ranges on the GPU, as two parts of one batch: the first where the cached prefixes
-    /// reach, the second with the blocks after them staged (so a partly cached list is staged only
-    /// from where its cached prefix ends).
-    Two(DocRange, DocRange),
-    /// All on the CPU (the GPU could not even stage the first document's blocks).
-    Cpu,
-}
-
-impl Split {
-    /// The docID ranges the GPU runs for this split of `whole` (the range it was cut from), in order:
-    /// none for `Cpu`, the two adjacent ones of `Two`, else one. Each is one GPU request.
-    pub fn gpu_ranges(self, whole: DocRange) -> impl Iterator<Item = DocRange> {
-        let (a, b) = match self {
-            Split::Cpu => (None, None),
-            Split::Gpu => (Some(whole), None),
-            Split::Partial(g, _) => (Some(g), None),
-            Split::Two(a, b) => (Some(a), Some(b)),
-        };
-        a.into_iter().chain(b)
-    }
-}
-
-/// A query's answer from the GPU's answers to its ranges ([`Split::gpu_ranges`]), taken in order from
-/// `answers`: `Two`'s two joined ([`join_two`]); and whether and-or still needs its OR pass.
-pub fn take_answer<E>(
-    split: Split,
-    request: &Request,
-    answers: &mut impl Iterator<Item = std::result::Result<Answer, E>>,
-) -> (std::result::Result<Answer, E>, bool) {
-    let mut next = || answers.next().expect("one answer per GPU range");
-    let first = next();
-    match split {
-        Split::Two(..) => join_two(request, first, next()),
-        _ => (first, false),
     }
 }
 
@@ -549,16 +504,5 @@ fn planned(c: warpsearch_gpu::Capacity, headroom: f64) -> warpsearch_gpu::Capaci
     warpsearch_gpu::Capacity {
         words: keep(c.words),
         blocks: keep(c.blocks),
-    }
-}
-
-/// The request the GPU runs for a query it answers in part (and-or's AND pass).
-pub fn gpu_request(request: &Request, split: Split) -> Request {
-    match split {
-        Split::Partial(..) | Split::Two(..) => Request {
-            mode: gpu_mode(request.mode),
-            ..request.clone()
-        },
-        _ => request.clone(),
     }
 }

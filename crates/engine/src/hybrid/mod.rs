@@ -19,7 +19,6 @@ mod stats;
 mod submit;
 mod workers;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -31,6 +30,7 @@ use warpsearch_query::{Answer, Request};
 
 use crate::cache::CacheCtl;
 use crate::cost::CostModel;
+use crate::notes::Notes;
 use crate::reply::{Collect, Reply};
 pub use job::{Job, Processor};
 use queues::Queues;
@@ -117,8 +117,8 @@ struct Shared {
     model: Mutex<CostModel>,
     rates: Mutex<Rates>,
     counters: Counters,
-    /// Fallbacks counted but not yet reported by [`Hybrid::take_fallbacks`].
-    unreported_fallbacks: AtomicU64,
+    /// Where the GPU's failures, rerun on the CPU, are noted.
+    notes: Arc<Notes>,
     gpu_stats: Mutex<GpuStats>,
     /// The GPU's list cache policy, when it caches part of the index.
     cache: Option<Arc<CacheCtl>>,
@@ -141,14 +141,16 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Hybrid {
     /// Starts the workers over `cpu` and, if given, `gpu`.
     pub fn new(cpu: CpuSearcher, gpu: Option<GpuSearcher>, options: HybridOptions) -> Hybrid {
-        Hybrid::with_cache(cpu, gpu.map(|g| (g, None)), options)
+        Hybrid::with_cache(cpu, gpu.map(|g| (g, None)), options, Arc::default())
     }
 
-    /// Starts the workers over `cpu` and, if given, `gpu` with the policy of its list cache.
-    pub fn with_cache(
+    /// Starts the workers over `cpu` and, if given, `gpu` with the policy of its list cache; the GPU's
+    /// failures are noted in `notes`.
+    pub(crate) fn with_cache(
         cpu: CpuSearcher,
         gpu: Option<(GpuSearcher, Option<Arc<CacheCtl>>)>,
         options: HybridOptions,
+        notes: Arc<Notes>,
     ) -> Hybrid {
         let cache = gpu.as_ref().and_then(|g| g.1.clone());
         let mut gpu = gpu.map(|g| g.0);
@@ -198,7 +200,7 @@ impl Hybrid {
             model: Mutex::new(CostModel::default()),
             rates: Mutex::new(Rates::default()),
             counters: Counters::default(),
-            unreported_fallbacks: AtomicU64::new(0),
+            notes,
             gpu_stats: Mutex::new(GpuStats::default()),
             cache,
             host_pool,
@@ -297,9 +299,9 @@ impl Hybrid {
         stats
     }
 
-    /// Tasks the GPU failed that the CPU ran again, since the last call.
-    pub fn take_fallbacks(&self) -> u64 {
-        self.shared.unreported_fallbacks.swap(0, Ordering::Relaxed)
+    /// What a user should hear of since the last call (the GPU's failures rerun on the CPU).
+    pub fn take_notes(&self) -> Vec<String> {
+        self.shared.notes.take()
     }
 
     /// The GPU's counters so far, resetting them.

@@ -34,7 +34,7 @@ pub struct Task {
     /// Its preferred processor.
     pub preference: Preference,
     /// The GPU's answer on part of `range` when the list cache lacked the rest: the CPU completes it.
-    pub completion: Option<Box<crate::cache::Partial>>,
+    pub completion: Option<Box<crate::split::Partial>>,
 }
 
 impl Task {

@@ -18,9 +18,11 @@ use super::job::Processor;
 use super::queues::{Pick, Policy, Preference, Task};
 use super::stats::bump;
 use super::{ewma, lock, Shared};
-use crate::cache::{complete, gpu_request, take_answer, CacheCtl, Partial, Split};
+use crate::cache::CacheCtl;
 use crate::cost::Features;
+use crate::notes::Failures;
 use crate::reply::ServedBy;
+use crate::split::{complete, gpu_request, take_answer, Partial, Split};
 
 fn policy(s: &Shared) -> Policy {
     let r = *lock(&s.rates);
@@ -321,6 +323,7 @@ pub(super) fn gpu_dispatcher(s: &Arc<Shared>, mut gpu: GpuSearcher) {
 fn post_process(s: &Shared, rx: Receiver<Finished>) {
     for finished in rx {
         let mut failed = Vec::new();
+        let mut failures = Failures::default();
         let mut completions = Vec::new();
         for (mut task, answer) in finished {
             match (answer, task.completion.take()) {
@@ -339,7 +342,8 @@ fn post_process(s: &Shared, rx: Receiver<Finished>) {
                     }
                     task.job.finish_part(Ok(a.hits), Processor::Gpu, count_done(s))
                 }
-                (Err(_), partial) => {
+                (Err(e), partial) => {
+                    failures.add(&e);
                     let mut t = task;
                     if let Some(p) = partial {
                         t.range = (p.whole != DocRange::ALL).then_some(p.whole);
@@ -348,8 +352,8 @@ fn post_process(s: &Shared, rx: Receiver<Finished>) {
                 }
             }
         }
-        bump(&s.counters.gpu_fallbacks, failed.len() as u64);
-        bump(&s.unreported_fallbacks, failed.len() as u64);
+        bump(&s.counters.gpu_fallbacks, failures.count());
+        failures.note(&s.notes);
         let mut st = lock(&s.state);
         for mut t in failed {
             t.preference = Preference::Cpu;

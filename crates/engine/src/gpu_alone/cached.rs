@@ -14,7 +14,9 @@ use warpsearch_gpu::{CallId, GpuSearcher};
 use warpsearch_index::{IndexError, Result};
 use warpsearch_query::{Answer, DocRange, Request};
 
-use super::{complete, gpu_request, kth, take_answer, CacheCtl, Partial, Split};
+use crate::cache::{kth, CacheCtl};
+use crate::notes::Failures;
+use crate::split::{complete, gpu_request, take_answer, Partial, Split};
 
 /// The fewest queries a chunk holds (fewer chunks than [`CacheCtl::chunks`] for a short call), so that
 /// a kernel batch still fills the GPU's persistent grid with work (a choice, not a measured optimum).
@@ -46,14 +48,14 @@ struct Work {
 }
 
 /// Answers every request, in order, exactly once: the GPU's parts, completed on the CPU; what the GPU
-/// fails or cannot take, on the CPU. Also returns how many the GPU failed.
-pub fn search_batch(
+/// fails (counted in `failures`) or cannot take, on the CPU.
+pub(crate) fn search_batch(
     gpu: &mut GpuSearcher,
     cpu: &CpuSearcher,
     ctl: &CacheCtl,
     requests: &[Request],
-) -> (Vec<Result<Answer>>, u64) {
-    let mut failed = 0u64;
+    failures: &mut Failures,
+) -> Vec<Result<Answer>> {
     let mut out: Vec<Option<Result<Answer>>> = (0..requests.len()).map(|_| None).collect();
     let (tx, rx) = channel::<(usize, Result<Answer>)>();
     let all = DocRange {
@@ -91,12 +93,12 @@ pub fn search_batch(
             // The previous chunk computed while this one was split and sent: its answers, then its
             // CPU work beside this chunk's kernels.
             if let Some(prev) = in_flight.replace(sent) {
-                let work = collect(gpu, requests, prev, all, &mut out, &mut failed);
+                let work = collect(gpu, requests, prev, all, &mut out, failures);
                 spawn_work(scope, cpu, ctl, requests, work, tx.clone());
             }
         }
         if let Some(last) = in_flight.take() {
-            let work = collect(gpu, requests, last, all, &mut out, &mut failed);
+            let work = collect(gpu, requests, last, all, &mut out, failures);
             spawn_work(scope, cpu, ctl, requests, work, tx.clone());
         }
     });
@@ -104,15 +106,13 @@ pub fn search_batch(
     for (i, r) in rx {
         out[i] = Some(r);
     }
-    let answers = out
-        .into_iter()
+    out.into_iter()
         .map(|a| a.unwrap_or_else(|| Err(IndexError::Invalid("a query was left unanswered (a bug)".into()))))
-        .collect();
-    (answers, failed)
+        .collect()
 }
 
 /// Waits for chunk `sent`'s GPU answers (its queries' ranges cut from `all`): the whole ones go to
-/// `out`; the rest, with the queries the GPU failed (counted in `failed`) or never took, become the
+/// `out`; the rest, with the queries the GPU failed (counted in `failures`) or never took, become the
 /// CPU's work.
 fn collect(
     gpu: &mut GpuSearcher,
@@ -120,7 +120,7 @@ fn collect(
     sent: Sent,
     all: DocRange,
     out: &mut [Option<Result<Answer>>],
-    failed: &mut u64,
+    failures: &mut Failures,
 ) -> Work {
     let waited = Instant::now();
     let mut answers = gpu.wait(sent.call).into_iter();
@@ -150,8 +150,8 @@ fn collect(
                 work.seen.push((at, kth(&reqs[i], Some(&a.hits))));
                 out[at] = Some(Ok(a));
             }
-            (Err(_), _) => {
-                *failed += 1;
+            (Err(e), _) => {
+                failures.add(&e);
                 work.jobs.push((at, None))
             }
         }

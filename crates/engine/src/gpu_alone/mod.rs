@@ -1,8 +1,12 @@
-//! The GPU backend: one thread owns the GPU searcher (and the policy of its list cache) and answers
-//! submissions in calls. A call takes every submission waiting when the last call ends, up to a kernel
-//! batch's worth of queries (a submission is never cut: a closed loop's million queries go in one call,
-//! which pipelines its batches), so that a stream of single queries is batched as it arrives. What the
-//! GPU fails is answered on the CPU in the same call, exactly once.
+//! The GPU backend: one thread answers submissions in calls on the GPU searcher (with the policy of
+//! its list cache). A call takes every submission waiting when the last call ends, up to a kernel
+//! batch's worth of queries (a submission is never cut), so that a stream of single queries is batched
+//! as it arrives. A caller that waits for a whole batch runs its call on its own thread instead, with
+//! the searcher locked: a closed loop's million queries then cost no copy, no hand-over and no
+//! per-answer delivery. Either way what the GPU fails is answered on the CPU in the same call
+//! ([`call`]), exactly once.
+
+mod cached;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
@@ -10,12 +14,12 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use warpsearch_cpu::CpuSearcher;
-use warpsearch_gpu::{GpuError, GpuMemory, GpuSearcher, GpuStats, MemoryProbe};
+use warpsearch_gpu::{GpuMemory, GpuSearcher, GpuStats, MemoryProbe};
 use warpsearch_index::Result;
 use warpsearch_query::{Answer, Request};
 
 use crate::cache::CacheCtl;
-use crate::notes::Notes;
+use crate::notes::{Failures, Notes};
 use crate::reply::{lock, Done, Reply, ServedBy};
 
 /// Queries waiting for the GPU, with where their answers go.
@@ -24,24 +28,12 @@ struct Submission {
     requests: Vec<Request>,
     submitted: Instant,
     deadline: Option<Duration>,
-    reply: Sink,
+    reply: Arc<dyn Reply>,
 }
-
-/// Where a submission's answers go: a [`Reply`], or, for a caller that waits for a whole batch, one
-/// channel message with every answer in order (a closed loop of a million queries then costs no work
-/// per answer beyond the GPU's own).
-enum Sink {
-    Each(Arc<dyn Reply>),
-    Whole(std::sync::mpsc::SyncSender<Vec<Result<Answer>>>),
-}
-
-/// Work for the GPU's thread that needs the searcher itself.
-type Control = Box<dyn FnOnce(&mut GpuSearcher) + Send>;
 
 #[derive(Default)]
 struct State {
     queue: VecDeque<Submission>,
-    controls: VecDeque<Control>,
     /// Set when the [`GpuAlone`] is dropped: the thread finishes the queue and stops.
     closed: bool,
 }
@@ -49,6 +41,8 @@ struct State {
 struct Shared {
     cpu: CpuSearcher,
     cache: Option<Arc<CacheCtl>>,
+    /// Held for a call: by the GPU's thread, or by a caller of [`GpuAlone::search_batch`].
+    searcher: Mutex<GpuSearcher>,
     state: Mutex<State>,
     ready: Condvar,
     stats: Mutex<GpuStats>,
@@ -85,6 +79,7 @@ impl GpuAlone {
         let shared = Arc::new(Shared {
             cpu,
             cache,
+            searcher: Mutex::new(gpu),
             state: Mutex::default(),
             ready: Condvar::new(),
             stats: Mutex::default(),
@@ -93,7 +88,7 @@ impl GpuAlone {
         let s = shared.clone();
         let thread = std::thread::Builder::new()
             .name("warpsearch-gpu".into())
-            .spawn(move || dispatch(&s, gpu))
+            .spawn(move || dispatch(&s))
             .expect("a thread can be started");
         GpuAlone {
             shared,
@@ -126,30 +121,7 @@ impl GpuAlone {
         deadline: Option<Duration>,
         reply: Arc<dyn Reply>,
     ) {
-        self.queue(first_id, requests, deadline, Sink::Each(reply));
-    }
-
-    /// Answers every request (submitted at once, without a deadline) and waits for the answers, in
-    /// order.
-    pub fn search_batch(&self, requests: Vec<Request>) -> Vec<Result<Answer>> {
-        let n = requests.len();
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.queue(0, requests, None, Sink::Whole(tx));
-        rx.recv().unwrap_or_else(|_| {
-            let lost = || {
-                Err(warpsearch_index::IndexError::Invalid(
-                    "the GPU backend lost a query".into(),
-                ))
-            };
-            (0..n).map(|_| lost()).collect()
-        })
-    }
-
-    fn queue(&self, first_id: u64, requests: Vec<Request>, deadline: Option<Duration>, reply: Sink) {
         if requests.is_empty() {
-            if let Sink::Whole(tx) = reply {
-                let _ = tx.send(Vec::new());
-            }
             return;
         }
         lock(&self.shared.state).queue.push_back(Submission {
@@ -162,17 +134,17 @@ impl GpuAlone {
         self.shared.ready.notify_one();
     }
 
-    /// Runs `f` on the GPU's thread between calls and waits for it.
-    pub fn with_searcher(&self, f: impl FnOnce(&mut GpuSearcher) + Send + 'static) {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let control: Control = Box::new(move |g| {
-            f(g);
-            let _ = tx.send(());
-        });
-        lock(&self.shared.state).controls.push_back(control);
-        self.shared.ready.notify_one();
-        // An error: the thread is gone (it panicked), and with it the work.
-        let _ = rx.recv();
+    /// Answers every request (submitted at once, without a deadline) on this thread, in order.
+    pub fn search_batch(&self, requests: &[Request]) -> Vec<Result<Answer>> {
+        let mut gpu = lock(&self.shared.searcher);
+        let answers = guarded(&self.shared, &mut gpu, requests);
+        lock(&self.shared.stats).add(&gpu.take_stats());
+        answers.into_iter().map(|(a, _)| a).collect()
+    }
+
+    /// Runs `f` on the searcher between calls.
+    pub fn with_searcher(&self, f: impl FnOnce(&mut GpuSearcher)) {
+        f(&mut lock(&self.shared.searcher));
     }
 
     /// The GPU's counters since the last call.
@@ -192,19 +164,10 @@ impl Drop for GpuAlone {
     }
 }
 
-/// What the GPU's thread takes next.
-enum Next {
-    Call(Vec<Submission>),
-    Control(Control),
-    Stop,
-}
-
-fn next(s: &Shared, batch: usize) -> Next {
+/// The submissions of the GPU thread's next call (None: the backend is dropped and nothing is left).
+fn next(s: &Shared, batch: usize) -> Option<Vec<Submission>> {
     let mut st = lock(&s.state);
     loop {
-        if let Some(c) = st.controls.pop_front() {
-            return Next::Control(c);
-        }
         if !st.queue.is_empty() {
             let mut taken = Vec::new();
             let mut queries = 0;
@@ -215,10 +178,10 @@ fn next(s: &Shared, batch: usize) -> Next {
                 queries += sub.requests.len();
                 taken.extend(st.queue.pop_front());
             }
-            return Next::Call(taken);
+            return Some(taken);
         }
         if st.closed {
-            return Next::Stop;
+            return None;
         }
         st = s.ready.wait(st).expect("no engine thread panics under a lock");
     }
@@ -230,7 +193,7 @@ struct Addressee {
     queries: usize,
     submitted: Instant,
     deadline: Option<Duration>,
-    reply: Sink,
+    reply: Arc<dyn Reply>,
 }
 
 /// A call's answers, in its requests' order, for the delivering thread.
@@ -238,22 +201,14 @@ type Delivery = (Vec<Addressee>, Instant, Vec<(Result<Answer>, ServedBy)>);
 
 /// The GPU's thread: calls until the backend is dropped and nothing is left. Answers are handed to
 /// a thread of their own, so that delivering one call's answers overlaps the next call.
-fn dispatch(s: &Shared, mut gpu: GpuSearcher) {
-    let batch = gpu.batch_size().max(1);
+fn dispatch(s: &Shared) {
+    let batch = lock(&s.searcher).batch_size().max(1);
     let (tx, rx) = std::sync::mpsc::channel::<Delivery>();
     let deliverer = std::thread::Builder::new()
         .name("warpsearch-gpu-deliver".into())
         .spawn(move || rx.into_iter().for_each(deliver))
         .expect("a thread can be started");
-    loop {
-        let subs = match next(s, batch) {
-            Next::Control(c) => {
-                c(&mut gpu);
-                continue;
-            }
-            Next::Stop => break,
-            Next::Call(subs) => subs,
-        };
+    while let Some(subs) = next(s, batch) {
         let taken = Instant::now();
         let mut to = Vec::with_capacity(subs.len());
         let mut requests: Vec<Request> = Vec::new();
@@ -271,21 +226,13 @@ fn dispatch(s: &Shared, mut gpu: GpuSearcher) {
                 requests.extend(sub.requests);
             }
         }
-        let run = std::panic::AssertUnwindSafe(|| call(s, &mut gpu, &requests));
-        // A call that panics is answered on the CPU, whole: nothing is lost.
-        let answers = std::panic::catch_unwind(run).unwrap_or_else(|_| {
-            let n = requests.len() as u64;
-            s.notes.fallback(
-                n,
-                format!("the GPU backend panicked: {n} queries answered on the CPU"),
-            );
-            requests
-                .iter()
-                .map(|r| (s.cpu.answer(r), ServedBy::Cpu))
-                .collect()
-        });
-        // Counted before the answers go, so that a caller woken by the last reads counters with it.
-        lock(&s.stats).add(&gpu.take_stats());
+        let answers = {
+            let mut gpu = lock(&s.searcher);
+            let answers = guarded(s, &mut gpu, &requests);
+            // Counted before the answers go, so that a caller woken by the last reads them with it.
+            lock(&s.stats).add(&gpu.take_stats());
+            answers
+        };
         if tx.send((to, taken, answers)).is_err() {
             break;
         }
@@ -308,59 +255,57 @@ fn deliver((to, taken, answers): Delivery) {
             })
         };
         let mine = answers.by_ref().take(a.queries);
-        match a.reply {
-            Sink::Each(reply) => reply.send_many(
-                mine.enumerate()
-                    .map(|(i, (result, by))| Done {
-                        id: a.first_id + i as u64,
-                        result: waiting(result),
-                        served_by: by,
-                        missed_deadline: missed,
-                    })
-                    .collect(),
-            ),
-            // The caller may be gone; the answers are then unwanted.
-            Sink::Whole(tx) => drop(tx.send(mine.map(|(result, _)| waiting(result)).collect())),
-        }
+        a.reply.send_many(
+            mine.enumerate()
+                .map(|(i, (result, by))| Done {
+                    id: a.first_id + i as u64,
+                    result: waiting(result),
+                    served_by: by,
+                    missed_deadline: missed,
+                })
+                .collect(),
+        );
     }
+}
+
+/// [`call`], with a call that panics answered on the CPU, whole: nothing is lost.
+fn guarded(s: &Shared, gpu: &mut GpuSearcher, requests: &[Request]) -> Vec<(Result<Answer>, ServedBy)> {
+    let run = std::panic::AssertUnwindSafe(|| call(s, gpu, requests));
+    std::panic::catch_unwind(run).unwrap_or_else(|_| {
+        let n = requests.len() as u64;
+        s.notes.fallback(
+            n,
+            format!("the GPU backend panicked: {n} queries answered on the CPU"),
+        );
+        requests
+            .iter()
+            .map(|r| (s.cpu.answer(r), ServedBy::Cpu))
+            .collect()
+    })
 }
 
 /// Answers every request of one call, in order: on the GPU, and on the CPU what the GPU fails (each
 /// reason noted once with its count).
 fn call(s: &Shared, gpu: &mut GpuSearcher, requests: &[Request]) -> Vec<(Result<Answer>, ServedBy)> {
-    if let Some(ctl) = &s.cache {
-        let (answers, failed) = crate::cache::run::search_batch(gpu, &s.cpu, ctl, requests);
-        if failed > 0 {
-            s.notes.fallback(
-                failed,
-                format!("the GPU failed {failed} queries: they were answered on the CPU"),
-            );
-        }
+    let mut failures = Failures::default();
+    let out = match &s.cache {
         // The backend is the GPU's, whose cache the CPU completes: its answers are not told apart.
-        return answers.into_iter().map(|a| (a, ServedBy::Gpu)).collect();
-    }
-    let answers = gpu.search_batch(requests);
-    let mut out = Vec::with_capacity(requests.len());
-    let mut failures: Vec<(String, u64)> = Vec::new();
-    for (request, answer) in requests.iter().zip(answers) {
-        out.push(match answer {
-            Ok(a) => (Ok(a), ServedBy::Gpu),
-            Err(e) => {
-                let why = match &e {
-                    GpuError::Failed(why) => why.clone(),
-                    other => format!("the GPU cannot answer it ({other})"),
-                };
-                match failures.iter_mut().find(|(w, _)| *w == why) {
-                    Some((_, n)) => *n += 1,
-                    None => failures.push((why, 1)),
+        Some(ctl) => cached::search_batch(gpu, &s.cpu, ctl, requests, &mut failures)
+            .into_iter()
+            .map(|a| (a, ServedBy::Gpu))
+            .collect(),
+        None => requests
+            .iter()
+            .zip(gpu.search_batch(requests))
+            .map(|(request, answer)| match answer {
+                Ok(a) => (Ok(a), ServedBy::Gpu),
+                Err(e) => {
+                    failures.add(&e);
+                    (s.cpu.answer(request), ServedBy::Cpu)
                 }
-                (s.cpu.answer(request), ServedBy::Cpu)
-            }
-        });
-    }
-    for (why, n) in failures {
-        s.notes
-            .fallback(n, format!("{why}: {n} queries answered on the CPU"));
-    }
+            })
+            .collect(),
+    };
+    failures.note(&s.notes);
     out
 }
