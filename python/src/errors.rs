@@ -16,9 +16,27 @@ use pyo3::{PyErr, PyResult, PyTypeInfo, Python};
 use warpsearch_engine::EngineError;
 use warpsearch_index::IndexError;
 
-/// `e` as the Python exception of its kind.
+/// The command's option names in `message` as `Index.build`'s keywords spell them.
+pub fn python_terms(message: &str) -> String {
+    const NAMES: [(&str, &str); 9] = [
+        ("pass --force", "pass force=True"),
+        ("--output", "output"),
+        ("--force", "force=True"),
+        ("--skip-bad", "skip_bad=True"),
+        ("--max-line-mb", "the line limit"),
+        ("--id-field", "id_field"),
+        ("--fields", "fields"),
+        ("--title", "title=True"),
+        ("--static-scores", "static_scores"),
+    ];
+    NAMES
+        .iter()
+        .fold(message.to_owned(), |m, (flag, keyword)| m.replace(flag, keyword))
+}
+
+/// `e` as the Python exception of its kind, its option names in Python's terms.
 pub fn index_error(e: IndexError) -> PyErr {
-    let message = e.to_string();
+    let message = python_terms(&e.to_string());
     match e {
         IndexError::Io { cause, .. } => match cause.kind() {
             ErrorKind::NotFound => PyFileNotFoundError::new_err(message),

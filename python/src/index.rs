@@ -18,6 +18,7 @@ use crate::searcher::{PySearcher, SearcherOptions};
 pub struct PyIndex {
     index: Arc<Index>,
     path: PathBuf,
+    stored: crate::docs::Stored,
 }
 
 impl PyIndex {
@@ -28,6 +29,7 @@ impl PyIndex {
         Ok(PyIndex {
             index: Arc::new(index),
             path,
+            stored: crate::docs::Stored::new(),
         })
     }
 }
@@ -40,21 +42,25 @@ impl PyIndex {
         PyIndex::open_at(py, path)
     }
 
-    /// Builds an index at `output` from a JsonCollection (`input`: a .jsonl, .jsonl.zst or .jsonl.gz
-    /// file, or a directory of them) or from a CIFF file (`ciff`), with the options of `warpsearch
-    /// index`, and opens it. What the command prints as notes (skipped lines, documents without terms)
-    /// comes as `UserWarning`s.
+    /// Builds an index at `output` and opens it, from `input`: a collection file (.jsonl, .json or
+    /// .tsv, plain, .gz or .zst: Pyserini's or BEIR's JSON lines, MS MARCO's `id<TAB>text`) or a
+    /// directory of them, or any iterable of documents (dicts such as {'id', 'contents'}, {'docno',
+    /// 'text'} or BEIR's {'_id', 'title', 'text'}; a generator is streamed); or from a CIFF file
+    /// (`ciff`). The options of `warpsearch index`: `id_field` and `fields` (a list) name the fields
+    /// to read, `store=True` keeps the documents for `Index.doc`. `progress=True` shows a tqdm bar
+    /// where tqdm is installed (notebooks too). What the command prints as notes (skipped lines,
+    /// documents without terms) comes as `UserWarning`s.
     // One keyword argument per option of `warpsearch index`.
     #[allow(clippy::too_many_arguments)]
     #[staticmethod]
     #[pyo3(signature = (
         input=None, *, output, ciff=None, force=false, codec="simdbp", analyzer=None, stemmer="porter",
         keep_stopwords=false, title=false, k1=0.9, b=0.4, static_scores=None, doc_order="input",
-        alpha=0.5, memory_mb=2048, skip_bad=false, progress=false
+        alpha=0.5, memory_mb=2048, skip_bad=false, progress=false, id_field=None, fields=None, store=false
     ))]
     fn build(
         py: Python<'_>,
-        input: Option<PathBuf>,
+        input: Option<Bound<'_, PyAny>>,
         output: PathBuf,
         ciff: Option<PathBuf>,
         force: bool,
@@ -71,6 +77,9 @@ impl PyIndex {
         memory_mb: usize,
         skip_bad: bool,
         progress: bool,
+        id_field: Option<String>,
+        fields: Option<Vec<String>>,
+        store: bool,
     ) -> PyResult<PyIndex> {
         let writer = WriterOptions {
             codec: codec.parse::<Codec>().map_err(value_error)?,
@@ -93,19 +102,39 @@ impl PyIndex {
             (Some(input), None) => {
                 let mut opts = BuildOptions::new(writer);
                 opts.include_title = title;
+                opts.id_field = id_field;
+                opts.fields = fields;
+                opts.store = store;
                 opts.memory_budget = memory_mb.saturating_mul(1 << 20);
                 opts.skip_bad = skip_bad;
                 opts.static_scores = static_scores;
                 opts.reorder_alpha = reorder_alpha;
-                opts.progress = progress;
-                let report = py
-                    .detach(|| build_from_jsonl(&input, &output, &opts))
-                    .map_err(index_error)?;
-                for note in build_notes(&report, &input, opts.static_scores.is_some()) {
+                let static_scores = opts.static_scores.is_some();
+                let (report, input) = match input.extract::<PathBuf>() {
+                    Ok(path) => {
+                        let report =
+                            crate::docs::with_progress(py, progress, total_bytes(&path), "B", opts, |o| {
+                                build_from_jsonl(&path, &output, o)
+                            })
+                            .map_err(index_error)?;
+                        (report, path)
+                    }
+                    Err(_) => {
+                        let report = crate::docs::build_from_iterable(py, &input, &output, opts, progress)?;
+                        (report, PathBuf::from("the documents"))
+                    }
+                };
+                for note in build_notes(&report, &input, static_scores) {
                     warn::<PyUserWarning>(py, &note)?;
                 }
             }
             (None, Some(path)) => {
+                if id_field.is_some() || fields.is_some() || store {
+                    return Err(value_error(
+                        "id_field, fields and store apply to input only: a CIFF file holds postings, not \
+                         documents",
+                    ));
+                }
                 let opts = ciff::ImportOptions {
                     writer,
                     analyzer_override: analyzer.is_some(),
@@ -192,21 +221,41 @@ impl PyIndex {
         PySearcher::new(py, self.index.clone(), options)
     }
 
-    /// The id of the document numbered `number` (0 to num_docs - 1), as runs and hits name it.
-    fn doc_id(&self, number: i64) -> PyResult<String> {
-        Ok(self.index.doc_id(self.doc_number(number)?).to_owned())
+    /// The id of the document numbered `number` (0 to num_docs - 1), as runs and hits name it; None
+    /// for -1 (no hit, as `search_batch(..., as_arrays=True)` marks it).
+    fn doc_id(&self, number: i64) -> PyResult<Option<String>> {
+        if number == -1 {
+            return Ok(None);
+        }
+        Ok(Some(self.index.doc_id(self.doc_number(number)?).to_owned()))
+    }
+
+    /// The stored document `id` (its id as a str, or its number as an int), as its collection line
+    /// held it (the JSON object, or the `id<TAB>text` line); the index must be built with
+    /// `store=True`. KeyError for an unknown id, IndexError for a number out of range.
+    fn doc(&self, py: Python<'_>, id: Bound<'_, PyAny>) -> PyResult<String> {
+        let mut texts = self
+            .stored
+            .get(py, &self.index, &self.path, std::slice::from_ref(&id))?;
+        Ok(texts.pop().expect("one document asked"))
+    }
+
+    /// The stored documents of `ids` (any iterable of ids or numbers), in order, as `doc` gives them.
+    fn docs(&self, py: Python<'_>, ids: Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+        let ids = ids.try_iter()?.collect::<PyResult<Vec<_>>>()?;
+        self.stored.get(py, &self.index, &self.path, &ids)
+    }
+
+    /// Whether the index stores its documents (built with `store=True`).
+    #[getter]
+    fn stores_docs(&self) -> bool {
+        self.index.store().is_some()
     }
 
     /// The ids of the documents `numbers` names (any sequence of ints, such as a row or a whole array of
     /// `search_batch(..., as_arrays=True)`'s docs, flattened), in order; None for -1 (no hit).
     fn doc_ids(&self, numbers: Vec<i64>) -> PyResult<Vec<Option<String>>> {
-        numbers
-            .into_iter()
-            .map(|n| match n {
-                -1 => Ok(None),
-                n => self.doc_id(n).map(Some),
-            })
-            .collect()
+        numbers.into_iter().map(|n| self.doc_id(n)).collect()
     }
 
     /// The terms the index's analyzer makes of `text` (as `warpsearch analyze`).
@@ -288,6 +337,19 @@ impl PyIndex {
             ))
         })
     }
+}
+
+/// The bytes of the input files at `path` (a file, or every file of a directory tree), for a progress
+/// bar's total; None where they cannot be listed (the build then says why).
+fn total_bytes(path: &std::path::Path) -> Option<u64> {
+    let inputs = warpsearch_index::build::input::list_inputs(path).ok()?;
+    Some(
+        inputs
+            .files
+            .iter()
+            .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
+            .sum(),
+    )
 }
 
 /// What `warpsearch index` says after a build, in the Python package's option names.

@@ -23,22 +23,27 @@ use warpsearch_index::IndexError;
 
 mod arrays;
 mod cache;
+mod docs;
 mod errors;
+mod eval;
 mod frame;
 mod hits;
 mod index;
+mod notes;
 mod pool;
 mod searcher;
+mod texts;
 
 /// warpsearch: exact top-k BM25 search over a compressed inverted index, on CPUs and GPUs.
 #[pymodule]
-fn warpsearch(m: &Bound<'_, PyModule>) -> PyResult<()> {
+fn _warpsearch(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // A damaged term dictionary can make the `fst` crate panic; the index crate contains that panic and
     // reports the file as damaged (a ValueError), so its message would only be noise on stderr.
     warpsearch_index::termdict::quiet_fst_panics();
     m.add_class::<index::PyIndex>()?;
     m.add_class::<searcher::PySearcher>()?;
     m.add_function(wrap_pyfunction!(read_queries, m)?)?;
+    m.add_function(wrap_pyfunction!(eval::evaluate, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("MAX_K", warpsearch_query::MAX_K)?;
     Ok(())

@@ -23,6 +23,7 @@ use crate::cache::CacheArgs;
 use crate::errors::{engine_error, index_error, value_error, warn};
 use crate::frame::Frame;
 use crate::hits::{hit_lists, DocIds};
+use crate::notes::QueryNotes;
 use crate::pool::on_pool;
 
 /// How many of the engine's chunks of queries are analysed in one parallel pass.
@@ -164,6 +165,21 @@ impl PySearcher {
         k: usize,
         mut take: impl FnMut(Vec<Answer>) -> PyResult<()>,
     ) -> PyResult<()> {
+        let notes = QueryNotes::default();
+        self.answer_chunks_noted(py, texts, mode, k, &notes, &mut take)?;
+        notes.warn(py, texts)
+    }
+
+    /// [`Self::answer_chunks`], with what the queries' analysis found counted in `notes`.
+    fn answer_chunks_noted(
+        &self,
+        py: Python<'_>,
+        texts: &[String],
+        mode: Mode,
+        k: usize,
+        notes: &QueryNotes,
+        mut take: impl FnMut(Vec<Answer>) -> PyResult<()>,
+    ) -> PyResult<()> {
         let chunk = self.batch_hint.max(1);
         let mut done = 0;
         // Set by Ctrl-C: the engine drops the queries it has not started.
@@ -186,8 +202,8 @@ impl PySearcher {
         if texts.len() <= chunk {
             // Analysed a part at a time, Python's signals looked at between parts.
             let mut requests = Vec::with_capacity(texts.len());
-            for part in texts.chunks(4096 * PARSE_CHUNKS) {
-                requests.extend(py.detach(|| self.parse(part, mode, k)));
+            for (i, part) in texts.chunks(4096 * PARSE_CHUNKS).enumerate() {
+                requests.extend(py.detach(|| self.parse(part, mode, k, i * 4096 * PARSE_CHUNKS, notes)));
                 py.check_signals()?;
             }
             let answers = self.wait_interruptibly(py, requests, &stop)?;
@@ -201,8 +217,8 @@ impl PySearcher {
                 // Queries are analysed PARSE_CHUNKS chunks at a time: each parallel pass costs its
                 // start and its slowest thread again (on 16 cores, 13 passes of 4,096 queries took 36 ms
                 // of a 50,000-query call, one pass of all of them 7-10 ms).
-                'texts: for texts in texts.chunks(chunk * PARSE_CHUNKS) {
-                    let requests = self.parse(texts, mode, k);
+                'texts: for (i, texts) in texts.chunks(chunk * PARSE_CHUNKS).enumerate() {
+                    let requests = self.parse(texts, mode, k, i * chunk * PARSE_CHUNKS, notes);
                     for requests in requests.chunks(chunk) {
                         if stopped.load(Ordering::Relaxed) {
                             break 'texts;
@@ -288,14 +304,24 @@ impl PySearcher {
         }
     }
 
-    /// Analyses `texts` on the searcher's threads.
-    fn parse(&self, texts: &[String], mode: Mode, k: usize) -> Vec<Request> {
-        on_pool(self.pool.as_ref(), || {
+    /// Analyses `texts` (from position `offset` of the call's) on the searcher's threads, counting
+    /// empty and unknown-term queries in `notes`.
+    fn parse(
+        &self,
+        texts: &[String],
+        mode: Mode,
+        k: usize,
+        offset: usize,
+        notes: &QueryNotes,
+    ) -> Vec<Request> {
+        let requests: Vec<Request> = on_pool(self.pool.as_ref(), || {
             texts
                 .par_iter()
                 .map(|t| Request::new(Query::parse(&self.index, t), mode, k))
                 .collect()
-        })
+        });
+        notes.add(offset, &requests);
+        requests
     }
 
     /// Answers `requests` on the engine, with what the engine noted meanwhile; once `stop` is set
@@ -433,14 +459,16 @@ impl PySearcher {
     fn search_batch<'py>(
         &self,
         py: Python<'py>,
-        texts: Vec<String>,
+        texts: &Bound<'py, PyAny>,
         k: i64,
         mode: &str,
-        qids: Option<Vec<Bound<'py, PyString>>>,
+        qids: Option<&Bound<'py, PyAny>>,
         as_frame: bool,
         as_arrays: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         let (mode, k) = self.shape(mode, k)?;
+        let texts = crate::texts::query_texts(texts)?;
+        let qids = qids.map(crate::texts::qid_strings).transpose()?;
         if as_arrays && (as_frame || qids.is_some()) {
             return Err(value_error(
                 "as_arrays=True returns (docs, scores) in query order, without qids: \
@@ -463,6 +491,12 @@ impl PySearcher {
                     texts.len()
                 )));
             }
+        }
+        if qids.is_some() && !as_frame {
+            return Err(value_error(
+                "qids= names the rows of as_frame=True's table, and only there: add as_frame=True, or \
+                 leave qids out (the lists come in the order of texts)",
+            ));
         }
         if as_frame {
             let qids = match qids {

@@ -9,9 +9,12 @@ use warpsearch_index::build::MIN_MEMORY_MB;
 use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, WriterOptions};
 use warpsearch_query::Mode;
 
-/// warpsearch: exact top-k BM25 search over a compressed inverted index, on GPUs and CPUs.
+/// warpsearch: exact top-k BM25 search over a compressed inverted index, on GPUs and CPUs. Build an
+/// index (`index`), run queries (`search`, `serve`), score runs (`evaluate`), read stored documents
+/// (`doc`), look inside (`inspect`, `analyze`, `export`), measure (`bench`, `load`, `demo`); every
+/// command below.
 #[derive(Parser)]
-#[command(version, about)]
+#[command(version)]
 pub struct Cli {
     /// Worker threads (default: all cores).
     #[arg(long, global = true)]
@@ -27,7 +30,8 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Subcommand)]
 pub enum Command {
-    /// Build an index from a JsonCollection (JSONL, JSONL.zst, or a directory of them) or a CIFF file.
+    /// Build an index from a collection (JSON lines such as Pyserini's or BEIR's, or MS MARCO's
+    /// `id<TAB>text`; plain, .gz or .zst; or a directory of them) or a CIFF file.
     Index(IndexArgs),
     /// Print an index's statistics; --codecs compares codec sizes and decode speeds.
     Inspect(InspectArgs),
@@ -35,7 +39,10 @@ pub enum Command {
     Export(ExportArgs),
     /// Run a file of queries against an index; write a TREC run or JSON lines.
     Search(SearchArgs),
-    /// Score a TREC run against TREC qrels: nDCG@10, MAP, P@10, recall@1000 (trec_eval's definitions).
+    /// Print stored documents (`index --store`) by their ids.
+    Doc(DocArgs),
+    /// Score a TREC run against TREC qrels with trec_eval's measures (-m map, ndcg_cut.10, P.10,
+    /// recall.1000, recip_rank, RR@10, ...).
     Evaluate(EvaluateArgs),
     /// Print queries as the index's analyzer sees them: `qid<TAB>term term …` (for other engines, or to
     /// debug a query).
@@ -64,7 +71,10 @@ pub enum Command {
 /// `warpsearch index`.
 #[derive(Args)]
 pub struct IndexArgs {
-    /// JsonCollection input: a .jsonl / .jsonl.zst file or a directory of them.
+    /// The collection: a .jsonl, .json or .tsv file (plain, .gz or .zst) or a directory of them. Its
+    /// format is read from its first line: JSON objects (Pyserini's {"id", "contents"}, BEIR's
+    /// {"_id", "title", "text"}, {"id", "text"}, or fields named by --id-field and --fields) or
+    /// `id<TAB>text` lines (MS MARCO's collection.tsv).
     #[arg(long, conflicts_with = "ciff")]
     pub input: Option<PathBuf>,
     /// A CIFF file to import (.ciff, .ciff.gz or .ciff.zst).
@@ -89,9 +99,21 @@ pub struct IndexArgs {
     /// Keep stopwords (the english analyzer removes Lucene's 33 English stopwords).
     #[arg(long)]
     pub keep_stopwords: bool,
-    /// Index the "title" field before "contents".
+    /// Index the "title" field (where a line has one) before the text field.
     #[arg(long)]
     pub title: bool,
+    /// The JSON field holding each document's id (default: the first of id, _id, docno, docid the
+    /// first line has).
+    #[arg(long, value_name = "FIELD")]
+    pub id_field: Option<String>,
+    /// The JSON fields to index, comma-separated, in this order (e.g. title,text); a line must hold one
+    /// at least (default: contents or text).
+    #[arg(long, value_name = "FIELDS", value_delimiter = ',')]
+    pub fields: Option<Vec<String>>,
+    /// Keep every document's input line, compressed, in the index (docs.bin), for `warpsearch doc`,
+    /// Python's `Index.doc` and the server's `docs` option.
+    #[arg(long)]
+    pub store: bool,
     /// BM25 k1 for the stored block-max bounds.
     #[arg(long, default_value_t = 0.9)]
     pub k1: f32,
@@ -128,10 +150,14 @@ impl IndexArgs {
         let bm25 = Bm25Params::checked(self.k1, self.b).map_err(anyhow::Error::msg)?;
         self.order.reorder_alpha()?;
         let o = &self.order;
-        if self.ciff.is_some() && (o.static_scores.is_some() || o.doc_order != "input" || self.title) {
+        let fields = self.id_field.is_some() || self.fields.is_some() || self.store;
+        if self.ciff.is_some()
+            && (o.static_scores.is_some() || o.doc_order != "input" || self.title || fields)
+        {
             bail!(
-                "--static-scores, --doc-order and --title apply to --input only: a CIFF file's postings are \
-                 imported as they are; build from the JSONL collection for static scores or a global-score order"
+                "--static-scores, --doc-order, --title, --id-field, --fields and --store apply to --input \
+                 only: a CIFF file's postings are imported as they are (it holds no document text); build \
+                 from the collection for these"
             );
         }
         Ok(WriterOptions {
@@ -247,8 +273,16 @@ pub struct SynthCheckArgs {
 /// `warpsearch inspect`.
 #[derive(Args)]
 pub struct InspectArgs {
+    /// The index directory (`--index DIR`, as the other commands take it, or the first argument).
+    #[arg(
+        value_name = "INDEX",
+        required_unless_present = "index_flag",
+        conflicts_with = "index_flag"
+    )]
+    index_arg: Option<PathBuf>,
     /// The index directory.
-    pub index: PathBuf,
+    #[arg(long = "index", id = "index_flag", value_name = "INDEX")]
+    index_flag: Option<PathBuf>,
     /// Re-encode every list with each codec: bits per docID and decode speed.
     #[arg(long)]
     pub codecs: bool,
@@ -263,8 +297,16 @@ pub struct InspectArgs {
 /// `warpsearch export`.
 #[derive(Args)]
 pub struct ExportArgs {
+    /// The index directory (`--index DIR`, as the other commands take it, or the first argument).
+    #[arg(
+        value_name = "INDEX",
+        required_unless_present = "index_flag",
+        conflicts_with = "index_flag"
+    )]
+    index_arg: Option<PathBuf>,
     /// The index directory.
-    pub index: PathBuf,
+    #[arg(long = "index", id = "index_flag", value_name = "INDEX")]
+    index_flag: Option<PathBuf>,
     /// The CIFF file to write (.ciff, .ciff.gz or .ciff.zst).
     #[arg(long, required_unless_present = "pisa", conflicts_with = "pisa")]
     pub ciff: Option<PathBuf>,
@@ -308,7 +350,8 @@ pub struct QueryArgs {
     /// The index directory.
     #[arg(long)]
     pub index: PathBuf,
-    /// Queries: `qid<TAB>text` lines, or one query per line (qid = line number); `-` reads stdin.
+    /// Queries: `qid<TAB>text` lines, one query per line (qid = line number), a TREC topic file
+    /// (`<top>`, `<num>`, `<title>`) or JSON lines (BEIR's queries.jsonl); `-` reads stdin.
     #[arg(long, required_unless_present = "query")]
     pub queries: Option<PathBuf>,
     /// One query's text instead of a query file (its qid is 1).
@@ -317,13 +360,14 @@ pub struct QueryArgs {
     /// and: every term; or: any term; and-or: AND, then OR when AND finds fewer than k.
     #[arg(long, default_value = "or", value_parser = parse_mode)]
     pub mode: Mode,
-    /// Results per query.
+    /// Results per query (search: 1000 by default, as a run for evaluation needs; bench: 10).
     #[arg(long, default_value_t = 10)]
     pub k: usize,
 }
 
 /// `warpsearch search`.
 #[derive(Args)]
+#[command(mut_arg("k", |a| a.default_value("1000")))]
 pub struct SearchArgs {
     #[command(flatten)]
     pub input: QueryArgs,
@@ -333,6 +377,10 @@ pub struct SearchArgs {
     /// Write results here instead of standard output.
     #[arg(long, short)]
     pub output: Option<PathBuf>,
+    /// With --format json: each query's stored documents too ("docs": their input lines, in hit order;
+    /// an index built with --store).
+    #[arg(long)]
+    pub docs: bool,
     /// Replace an existing output file.
     #[arg(long)]
     pub force: bool,
@@ -349,6 +397,20 @@ pub struct SearchArgs {
     pub warmup: usize,
     #[command(flatten)]
     pub engine: EngineConfig,
+}
+
+/// `warpsearch doc`.
+#[derive(Args)]
+pub struct DocArgs {
+    /// The index directory (built with --store).
+    #[arg(long)]
+    pub index: PathBuf,
+    /// Document ids (as runs name them); with --number, document numbers (0 to N - 1).
+    #[arg(required = true)]
+    pub ids: Vec<String>,
+    /// Take the arguments as document numbers rather than ids.
+    #[arg(long)]
+    pub number: bool,
 }
 
 /// `warpsearch serve`.
@@ -519,6 +581,11 @@ pub struct EvaluateArgs {
     /// Also print every query's measures.
     #[arg(long)]
     pub per_query: bool,
+    /// A measure to report, repeatable, as trec_eval's -m names it (map, ndcg_cut.10, P.5,10,
+    /// recall.1000, recip_rank, map_cut.100, ndcg) or as ir_measures does (AP, nDCG@10, P@10, R@100,
+    /// RR@10); default: ndcg_cut.10, map, P.10, recall.1000.
+    #[arg(short = 'm', long = "measure", value_name = "MEASURE")]
+    pub measures: Vec<String>,
 }
 
 /// `warpsearch analyze`.
@@ -585,4 +652,24 @@ pub struct LoadArgs {
     /// Write the report as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+}
+
+impl InspectArgs {
+    /// The index directory, given either way.
+    pub fn index(&self) -> &std::path::Path {
+        self.index_flag
+            .as_deref()
+            .or(self.index_arg.as_deref())
+            .expect("clap requires one")
+    }
+}
+
+impl ExportArgs {
+    /// The index directory, given either way.
+    pub fn index(&self) -> &std::path::Path {
+        self.index_flag
+            .as_deref()
+            .or(self.index_arg.as_deref())
+            .expect("clap requires one")
+    }
 }

@@ -41,6 +41,17 @@ pub fn run(a: BenchArgs) -> Result<()> {
     {
         bail!("--duration and --deadline-ms must be positive");
     }
+    // Where the report and plots go is checked before the run, not after it.
+    for path in [a.json.as_deref(), a.svg.as_deref()].into_iter().flatten() {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        if let Some(dir) = dir.filter(|d| !d.is_dir()) {
+            bail!(
+                "{}: the folder {} does not exist: create it, or choose another path",
+                path.display(),
+                dir.display()
+            );
+        }
+    }
     let index = Arc::new(crate::open(&a.input.index)?);
     let engine = open_engine(&a.engine, index.clone(), a.input.mode, a.input.k)?;
     let (lines, queries) = load_queries(&a.input, &index)?;

@@ -206,7 +206,7 @@ fn timed(
         .collect::<Result<Vec<_>, _>>()?;
     let secs = started.elapsed().as_secs_f64();
     println!(
-        "{label}: {} queries in {secs:.3} s = {:.0} queries/s; {} found documents",
+        "{label}: {} queries in {secs:.3} s = {:.0} queries/s; {} of them found documents",
         answers.len(),
         answers.len() as f64 / secs,
         answers.iter().filter(|r| !r.is_empty()).count()

@@ -53,6 +53,7 @@ fn main() -> ExitCode {
         Command::Inspect(a) => run_inspect(a),
         Command::Export(a) => run_export(a),
         Command::Search(a) => search::run(a),
+        Command::Doc(a) => run_doc(a),
         Command::Evaluate(a) => evaluate::run(a),
         Command::Analyze(a) => search::analyze(a),
         Command::Demo(a) => demo::run(a),
@@ -126,6 +127,9 @@ fn run_index(a: IndexArgs) -> Result<()> {
         (Some(input), None) => {
             let mut opts = BuildOptions::new(writer);
             opts.include_title = a.title;
+            opts.id_field = a.id_field.clone();
+            opts.fields = a.fields.clone();
+            opts.store = a.store;
             opts.memory_budget = a.memory_mb.saturating_mul(1 << 20);
             opts.skip_bad = a.skip_bad;
             opts.max_line_bytes = (a.max_line_mb << 20) as usize;
@@ -144,6 +148,11 @@ fn run_index(a: IndexArgs) -> Result<()> {
                 report.invert_time.as_secs_f64(),
                 report.runs,
                 report.write_time.as_secs_f64()
+            );
+            eprintln!(
+                "read {}{}",
+                report.schema.describe(),
+                if a.store { "; documents stored" } else { "" }
             );
             if report.skipped > 0 {
                 eprintln!(
@@ -193,8 +202,43 @@ fn run_index(a: IndexArgs) -> Result<()> {
     Ok(())
 }
 
-fn run_inspect(a: InspectArgs) -> Result<()> {
+/// `warpsearch doc`: each stored document, one a line, in the order asked.
+fn run_doc(a: args::DocArgs) -> Result<()> {
     let index = open(&a.index)?;
+    if index.store().is_none() {
+        anyhow::bail!(
+            "{} stores no documents: build it with `warpsearch index --store` to read them back",
+            a.index.display()
+        );
+    }
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for id in &a.ids {
+        let doc = if a.number {
+            let n = id
+                .parse::<u32>()
+                .ok()
+                .filter(|&n| n < index.num_docs())
+                .with_context(|| {
+                    format!(
+                        "'{id}' is not a document number of this index (0 to {})",
+                        i64::from(index.num_docs()) - 1
+                    )
+                })?;
+            n
+        } else {
+            index
+                .find_doc(id)
+                .with_context(|| format!("no document has the id '{id}' in {}", a.index.display()))?
+        };
+        let text = index.doc(doc)?.expect("the index stores documents");
+        writeln!(out, "{text}")?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn run_inspect(a: InspectArgs) -> Result<()> {
+    let index = open(a.index())?;
     let s = inspect::stats(&index, a.top)?;
     let codecs = if a.codecs {
         Some(inspect::compare_codecs(&index, 3)?)
@@ -208,7 +252,7 @@ fn run_inspect(a: InspectArgs) -> Result<()> {
         return Ok(());
     }
     let m = index.meta();
-    writeln!(out, "index        {}", a.index.display())?;
+    writeln!(out, "index        {}", a.index().display())?;
     writeln!(out, "documents    {}", s.docs)?;
     writeln!(out, "terms        {}", s.terms)?;
     writeln!(out, "postings     {}", s.postings)?;
@@ -260,7 +304,7 @@ fn run_inspect(a: InspectArgs) -> Result<()> {
 }
 
 fn run_export(a: ExportArgs) -> Result<()> {
-    let index = open(&a.index)?;
+    let index = open(a.index())?;
     let Some(ciff_path) = &a.ciff else {
         return export_pisa(&a, &index);
     };

@@ -14,7 +14,7 @@ use warpsearch_query::{Query, Request, Scored};
 
 use crate::args::SearchArgs;
 use crate::shared::early::Stops;
-use crate::shared::engine::{answer_batch, open_engine};
+use crate::shared::engine::{answer_batch, open_engine_with};
 use crate::shared::output::Output;
 use crate::shared::queries::{load_queries, read_query_file, QueryReport, Warnings};
 use crate::shared::report::{cache_stats_line, gpu_stats_line, hybrid_stats_line};
@@ -48,7 +48,19 @@ pub fn run(a: SearchArgs) -> Result<()> {
     // Before any work: an existing --output without --force is refused at once.
     Output::check(a.output.as_deref(), a.force)?;
     let index = Arc::new(crate::open(&a.input.index)?);
-    let engine = open_engine(&a.engine, index.clone(), a.input.mode, a.input.k)?;
+    if a.docs && (a.format != "json" || index.store().is_none()) {
+        anyhow::bail!(
+            "--docs adds stored documents to --format json output, from an index built with \
+             `warpsearch index --store`{}",
+            if index.store().is_none() {
+                " (this one stores none)"
+            } else {
+                ""
+            }
+        );
+    }
+    // The backend choice is a statistic: printed with --stats, not before every run.
+    let engine = open_engine_with(&a.engine, index.clone(), a.input.mode, a.input.k, a.stats)?;
     let chunk = engine.batch_hint();
     // A query file streams unless --warmup or --stats measure it as one batch, read first.
     if let (Some(path), 0, false) = (&a.input.queries, a.warmup, a.stats) {
@@ -277,9 +289,15 @@ fn write_answer(w: &mut dyn Write, index: &Index, qid: &str, hits: &[Scored], a:
         struct Line<'a> {
             qid: &'a str,
             hits: JsonHits<'a>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            docs: Option<Vec<String>>,
         }
+        let docs = match (a.docs, index.store()) {
+            (true, Some(store)) => Some(store.get_many(&hits.iter().map(|h| h.doc).collect::<Vec<u32>>())?),
+            _ => None,
+        };
         let hits = JsonHits { index, hits };
-        serde_json::to_writer(&mut *w, &Line { qid, hits })?;
+        serde_json::to_writer(&mut *w, &Line { qid, hits, docs })?;
         writeln!(w)?;
     }
     Ok(())

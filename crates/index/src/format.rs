@@ -27,8 +27,11 @@ pub mod files {
     pub const STATIC: (&str, &[u8; 8]) = ("static.bin", b"STATIC\0\0");
     /// Global scores GS(d) (docs/references.md#pruned-list-caching eq. 4), `f32` per docID, non-increasing (global-score order only).
     pub const GLOBAL: (&str, &[u8; 8]) = ("global.bin", b"GLOBAL\0\0");
+    /// Stored documents, zstd-compressed blocks read by docID (`index --store`; optional).
+    pub const DOCS: (&str, &[u8; 8]) = ("docs.bin", b"DOCS\0\0\0\0");
 
-    /// The names of the files every index has (the optional `static.bin` and `global.bin` aside).
+    /// The names of the files every index has (the optional `static.bin`, `global.bin` and `docs.bin`
+    /// aside).
     pub const REQUIRED: [&str; 7] = [
         META.0,
         TERMS_FST.0,
@@ -42,7 +45,7 @@ pub mod files {
     /// Whether `name` is the name of a file an index may hold: what replacing or removing an index
     /// removes, and nothing else.
     pub fn is_index_file(name: &str) -> bool {
-        REQUIRED.contains(&name) || name == STATIC.0 || name == GLOBAL.0
+        REQUIRED.contains(&name) || name == STATIC.0 || name == GLOBAL.0 || name == DOCS.0
     }
 }
 
@@ -171,6 +174,10 @@ pub struct IndexMeta {
     pub static_scores: Option<StaticRange>,
     /// DocID assignment.
     pub doc_order: DocOrder,
+    /// Whether `docs.bin` holds every document's input line (`index --store`). Absent in indexes
+    /// written before stored documents existed, which have none.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stored_docs: bool,
 }
 
 mod codec_name {

@@ -1,14 +1,17 @@
 //! warpsearch's inverted index: what every query backend reads.
 //!
 //! - [`analyzer`]: text to terms, shared by documents and queries.
-//! - [`build`]: JsonCollection to index, memory-bounded, multi-threaded.
+//! - [`build`]: a collection (JSON lines of any fields, or `id<TAB>text`) to index, memory-bounded,
+//!   multi-threaded.
 //! - [`writer`] / [`reader`]: the on-disk format (`docs/format.md`), written atomically and
 //!   read-only, read into memory (postings memory-mapped).
+//! - [`store`]: stored documents (`index --store`), compressed in blocks, read by docID.
 //! - [`replace`]: atomic replacement of an output, failure injection, cleanup of killed runs' leftovers.
 //! - [`ciff`]: import and export of the Common Index File Format.
 //! - [`pisa`]: export to PISA's binary collection, so PISA can index exactly our postings.
 //! - [`lookup`]: query terms looked up through a per-thread cache of tokens.
-//! - [`queries`]: query files (`qid<TAB>text` lines).
+//! - [`queries`]: query files (`qid<TAB>text` lines, TREC topics, JSON lines).
+//! - [`eval`]: a TREC run scored against qrels with trec_eval's measures.
 //! - [`inspect`]: statistics and a per-codec size and speed comparison.
 //! - [`synth`]: a synthetic collection of any size generated as posting lists from a real sample.
 //! - [`bm25`]: the ranking function whose upper bounds the index stores.
@@ -24,6 +27,7 @@ pub mod build;
 pub mod ciff;
 pub mod container;
 pub mod error;
+pub mod eval;
 pub mod format;
 pub mod inspect;
 pub mod lookup;
@@ -32,6 +36,7 @@ pub mod pisa;
 pub mod queries;
 pub mod reader;
 pub mod replace;
+pub mod store;
 pub mod synth;
 pub mod termdict;
 #[doc(hidden)]

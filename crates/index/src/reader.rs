@@ -17,6 +17,7 @@ use crate::container::FORMAT_VERSION;
 use crate::container::{self, Payload};
 use crate::error::{corrupt, IndexError, IoContext, Result};
 use crate::format::{files, BlockMeta, DocOrder, IndexMeta, StaticRange, TermRecord};
+use crate::store::Store;
 use crate::termdict::{self, term_name, term_text};
 
 /// An open, read-only index.
@@ -33,6 +34,8 @@ pub struct Index {
     doc_ids: Payload,
     static_scores: Option<Payload>,
     global_scores: Option<Payload>,
+    /// `docs.bin`, where the index stores its documents.
+    store: Option<Store>,
 }
 
 /// How often [`Index::open`] starts over when the files it opened turn out to come from two builds (or
@@ -107,8 +110,11 @@ impl DirHandle {
 /// that structure must not change under an open index: held in memory, it cannot. Posting blocks are
 /// decoded defensively on every use, so they can stay in the mapping, shared with the page cache
 /// (they are most of an index), where a change is caught by [`Index::check_unchanged`].
+///
+/// `docs.bin`, the stored documents, is mapped too: its tables are copied out of the mapping when
+/// checked, and its blocks are decompressed defensively on every use.
 fn load(file: std::fs::File, path: &Path, f: (&str, &[u8; 8])) -> Result<Payload> {
-    if f.0 == files::POSTINGS.0 {
+    if f.0 == files::POSTINGS.0 || f.0 == files::DOCS.0 {
         container::open_file(file, path, f.1)
     } else {
         container::read_file(file, path, f.1)
@@ -199,6 +205,14 @@ impl Index {
                 ))
             })
         };
+        let store = match (meta.stored_docs, optional(files::DOCS)?) {
+            (_, Some(payload)) => Some(Store::open(payload, &dir.join(files::DOCS.0), meta.num_docs)?),
+            (true, None) => {
+                open(files::DOCS)?;
+                None
+            }
+            (false, None) => None,
+        };
         let fst_path = dir.join(files::TERMS_FST.0);
         let fst_payload = open(files::TERMS_FST)?;
         let terms_fst = termdict::open(fst_payload, &fst_path)?;
@@ -219,6 +233,7 @@ impl Index {
                 optional(files::GLOBAL)?
             },
             terms_fst,
+            store,
             uid: crate::lookup::next_uid(),
             dir: dir.to_owned(),
             meta,
@@ -453,7 +468,11 @@ impl Index {
     /// queries, after it, before its answers are used. The other files are held in memory and cannot
     /// change.
     pub fn check_unchanged(&self) -> Result<()> {
-        self.postings.check_unchanged(&self.dir.join(files::POSTINGS.0))
+        self.postings.check_unchanged(&self.dir.join(files::POSTINGS.0))?;
+        match &self.store {
+            Some(store) => store.check_unchanged(&self.dir.join(files::DOCS.0)),
+            None => Ok(()),
+        }
     }
 
     /// `term 'TEXT'` for ordinal `id` (a scan of the dictionary: for messages only).
@@ -593,6 +612,28 @@ impl Index {
         let n = self.meta.num_docs as usize;
         let (offsets, text) = ids.split_at(8 * (n + 1));
         (bytemuck::cast_slice(offsets), text)
+    }
+
+    /// The stored documents (`index --store`), if the index has them.
+    pub fn store(&self) -> Option<&Store> {
+        self.store.as_ref()
+    }
+
+    /// The stored input line of document `doc` (its JSON object, or its `id<TAB>text` line): `Ok(None)`
+    /// where the index stores no documents, an error for a number out of range or a damaged block.
+    pub fn doc(&self, doc: u32) -> Result<Option<String>> {
+        self.store.as_ref().map(|s| s.get(doc)).transpose()
+    }
+
+    /// The number of the document whose external id is `id`, if any (a scan of the id table, on all
+    /// cores: for a few lookups; a caller with many builds a map).
+    pub fn find_doc(&self, id: &str) -> Option<u32> {
+        let (offsets, text) = self.id_table();
+        let id = id.as_bytes();
+        (0..self.num_docs()).into_par_iter().find_first(|&d| {
+            let (s, e) = (offsets[d as usize] as usize, offsets[d as usize + 1] as usize);
+            text.get(s..e) == Some(id)
+        })
     }
 
     /// Raw static scores, by docID, when the index has them.

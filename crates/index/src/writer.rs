@@ -199,6 +199,7 @@ pub struct IndexWriter {
     offset_words: u64,
     last_term: Option<Vec<u8>>,
     build_id: u64,
+    stored: Option<crate::store::StoredDocs>,
 }
 
 impl IndexWriter {
@@ -244,7 +245,13 @@ impl IndexWriter {
             offset_words: 0,
             last_term: None,
             build_id,
+            stored: None,
         })
+    }
+
+    /// Stores `docs` (one per document, in docID order through their table) in `docs.bin`.
+    pub fn set_stored_docs(&mut self, docs: crate::store::StoredDocs) {
+        self.stored = Some(docs);
     }
 
     /// The BM25 function the stored bounds use.
@@ -323,6 +330,7 @@ impl IndexWriter {
             num_terms,
             num_postings,
             build_id,
+            stored,
             ..
         } = self;
         let dir = tmp.path.clone();
@@ -350,6 +358,11 @@ impl IndexWriter {
             write(files::GLOBAL, bytemuck::cast_slice(g))?;
         }
         let n = docs.lens.len() as u64;
+        if let Some(stored) = &stored {
+            let mut out = ContainerWriter::create(&dir.join(files::DOCS.0), files::DOCS.1, build_id)?;
+            stored.write(&mut out, n)?;
+            out.finish()?;
+        }
         let meta = IndexMeta {
             format_version: FORMAT_VERSION,
             codec: opts.codec,
@@ -362,6 +375,7 @@ impl IndexWriter {
             avg_doc_len: mean_doc_len(total_doc_len, n),
             static_scores,
             doc_order: opts.doc_order,
+            stored_docs: stored.is_some(),
         };
         let json = serde_json::to_vec_pretty(&meta).expect("metadata serialises");
         write(files::META, &json)?;

@@ -1,8 +1,9 @@
-//! Reading a Pyserini JsonCollection: `.jsonl` or `.json` files, plain or `.zst`/`.gz` compressed, or a
-//! directory tree of them. A UTF-8 byte-order mark at the start of a file is skipped.
+//! Reading a collection's files: `.jsonl`, `.json` or `.tsv` files, plain or `.zst`/`.gz` compressed, or
+//! a directory tree of them, as lines of bounded length. A UTF-8 byte-order mark at the start of a file
+//! is skipped.
 //!
-//! Each non-blank line is one JSON object with a string (or number) `id` and a string `contents`;
-//! an optional `title` is indexed before the contents; other fields are ignored.
+//! Each non-blank line is one document: what it holds (a JSON object's fields, or `id<TAB>text`) is
+//! [`Schema`]'s business, detected from the collection's first line.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
@@ -10,22 +11,25 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use serde::Deserialize;
-
 use crate::error::{IndexError, IoContext, Result};
 
+pub use super::schema::{Doc, FieldChoice, Schema};
+
 /// File names (compared case-insensitively) a directory input reads.
-const EXTENSIONS: [&str; 6] = [
+const EXTENSIONS: [&str; 9] = [
     ".jsonl",
     ".json",
+    ".tsv",
     ".jsonl.zst",
     ".json.zst",
+    ".tsv.zst",
     ".jsonl.gz",
     ".json.gz",
+    ".tsv.gz",
 ];
 
-/// The input files of a collection: `path` itself, or every `.jsonl`, `.json` file (optionally `.zst`
-/// or `.gz` compressed; names compared case-insensitively) under the directory `path`, subfolders and
+/// The input files of a collection: `path` itself, or every `.jsonl`, `.json` or `.tsv` file (optionally
+/// `.zst` or `.gz` compressed; names compared case-insensitively) under the directory `path`, subfolders and
 /// symbolic links included, in path order. Other files are returned apart (`skipped`), for the caller
 /// to name.
 pub fn list_inputs(path: &Path) -> Result<Inputs> {
@@ -43,7 +47,7 @@ pub fn list_inputs(path: &Path) -> Result<Inputs> {
     inputs.skipped.sort();
     if inputs.files.is_empty() {
         return Err(IndexError::Invalid(format!(
-            "{}: no .jsonl or .json files (plain, .zst or .gz) in this directory or below it",
+            "{}: no .jsonl, .json or .tsv files (plain, .zst or .gz) in this directory or below it",
             path.display()
         )));
     }
@@ -190,7 +194,7 @@ pub fn read_batches(
                     path: path.clone(),
                     line: number,
                     what: format!(
-                        "the line is longer than {}, the longest line read (each line holds one JSON \
+                        "the line is longer than {}, the longest line read (each line holds one \
                          document): split the document, or raise the limit (--max-line-mb) if it is \
                          meant to be this long",
                         show_size(max_line)
@@ -231,69 +235,11 @@ fn show_size(bytes: usize) -> String {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Id {
-    Text(String),
-    Number(serde_json::Number),
-}
-
-#[derive(Deserialize)]
-struct JsonDoc {
-    id: Option<Id>,
-    contents: Option<String>,
-    title: Option<String>,
-}
-
-/// A parsed document.
-#[derive(Debug)]
-pub struct RawDoc {
-    /// External id.
-    pub id: String,
-    /// Title, if any.
-    pub title: Option<String>,
-    /// Body text.
-    pub contents: String,
-}
-
-/// Parses one JSONL line; the error text says what is wrong and what to do. A leading byte-order
-/// mark (which [`read_batches`] strips from a file's first line) is named as such.
-pub fn parse_line(bytes: &[u8]) -> Result<RawDoc, String> {
-    if bytes.starts_with(BOM) {
-        return Err("the line starts with a UTF-8 byte-order mark: remove it".into());
-    }
-    let text = std::str::from_utf8(bytes).map_err(|e| {
-        format!(
-            "invalid UTF-8 at byte {} of the line: re-encode the file as UTF-8",
-            e.valid_up_to()
-        )
-    })?;
-    let doc: JsonDoc = serde_json::from_str(text).map_err(|e| {
-        format!(
-            "invalid JSON ({e}): each line must be one object like {{\"id\": \"d1\", \"contents\": \"...\"}}"
-        )
-    })?;
-    let id = match doc.id {
-        Some(Id::Text(s)) => s,
-        // An integer keeps its digits; any other number would be reformatted ("1.5e3" as "1500.0").
-        Some(Id::Number(n)) if n.is_u64() || n.is_i64() => n.to_string(),
-        Some(Id::Number(n)) => {
-            return Err(format!(
-                "the numeric id {n} is not an integer: write it as a string (\"id\": \"...\") so \
-                 it is kept exactly as written"
-            ))
-        }
-        None => return Err("missing field \"id\": every document needs a string id".into()),
-    };
-    check_doc_id(&id)?;
-    let contents = doc
-        .contents
-        .ok_or("missing field \"contents\": put the document text in \"contents\"")?;
-    Ok(RawDoc {
-        id,
-        title: doc.title,
-        contents,
-    })
+/// One line of Pyserini's JsonCollection (`id` and `contents`): its document, or what is wrong and what
+/// to do. A leading byte-order mark (which [`read_batches`] strips from a file's first line) is named as
+/// such. Collections of other shapes are read through the [`Schema`] their first line shows.
+pub fn parse_line(bytes: &[u8]) -> Result<Doc<'_>, String> {
+    Schema::json_collection(false).parse(bytes)
 }
 
 #[cfg(test)]
@@ -303,10 +249,7 @@ mod tests {
     #[test]
     fn lines_parse_or_explain() {
         let d = parse_line(br#"{"id": 7, "title": "T", "contents": "body", "extra": [1]}"#).unwrap();
-        assert_eq!(
-            (d.id.as_str(), d.title.as_deref(), d.contents.as_str()),
-            ("7", Some("T"), "body")
-        );
+        assert_eq!((d.id.as_str(), d.texts.len(), &*d.texts[0]), ("7", 1, "body"));
         assert!(parse_line(b"{\"id\": \"x\"")
             .unwrap_err()
             .contains("invalid JSON"));

@@ -1,8 +1,11 @@
-//! Building an index from a JsonCollection: parse and analyse in parallel, invert within a memory
-//! budget (spilling sorted runs), optionally renumber documents by global score, merge and write.
+//! Building an index from a collection (JSON lines of any fields, or `id<TAB>text` lines; its format
+//! detected from its first line, [`schema`]): parse and analyse in parallel, invert within a memory
+//! budget (spilling sorted runs), optionally store the documents and renumber them by global score,
+//! merge and write.
 
 pub mod input;
 pub mod runs;
+pub mod schema;
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -19,6 +22,7 @@ use crate::analyzer::AnalyzerConfig;
 use crate::error::{IndexError, IoContext, Result};
 use crate::format::{DocOrder, IndexMeta};
 use crate::order::{check_alpha, global_order, permuted};
+use crate::store::StoreWriter;
 use crate::writer::{check_output, DocIds, DocTable, IndexWriter, WriterOptions};
 use runs::{Inverter, Posting};
 
@@ -34,8 +38,16 @@ pub const MAX_DOC_LEN: u32 = u32::MAX / warpsearch_codec::BLOCK_LEN as u32;
 pub struct BuildOptions {
     /// Codec, analyzer, BM25 parameters, force; `doc_order` is set from `reorder_alpha`.
     pub writer: WriterOptions,
-    /// Index the `title` field before `contents` (Pyserini indexes `contents` only).
+    /// Index the `title` field before the text field (Pyserini indexes `contents` only).
     pub include_title: bool,
+    /// The id field of JSON lines (`--id-field`); detected among [`schema::ID_FIELDS`] when `None`.
+    pub id_field: Option<String>,
+    /// The text fields of JSON lines, indexed in this order (`--fields`); detected when `None`.
+    pub fields: Option<Vec<String>>,
+    /// Keep every document's input line, compressed, in `docs.bin` (`--store`).
+    pub store: bool,
+    /// Counters the caller can read while the build runs (for a progress display of its own).
+    pub watch: Option<Arc<BuildProgress>>,
     /// Memory for postings before a run is spilled to disk, in bytes. Any budget works; a small one
     /// costs many runs (the command line asks for [`MIN_MEMORY_MB`] at least).
     pub memory_budget: usize,
@@ -59,6 +71,10 @@ impl BuildOptions {
         BuildOptions {
             writer,
             include_title: false,
+            id_field: None,
+            fields: None,
+            store: false,
+            watch: None,
             memory_budget: 2 << 30,
             max_open_runs: runs::MAX_OPEN_RUNS,
             skip_bad: false,
@@ -70,11 +86,28 @@ impl BuildOptions {
     }
 }
 
+/// How far a build is, for a caller's own progress display; read any time from another thread.
+#[derive(Debug, Default)]
+pub struct BuildProgress {
+    /// Bytes of input files in all (0 for documents given as lines).
+    pub total_bytes: AtomicU64,
+    /// Bytes of input files read so far.
+    pub read_bytes: AtomicU64,
+    /// Documents read so far.
+    pub docs: AtomicU64,
+    /// Terms whose lists are written, once the input is read.
+    pub terms_written: AtomicU64,
+    /// Whether the input is read and the lists are being written.
+    pub writing: std::sync::atomic::AtomicBool,
+}
+
 /// What a build did.
 #[derive(Debug)]
 pub struct BuildReport {
     /// The written index's metadata.
     pub meta: IndexMeta,
+    /// How the lines were read (detected from the first one).
+    pub schema: schema::Schema,
     /// Lines skipped with `skip_bad`, and the first few reasons.
     pub skipped: u64,
     /// Up to ten skip reasons.
@@ -107,17 +140,14 @@ struct Analyzed {
 
 fn analyze(
     analyzer: &AnalyzerConfig,
-    include_title: bool,
+    schema: &schema::Schema,
     bytes: &[u8],
 ) -> std::result::Result<AnalyzedDoc, String> {
-    let raw = input::parse_line(bytes)?;
+    let raw = schema.parse(bytes)?;
     let mut tokens: Vec<String> = Vec::new();
-    if include_title {
-        if let Some(title) = &raw.title {
-            analyzer.for_each_term(title, |t| tokens.push(t.to_owned()));
-        }
+    for text in &raw.texts {
+        analyzer.for_each_term(text, |t| tokens.push(t.to_owned()));
     }
-    analyzer.for_each_term(&raw.contents, |t| tokens.push(t.to_owned()));
     if tokens.len() > MAX_DOC_LEN as usize {
         return Err(format!(
             "document has {} tokens; at most {MAX_DOC_LEN} are supported: split it",
@@ -136,7 +166,8 @@ fn analyze(
     Ok((raw.id, terms, len))
 }
 
-/// Builds an index at `output` from the JsonCollection at `input` (a file or a directory).
+/// Builds an index at `output` from the collection at `input` (a file or a directory of them): JSON
+/// lines or `id<TAB>text` lines, plain or compressed, their format detected from the first line.
 pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Result<BuildReport> {
     check_alpha(opts.reorder_alpha)?;
     check_output(output, opts.writer.force)?;
@@ -145,6 +176,106 @@ pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Res
         skipped: skipped_files,
     } = input::list_inputs(input)?;
     crate::writer::check_inputs_outside(&files, output)?;
+    let total_bytes: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+        .sum();
+    let read_bytes = Arc::new(AtomicU64::new(0));
+    let (tx, rx) = crossbeam_channel::bounded::<Vec<input::Line>>(4);
+    let reader = {
+        let (files, read_bytes, max_line) = (files.clone(), read_bytes.clone(), opts.max_line_bytes);
+        std::thread::spawn(move || {
+            input::read_batches(&files, 4096, max_line, read_bytes, |batch| tx.send(batch).is_ok())
+        })
+    };
+    let source = Source {
+        names: files,
+        batches: rx,
+        total_bytes,
+        read_bytes,
+        // What the reader failed at (a line too long, a file unreadable) stops the build before
+        // anything is written.
+        finished: Box::new(move || {
+            reader
+                .join()
+                .map_err(|_| IndexError::Invalid("the input reader thread panicked".into()))?
+        }),
+    };
+    let mut report = build_from(source, output, opts)?;
+    report.skipped_files = skipped_files;
+    Ok(report)
+}
+
+/// Builds an index at `output` from documents given as lines (JSON objects or `id<TAB>text`, as a
+/// collection file holds them), in batches: the format is detected from the first. Errors name a line
+/// as `name:N`, N counting the lines from 1. The batches are pulled on another thread than the caller's.
+pub fn build_from_lines(
+    name: &str,
+    batches: impl Iterator<Item = Result<Vec<Vec<u8>>>> + Send,
+    output: &Path,
+    opts: &BuildOptions,
+) -> Result<BuildReport> {
+    check_alpha(opts.reorder_alpha)?;
+    check_output(output, opts.writer.force)?;
+    let (tx, rx) = crossbeam_channel::bounded::<Vec<input::Line>>(4);
+    std::thread::scope(|scope| {
+        let producer = scope.spawn(move || -> Result<()> {
+            let mut number = 0u64;
+            for batch in batches {
+                let lines = batch?
+                    .into_iter()
+                    .map(|bytes| {
+                        number += 1;
+                        input::Line {
+                            file: 0,
+                            line: number,
+                            bytes,
+                        }
+                    })
+                    .collect();
+                if tx.send(lines).is_err() {
+                    break;
+                }
+            }
+            Ok(())
+        });
+        let source = Source {
+            names: vec![PathBuf::from(name)],
+            batches: rx,
+            total_bytes: 0,
+            read_bytes: Arc::new(AtomicU64::new(0)),
+            // A batch that failed (the caller's iterator raised) stops the build before anything is
+            // written.
+            finished: Box::new(move || {
+                producer
+                    .join()
+                    .map_err(|_| IndexError::Invalid("the document reader thread panicked".into()))?
+            }),
+        };
+        build_from(source, output, opts)
+    })
+}
+
+/// Where a build's lines come from: batches of lines, the names of the files they are in, and how much
+/// of them was read.
+struct Source<'a> {
+    names: Vec<PathBuf>,
+    batches: crossbeam_channel::Receiver<Vec<input::Line>>,
+    total_bytes: u64,
+    read_bytes: Arc<AtomicU64>,
+    /// Waits for the producer of the batches (after they are all taken, or the receiver dropped) and
+    /// says whether it read everything.
+    finished: Box<dyn FnOnce() -> Result<()> + 'a>,
+}
+
+fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<BuildReport> {
+    let Source {
+        names,
+        batches: rx,
+        total_bytes,
+        read_bytes,
+        finished,
+    } = source;
     let static_map = opts
         .static_scores
         .as_deref()
@@ -163,22 +294,26 @@ pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Res
     crate::replace::fail_point("runs-created", work.path())?;
 
     let started = Instant::now();
-    let total_bytes: u64 = files
-        .iter()
-        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
-        .sum();
-    let bar = progress_bar(
-        opts.progress,
-        total_bytes,
-        "{elapsed_precise} [{bar:30}] {bytes}/{total_bytes} {msg}",
-    );
-    let read_bytes = Arc::new(AtomicU64::new(0));
-    let (tx, rx) = crossbeam_channel::bounded::<Vec<input::Line>>(4);
-    let reader = {
-        let (files, read_bytes, max_line) = (files.clone(), read_bytes.clone(), opts.max_line_bytes);
-        std::thread::spawn(move || {
-            input::read_batches(&files, 4096, max_line, read_bytes, |batch| tx.send(batch).is_ok())
-        })
+    let watch = opts.watch.clone().unwrap_or_default();
+    watch.total_bytes.store(total_bytes, Ordering::Relaxed);
+    let bar = match total_bytes {
+        0 => progress_bar(opts.progress, 0, "{elapsed_precise} {msg}"),
+        n => progress_bar(
+            opts.progress,
+            n,
+            "{elapsed_precise} [{bar:30}] {bytes}/{total_bytes} {msg}",
+        ),
+    };
+    let choice = schema::FieldChoice {
+        id_field: opts.id_field.clone(),
+        fields: opts.fields.clone(),
+        title: opts.include_title,
+    };
+    let mut schema: Option<schema::Schema> = None;
+    let mut store = if opts.store {
+        Some(StoreWriter::create(&work.path().join("docs.scratch"))?)
+    } else {
+        None
     };
 
     let analyzer = opts.writer.analyzer;
@@ -190,15 +325,31 @@ pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Res
     let (mut skipped, mut skip_reasons, mut empty_docs) = (0u64, Vec::new(), 0u64);
     let mut failure: Option<IndexError> = None;
     'batches: for batch in rx.iter() {
+        let schema = match (&schema, batch.first()) {
+            (Some(s), _) => s,
+            (None, first) => match schema::Schema::detect(first.map(|l| &l.bytes[..]), &choice) {
+                Ok(s) => schema.insert(s),
+                Err(what) => {
+                    let (file, line) = first.map_or((0, 1), |l| (l.file, l.line));
+                    failure = Some(IndexError::Input {
+                        path: names[file as usize].clone(),
+                        line,
+                        what,
+                    });
+                    break 'batches;
+                }
+            },
+        };
         let analyzed: Vec<Analyzed> = batch
             .par_iter()
             .map(|l| Analyzed {
                 file: l.file,
                 line: l.line,
-                doc: analyze(&analyzer, opts.include_title, &l.bytes),
+                doc: analyze(&analyzer, schema, &l.bytes),
             })
             .collect();
-        for a in analyzed {
+        let mut kept: Vec<&[u8]> = Vec::new();
+        for (a, l) in analyzed.into_iter().zip(&batch) {
             let problem = match a.doc {
                 Err(what) => Some(what),
                 Ok((id, terms, len)) => {
@@ -219,6 +370,7 @@ pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Res
                             lens.push(len);
                             max_tfs.push(terms.iter().map(|t| t.1).max().unwrap_or(0));
                             empty_docs += (len == 0) as u64;
+                            kept.push(&l.bytes);
                             inverter.add(doc, &terms);
                             if inverter.bytes() > opts.memory_budget {
                                 if let Err(e) = inverter.spill() {
@@ -232,7 +384,7 @@ pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Res
                 }
             };
             if let Some(what) = problem {
-                let path = files[a.file as usize].clone();
+                let path = names[a.file as usize].clone();
                 if !opts.skip_bad {
                     failure = Some(IndexError::Input {
                         path,
@@ -247,19 +399,32 @@ pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Res
                 }
             }
         }
-        bar.set_position(read_bytes.load(Ordering::Relaxed));
+        if let Some(store) = &mut store {
+            if let Err(e) = store.add(&kept) {
+                failure = Some(e);
+                break 'batches;
+            }
+        }
+        let read = read_bytes.load(Ordering::Relaxed);
+        watch.read_bytes.store(read, Ordering::Relaxed);
+        watch.docs.store(lens.len() as u64, Ordering::Relaxed);
+        bar.set_position(read);
         bar.set_message(format!("{} docs, {} runs", lens.len(), inverter.runs()));
     }
     drop(rx);
-    reader
-        .join()
-        .map_err(|_| IndexError::Invalid("the input reader thread panicked".into()))??;
+    // The producer's failure is the cause of what the loop saw (input cut short).
+    finished()?;
     if let Some(e) = failure {
         return Err(e);
     }
+    let schema = match schema {
+        Some(s) => s,
+        None => schema::Schema::detect(None, &choice).map_err(IndexError::Invalid)?,
+    };
     bar.finish_and_clear();
     let runs = inverter.finish()?;
     let invert_time = started.elapsed();
+    watch.writing.store(true, Ordering::Relaxed);
 
     // Document table, static scores and the docID order.
     let n = lens.len();
@@ -277,7 +442,7 @@ pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Res
         static_unknown = map.len() as u64 - found;
         scores
     });
-    let (table, new_id, doc_order) = match opts.reorder_alpha {
+    let (table, new_id, doc_order, order) = match opts.reorder_alpha {
         None => (
             DocTable {
                 ids,
@@ -287,6 +452,7 @@ pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Res
             },
             None,
             DocOrder::Input,
+            None,
         ),
         Some(alpha) => {
             let g = global_order(alpha, opts.writer.bm25, &lens, &max_tfs, static_scores.as_deref());
@@ -296,7 +462,12 @@ pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Res
                 static_scores: static_scores.as_deref().map(|s| permuted(s, &g.order)),
                 global_scores: Some(g.scores),
             };
-            (table, Some(g.new_id), DocOrder::GlobalScore { alpha })
+            (
+                table,
+                Some(g.new_id),
+                DocOrder::GlobalScore { alpha },
+                Some(g.order),
+            )
         }
     };
 
@@ -304,6 +475,10 @@ pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Res
     let mut writer_opts = opts.writer;
     writer_opts.doc_order = doc_order;
     let mut writer = IndexWriter::create(output, writer_opts, table)?;
+    if let Some(store) = store {
+        // Documents are stored in input order; a renumbered index reads them through its order.
+        writer.set_stored_docs(store.finish(order)?);
+    }
     let bar = progress_bar(
         opts.progress,
         0,
@@ -322,15 +497,17 @@ pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Res
         docs.extend(list.iter().map(|p| p.0));
         freqs.extend(list.iter().map(|p| p.1));
         bar.inc(1);
+        watch.terms_written.fetch_add(1, Ordering::Relaxed);
         writer.add_term(term, &docs, &freqs)
     })?;
     let meta = writer.finish()?;
     bar.finish_and_clear();
     Ok(BuildReport {
         meta,
+        schema,
         skipped,
         skip_reasons,
-        skipped_files,
+        skipped_files: Vec::new(),
         empty_docs,
         runs: runs.len(),
         static_missing,

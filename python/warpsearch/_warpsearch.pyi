@@ -2,7 +2,7 @@
 
 import os
 import pathlib
-from typing import List, Literal, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Dict, Iterable, List, Literal, Mapping, Optional, Sequence, Tuple, Union, overload
 
 __version__: str
 MAX_K: int
@@ -20,7 +20,7 @@ class Index:
 
     @staticmethod
     def build(
-        input: Optional[_Path] = None,
+        input: Union[_Path, Iterable[Union[Mapping[str, Any], str]], None] = None,
         *,
         output: _Path,
         ciff: Optional[_Path] = None,
@@ -38,9 +38,12 @@ class Index:
         memory_mb: int = 2048,
         skip_bad: bool = False,
         progress: bool = False,
+        id_field: Optional[str] = None,
+        fields: Optional[Sequence[str]] = None,
+        store: bool = False,
     ) -> "Index":
-        """Builds an index at `output` (as `warpsearch index`) from a JsonCollection or a CIFF file,
-        and opens it."""
+        """Builds an index at `output` (as `warpsearch index`) from a collection file or directory, any
+        iterable of document dicts (streamed), or a CIFF file, and opens it."""
 
     def searcher(
         self,
@@ -60,8 +63,17 @@ class Index:
     def analyze(self, text: str) -> List[str]:
         """The terms the index's analyzer makes of `text`."""
 
-    def doc_id(self, number: int) -> str:
-        """The id of the document numbered `number` (0 to num_docs - 1)."""
+    def doc_id(self, number: int) -> Optional[str]:
+        """The id of the document numbered `number` (0 to num_docs - 1); None for -1."""
+
+    def doc(self, id: Union[str, int]) -> str:
+        """The stored line of document `id` (its id, or its number); needs an index built with store=True."""
+
+    def docs(self, ids: Iterable[Union[str, int]]) -> List[str]:
+        """The stored lines of `ids`, in order."""
+
+    @property
+    def stores_docs(self) -> bool: ...
 
     def doc_ids(self, numbers: Sequence[int]) -> List[Optional[str]]:
         """The ids of the documents `numbers` names, in order; None for -1."""
@@ -92,29 +104,29 @@ class Searcher:
     @overload
     def search_batch(
         self,
-        texts: Sequence[str],
+        texts: Iterable[str],
         k: int = 10,
         mode: _Mode = "or",
         *,
-        qids: Optional[Sequence[str]] = None,
+        qids: Optional[Iterable[Union[str, int]]] = None,
         as_frame: Literal[False] = False,
         as_arrays: Literal[False] = False,
     ) -> List[List[Tuple[str, float]]]: ...
     @overload
     def search_batch(
         self,
-        texts: Sequence[str],
+        texts: Iterable[str],
         k: int = 10,
         mode: _Mode = "or",
         *,
-        qids: Optional[Sequence[str]] = None,
+        qids: Optional[Iterable[Union[str, int]]] = None,
         as_frame: Literal[True],
     ) -> "pandas.DataFrame":  # type: ignore[name-defined]  # noqa: F821
         ...
     @overload
     def search_batch(
         self,
-        texts: Sequence[str],
+        texts: Iterable[str],
         k: int = 10,
         mode: _Mode = "or",
         *,
@@ -133,3 +145,13 @@ class Searcher:
 
 def read_queries(path: _Path) -> List[Tuple[str, str]]:
     """A query file as `warpsearch search --queries` reads it: (qid, text) pairs."""
+
+def evaluate(
+    qrels: Union[_Path, Mapping[str, Mapping[str, int]]],
+    run: Union[_Path, Mapping[str, Mapping[str, float]]],
+    measures: Optional[Sequence[str]] = None,
+    *,
+    per_query: bool = False,
+    all_queries: bool = False,
+) -> Union[Dict[str, float], Tuple[Dict[str, float], Dict[str, Dict[str, float]]]]:
+    """A run scored against qrels with trec_eval's measures, as `warpsearch evaluate -m` scores it."""
