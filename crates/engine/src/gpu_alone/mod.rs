@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use warpsearch_cpu::CpuSearcher;
-use warpsearch_gpu::{GpuMemory, GpuSearcher, GpuStats, MemoryProbe};
+use warpsearch_gpu::{CallId, GpuError, GpuMemory, GpuSearcher, GpuStats, MemoryProbe};
 use warpsearch_index::Result;
 use warpsearch_query::{Answer, Request};
 
@@ -164,8 +164,9 @@ impl Drop for GpuAlone {
     }
 }
 
-/// The submissions of the GPU thread's next call (None: the backend is dropped and nothing is left).
-fn next(s: &Shared, batch: usize) -> Option<Vec<Submission>> {
+/// The submissions of the GPU thread's next call, waiting for one where `wait` (None: the backend is
+/// dropped and nothing is left, or nothing is waiting and `wait` is false).
+fn next(s: &Shared, batch: usize, wait: bool) -> Option<Vec<Submission>> {
     let mut st = lock(&s.state);
     loop {
         // Submissions whose answers are no longer wanted are dropped, unanswered.
@@ -182,7 +183,7 @@ fn next(s: &Shared, batch: usize) -> Option<Vec<Submission>> {
             }
             return Some(taken);
         }
-        if st.closed {
+        if st.closed || !wait {
             return None;
         }
         st = s.ready.wait(st).expect("no engine thread panics under a lock");
@@ -201,8 +202,19 @@ struct Addressee {
 /// A call's answers, in its requests' order, for the delivering thread.
 type Delivery = (Vec<Addressee>, Instant, Vec<(Result<Answer>, ServedBy)>);
 
-/// The GPU's thread: calls until the backend is dropped and nothing is left. Answers are handed to
-/// a thread of their own, so that delivering one call's answers overlaps the next call.
+/// A call handed to the GPU and not yet answered: where its answers go and its requests (the CPU
+/// answers those the GPU fails).
+struct OnGpu {
+    call: CallId,
+    to: Vec<Addressee>,
+    taken: Instant,
+    requests: Vec<Request>,
+}
+
+/// The GPU's thread: calls until the backend is dropped and nothing is left. Without a list cache a
+/// call is handed to the GPU while the one before computes (at most two on it), so that its host work
+/// overlaps the other's kernels; with one, a call runs whole (it pipelines its own chunks). Answers are
+/// handed to a thread of their own, so that delivering one call's answers overlaps the next.
 fn dispatch(s: &Shared) {
     let batch = lock(&s.searcher).batch_size().max(1);
     let (tx, rx) = std::sync::mpsc::channel::<Delivery>();
@@ -210,37 +222,102 @@ fn dispatch(s: &Shared) {
         .name("warpsearch-gpu-deliver".into())
         .spawn(move || rx.into_iter().for_each(deliver))
         .expect("a thread can be started");
-    while let Some(subs) = next(s, batch) {
-        let taken = Instant::now();
-        let mut to = Vec::with_capacity(subs.len());
-        let mut requests: Vec<Request> = Vec::new();
-        for sub in subs {
-            to.push(Addressee {
-                first_id: sub.first_id,
-                queries: sub.requests.len(),
-                submitted: sub.submitted,
-                deadline: sub.deadline,
-                reply: sub.reply,
-            });
-            if requests.is_empty() {
-                requests = sub.requests;
-            } else {
-                requests.extend(sub.requests);
+    let mut on_gpu: VecDeque<OnGpu> = VecDeque::new();
+    loop {
+        // With calls on the GPU, what is waiting now (perhaps nothing); else the next submissions.
+        let subs = if on_gpu.is_empty() {
+            match next(s, batch, true) {
+                Some(subs) => subs,
+                None => break,
             }
-        }
-        let answers = {
-            let mut gpu = lock(&s.searcher);
+        } else {
+            next(s, batch, false).unwrap_or_default()
+        };
+        let taken = Instant::now();
+        let (to, requests) = addressees(subs);
+        let mut gpu = lock(&s.searcher);
+        if s.cache.is_some() {
             let answers = guarded(s, &mut gpu, &requests);
             // Counted before the answers go, so that a caller woken by the last reads them with it.
             lock(&s.stats).add(&gpu.take_stats());
-            answers
-        };
-        if tx.send((to, taken, answers)).is_err() {
-            break;
+            if tx.send((to, taken, answers)).is_err() {
+                break;
+            }
+            continue;
+        }
+        let mut done = Vec::new();
+        // Nothing new, or two calls on the GPU already: the oldest is collected first.
+        if requests.is_empty() || on_gpu.len() >= 2 {
+            let c = on_gpu.pop_front().expect("a call on the GPU");
+            let answers = caught(|| gpu.wait(c.call));
+            done.push((c, answers));
+        }
+        if !requests.is_empty() {
+            match caught(|| gpu.submit_in(&requests, None)) {
+                Some(call) => on_gpu.push_back(OnGpu {
+                    call,
+                    to,
+                    taken,
+                    requests,
+                }),
+                None => done.push((
+                    OnGpu {
+                        call: CallId::default(),
+                        to,
+                        taken,
+                        requests,
+                    },
+                    None,
+                )),
+            }
+        }
+        // Handing over a call collects the calls before it that finished meanwhile.
+        while let Some((id, answers)) = caught(|| gpu.take_done()).flatten() {
+            if let Some(at) = on_gpu.iter().position(|c| c.call == id) {
+                let c = on_gpu.remove(at).expect("a call on the GPU");
+                done.push((c, Some(answers)));
+            }
+        }
+        lock(&s.stats).add(&gpu.take_stats());
+        drop(gpu);
+        for (c, answers) in done {
+            let answers = match answers {
+                Some(answers) => on_cpu_where_failed(s, &c.requests, answers),
+                None => panicked(s, &c.requests),
+            };
+            if tx.send((c.to, c.taken, answers)).is_err() {
+                return;
+            }
         }
     }
     drop(tx);
     let _ = deliverer.join();
+}
+
+/// `f`, or None where it panics (its call is then answered on the CPU: nothing is lost).
+fn caught<T>(f: impl FnOnce() -> T) -> Option<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
+}
+
+/// Where the answers of `subs` go, and their requests as one call's.
+fn addressees(subs: Vec<Submission>) -> (Vec<Addressee>, Vec<Request>) {
+    let mut to = Vec::with_capacity(subs.len());
+    let mut requests: Vec<Request> = Vec::new();
+    for sub in subs {
+        to.push(Addressee {
+            first_id: sub.first_id,
+            queries: sub.requests.len(),
+            submitted: sub.submitted,
+            deadline: sub.deadline,
+            reply: sub.reply,
+        });
+        if requests.is_empty() {
+            requests = sub.requests;
+        } else {
+            requests.extend(sub.requests);
+        }
+    }
+    (to, requests)
 }
 
 /// Hands each submission its answers, at once.
@@ -272,42 +349,58 @@ fn deliver((to, taken, answers): Delivery) {
 
 /// [`call`], with a call that panics answered on the CPU, whole: nothing is lost.
 fn guarded(s: &Shared, gpu: &mut GpuSearcher, requests: &[Request]) -> Vec<(Result<Answer>, ServedBy)> {
-    let run = std::panic::AssertUnwindSafe(|| call(s, gpu, requests));
-    std::panic::catch_unwind(run).unwrap_or_else(|_| {
-        let n = requests.len() as u64;
-        s.notes.fallback(
-            n,
-            format!("the GPU backend panicked: {n} queries answered on the CPU"),
-        );
-        requests
-            .iter()
-            .map(|r| (s.cpu.answer(r), ServedBy::Cpu))
-            .collect()
-    })
+    caught(|| call(s, gpu, requests)).unwrap_or_else(|| panicked(s, requests))
 }
 
-/// Answers every request of one call, in order: on the GPU, and on the CPU what the GPU fails (each
-/// reason noted once with its count).
+/// Every request of a call that panicked, answered on the CPU.
+fn panicked(s: &Shared, requests: &[Request]) -> Vec<(Result<Answer>, ServedBy)> {
+    let n = requests.len() as u64;
+    s.notes.fallback(
+        n,
+        format!("the GPU backend panicked: {n} queries answered on the CPU"),
+    );
+    requests
+        .iter()
+        .map(|r| (s.cpu.answer(r), ServedBy::Cpu))
+        .collect()
+}
+
+/// Answers every request of one call, in order: on the GPU, and on the CPU what the GPU fails.
 fn call(s: &Shared, gpu: &mut GpuSearcher, requests: &[Request]) -> Vec<(Result<Answer>, ServedBy)> {
-    let mut failures = Failures::default();
-    let out = match &s.cache {
+    match &s.cache {
         // The backend is the GPU's, whose cache the CPU completes: its answers are not told apart.
-        Some(ctl) => cached::search_batch(gpu, &s.cpu, ctl, requests, &mut failures)
-            .into_iter()
-            .map(|a| (a, ServedBy::Gpu))
-            .collect(),
-        None => requests
-            .iter()
-            .zip(gpu.search_batch(requests))
-            .map(|(request, answer)| match answer {
-                Ok(a) => (Ok(a), ServedBy::Gpu),
-                Err(e) => {
-                    failures.add(&e);
-                    (s.cpu.answer(request), ServedBy::Cpu)
-                }
-            })
-            .collect(),
-    };
+        Some(ctl) => {
+            let mut failures = Failures::default();
+            let out = cached::search_batch(gpu, &s.cpu, ctl, requests, &mut failures)
+                .into_iter()
+                .map(|a| (a, ServedBy::Gpu))
+                .collect();
+            failures.note(&s.notes);
+            out
+        }
+        None => on_cpu_where_failed(s, requests, gpu.search_batch(requests)),
+    }
+}
+
+/// The GPU's answers to `requests`, with those it failed answered on the CPU (each reason noted once
+/// with its count).
+fn on_cpu_where_failed(
+    s: &Shared,
+    requests: &[Request],
+    answers: Vec<std::result::Result<Answer, GpuError>>,
+) -> Vec<(Result<Answer>, ServedBy)> {
+    let mut failures = Failures::default();
+    let out = requests
+        .iter()
+        .zip(answers)
+        .map(|(request, answer)| match answer {
+            Ok(a) => (Ok(a), ServedBy::Gpu),
+            Err(e) => {
+                failures.add(&e);
+                (s.cpu.answer(request), ServedBy::Cpu)
+            }
+        })
+        .collect();
     failures.note(&s.notes);
     out
 }
