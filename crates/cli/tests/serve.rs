@@ -174,10 +174,14 @@ fn beyond_max_in_flight_is_429_with_retry_after() {
 #[test]
 fn health_metrics_and_every_openapi_path_are_served() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(
-        &small_index(dir.path()),
-        &["--backend", "hybrid", "--hybrid-workers", "1"],
+    small_index(dir.path());
+    // The same documents stored (`index --store`), for `/doc/{docid}`.
+    let index = common::index_with(
+        &dir.path().join("in.jsonl"),
+        &dir.path().join("stored"),
+        &["--store"],
     );
+    let server = Server::start(&index, &["--backend", "hybrid", "--hybrid-workers", "1"]);
     let (status, v) = server.json("GET", "/health", "");
     assert_eq!(
         (status, v["status"].as_str(), v["documents"].as_u64()),
@@ -234,12 +238,20 @@ fn health_metrics_and_every_openapi_path_are_served() {
         .filter(|l| l.starts_with("  /") && l.ends_with(':'))
         .map(|l| l.trim().trim_end_matches(':'))
         .collect();
-    assert_eq!(paths, ["/search", "/health", "/metrics"]);
+    assert_eq!(paths, ["/search", "/doc/{docid}", "/health", "/metrics"]);
     for path in paths {
         let query = if path == "/search" { "?q=fox" } else { "" };
+        let path = path.replace("{docid}", "doc1");
         let (status, _, body) = server.request("GET", &format!("{path}{query}"), "");
         assert_eq!(status, 200, "{path}: {body}");
     }
+    // A stored document comes back as its input line; hits carry theirs with "docs".
+    let line = r#"{"id": "doc1", "contents": "a fox and a dog"}"#;
+    let (status, v) = server.json("GET", "/doc/doc1", "");
+    assert_eq!((status, &v), (200, &json!({"docid": "doc1", "doc": line})));
+    let (status, v) = server.json("GET", "/search?q=dog&docs=true", "");
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["hits"][0]["doc"], line, "{v}");
     let (status, v) = server.json("GET", "/nowhere", "");
     assert_eq!(status, 404, "{v}");
     server.assert_metrics(&["warpsearch_bad_requests_total 1"]);

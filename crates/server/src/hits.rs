@@ -1,4 +1,5 @@
-//! A ranked list as JSON: `[{"docid": …, "score": …, "rank": 1}, …]`, the server's and the CLI's.
+//! A ranked list as JSON: `[{"docid": …, "score": …, "rank": 1}, …]`, the server's and the CLI's; with
+//! stored documents, each hit has its `"doc"` too.
 
 use warpsearch_index::Index;
 use warpsearch_query::Scored;
@@ -11,6 +12,9 @@ struct Hit<'a> {
     docid: &'a str,
     score: f32,
     rank: usize,
+    /// The stored input line, where asked for (absent otherwise: the plain list is unchanged).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    doc: Option<&'a str>,
 }
 
 /// `hits` as JSON output prints them, ranks from 1: `[{"docid": …, "score": …, "rank": 1}, …]`,
@@ -24,19 +28,43 @@ pub struct JsonHits<'a> {
 
 impl serde::Serialize for JsonHits<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
-        use serde::ser::SerializeSeq;
-        let mut seq = serializer.serialize_seq(Some(self.hits.len()))?;
-        // Ids looked up a few at a time, their cache misses overlapped ([`Index::try_for_each_doc_id`]).
-        let mut hits = self.hits.iter().zip(1..);
-        let docs = self.hits.iter().map(|h| h.doc);
-        self.index.try_for_each_doc_id(docs, |docid| {
-            let (h, rank) = hits.next().expect("an id per hit");
-            seq.serialize_element(&Hit {
-                docid,
-                score: h.score,
-                rank,
-            })
-        })?;
-        seq.end()
+        write_hits(self.index, self.hits, None, serializer)
     }
+}
+
+/// [`JsonHits`] with each hit's stored document (`docs[i]` is hit `i`'s input line, a JSON string).
+pub(crate) struct JsonHitsWithDocs<'a> {
+    pub index: &'a Index,
+    pub hits: &'a [Scored],
+    pub docs: &'a [String],
+}
+
+impl serde::Serialize for JsonHitsWithDocs<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        write_hits(self.index, self.hits, Some(self.docs), serializer)
+    }
+}
+
+/// The hits, each with its document where `docs` (one a hit) is given.
+fn write_hits<S: serde::Serializer>(
+    index: &Index,
+    hits: &[Scored],
+    docs: Option<&[String]>,
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = serializer.serialize_seq(Some(hits.len()))?;
+    // Ids looked up a few at a time, their cache misses overlapped ([`Index::try_for_each_doc_id`]).
+    let mut each = hits.iter().zip(1..);
+    let numbers = hits.iter().map(|h| h.doc);
+    index.try_for_each_doc_id(numbers, |docid| {
+        let (h, rank) = each.next().expect("an id per hit");
+        seq.serialize_element(&Hit {
+            docid,
+            score: h.score,
+            rank,
+            doc: docs.and_then(|d| d.get(rank - 1)).map(String::as_str),
+        })
+    })?;
+    seq.end()
 }

@@ -1,6 +1,8 @@
 //! The engine over HTTP (axum on tokio), for `warpsearch serve`. `POST /search` and `GET /search` answer
-//! queries through the engine's front door ([`searcher`]), `GET /health` says it is ready, `GET /metrics`
-//! exposes the counters ([`metrics()`]); `docs/openapi.yaml` describes every endpoint. Requests are
+//! queries through the engine's front door ([`searcher`]) (with `docs`, each hit carries its stored
+//! document), `GET /doc/{docid}` answers one stored document (an index built with `index --store`),
+//! `GET /health` says it is ready, `GET /metrics` exposes the counters ([`metrics()`]);
+//! `docs/openapi.yaml` describes every endpoint. Requests are
 //! checked field by field ([`request`]); beyond the queries in flight the configuration allows, or when
 //! those in flight would take longer than its shedding window to answer ([`pace`]), a request is refused
 //! with 429 and `Retry-After: 1`. A request's queries count against `--max-in-flight` until its
@@ -29,8 +31,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{DefaultBodyLimit, FromRequest, Query as UrlQuery, State};
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, FromRequest, Path, Query as UrlQuery, State};
 use axum::http::{header, Method, StatusCode, Uri, Version};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -44,6 +46,7 @@ use warpsearch_index::Index;
 use warpsearch_query::{Query, Request, Scored, MAX_K};
 
 use conn::Watch;
+use hits::JsonHitsWithDocs;
 use metrics::{Load, Metrics, Tally};
 use pace::Pace;
 use request::{ApiError, Limits, Search};
@@ -65,10 +68,18 @@ struct Server {
     read_timeout: Duration,
 }
 
+/// A ranked list, with each hit's stored document where the request asked for them (`docs`).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Hits<'a> {
+    Plain(JsonHits<'a>),
+    WithDocs(JsonHitsWithDocs<'a>),
+}
+
 #[derive(Serialize)]
 struct QueryResult<'a> {
     id: &'a str,
-    hits: JsonHits<'a>,
+    hits: Hits<'a>,
 }
 
 /// Typed responses (never through `serde_json::Value`, which would widen the scores to `f64`).
@@ -80,8 +91,16 @@ struct PostResponse<'a> {
 
 #[derive(Serialize)]
 struct GetResponse<'a> {
-    hits: JsonHits<'a>,
+    hits: Hits<'a>,
     took_ms: f64,
+}
+
+/// `GET /doc/{docid}`: the stored input line as the string it is (as `warpsearch doc`, `search --docs`
+/// and Python's `Index.doc` give it).
+#[derive(Serialize)]
+struct DocResponse {
+    docid: String,
+    doc: String,
 }
 
 /// How a server answers: its limits, the deadline its queries are given, and when it sheds by time.
@@ -192,6 +211,7 @@ pub fn router(engine: Engine, ranking: &str, config: &ServerConfig) -> Router {
     });
     Router::new()
         .route("/search", get(get_search).post(post_search))
+        .route("/doc/{docid}", get(get_doc))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .fallback(|State(s): State<Arc<Server>>| async move {
@@ -260,6 +280,9 @@ impl Server {
         may_probe: bool,
     ) -> Result<(Vec<(String, Vec<Scored>)>, Held), ApiError> {
         let scorer = self.searcher.scorer().clone();
+        if search.docs && scorer.index().store().is_none() {
+            return Err(ApiError::field("docs", NO_STORE_SEARCH));
+        }
         scorer
             .check(&Request::new(Query::default(), search.mode, search.k))
             .map_err(|e| ApiError::field("mode", e.to_string()))?;
@@ -331,10 +354,103 @@ impl Server {
         }
     }
 
-    fn hits<'a>(&'a self, hits: &'a [Scored]) -> JsonHits<'a> {
-        JsonHits {
-            index: self.searcher.scorer().index(),
-            hits,
+    /// Query `i`'s hits as JSON, with their documents where `docs` holds them ([`Server::documents`]).
+    fn hits<'a>(
+        &'a self,
+        results: &'a [(String, Vec<Scored>)],
+        docs: &'a Option<Vec<String>>,
+        i: usize,
+    ) -> Hits<'a> {
+        let index = self.searcher.scorer().index();
+        let hits = results.get(i).map_or(&[][..], |(_, h)| h.as_slice());
+        match docs {
+            None => Hits::Plain(JsonHits { index, hits }),
+            Some(docs) => {
+                let start: usize = results[..i].iter().map(|(_, h)| h.len()).sum();
+                Hits::WithDocs(JsonHitsWithDocs {
+                    index,
+                    hits,
+                    docs: &docs[start..start + hits.len()],
+                })
+            }
+        }
+    }
+
+    /// The stored documents of every hit of `results`, in order (all queries' hits one after the
+    /// other), where `wanted`; read on a blocking thread (a block decompressed per few documents), while
+    /// the request still holds its places.
+    async fn documents(
+        &self,
+        results: &[(String, Vec<Scored>)],
+        wanted: bool,
+    ) -> Result<Option<Vec<String>>, ApiError> {
+        if !wanted {
+            return Ok(None);
+        }
+        let index = self.searcher.scorer().index().clone();
+        let numbers: Vec<u32> = results
+            .iter()
+            .flat_map(|(_, hits)| hits.iter().map(|h| h.doc))
+            .collect();
+        let read = tokio::task::spawn_blocking(move || match index.store() {
+            Some(store) => store.get_many(&numbers).map_err(|e| e.to_string()),
+            None => Err(NO_STORE_SEARCH.to_string()),
+        });
+        match read.await {
+            Ok(Ok(docs)) => Ok(Some(docs)),
+            Ok(Err(e)) => {
+                error!(error = %e, "reading stored documents failed");
+                Err(ApiError::internal(format!("reading the stored documents: {e}")))
+            }
+            Err(e) => Err(ApiError::internal(format!("reading the stored documents: {e}"))),
+        }
+    }
+
+    /// `GET /doc/{docid}`'s answer and the place it holds among `--max-in-flight` until written.
+    async fn document(
+        &self,
+        docid: Result<Path<String>, PathRejection>,
+    ) -> Result<(DocResponse, tokio::sync::OwnedSemaphorePermit), ApiError> {
+        let Path(docid) = docid.map_err(|e| ApiError::field("docid", e.body_text()))?;
+        let index = self.searcher.scorer().index().clone();
+        if index.store().is_none() {
+            return Err(ApiError {
+                status: StatusCode::CONFLICT,
+                message: "this server's index stores no documents: rebuild it with \
+                          `warpsearch index --store` to serve them"
+                    .into(),
+                field: None,
+            });
+        }
+        let place = self
+            .slots
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| ApiError::overloaded(self.max_in_flight))?;
+        let id = docid.clone();
+        // The id table is scanned on all cores ([`Index::find_doc`]): off the async threads.
+        let read = tokio::task::spawn_blocking(move || {
+            index
+                .find_doc(&id)
+                .map(|n| {
+                    index
+                        .doc(n)
+                        .map(|d| d.expect("checked: the index stores documents"))
+                })
+                .transpose()
+        });
+        match read.await {
+            Ok(Ok(Some(doc))) => Ok((DocResponse { docid, doc }, place)),
+            Ok(Ok(None)) => Err(ApiError {
+                status: StatusCode::NOT_FOUND,
+                message: format!("no document has the id '{docid}' in this server's index"),
+                field: Some("docid".into()),
+            }),
+            Ok(Err(e)) => {
+                error!(error = %e, docid = %docid, "reading a stored document failed");
+                Err(ApiError::internal(format!("reading document '{docid}': {e}")))
+            }
+            Err(e) => Err(ApiError::internal(format!("reading document '{docid}': {e}"))),
         }
     }
 
@@ -362,6 +478,10 @@ fn query_weight(index: &Index, query: &Query) -> usize {
     let per_place = u64::from(index.num_docs()).max(1);
     usize::try_from(1 + postings / per_place).unwrap_or(usize::MAX)
 }
+
+/// A search asking for documents of an index that stores none.
+const NO_STORE_SEARCH: &str = "this server's index stores no documents, so \"docs\" cannot add them to \
+     the hits: rebuild it with `warpsearch index --store`, or leave \"docs\" out";
 
 fn took_ms(started: Instant) -> f64 {
     millis(started.elapsed())
@@ -400,17 +520,25 @@ async fn post_search(
     let answered = match search.await {
         Ok(search) => {
             let field = |i: usize| format!("queries[{i}].text");
-            s.answer(search, field, watch.as_deref(), may_probe).await
+            let wanted = search.docs;
+            match s.answer(search, field, watch.as_deref(), may_probe).await {
+                Ok((results, held)) => s
+                    .documents(&results, wanted)
+                    .await
+                    .map(|docs| (results, docs, held)),
+                Err(e) => Err(e),
+            }
         }
         Err(e) => Err(e),
     };
     match answered {
-        Ok((results, held)) => {
+        Ok((results, docs, held)) => {
             let results: Vec<QueryResult> = results
                 .iter()
-                .map(|(id, hits)| QueryResult {
+                .enumerate()
+                .map(|(i, (id, _))| QueryResult {
                     id,
-                    hits: s.hits(hits),
+                    hits: s.hits(&results, &docs, i),
                 })
                 .collect();
             debug!(queries = results.len(), "POST /search");
@@ -435,16 +563,40 @@ async fn get_search(
     let answered = match search {
         Ok(search) => {
             let may_probe = version >= Version::HTTP_11;
-            s.answer(search, |_| "q".into(), watch.as_deref(), may_probe)
+            let wanted = search.docs;
+            match s
+                .answer(search, |_| "q".into(), watch.as_deref(), may_probe)
                 .await
+            {
+                Ok((results, held)) => s
+                    .documents(&results, wanted)
+                    .await
+                    .map(|docs| (results, docs, held)),
+                Err(e) => Err(e),
+            }
         }
         Err(e) => Err(e),
     };
     match answered {
-        Ok((results, held)) => {
-            let hits = s.hits(results.first().map_or(&[], |(_, h)| h));
+        Ok((results, docs, held)) => {
+            let hits = s.hits(&results, &docs, 0);
             let took_ms = took_ms(started);
             respond::json(&GetResponse { hits, took_ms }, held, watch)
+        }
+        Err(e) => s.refuse(e),
+    }
+}
+
+async fn get_doc(
+    State(s): State<Arc<Server>>,
+    watch: Option<Extension<Arc<Watch>>>,
+    docid: Result<Path<String>, PathRejection>,
+) -> Response {
+    let watch = watch.map(|Extension(w)| w);
+    match s.document(docid).await {
+        Ok((answer, place)) => {
+            debug!(docid = %answer.docid, "GET /doc");
+            respond::json(&answer, place, watch)
         }
         Err(e) => s.refuse(e),
     }

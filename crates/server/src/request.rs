@@ -139,18 +139,21 @@ pub struct Limits {
     pub ranking: String,
 }
 
-/// One checked search request: queries (id, text), their k and mode.
+/// One checked search request: queries (id, text), their k and mode, and whether each hit carries its
+/// stored document.
 #[derive(Debug, PartialEq)]
 pub struct Search {
     pub queries: Vec<(String, String)>,
     pub k: usize,
     pub mode: Mode,
+    pub docs: bool,
 }
 
 /// Default k and mode of a request that does not give them.
 const DEFAULT_K: usize = 10;
 
-/// `POST /search`: `{"queries": [{"id": "1", "text": "…"}], "k": 10, "mode": "or", "ranking": "bm25"}`.
+/// `POST /search`: `{"queries": [{"id": "1", "text": "…"}], "k": 10, "mode": "or", "ranking": "bm25",
+/// "docs": false}`.
 /// A body in the common shape (every field of its type, no field twice) is read straight into [`Body`];
 /// anything else is read again through a `serde_json::Value`, whose checks name the field at fault.
 pub fn parse_post(body: &[u8], limits: &Limits) -> Result<Search, ApiError> {
@@ -169,6 +172,7 @@ struct Body {
     k: Option<u64>,
     mode: Option<String>,
     ranking: Option<String>,
+    docs: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -217,7 +221,12 @@ impl Body {
         let k = self.k.map_or(Ok(DEFAULT_K), |k| check_k(k, limits))?;
         let mode = mode(self.mode.as_deref())?;
         check_ranking(self.ranking.as_deref(), limits)?;
-        Ok(Search { queries, k, mode })
+        Ok(Search {
+            queries,
+            k,
+            mode,
+            docs: self.docs.unwrap_or(false),
+        })
     }
 }
 
@@ -251,11 +260,11 @@ fn parse_post_value(body: &[u8], limits: &Limits) -> Result<Search, ApiError> {
     };
     if let Some(unknown) = fields
         .keys()
-        .find(|k| !["queries", "k", "mode", "ranking"].contains(&k.as_str()))
+        .find(|k| !["queries", "k", "mode", "ranking", "docs"].contains(&k.as_str()))
     {
         return Err(ApiError::field(
             unknown.clone(),
-            format!("unknown field '{unknown}': expected queries, k, mode or ranking"),
+            format!("unknown field '{unknown}': expected queries, k, mode, ranking or docs"),
         ));
     }
     let Some(Value::Array(list)) = fields.get("queries") else {
@@ -284,7 +293,22 @@ fn parse_post_value(body: &[u8], limits: &Limits) -> Result<Search, ApiError> {
     };
     let mode = mode(text("mode")?)?;
     check_ranking(text("ranking")?, limits)?;
-    Ok(Search { queries, k, mode })
+    let docs = match fields.get("docs") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(v) => {
+            return Err(ApiError::field(
+                "docs",
+                format!("docs must be true or false, got {v}"),
+            ))
+        }
+    };
+    Ok(Search {
+        queries,
+        k,
+        mode,
+        docs,
+    })
 }
 
 /// A JSON value read as `serde_json::Value` is, but refusing a key given twice in an object: the
@@ -400,15 +424,15 @@ fn query_object(i: usize, q: &Value) -> Result<(String, String), ApiError> {
     }
 }
 
-/// `GET /search?q=TEXT&k=10&mode=or&ranking=bm25`: one query, id "1".
+/// `GET /search?q=TEXT&k=10&mode=or&ranking=bm25&docs=false`: one query, id "1".
 pub fn parse_get(params: &HashMap<String, String>, limits: &Limits) -> Result<Search, ApiError> {
     if let Some(unknown) = params
         .keys()
-        .find(|k| !["q", "k", "mode", "ranking"].contains(&k.as_str()))
+        .find(|k| !["q", "k", "mode", "ranking", "docs"].contains(&k.as_str()))
     {
         return Err(ApiError::field(
             unknown.clone(),
-            format!("unknown parameter '{unknown}': expected q, k, mode or ranking"),
+            format!("unknown parameter '{unknown}': expected q, k, mode, ranking or docs"),
         ));
     }
     let Some(q) = params.get("q") else {
@@ -426,10 +450,21 @@ pub fn parse_get(params: &HashMap<String, String>, limits: &Limits) -> Result<Se
     };
     let mode = mode(params.get("mode").map(String::as_str))?;
     check_ranking(params.get("ranking").map(String::as_str), limits)?;
+    let docs = match params.get("docs").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(v) => {
+            return Err(ApiError::field(
+                "docs",
+                format!("docs must be true or false, got '{v}'"),
+            ))
+        }
+    };
     Ok(Search {
         queries: vec![("1".into(), q.clone())],
         k,
         mode,
+        docs,
     })
 }
 
@@ -516,6 +551,7 @@ mod tests {
             Some("ranking")
         );
         assert_eq!(field(json!({"queries": q, "top": 3})).as_deref(), Some("top"));
+        assert_eq!(field(json!({"queries": q, "docs": 1})).as_deref(), Some("docs"));
         assert_eq!(field(json!({"queries": []})).as_deref(), Some("queries"));
         assert_eq!(
             field(json!({"queries": [q[0], q[0], q[0]]})).as_deref(),
@@ -560,6 +596,15 @@ mod tests {
             (format!(r#"{{"queries": [{q}], "mode": "xor"}}"#), true),
             (format!(r#"{{"queries": [{q}], "ranking": "tfidf"}}"#), true),
             (format!(r#"{{"queries": [{q}], "k": 0, "mode": "xor"}}"#), true),
+            (format!(r#"{{"queries": [{q}], "docs": true}}"#), true),
+            (format!(r#"{{"queries": [{q}], "docs": false}}"#), true),
+            (format!(r#"{{"queries": [{q}], "docs": null}}"#), true),
+            (format!(r#"{{"queries": [{q}], "docs": 1}}"#), false),
+            (format!(r#"{{"queries": [{q}], "docs": "true"}}"#), false),
+            (
+                format!(r#"{{"queries": [{q}], "docs": true, "docs": false}}"#),
+                false,
+            ),
             (
                 r#"{"queries": [{"id": 7, "text": "c"}, {"id": -3, "text": "d"}]}"#.into(),
                 true,
@@ -637,5 +682,12 @@ mod tests {
         assert_eq!(e.field.as_deref(), Some("q"));
         let e = parse_get(&p(&[("q", "x"), ("k", "-1")]), &limits()).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("k"));
+        assert!(!s.docs);
+        let s = parse_get(&p(&[("q", "x"), ("docs", "true")]), &limits()).unwrap();
+        assert!(s.docs);
+        let s = parse_get(&p(&[("q", "x"), ("docs", "false")]), &limits()).unwrap();
+        assert!(!s.docs);
+        let e = parse_get(&p(&[("q", "x"), ("docs", "yes")]), &limits()).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("docs"));
     }
 }

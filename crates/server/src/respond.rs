@@ -1,5 +1,6 @@
-//! A search's response body: its JSON written once into chunks, handed to hyper a chunk at a time, the
-//! request's hold on its queries' places ([`Held`]) let go only once the last chunk is taken. Hyper
+//! A search's (or a stored document's) response body: its JSON written once into chunks, handed to
+//! hyper a chunk at a time, the request's hold on its places among `--max-in-flight` (a search's
+//! [`Held`], a document's permit) let go only once the last chunk is taken. Hyper
 //! takes a chunk only when its write buffer has room, so a client that does not read keeps its
 //! queries counted against `--max-in-flight` (and its connection's write timeout running) instead of
 //! leaving tens of megabytes behind an answered request.
@@ -19,6 +20,7 @@ use serde::Serialize;
 
 use crate::conn::Watch;
 use crate::request::ApiError;
+#[cfg(doc)]
 use crate::searcher::Held;
 
 /// Bytes a chunk holds: with hyper's queue of at most 16 buffers, at most 256 KiB of a response are
@@ -61,7 +63,8 @@ impl Write for Chunker {
 struct Chunks {
     chunks: VecDeque<Bytes>,
     left: u64,
-    held: Option<Held>,
+    /// Dropped to let go of the places (a [`Held`] or a semaphore permit).
+    held: Option<Box<dyn Send>>,
     watch: Option<Arc<Watch>>,
 }
 
@@ -101,9 +104,10 @@ impl http_body::Body for Chunks {
     }
 }
 
-/// `value` as a JSON response whose queries stay counted (`held`) until hyper takes its last bytes;
-/// `watch`: the connection, told when the response starts (its write timeout runs from then).
-pub fn json(value: &impl Serialize, held: Held, watch: Option<Arc<Watch>>) -> Response {
+/// `value` as a JSON response whose places stay held (`held`, let go when dropped) until hyper takes
+/// its last bytes; `watch`: the connection, told when the response starts (its write timeout runs from
+/// then).
+pub fn json(value: &impl Serialize, held: impl Send + 'static, watch: Option<Arc<Watch>>) -> Response {
     let mut out = Chunker::default();
     if let Err(e) = serde_json::to_writer(&mut out, value) {
         return ApiError::internal(format!("writing the response: {e}")).into_response();
@@ -114,7 +118,7 @@ pub fn json(value: &impl Serialize, held: Held, watch: Option<Arc<Watch>>) -> Re
     let body = Chunks {
         chunks: out.done,
         left: out.len,
-        held: Some(held),
+        held: Some(Box::new(held)),
         watch,
     };
     ([(header::CONTENT_TYPE, "application/json")], Body::new(body)).into_response()
