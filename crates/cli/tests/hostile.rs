@@ -9,9 +9,8 @@
 mod clients;
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
-use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -200,30 +199,12 @@ fn hostile_clients_get_bounded_memory_and_a_bounded_shutdown() {
     let stalled: Vec<_> = (0..20).map(|_| stalled_body(&addr)).collect();
     let silent = post_raw(&addr, &heavy_body(1024, 1000));
     wait_for_metric(&server, "warpsearch_connections_open", |v| v >= 21);
-    let stop = Instant::now();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap()
-        .success());
-    let status = loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(stop.elapsed() < Duration::from_secs(60), "serve did not stop");
-        thread::sleep(Duration::from_millis(10));
-    };
-    let shutdown = stop.elapsed();
+    let (status, shutdown, log) = server.terminate();
     assert!(status.success(), "{status}");
     drop(silent);
     for t in stalled {
         t.join().unwrap();
     }
-    let mut log = String::new();
-    std::fs::File::open(&server.log)
-        .unwrap()
-        .read_to_string(&mut log)
-        .unwrap();
     assert!(log.contains("stopped"), "{log}");
     eprintln!(
         "hostile: RSS before {rss_before:.0} MiB, peak {peak:.0} MiB (bound {:.0}), after {rss_after:.0} MiB; \

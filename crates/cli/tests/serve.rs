@@ -12,8 +12,7 @@ mod common;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clients::{final_response, heavy_body, heavy_index, post_raw, read_to_close, wait_for_metric};
 use common::{assert_lines, Server};
@@ -262,24 +261,7 @@ fn sigterm_stops_the_server_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let mut server = Server::start(&small_index(dir.path()), &["--backend", "cpu"]);
     assert_eq!(server.request("GET", "/search?q=fox", "").0, 200);
-    let pid = server.child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "serve did not stop on SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let log = std::fs::read_to_string(&server.log).unwrap();
+    let (status, _, log) = server.terminate();
     assert!(status.success(), "{status}: {log}");
     assert!(log.contains("shutting down") && log.contains("stopped"), "{log}");
 }
@@ -384,24 +366,7 @@ fn sigterm_ends_within_the_shutdown_grace() {
     let _silent = post_raw(&server.addr, &heavy_body(256, 1000));
     let _computing = post_raw(&server.addr, &heavy_body(1024, 1000));
     wait_for_metric(&server, "warpsearch_queries_in_flight", |v| v > 0);
-    let pid = server.child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "serve did not stop after its grace period"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let log = std::fs::read_to_string(&server.log).unwrap();
+    let (status, _, log) = server.terminate();
     assert!(status.success(), "{status}: {log}");
     assert!(log.contains("closing the connections still open"), "{log}");
     let _ = half.read(&mut [0u8; 64]);

@@ -122,6 +122,30 @@ impl Server {
         }
     }
 
+    /// Sends SIGTERM and waits (at most a minute) for the server to exit: its status, the time from
+    /// the signal, and its log.
+    pub fn terminate(&mut self) -> (std::process::ExitStatus, Duration, String) {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success());
+        let started = std::time::Instant::now();
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "serve did not stop on SIGTERM within a minute"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let took = started.elapsed();
+        (status, took, std::fs::read_to_string(&self.log).unwrap())
+    }
+
     /// One HTTP/1.1 request (Connection: close): status, headers, body.
     pub fn request(&self, method: &str, path: &str, body: &str) -> (u16, String, String) {
         let mut s = TcpStream::connect(&self.addr).unwrap();
