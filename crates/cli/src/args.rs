@@ -451,19 +451,19 @@ pub struct ServeArgs {
     pub max_connections: usize,
     /// A connection waiting this long for a request's header in full (idle between requests, or
     /// sending it slowly) is closed: 30s, 500ms, 2m.
-    #[arg(long, default_value = "30s", value_parser = crate::serve::parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub idle_timeout: std::time::Duration,
     /// A request body not in full this long after its header is refused (408) and its connection
     /// closed.
-    #[arg(long, default_value = "30s", value_parser = crate::serve::parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub read_timeout: std::time::Duration,
     /// A response not written this long after its first bytes (a client that reads slowly or not at
     /// all) closes its connection, and its queries stop counting in flight.
-    #[arg(long, default_value = "30s", value_parser = crate::serve::parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub write_timeout: std::time::Duration,
     /// On SIGTERM or Ctrl-C, connections still open this long after (their requests unanswered) are
     /// closed and the server stops.
-    #[arg(long, default_value = "10s", value_parser = crate::serve::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub shutdown_grace: std::time::Duration,
     #[command(flatten)]
     pub engine: EngineConfig,
@@ -671,5 +671,45 @@ impl ExportArgs {
             .as_deref()
             .or(self.index_arg.as_deref())
             .expect("clap requires one")
+    }
+}
+
+/// A time given as seconds (`30`, `30s`, `0.5s`), milliseconds (`500ms`) or minutes (`2m`).
+pub fn parse_duration(text: &str) -> std::result::Result<std::time::Duration, String> {
+    let t = text.trim();
+    let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (t, 1.0)
+    };
+    match number.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 && x * scale <= 1e9 => {
+            Ok(std::time::Duration::from_secs_f64(x * scale))
+        }
+        _ => Err(format!(
+            "'{text}' is not a time: write 30s, 500ms or 2m (seconds when no unit is given)"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn times_read_with_their_unit() {
+        assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("0.25s"), Ok(Duration::from_millis(250)));
+        for bad in ["", "s", "-1s", "ten", "1h", "nan"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
     }
 }

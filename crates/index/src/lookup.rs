@@ -9,7 +9,6 @@
 //! one hash lookup. An index is read-only, so a cached outcome is what the lookup would return again.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustc_hash::FxHashMap;
 
@@ -54,13 +53,6 @@ const MAX_TOKENS: usize = 1 << 15;
 
 thread_local! {
     static TOKENS: RefCell<Tokens> = RefCell::default();
-}
-
-static NEXT_UID: AtomicU64 = AtomicU64::new(1);
-
-/// A number no other index opened by this process has (never 0).
-pub(crate) fn next_uid() -> u64 {
-    NEXT_UID.fetch_add(1, Ordering::Relaxed)
 }
 
 impl Index {

@@ -234,7 +234,7 @@ impl Index {
             },
             terms_fst,
             store,
-            uid: crate::lookup::next_uid(),
+            uid: next_uid(),
             dir: dir.to_owned(),
             meta,
         };
@@ -763,4 +763,11 @@ impl<'a> PostingList<'a> {
             cause,
         }
     }
+}
+
+static NEXT_UID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// A number no other index opened by this process has (never 0).
+fn next_uid() -> u64 {
+    NEXT_UID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }

@@ -25,6 +25,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
+use crate::lock;
+
 /// Counts of the connections a server has had, for `/metrics`.
 #[derive(Default)]
 pub struct Connections {
@@ -64,10 +66,6 @@ pub struct Watch {
     broken: AtomicBool,
     /// The server's connection counts.
     pub connections: Arc<Connections>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().expect("no thread panics under this lock")
 }
 
 impl Watch {

@@ -15,7 +15,7 @@ use tokio::sync::{oneshot, OwnedSemaphorePermit};
 use warpsearch_engine::{Done, Reply, ServedBy, Slots};
 use warpsearch_query::Answer;
 
-use super::searcher::lock;
+use super::lock;
 
 /// The queries of every request, as the engine has them.
 #[derive(Default)]

@@ -49,6 +49,11 @@ use conn::Watch;
 use hits::JsonHitsWithDocs;
 use metrics::{Load, Metrics, Tally};
 use pace::Pace;
+
+/// Locks `m`: the server's threads never panic while holding one of its locks.
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().expect("no thread panics under this lock")
+}
 use request::{ApiError, Limits, Search};
 use searcher::{Held, Searcher};
 

@@ -20,6 +20,8 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::lock;
+
 /// The busy time over which answers are counted for one rate sample.
 const INTERVAL: Duration = Duration::from_millis(100);
 /// Queries always admitted (a light load never waits on an estimate).
@@ -44,10 +46,6 @@ struct State {
     rate: f64,
     /// The engine's own estimate of its queries per second at full load; 0: none.
     capacity: f64,
-}
-
-fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
-    m.lock().expect("no thread panics under this lock")
 }
 
 impl Pace {

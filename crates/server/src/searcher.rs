@@ -4,7 +4,7 @@
 //! the engine thread that finishes a request's last query wakes its handler, once per request. A
 //! handler dropped before its answers came (its client hung up) abandons the request ([`Pending`]).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{oneshot, OwnedSemaphorePermit};
@@ -12,10 +12,6 @@ use warpsearch_engine::{Engine, GpuMemory, HybridStats};
 use warpsearch_query::{Request, Scorer};
 
 use super::gather::{Account, Answered, Gather};
-
-pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().expect("no thread panics under this lock")
-}
 
 /// A request's queries under way; dropped before [`Pending::finish`] returns, it abandons them.
 pub struct Pending {

@@ -3,10 +3,11 @@
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
 use rand_pcg::Pcg64Mcg;
+use rayon::prelude::*;
 
 use super::fit::run_length;
 use super::sample::Sample;
-use super::{scores, SynthOptions};
+use super::SynthOptions;
 use crate::error::Result;
 use crate::writer::{EncodedList, ListEncoder};
 
@@ -81,7 +82,7 @@ pub(super) fn generate_term(
         }
     }
     if let Some(new_id) = new_id {
-        scores::renumber(&mut lists, new_id);
+        renumber(&mut lists, new_id);
     }
     let name = &sample.names[t];
     let mut order: Vec<(Vec<u8>, usize)> = (0..nvar as usize)
@@ -103,4 +104,24 @@ pub(super) fn generate_term(
         }
     }
     Ok(out)
+}
+
+/// `lists` (docIDs ascending, frequencies beside them) renumbered by `new_id` and sorted again.
+pub(super) fn renumber(lists: &mut [(Vec<u32>, Vec<u32>)], new_id: &[u32]) {
+    for (docs, tfs) in lists {
+        let mut pairs: Vec<u64> = docs
+            .iter()
+            .zip(tfs.iter())
+            .map(|(&d, &f)| (new_id[d as usize] as u64) << 32 | f as u64)
+            .collect();
+        if pairs.len() > 1 << 20 {
+            pairs.par_sort_unstable();
+        } else {
+            pairs.sort_unstable();
+        }
+        for ((d, f), p) in docs.iter_mut().zip(tfs.iter_mut()).zip(pairs) {
+            *d = (p >> 32) as u32;
+            *f = p as u32;
+        }
+    }
 }

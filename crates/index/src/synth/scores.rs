@@ -86,23 +86,3 @@ pub(super) fn max_tfs(sample: &Sample, starts: &[usize]) -> Vec<u32> {
         })
         .collect()
 }
-
-/// `lists` (docIDs ascending, frequencies beside them) renumbered by `new_id` and sorted again.
-pub(super) fn renumber(lists: &mut [(Vec<u32>, Vec<u32>)], new_id: &[u32]) {
-    for (docs, tfs) in lists {
-        let mut pairs: Vec<u64> = docs
-            .iter()
-            .zip(tfs.iter())
-            .map(|(&d, &f)| (new_id[d as usize] as u64) << 32 | f as u64)
-            .collect();
-        if pairs.len() > 1 << 20 {
-            pairs.par_sort_unstable();
-        } else {
-            pairs.sort_unstable();
-        }
-        for ((d, f), p) in docs.iter_mut().zip(tfs.iter_mut()).zip(pairs) {
-            *d = (p >> 32) as u32;
-            *f = p as u32;
-        }
-    }
-}
