@@ -381,6 +381,21 @@ impl Server {
         }
     }
 
+    /// [`Server::answer`], then each hit's stored document where the request asks for them
+    /// ([`Server::documents`]).
+    async fn answer_with_docs(
+        &self,
+        search: Search,
+        field: impl Fn(usize) -> String,
+        watch: Option<&Watch>,
+        may_probe: bool,
+    ) -> Result<(Vec<(String, Vec<Scored>)>, Option<Vec<String>>, Held), ApiError> {
+        let wanted = search.docs;
+        let (results, held) = self.answer(search, field, watch, may_probe).await?;
+        let docs = self.documents(&results, wanted).await?;
+        Ok((results, docs, held))
+    }
+
     /// The stored documents of every hit of `results`, in order (all queries' hits one after the
     /// other), where `wanted`; read on a blocking thread (a block decompressed per few documents), while
     /// the request still holds its places.
@@ -525,14 +540,8 @@ async fn post_search(
     let answered = match search.await {
         Ok(search) => {
             let field = |i: usize| format!("queries[{i}].text");
-            let wanted = search.docs;
-            match s.answer(search, field, watch.as_deref(), may_probe).await {
-                Ok((results, held)) => s
-                    .documents(&results, wanted)
-                    .await
-                    .map(|docs| (results, docs, held)),
-                Err(e) => Err(e),
-            }
+            s.answer_with_docs(search, field, watch.as_deref(), may_probe)
+                .await
         }
         Err(e) => Err(e),
     };
@@ -568,17 +577,8 @@ async fn get_search(
     let answered = match search {
         Ok(search) => {
             let may_probe = version >= Version::HTTP_11;
-            let wanted = search.docs;
-            match s
-                .answer(search, |_| "q".into(), watch.as_deref(), may_probe)
+            s.answer_with_docs(search, |_| "q".into(), watch.as_deref(), may_probe)
                 .await
-            {
-                Ok((results, held)) => s
-                    .documents(&results, wanted)
-                    .await
-                    .map(|docs| (results, docs, held)),
-                Err(e) => Err(e),
-            }
         }
         Err(e) => Err(e),
     };
