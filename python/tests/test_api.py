@@ -191,14 +191,17 @@ def test_ctrl_c_interrupts_a_batch_at_once(index, trec05, backend):
     expected = s.search_batch(texts, k=1)
     alone = time.perf_counter() - started
     assert alone > 0.2, "the batch is too quick to tell"
+    # The interrupted batch is ten times that one and Ctrl-C comes a hundredth of the way into it: an
+    # interrupt honoured only at the end takes the whole batch, one honoured between parts a small share
+    # of it; a quarter leaves a loaded machine a wide margin.
     timer = threading.Timer(alone / 10, lambda: signal.pthread_kill(threading.main_thread().ident, signal.SIGINT))
     started = time.perf_counter()
     timer.start()
     with pytest.raises(KeyboardInterrupt):
-        s.search_batch(texts, k=1)
+        s.search_batch(texts * 10, k=1)
     interrupted = time.perf_counter() - started
     timer.join()
-    assert interrupted < alone / 2, f"interrupted after {interrupted:.3f} s of a {alone:.3f} s batch"
+    assert interrupted < 10 * alone / 4, f"interrupted after {interrupted:.3f} s of a batch of about {10 * alone:.1f} s"
     assert s.search_batch(texts[:500], k=1) == expected[:500]
 
 
