@@ -1,4 +1,4 @@
-//! Issue #16: never a wrong answer, a crash or a lost index. An index mixed from two builds, damaged
+//! Never a wrong answer, a crash or a lost index. An index mixed from two builds, damaged
 //! behind a valid checksum, or replaced while it is read is an error or the right answer, never a
 //! panic and never another index's answer.
 
@@ -71,7 +71,7 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// Issue #16 case 1, deterministic form: files of another build copied into an index.
+/// Files of another build copied into an index.
 #[test]
 fn torn_index_files_of_another_build_are_refused() {
     let dir = tempfile::tempdir().unwrap();
