@@ -4,7 +4,8 @@
 //! as it arrives; a submission whose reply is no longer wanted when a call takes it is dropped. A
 //! caller that waits for a whole batch runs its call on its own thread instead, with the searcher
 //! locked: a closed loop's million queries then cost no copy, no hand-over and no per-answer delivery.
-//! Either way what the GPU fails is answered on the CPU in the same call ([`call`]), exactly once.
+//! Either way what the GPU fails is answered on the CPU in the same call ([`on_cpu_where_failed`]),
+//! exactly once.
 
 mod cached;
 
@@ -202,10 +203,9 @@ struct Addressee {
 /// A call's answers, in its requests' order, for the delivering thread.
 type Delivery = (Vec<Addressee>, Instant, Vec<(Result<Answer>, ServedBy)>);
 
-/// A call handed to the GPU and not yet answered: where its answers go and its requests (the CPU
-/// answers those the GPU fails).
-struct OnGpu {
-    call: CallId,
+/// One call's submissions: where its answers go, when it was taken from the queue, and its requests
+/// (the CPU answers those the GPU fails).
+struct Call {
     to: Vec<Addressee>,
     taken: Instant,
     requests: Vec<Request>,
@@ -222,7 +222,8 @@ fn dispatch(s: &Shared) {
         .name("warpsearch-gpu-deliver".into())
         .spawn(move || rx.into_iter().for_each(deliver))
         .expect("a thread can be started");
-    let mut on_gpu: VecDeque<OnGpu> = VecDeque::new();
+    // Calls handed to the GPU and not yet answered, oldest first.
+    let mut on_gpu: VecDeque<(CallId, Call)> = VecDeque::new();
     loop {
         // With calls on the GPU, what is waiting now (perhaps nothing); else the next submissions.
         let subs = if on_gpu.is_empty() {
@@ -233,48 +234,34 @@ fn dispatch(s: &Shared) {
         } else {
             next(s, batch, false).unwrap_or_default()
         };
-        let taken = Instant::now();
-        let (to, requests) = addressees(subs);
+        let call = addressees(subs);
         let mut gpu = lock(&s.searcher);
         if s.cache.is_some() {
-            let answers = guarded(s, &mut gpu, &requests);
+            let answers = guarded(s, &mut gpu, &call.requests);
             // Counted before the answers go, so that a caller woken by the last reads them with it.
             lock(&s.stats).add(&gpu.take_stats());
-            if tx.send((to, taken, answers)).is_err() {
+            if tx.send((call.to, call.taken, answers)).is_err() {
                 break;
             }
             continue;
         }
+        // Calls whose answers are in (None: the GPU panicked on them).
         let mut done = Vec::new();
         // Nothing new, or two calls on the GPU already: the oldest is collected first.
-        if requests.is_empty() || on_gpu.len() >= 2 {
-            let c = on_gpu.pop_front().expect("a call on the GPU");
-            let answers = caught(|| gpu.wait(c.call));
-            done.push((c, answers));
+        if call.requests.is_empty() || on_gpu.len() >= 2 {
+            let (id, c) = on_gpu.pop_front().expect("a call on the GPU");
+            done.push((c, caught(|| gpu.wait(id))));
         }
-        if !requests.is_empty() {
-            match caught(|| gpu.submit_in(&requests, None)) {
-                Some(call) => on_gpu.push_back(OnGpu {
-                    call,
-                    to,
-                    taken,
-                    requests,
-                }),
-                None => done.push((
-                    OnGpu {
-                        call: CallId::default(),
-                        to,
-                        taken,
-                        requests,
-                    },
-                    None,
-                )),
+        if !call.requests.is_empty() {
+            match caught(|| gpu.submit_in(&call.requests, None)) {
+                Some(id) => on_gpu.push_back((id, call)),
+                None => done.push((call, None)),
             }
         }
         // Handing over a call collects the calls before it that finished meanwhile.
         while let Some((id, answers)) = caught(|| gpu.take_done()).flatten() {
-            if let Some(at) = on_gpu.iter().position(|c| c.call == id) {
-                let c = on_gpu.remove(at).expect("a call on the GPU");
+            if let Some(at) = on_gpu.iter().position(|(c, _)| *c == id) {
+                let (_, c) = on_gpu.remove(at).expect("a call on the GPU");
                 done.push((c, Some(answers)));
             }
         }
@@ -299,8 +286,9 @@ fn caught<T>(f: impl FnOnce() -> T) -> Option<T> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
 }
 
-/// Where the answers of `subs` go, and their requests as one call's.
-fn addressees(subs: Vec<Submission>) -> (Vec<Addressee>, Vec<Request>) {
+/// `subs` as one call, taken now: where their answers go and their requests.
+fn addressees(subs: Vec<Submission>) -> Call {
+    let taken = Instant::now();
     let mut to = Vec::with_capacity(subs.len());
     let mut requests: Vec<Request> = Vec::new();
     for sub in subs {
@@ -317,7 +305,7 @@ fn addressees(subs: Vec<Submission>) -> (Vec<Addressee>, Vec<Request>) {
             requests.extend(sub.requests);
         }
     }
-    (to, requests)
+    Call { to, taken, requests }
 }
 
 /// Hands each submission its answers, at once.
