@@ -5,15 +5,15 @@
 //! backends; the GPU backend finishes its call) and raises KeyboardInterrupt at once.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use pyo3::exceptions::{PyRuntimeError, PyRuntimeWarning, PyUserWarning};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
 use rayon::prelude::*;
 use warpsearch_engine::{
-    Backend, Done, Engine, EngineConfig, GpuConfig, HybridConfig, Reply, ScoringConfig, Slots, TrainLog,
+    Backend, Collect, Engine, EngineConfig, GpuConfig, HybridConfig, ScoringConfig, TrainLog,
 };
 use warpsearch_index::{Index, IndexError};
 use warpsearch_query::{Answer, Mode, Query, Request, Scorer, MAX_K};
@@ -282,15 +282,15 @@ impl PySearcher {
             py.check_signals()?;
             return Ok(answers);
         }
-        let sink = Arc::new(Interruptible::new(requests.len(), stop.clone()));
+        let sink = interruptible(requests.len(), stop);
         py.detach(|| self.engine.submit(0, requests, None, sink.clone()));
         loop {
-            if let Some(answers) = py.detach(|| sink.wait(Some(SIGNALS))) {
-                return Ok(answers);
+            if let Some(answers) = py.detach(|| sink.wait_within(Some(SIGNALS))) {
+                return Ok(dropped_as_errors(answers));
             }
             if let Err(e) = py.check_signals() {
                 stop.store(true, Ordering::Relaxed);
-                py.detach(|| sink.wait(None));
+                py.detach(|| sink.wait_for());
                 return Err(e);
             }
         }
@@ -330,95 +330,31 @@ impl PySearcher {
         let answers = if self.backend == Backend::Gpu {
             self.engine.search_batch(requests)
         } else {
-            let sink = Arc::new(Interruptible::new(requests.len(), stop.clone()));
+            let sink = interruptible(requests.len(), stop);
             let owned = if requests.len() > 4096 {
                 on_pool(self.pool.as_ref(), || requests.par_iter().cloned().collect())
             } else {
                 requests.to_vec()
             };
             self.engine.submit(0, owned, None, sink.clone());
-            sink.wait(None).expect("no time limit")
+            dropped_as_errors(sink.wait_for())
         };
         Ok((answers, self.engine.take_notes()))
     }
 }
 
-/// A call's answers as the engine gives them, waited for in steps (so that the caller can look at
-/// Python's signals between them) and no longer wanted once `stop` is set.
-struct Interruptible {
-    answers: Slots<warpsearch_index::Result<Answer>>,
-    stop: Arc<AtomicBool>,
-    /// Held to test whether every answer is in and to say so, so that no wake-up is lost.
-    waiting: Mutex<()>,
-    all_in: Condvar,
+/// A call's answers, waited for in steps (so that the caller can look at Python's signals between
+/// them) and no longer wanted once `stop` is set (Ctrl-C).
+fn interruptible(n: usize, stop: &Arc<AtomicBool>) -> Arc<Collect> {
+    Arc::new(Collect::new(n).stopped_by(stop.clone()))
 }
 
-impl Interruptible {
-    fn new(n: usize, stop: Arc<AtomicBool>) -> Interruptible {
-        Interruptible {
-            answers: Slots::new(n),
-            stop,
-            waiting: Mutex::new(()),
-            all_in: Condvar::new(),
-        }
-    }
-
-    /// The answers in order once every one is in, or once the engine holds this no more (it dropped
-    /// the rest: those are errors); None when `timeout` passes first.
-    fn wait(self: &Arc<Self>, timeout: Option<Duration>) -> Option<Vec<warpsearch_index::Result<Answer>>> {
-        let deadline = timeout.map(|t| Instant::now() + t);
-        let mut waiting = self.waiting.lock().expect("no thread panics under this lock");
-        // The step is only there to notice the engine gone: an answer wakes this at once.
-        while self.answers.left() > 0 && Arc::strong_count(self) > 1 {
-            let step = match deadline {
-                Some(d) => match d.checked_duration_since(Instant::now()) {
-                    Some(left) if !left.is_zero() => left.min(Duration::from_millis(100)),
-                    _ => return None,
-                },
-                None => Duration::from_millis(100),
-            };
-            waiting = self
-                .all_in
-                .wait_timeout(waiting, step)
-                .expect("no thread panics under this lock")
-                .0;
-        }
-        drop(waiting);
-        let dropped = || Err(IndexError::Invalid("interrupted: the query was dropped".into()));
-        Some(
-            self.answers
-                .take()
-                .into_iter()
-                .map(|a| a.unwrap_or_else(dropped))
-                .collect(),
-        )
-    }
-
-    fn wake(&self) {
-        drop(self.waiting.lock().expect("no thread panics under this lock"));
-        self.all_in.notify_all();
-    }
-}
-
-impl Reply for Interruptible {
-    fn send(&self, done: Done) {
-        if self.answers.put(done.id as usize, done.result) {
-            self.wake();
-        }
-    }
-
-    fn send_many(&self, done: Vec<Done>) {
-        if self
-            .answers
-            .put_many(done.into_iter().map(|d| (d.id as usize, d.result)))
-        {
-            self.wake();
-        }
-    }
-
-    fn wanted(&self) -> bool {
-        !self.stop.load(Ordering::Relaxed)
-    }
+/// The answers of an interruptible call, those the engine dropped as errors.
+fn dropped_as_errors(
+    answers: Vec<Option<warpsearch_index::Result<Answer>>>,
+) -> Vec<warpsearch_index::Result<Answer>> {
+    let dropped = || Err(IndexError::Invalid("interrupted: the query was dropped".into()));
+    answers.into_iter().map(|a| a.unwrap_or_else(dropped)).collect()
 }
 
 #[pymethods]

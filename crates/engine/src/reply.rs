@@ -157,6 +157,8 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub struct Collect<T = Result<Answer>> {
     answers: Slots<T>,
     keep: Box<dyn Fn(Done) -> T + Send + Sync>,
+    /// Set by the submitter when it wants no more answers ([`Collect::stopped_by`]).
+    stop: Option<Arc<AtomicBool>>,
     /// Held to test whether every answer is in and to say so, so that no wake-up is lost.
     waiting: Mutex<()>,
     all_in: Condvar,
@@ -189,25 +191,48 @@ impl<T: Send> Collect<T> {
         Collect {
             answers: Slots::new(n),
             keep: Box::new(keep),
+            stop: None,
             waiting: Mutex::new(()),
             all_in: Condvar::new(),
         }
     }
 
+    /// This collector, no longer [`Reply::wanted`] once `stop` is set: the engine then drops the
+    /// queries it has not started, and the wait ends once it lets go of the rest.
+    pub fn stopped_by(mut self, stop: Arc<AtomicBool>) -> Collect<T> {
+        self.stop = Some(stop);
+        self
+    }
+
     /// What was kept of each answer, in order, once every one is in or once no engine thread holds
     /// this any more (`None` for those missing).
     pub fn wait_for(self: &Arc<Self>) -> Vec<Option<T>> {
+        self.wait_within(None).expect("no time limit")
+    }
+
+    /// [`Collect::wait_for`], or None once `timeout` has passed first (the answers stay to be waited
+    /// for again).
+    pub fn wait_within(self: &Arc<Self>, timeout: Option<Duration>) -> Option<Vec<Option<T>>> {
+        const STEP: Duration = Duration::from_millis(100);
+        let deadline = timeout.map(|t| std::time::Instant::now() + t);
         let mut waiting = lock(&self.waiting);
-        // The timeout is only there to notice the holders gone: an answer wakes this at once.
+        // The step is only there to notice the holders gone: an answer wakes this at once.
         while self.answers.left() > 0 && Arc::strong_count(self) > 1 {
+            let step = match deadline {
+                None => STEP,
+                Some(d) => match d.checked_duration_since(std::time::Instant::now()) {
+                    Some(left) if !left.is_zero() => left.min(STEP),
+                    _ => return None,
+                },
+            };
             waiting = self
                 .all_in
-                .wait_timeout(waiting, Duration::from_millis(100))
+                .wait_timeout(waiting, step)
                 .expect("no engine thread panics under a lock")
                 .0;
         }
         drop(waiting);
-        self.answers.take()
+        Some(self.answers.take())
     }
 }
 
@@ -232,6 +257,10 @@ impl<T: Send> Reply for Collect<T> {
         if self.answers.put_many(kept) {
             self.all_in();
         }
+    }
+
+    fn wanted(&self) -> bool {
+        self.stop.as_ref().is_none_or(|s| !s.load(Ordering::Relaxed))
     }
 }
 
@@ -322,5 +351,29 @@ mod tests {
         let got = collect.wait();
         assert!(got[0].as_ref().is_err_and(|e| e.to_string().contains("lost")));
         assert!(got[1].is_ok());
+    }
+
+    #[test]
+    fn a_stopped_collect_is_unwanted_and_a_bounded_wait_comes_back_without_its_answers() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let collect = Arc::new(Collect::new(2).stopped_by(stop.clone()));
+        let holder = collect.clone();
+        assert!(holder.wanted());
+        holder.send(done(0));
+        assert!(
+            collect.wait_within(Some(Duration::from_millis(1))).is_none(),
+            "one answer missing"
+        );
+        stop.store(true, Ordering::Relaxed);
+        assert!(!holder.wanted());
+        drop(holder);
+        let got = collect
+            .wait_within(Some(Duration::from_secs(60)))
+            .expect("the holder is gone");
+        assert!(got[0].is_some() && got[1].is_none());
+        assert!(
+            Arc::new(Collect::new(1)).wanted(),
+            "without a stop flag, always wanted"
+        );
     }
 }
