@@ -2,9 +2,8 @@
 //! held whole), the build's progress as a tqdm bar where tqdm is installed (it shows in notebooks), and
 //! stored documents read back by id or number.
 
-use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
@@ -164,14 +163,12 @@ where
     })
 }
 
-/// The stored documents of an index, read by id or number, with the id → number map made once.
-pub struct Stored {
-    ids: OnceLock<HashMap<String, u32>>,
-}
+/// The stored documents of an index, read by id or number.
+pub struct Stored;
 
 impl Stored {
     pub fn new() -> Stored {
-        Stored { ids: OnceLock::new() }
+        Stored
     }
 
     /// The number of the document `id` names: an `int` is a number, a `str` an id.
@@ -179,16 +176,8 @@ impl Stored {
         if let Ok(s) = id.cast::<PyString>() {
             let s = s.to_cow()?;
             let s: &str = &s;
-            let ids = py.detach(|| {
-                self.ids.get_or_init(|| {
-                    (0..index.num_docs())
-                        .map(|d| (index.doc_id(d).to_owned(), d))
-                        .collect()
-                })
-            });
-            return ids
-                .get(s)
-                .copied()
+            return py
+                .detach(|| index.find_doc(s))
                 .ok_or_else(|| PyKeyError::new_err(format!("no document has the id '{s}'")));
         }
         let n: i64 = id.extract().map_err(|_| {

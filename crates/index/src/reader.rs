@@ -24,6 +24,8 @@ use crate::termdict::{self, term_name, term_text};
 pub struct Index {
     /// This open index's number in the process ([`Index::uid`]).
     uid: u64,
+    /// The documents in the order of their ids, made at the first [`Index::find_doc`].
+    by_id: std::sync::OnceLock<Vec<u32>>,
     dir: PathBuf,
     meta: IndexMeta,
     terms_fst: fst::Map<Payload>,
@@ -235,6 +237,7 @@ impl Index {
             terms_fst,
             store,
             uid: next_uid(),
+            by_id: std::sync::OnceLock::new(),
             dir: dir.to_owned(),
             meta,
         };
@@ -625,15 +628,24 @@ impl Index {
         self.store.as_ref().map(|s| s.get(doc)).transpose()
     }
 
-    /// The number of the document whose external id is `id`, if any (a scan of the id table, on all
-    /// cores: for a few lookups; a caller with many builds a map).
+    /// The number of the document whose external id is `id`, if any: a binary search of the
+    /// documents ordered by id (ids are unique: a build refuses a repeated one). The order, four
+    /// bytes a document, is sorted on all cores at the first lookup and kept, so that a server's or a
+    /// program's lookups each cost O(log n) instead of a scan of every id.
     pub fn find_doc(&self, id: &str) -> Option<u32> {
         let (offsets, text) = self.id_table();
-        let id = id.as_bytes();
-        (0..self.num_docs()).into_par_iter().find_first(|&d| {
+        let id_of = |d: u32| {
             let (s, e) = (offsets[d as usize] as usize, offsets[d as usize + 1] as usize);
-            text.get(s..e) == Some(id)
-        })
+            text.get(s..e).unwrap_or_default()
+        };
+        let order = self.by_id.get_or_init(|| {
+            let mut order: Vec<u32> = (0..self.num_docs()).collect();
+            order.par_sort_unstable_by(|&a, &b| id_of(a).cmp(id_of(b)));
+            order
+        });
+        let id = id.as_bytes();
+        let at = order.binary_search_by(|&d| id_of(d).cmp(id)).ok()?;
+        Some(order[at])
     }
 
     /// Raw static scores, by docID, when the index has them.

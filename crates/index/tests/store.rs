@@ -26,7 +26,11 @@ fn assert_stored(index: &Index, lines: &[String], id_of: impl Fn(&str) -> String
     for line in lines {
         let id = id_of(line);
         let doc = index.find_doc(&id).unwrap_or_else(|| panic!("{id} not found"));
+        assert_eq!(index.doc_id(doc), id);
         assert_eq!(index.doc(doc).unwrap().as_deref(), Some(line.as_str()));
+    }
+    for absent in ["", "no such id", "b"] {
+        assert_eq!(index.find_doc(absent), None, "{absent:?}");
     }
 }
 
