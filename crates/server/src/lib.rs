@@ -448,7 +448,7 @@ impl Server {
             .try_acquire_owned()
             .map_err(|_| ApiError::overloaded(self.max_in_flight))?;
         let id = docid.clone();
-        // The id table is scanned on all cores ([`Index::find_doc`]): off the async threads.
+        // The first lookup sorts the ids on all cores ([`Index::find_doc`]): off the async threads.
         let read = tokio::task::spawn_blocking(move || {
             index
                 .find_doc(&id)
