@@ -499,12 +499,16 @@ pub struct BenchArgs {
     /// Open-loop arrival rates in queries/s (Poisson arrivals), comma-separated; none: closed loop only.
     #[arg(long, value_delimiter = ',')]
     pub rates: Vec<f64>,
+    /// Open-loop loads as fractions of this run's closed-loop throughput, comma-separated (e.g.
+    /// 0.1,0.3,0.5,0.7,0.9: a latency-against-load curve), run after --rates.
+    #[arg(long, value_delimiter = ',')]
+    pub loads: Vec<f64>,
     #[command(flatten)]
     pub open: OpenLoopArgs,
     /// Write the report as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Draw plots as SVG: `<prefix>-latency-cdf.svg`, and `<prefix>-latency-vs-rate.svg` with --rates.
+    /// Draw plots as SVG: `<prefix>-latency-cdf.svg`, and `<prefix>-latency-vs-rate.svg` with --rates or --loads.
     #[arg(long)]
     pub svg: Option<PathBuf>,
     #[command(flatten)]

@@ -15,7 +15,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 use std::sync::Arc;
-use warpsearch_engine::{Collect, Engine};
+use warpsearch_engine::{Collect, Done, Engine, ServedBy};
 use warpsearch_index::queries::QueryLine;
 use warpsearch_index::Index;
 use warpsearch_query::{Answer, Query, Request};
@@ -33,6 +33,9 @@ use crate::shared::stats::{poisson_arrivals, Latency};
 pub fn run(a: BenchArgs) -> Result<()> {
     if a.rates.iter().any(|&r| !(r.is_finite() && r > 0.0)) {
         bail!("--rates must be positive numbers of queries per second, e.g. --rates 1000,10000");
+    }
+    if a.loads.iter().any(|&l| !(l.is_finite() && l > 0.0)) {
+        bail!("--loads must be positive fractions of the closed loop's throughput, e.g. --loads 0.3,0.7");
     }
     if !(a.open.duration.is_finite()
         && a.open.duration > 0.0
@@ -119,7 +122,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
 
     let mut open = Vec::new();
     let mut by_rate = Vec::new();
-    for &rate in &a.rates {
+    let runs = a.rates.iter().map(|&r| (r, None));
+    let runs = runs.chain(a.loads.iter().map(|&l| (l * closed_qps, Some(l))));
+    for (rate, load) in runs.collect::<Vec<_>>() {
         // At least 1,000 arrivals; the query log repeats if it is shorter than the run.
         let n = ((rate * a.open.duration) as usize).max(1000);
         let log: Vec<Request> = queries.iter().cycle().take(n).cloned().collect();
@@ -132,23 +137,28 @@ pub fn run(a: BenchArgs) -> Result<()> {
         bar.set_message(format!("{rate:.0}/s"));
         let deadline = Duration::from_secs_f64(a.open.deadline_ms / 1e3);
         engine.take_hybrid_stats();
-        let (lat, span) = open_loop(&engine, &log, &arrivals, deadline, &bar)?;
+        let (lat, served, span) = open_loop(&engine, &log, &arrivals, deadline, &bar)?;
         bar.finish_and_clear();
         index.check_unchanged()?;
         let hybrid = engine.take_hybrid_stats();
         let missed = lat.iter().filter(|&&d| d > deadline).count();
         let achieved = n as f64 / span.as_secs_f64();
-        curves.push((format!("{rate:.0}/s"), lat.clone()));
+        let label = match load {
+            Some(l) => format!("{:.0}% {rate:.0}/s", l * 100.0),
+            None => format!("{rate:.0}/s"),
+        };
+        curves.push((label.clone(), lat.clone()));
         let l = Latency::of(lat);
         by_rate.push((achieved, l.p50, l.p99));
-        row(&format!("{rate:.0}/s"), achieved, &l, &missed.to_string());
+        row(&label, achieved, &l, &missed.to_string());
+        println!("  {}", served.line());
         if let Some(h) = &hybrid {
             println!("  {}", hybrid_stats_line(h));
         }
         open.push(
-            json!({"rate": rate, "queries": n, "achieved_qps": achieved, "latency_ms": l.json(),
-                         "deadline_ms": a.open.deadline_ms, "missed": missed,
-                         "hybrid": hybrid.as_ref().map(hybrid_json)}),
+            json!({"rate": rate, "load": load, "queries": n, "achieved_qps": achieved,
+                   "latency_ms": l.json(), "deadline_ms": a.open.deadline_ms, "missed": missed,
+                   "served": served.json(), "hybrid": hybrid.as_ref().map(hybrid_json)}),
         );
     }
 
@@ -228,22 +238,60 @@ fn closed_from_text(
     (answers, started.elapsed())
 }
 
+/// How many queries of a run each processor answered.
+#[derive(Default)]
+struct Served {
+    gpu: usize,
+    cpu: usize,
+    both: usize,
+}
+
+impl Served {
+    fn of(by: impl Iterator<Item = ServedBy>) -> Served {
+        let mut s = Served::default();
+        for b in by {
+            *match b {
+                ServedBy::Gpu => &mut s.gpu,
+                ServedBy::Cpu => &mut s.cpu,
+                ServedBy::Both => &mut s.both,
+            } += 1;
+        }
+        s
+    }
+
+    fn line(&self) -> String {
+        let n = (self.gpu + self.cpu + self.both).max(1) as f64;
+        let pc = |x: usize| 100.0 * x as f64 / n;
+        format!(
+            "served by the GPU {:.1}%, the CPU {:.1}%, both (a split query) {:.1}%",
+            pc(self.gpu),
+            pc(self.cpu),
+            pc(self.both)
+        )
+    }
+
+    fn json(&self) -> Value {
+        json!({"gpu": self.gpu, "cpu": self.cpu, "both": self.both})
+    }
+}
+
 /// Submits `queries[i]` to the engine at `arrivals[i]` after the start, with the deadline (every backend
 /// the same way: a server's clients do no more); returns each query's latency from its arrival to the
-/// moment the engine handed over its answer, and the time until the last answer.
+/// moment the engine handed over its answer, which processor answered them, and the time until the
+/// last answer.
 fn open_loop(
     engine: &Engine,
     queries: &[Request],
     arrivals: &[Duration],
     deadline: Duration,
     bar: &ProgressBar,
-) -> Result<(Vec<Duration>, Duration)> {
+) -> Result<(Vec<Duration>, Served, Duration)> {
     let start = Instant::now();
     let tick = bar.clone();
     // Stamped on the engine's thread as it answers, so that handing the answer over is not counted.
-    let answered = Arc::new(Collect::with(queries.len(), move |_| {
+    let answered = Arc::new(Collect::with(queries.len(), move |done: Done| {
         tick.inc(1);
-        start.elapsed()
+        (start.elapsed(), done.served_by)
     }));
     // Every query that has arrived goes in one submission, so that the generator keeps up at a
     // million queries a second; each query's latency still runs from its own arrival.
@@ -257,14 +305,18 @@ fn open_loop(
         engine.submit(next as u64, batch, Some(deadline), answered.clone());
         next = end;
     }
-    let lat = answered
+    let answers = answered
         .wait_for()
         .into_iter()
-        .zip(arrivals)
-        .map(|(at, &arrival)| at.map(|t| t.saturating_sub(arrival)))
-        .collect::<Option<Vec<Duration>>>()
+        .collect::<Option<Vec<(Duration, ServedBy)>>>()
         .context("the engine lost a query of the open loop")?;
-    Ok((lat, start.elapsed()))
+    let served = Served::of(answers.iter().map(|&(_, by)| by));
+    let lat = answers
+        .iter()
+        .zip(arrivals)
+        .map(|(&(t, _), &arrival)| t.saturating_sub(arrival))
+        .collect();
+    Ok((lat, served, start.elapsed()))
 }
 
 /// Waits until `at` after `start`: sleeps while far from it, then yields the core until then, so that

@@ -182,6 +182,10 @@ pub struct GpuConfig {
     /// Queries per GPU kernel launch.
     #[arg(id = "gpu-batch", long = "gpu-batch", default_value_t = GpuOptions::default().batch_size)]
     pub batch: usize,
+    /// GPU batches in flight at once, each on a stream of its own (at least 2; with a list cache,
+    /// --gpu-cache-slots): queries are handed to the GPU as they arrive while earlier batches compute.
+    #[arg(id = "gpu-slots", long = "gpu-slots", default_value_t = GpuOptions::default().slots)]
+    pub slots: usize,
     /// OR accumulator window of the GPU kernel, in documents (power of two, 256 to 32768; 0: the largest
     /// whose shared memory costs no resident thread blocks, 16384 on an H100 for simdbp indexes).
     #[arg(id = "gpu-window", long = "gpu-window", default_value_t = 0)]
@@ -234,6 +238,7 @@ impl Default for GpuConfig {
         GpuConfig {
             memory: None,
             batch: g.batch_size,
+            slots: g.slots,
             window: 0,
             split_or: g.split_cost,
             split_waves: g.split_waves,
@@ -419,8 +424,8 @@ impl Default for CacheConfig {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, clap::Args)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct EngineConfig {
-    /// cpu, gpu, hybrid (CPU and GPU together; the CPU alone without a GPU), or auto (hybrid when a GPU
-    /// is usable for these options, else the CPU; says which and why).
+    /// cpu, gpu, hybrid (CPU and GPU together; the CPU alone without a GPU), or auto (gpu when a GPU is
+    /// usable for these options, else the CPU; says which and why).
     #[arg(long, default_value_t, value_parser = choice::<BackendChoice>())]
     pub backend: BackendChoice,
     /// Threads of the CPU backend (0: as many as the current rayon pool has, which `--threads` sets).
@@ -435,7 +440,7 @@ pub struct EngineConfig {
     /// The hybrid scheduler.
     #[command(
         flatten,
-        next_help_heading = "Hybrid scheduler (--backend hybrid, or auto with a GPU)"
+        next_help_heading = "Hybrid scheduler (--backend hybrid)"
     )]
     pub hybrid: HybridConfig,
     /// The GPU list cache.
@@ -508,6 +513,7 @@ impl EngineConfig {
         let g = &self.gpu;
         GpuOptions {
             batch_size: g.batch,
+            slots: g.slots,
             window: g.window,
             memory_budget: g.memory,
             instrument: g.profile,

@@ -65,8 +65,8 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// An engine over `scorer` on the backend `options` ask for. `auto` runs the hybrid scheduler
-    /// where CUDA is present and the GPU serves the options, else the CPU, and says which and why in
+    /// An engine over `scorer` on the backend `options` ask for. `auto` runs the GPU backend where
+    /// CUDA is present and the GPU serves the options, else the CPU, and says which and why in
     /// [`Engine::choice`]; `gpu` makes the GPU's refusal an error; `hybrid` without a usable GPU runs
     /// the scheduler on the CPU alone and says why.
     pub fn new(scorer: Arc<Scorer>, options: EngineOptions) -> std::result::Result<Engine, EngineError> {
@@ -91,8 +91,8 @@ impl Engine {
         let gpu = Gpu::open_with(0, &options.gpu.kernels).and_then(|g| {
             // A static cache plan comes first: it fixes the cache's shape on the device.
             let mut gopts = options.gpu;
-            // Only the GPU backend has the cores to itself while it prepares a batch.
-            gopts.parallel_host &= options.backend == BackendChoice::Gpu;
+            // Only the GPU backend (auto's too) has the cores to itself while it prepares a batch.
+            gopts.parallel_host &= options.backend != BackendChoice::Hybrid;
             let cache = match gopts.cache {
                 Some(budget) => {
                     let copts = options.cache.clone().unwrap_or_default();
@@ -128,6 +128,13 @@ impl Engine {
             (Ok((g, ctl)), BackendChoice::Gpu) => {
                 let gpu = GpuAlone::start(g, ctl, cpu.clone(), notes.clone());
                 (Runner::Gpu(gpu), None)
+            }
+            // The GPU alone answers more queries a second than the hybrid, and sooner at every load
+            // measured (docs/decisions/028-continuous-gpu-calls.md); the CPU answers what it fails.
+            (Ok((g, ctl)), BackendChoice::Auto) => {
+                let line = format!("backend auto: gpu; {}", g.describe());
+                let gpu = GpuAlone::start(g, ctl, cpu.clone(), notes.clone());
+                (Runner::Gpu(gpu), Some(line))
             }
             (Ok(g), choice) => {
                 let line = format!(

@@ -103,6 +103,63 @@ fn submissions_from_many_threads_gpu() {
     submissions_from_many_threads(BackendChoice::Gpu);
 }
 
+/// The GPU backend's continuous calls: single queries streamed from four threads, with 2, 3 and 8
+/// pipeline slots and kernel batches of 5 queries (so that calls are in flight together, finish out of
+/// order and are cut into several batches), and with every batch failing (answered on the CPU): every
+/// query comes back once, with the oracle's answer.
+#[test]
+fn streamed_single_queries_come_back_once_whatever_the_gpu_slots_gpu() {
+    if warpsearch_gpu::testing::gpu().is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (index, v) = random_index(tmp.path(), 91, Codec::SimdBp, None);
+    let queries = random_queries(&index, v, 13);
+    let oracle = oracle(&index, SearchOptions::new(&index));
+    for (slots, fail_batches) in [(2, false), (3, false), (8, false), (3, true)] {
+        let scorer = Arc::new(Scorer::new(index.clone(), SearchOptions::new(&index)).unwrap());
+        let options = EngineOptions {
+            backend: BackendChoice::Gpu,
+            gpu: warpsearch_gpu::GpuOptions {
+                slots,
+                batch_size: 5,
+                fail_batches,
+                ..Default::default()
+            },
+            ..EngineOptions::default()
+        };
+        let engine = Engine::new(scorer, options).unwrap();
+        let (tx, rx) = channel::<Done>();
+        let per_thread = 150;
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let (engine, queries, tx) = (&engine, &queries, tx.clone());
+                s.spawn(move || {
+                    for i in t * per_thread..(t + 1) * per_thread {
+                        let reply: Arc<dyn Reply> = Arc::new(tx.clone());
+                        engine.submit(i as u64, vec![request(queries, i)], None, reply);
+                        if i % 7 == 0 {
+                            std::thread::yield_now();
+                        }
+                    }
+                });
+            }
+        });
+        drop(tx);
+        let what = format!("{slots} slots, failing batches {fail_batches}");
+        let mut seen = HashSet::new();
+        for done in rx.iter().take(4 * per_thread) {
+            let i = done.id as usize;
+            assert!(seen.insert(i), "{what}: id {i} answered twice");
+            let want = oracle.search(&request(&queries, i)).unwrap();
+            assert!(same(&done.result.unwrap().hits, &want), "{what}: query {i}");
+        }
+        assert_eq!(seen.len(), 4 * per_thread, "{what}: every query answered");
+        drop(engine);
+        assert!(rx.try_recv().is_err(), "{what}: one answer per query");
+    }
+}
+
 /// Submissions queued behind busy threads are answered before a dropped engine's threads stop.
 fn dropped_engine_answers_what_is_queued(backend: BackendChoice) {
     let tmp = tempfile::tempdir().unwrap();

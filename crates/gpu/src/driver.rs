@@ -11,7 +11,7 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 use cudarc::driver::result as cu;
-use cudarc::driver::{sys, CudaContext, CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{sys, CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr};
 
 use crate::error::GpuError;
 
@@ -36,6 +36,17 @@ pub(crate) fn disable_event_tracking(ctx: &CudaContext) {
     // this crate is used on one stream, or across streams only after an explicit event wait (a slot's
     // events, the cache's `copies` event), and freed only once the streams that used it are synchronized.
     unsafe { ctx.disable_event_tracking() };
+}
+
+/// Whether the work `event` recorded has finished, without waiting: true also where it failed (the
+/// caller's wait then returns the error), so that a failed batch is collected, never waited on forever.
+pub(crate) fn event_done(event: &CudaEvent) -> bool {
+    // SAFETY: `event` is a live event of its context (cudarc frees it only on drop); querying it has no
+    // other precondition, and a context not current on this thread is an error, not undefined behaviour.
+    match unsafe { cu::event::query(event.cu_event()) } {
+        Ok(()) => true,
+        Err(e) => e.0 != sys::cudaError_enum::CUDA_ERROR_NOT_READY,
+    }
 }
 
 /// The raw device address of a buffer (event tracking is off: the pipeline synchronizes itself).

@@ -12,6 +12,10 @@ use crate::error::GpuError;
 pub struct GpuOptions {
     /// Queries per kernel launch.
     pub batch_size: usize,
+    /// Pipeline slots of a searcher that holds the whole index (at least 2): batches on the GPU at
+    /// once, each on its own stream. A batch's kernel takes the SMs its predecessors' last CTAs free,
+    /// so several small batches in flight answer queries as they arrive, none waiting for a full one.
+    pub slots: usize,
     /// OR accumulator window in documents (a power of two from 256 to 32768), or 0 (the default): the
     /// largest whose shared memory costs no resident CTAs (16,384 on an H100 or H200 for SIMD-BP128 and
     /// Elias-Fano lists, 8,192 for PForDelta and Rice, whose decoders take shared scratch; see
@@ -72,6 +76,7 @@ impl Default for GpuOptions {
     fn default() -> Self {
         GpuOptions {
             batch_size: 8192,
+            slots: 4,
             window: 0,
             memory_budget: None,
             instrument: false,

@@ -1,15 +1,17 @@
 //! The GPU backend: one thread answers submissions in calls on the GPU searcher (with the policy of
-//! its list cache). A call takes every submission waiting when the last call ends, up to a kernel
-//! batch's worth of queries (a submission is never cut), so that a stream of single queries is batched
-//! as it arrives; a submission whose reply is no longer wanted when a call takes it is dropped. A
-//! caller that waits for a whole batch runs its call on its own thread instead, with the searcher
-//! locked: a closed loop's million queries then cost no copy, no hand-over and no per-answer delivery.
-//! Either way what the GPU fails is answered on the CPU in the same call ([`on_cpu_where_failed`]),
-//! exactly once.
+//! its list cache). A call takes every submission waiting when a pipeline slot is free, up to a kernel
+//! batch's worth of queries (a submission is never cut), while the calls before it compute; each
+//! call's answers leave as soon as its batches are back, so that a query waits neither for a batch to
+//! fill nor behind an unrelated long one. A submission whose reply is no longer wanted when a call
+//! takes it is dropped. A caller that waits for a whole batch runs its call on its own thread instead,
+//! with the searcher locked: a closed loop's million queries then cost no copy, no hand-over and no
+//! per-answer delivery. Either way what the GPU fails is answered on the CPU in the same call
+//! ([`on_cpu_where_failed`]), exactly once.
 
 mod cached;
 
 use std::collections::VecDeque;
+use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -165,10 +167,20 @@ impl Drop for GpuAlone {
     }
 }
 
-/// The submissions of the GPU thread's next call, waiting for one where `wait` (None: the backend is
-/// dropped and nothing is left, or nothing is waiting and `wait` is false).
-fn next(s: &Shared, batch: usize, wait: bool) -> Option<Vec<Submission>> {
+/// How long the GPU thread waits for submissions.
+#[derive(Clone, Copy)]
+enum Wait {
+    /// Until some arrive or the backend is dropped (nothing is on the GPU).
+    Forever,
+    /// At most this long (calls are on the GPU: it goes back to collect them).
+    For(Duration),
+}
+
+/// The submissions of the GPU thread's next call, up to `batch` queries (a submission is never cut);
+/// None where nothing came within `wait`, or the backend is dropped and nothing is left.
+fn next(s: &Shared, batch: usize, wait: Wait) -> Option<Vec<Submission>> {
     let mut st = lock(&s.state);
+    let mut waited = false;
     loop {
         // Submissions whose answers are no longer wanted are dropped, unanswered.
         st.queue.retain(|sub| sub.reply.wanted());
@@ -184,10 +196,19 @@ fn next(s: &Shared, batch: usize, wait: bool) -> Option<Vec<Submission>> {
             }
             return Some(taken);
         }
-        if st.closed || !wait {
+        if st.closed || waited {
             return None;
         }
-        st = s.ready.wait(st).expect("no engine thread panics under a lock");
+        st = match wait {
+            Wait::Forever => s.ready.wait(st).expect("no engine thread panics under a lock"),
+            Wait::For(d) => {
+                waited = true;
+                s.ready
+                    .wait_timeout(st, d)
+                    .expect("no engine thread panics under a lock")
+                    .0
+            }
+        };
     }
 }
 
@@ -211,62 +232,71 @@ struct Call {
     requests: Vec<Request>,
 }
 
-/// The GPU's thread: calls until the backend is dropped and nothing is left. Without a list cache a
-/// call is handed to the GPU while the one before computes (at most two on it), so that its host work
-/// overlaps the other's kernels; with one, a call runs whole (it pipelines its own chunks). Answers are
+/// How long the GPU thread, with calls on the GPU and a slot free, waits for a submission before it
+/// looks for finished batches again: far below a query's milliseconds, far above a wake-up's cost.
+const POLL: Duration = Duration::from_micros(20);
+
+/// The GPU's thread: calls until the backend is dropped and nothing is left. Without a list cache,
+/// whatever has arrived goes to the GPU as soon as a pipeline slot is free, while earlier calls
+/// compute, and each call's answers leave as soon as its batches are back, whatever the calls before
+/// it: at a light load a query is a call of its own, under a heavy one the queue fills the next call
+/// while the slots are busy. With a cache a call runs whole (it pipelines its own chunks). Answers are
 /// handed to a thread of their own, so that delivering one call's answers overlaps the next.
 fn dispatch(s: &Shared) {
-    let batch = lock(&s.searcher).batch_size().max(1);
+    let (batch, slots) = {
+        let gpu = lock(&s.searcher);
+        (gpu.batch_size().max(1), gpu.slots())
+    };
     let (tx, rx) = std::sync::mpsc::channel::<Delivery>();
     let deliverer = std::thread::Builder::new()
         .name("warpsearch-gpu-deliver".into())
         .spawn(move || rx.into_iter().for_each(deliver))
         .expect("a thread can be started");
-    // Calls handed to the GPU and not yet answered, oldest first.
-    let mut on_gpu: VecDeque<(CallId, Call)> = VecDeque::new();
-    loop {
-        // With calls on the GPU, what is waiting now (perhaps nothing); else the next submissions.
-        let subs = if on_gpu.is_empty() {
-            match next(s, batch, true) {
-                Some(subs) => subs,
-                None => break,
-            }
-        } else {
-            next(s, batch, false).unwrap_or_default()
-        };
-        let call = addressees(subs);
-        let mut gpu = lock(&s.searcher);
-        if s.cache.is_some() {
+    if s.cache.is_some() {
+        while let Some(subs) = next(s, batch, Wait::Forever) {
+            let call = addressees(subs);
+            let mut gpu = lock(&s.searcher);
             let answers = guarded(s, &mut gpu, &call.requests);
             // Counted before the answers go, so that a caller woken by the last reads them with it.
             lock(&s.stats).add(&gpu.take_stats());
+            drop(gpu);
             if tx.send((call.to, call.taken, answers)).is_err() {
                 break;
             }
-            continue;
         }
+    } else {
+        continuous(s, batch, slots, &tx);
+    }
+    drop(tx);
+    let _ = deliverer.join();
+}
+
+/// The GPU thread's loop without a list cache ([`dispatch`]): up to `slots` batches on the GPU.
+fn continuous(s: &Shared, batch: usize, slots: usize, tx: &Sender<Delivery>) {
+    // Calls handed to the GPU and not yet answered.
+    let mut on_gpu: Vec<(CallId, Call)> = Vec::new();
+    loop {
         // Calls whose answers are in (None: the GPU panicked on them).
         let mut done = Vec::new();
-        // Nothing new, or two calls on the GPU already: the oldest is collected first.
-        if call.requests.is_empty() || on_gpu.len() >= 2 {
-            let (id, c) = on_gpu.pop_front().expect("a call on the GPU");
-            done.push((c, caught(|| gpu.wait(id))));
-        }
-        if !call.requests.is_empty() {
-            match caught(|| gpu.submit_in(&call.requests, None)) {
-                Some(id) => on_gpu.push_back((id, call)),
-                None => done.push((call, None)),
+        let mut gpu = lock(&s.searcher);
+        if !on_gpu.is_empty() {
+            if caught(|| gpu.poll()).is_none() {
+                // Which batches were lost is unknown: every call still out is waited for alone.
+                for (id, c) in on_gpu.drain(..) {
+                    done.push((c, caught(|| gpu.wait(id))));
+                }
+            }
+            while let Some((id, answers)) = caught(|| gpu.take_done()).flatten() {
+                if let Some(at) = on_gpu.iter().position(|(c, _)| *c == id) {
+                    let (_, c) = on_gpu.swap_remove(at);
+                    done.push((c, Some(answers)));
+                }
             }
         }
-        // Handing over a call collects the calls before it that finished meanwhile.
-        while let Some((id, answers)) = caught(|| gpu.take_done()).flatten() {
-            if let Some(at) = on_gpu.iter().position(|(c, _)| *c == id) {
-                let (_, c) = on_gpu.remove(at).expect("a call on the GPU");
-                done.push((c, Some(answers)));
-            }
-        }
+        let room = gpu.batches_in_flight() < slots;
         lock(&s.stats).add(&gpu.take_stats());
         drop(gpu);
+        let delivered = !done.is_empty();
         for (c, answers) in done {
             let answers = match answers {
                 Some(answers) => on_cpu_where_failed(s, &c.requests, answers),
@@ -276,9 +306,38 @@ fn dispatch(s: &Shared) {
                 return;
             }
         }
+        if !room {
+            // Every slot is busy: the next call waits for one to finish (and grows meanwhile).
+            std::thread::sleep(POLL);
+            continue;
+        }
+        let wait = match (on_gpu.is_empty(), delivered) {
+            (true, _) => Wait::Forever,
+            // Answers just left: look again at once, more batches may be back.
+            (false, true) => Wait::For(Duration::ZERO),
+            (false, false) => Wait::For(POLL),
+        };
+        let Some(subs) = next(s, batch, wait) else {
+            if on_gpu.is_empty() {
+                // Dropped, with nothing queued and nothing on the GPU.
+                return;
+            }
+            continue;
+        };
+        let call = addressees(subs);
+        let mut gpu = lock(&s.searcher);
+        let id = caught(|| gpu.submit_in(&call.requests, None));
+        drop(gpu);
+        match id {
+            Some(id) => on_gpu.push((id, call)),
+            None => {
+                let answers = panicked(s, &call.requests);
+                if tx.send((call.to, call.taken, answers)).is_err() {
+                    return;
+                }
+            }
+        }
     }
-    drop(tx);
-    let _ = deliverer.join();
 }
 
 /// `f`, or None where it panics (its call is then answered on the CPU: nothing is lost).

@@ -317,8 +317,9 @@ pub(super) fn gpu_dispatcher(s: &Arc<Shared>, mut gpu: GpuSearcher) {
         });
         // Handing over a call collects the batches before it that finished meanwhile.
         while let Some((id, answers)) = gpu.take_done() {
-            let c = on_gpu.pop_front().expect("a call on the GPU");
-            debug_assert_eq!(c.call, id, "calls come back in order");
+            // A call may come back before an older one (one the GPU had nothing to do for).
+            let at = on_gpu.iter().position(|c| c.call == id);
+            let c = on_gpu.remove(at.expect("a call on the GPU")).expect("a call at its place");
             if !deliver(&mut gpu, c, answers) {
                 return;
             }

@@ -78,13 +78,14 @@ impl Calls {
         self.get(id).submitted = true;
     }
 
-    /// The oldest call, if every answer of it is in: its answers, in request order.
+    /// The oldest call whose answers are all in (a later call's may be in before an earlier one's,
+    /// and a short call does not wait behind a long one): its answers, in request order.
     pub fn take_done(&mut self) -> Option<(CallId, Vec<Result<Answer, GpuError>>)> {
-        let c = self.open.front()?;
-        if !c.submitted || c.batches > 0 {
-            return None;
-        }
-        let c = self.open.pop_front().expect("a front call");
+        let at = self
+            .open
+            .iter()
+            .position(|c| c.submitted && c.batches == 0)?;
+        let c = self.open.remove(at).expect("a call at its place");
         Some((c.id, finish(c)))
     }
 
@@ -131,7 +132,7 @@ mod tests {
     }
 
     #[test]
-    fn only_the_oldest_call_comes_back_and_only_when_all_its_batches_are() {
+    fn a_call_comes_back_when_all_its_batches_are_without_waiting_for_older_calls() {
         let mut calls = Calls::default();
         let a = calls.open(2);
         calls.batch_sent(a);
@@ -140,10 +141,12 @@ mod tests {
         calls.batch_sent(b);
         calls.close(a);
         calls.close(b);
-        // b is back, a is not: nothing comes back (a is older).
+        // b is back, a is not: b comes back (a short call does not wait behind a long one).
         calls.answer(b, 0, answer(7));
         calls.batch_back(b);
-        assert!(calls.take_done().is_none());
+        let (id, got) = calls.take_done().expect("b is back");
+        assert_eq!((id, docs(&got)), (b, vec![7]));
+        assert!(calls.take_done().is_none(), "a is still out");
         // One of a's two batches back: still nothing.
         calls.answer(a, 1, answer(2));
         calls.batch_back(a);
@@ -153,9 +156,20 @@ mod tests {
         let (id, got) = calls.take_done().expect("a is back");
         assert_eq!(id, a);
         assert_eq!(docs(&got), vec![1, 2], "answers in request order");
-        let (id, got) = calls.take_done().expect("then b");
-        assert_eq!((id, docs(&got)), (b, vec![7]));
         assert!(calls.take_done().is_none());
+    }
+
+    #[test]
+    fn of_two_calls_done_the_older_comes_back_first() {
+        let mut calls = Calls::default();
+        let a = calls.open(1);
+        let b = calls.open(1);
+        for (id, doc) in [(b, 20), (a, 10)] {
+            calls.answer(id, 0, answer(doc));
+            calls.close(id);
+        }
+        assert_eq!(calls.take_done().map(|(id, _)| id), Some(a));
+        assert_eq!(calls.take_done().map(|(id, _)| id), Some(b));
     }
 
     #[test]

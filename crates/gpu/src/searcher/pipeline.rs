@@ -72,7 +72,7 @@ impl GpuSearcher {
         let chunks = batches(&index, requests, which, split, self.gopts.batch_size, cap, need);
         for (b, chunk) in chunks.iter().enumerate() {
             let chunk = &chunk[..];
-            let s = self.next_slot;
+            let s = self.pick_slot();
             self.next_slot = (s + 1) % nslots;
             // The batch is prepared and its blocks gathered while the slot's last batch may still
             // compute; only its copies and kernel wait for that batch's answers to be collected. (So
@@ -134,6 +134,20 @@ impl GpuSearcher {
                 self.apply_fed_plan(s, false);
             }
         }
+    }
+
+    /// The slot the next batch goes to: the next in turn, or without a list cache the first idle one
+    /// from it (a batch then never waits for a busy slot while another is free). With a cache the
+    /// slots are taken in turn, the order its staging regions and plan changes are made for.
+    fn pick_slot(&self) -> usize {
+        let n = self.slots.len();
+        if self.caches() {
+            return self.next_slot;
+        }
+        (0..n)
+            .map(|i| (self.next_slot + i) % n)
+            .find(|&s| self.slots[s].in_flight.is_none())
+            .unwrap_or(self.next_slot)
     }
 
     fn index_args(&self, stream: &CudaStream) -> IndexArgs {

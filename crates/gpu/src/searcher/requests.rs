@@ -8,6 +8,7 @@ use warpsearch_query::{Answer, DocRange, Mode, Request, Scored};
 
 use super::calls::CallId;
 use super::GpuSearcher;
+use crate::driver;
 use crate::error::GpuError;
 
 impl GpuSearcher {
@@ -94,9 +95,35 @@ impl GpuSearcher {
         self.calls.take(call)
     }
 
-    /// The oldest call not yet taken back, if all its answers are in (without waiting).
+    /// The oldest call not yet taken back whose answers are all in (without waiting): with
+    /// [`GpuSearcher::poll`], a short call comes back while an older, longer one still computes.
     pub fn take_done(&mut self) -> Option<(CallId, Vec<Result<Answer, GpuError>>)> {
         self.calls.take_done()
+    }
+
+    /// Collects every batch the GPU has finished, without waiting for the others, so that the calls
+    /// they complete come back by [`GpuSearcher::take_done`] as soon as they are done.
+    pub fn poll(&mut self) {
+        // The events are queried in the searcher's context, which may not be current on this thread.
+        if self.gpu.ctx.bind_to_thread().is_err() {
+            return;
+        }
+        for s in 0..self.slots.len() {
+            let slot = &self.slots[s];
+            if slot.in_flight.is_some() && driver::event_done(&slot.events[3]) {
+                self.harvest(s);
+            }
+        }
+    }
+
+    /// Kernel batches on the GPU now (at most [`GpuSearcher::slots`]).
+    pub fn batches_in_flight(&self) -> usize {
+        self.slots.iter().filter(|s| s.in_flight.is_some()).count()
+    }
+
+    /// Pipeline slots: the most kernel batches on the GPU at once.
+    pub fn slots(&self) -> usize {
+        self.slots.len()
     }
 
     /// Collects every batch of call `call` still on the GPU (waiting for each).

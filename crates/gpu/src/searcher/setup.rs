@@ -33,7 +33,7 @@ impl GpuSearcher {
         let nslots = match gopts.cache {
             Some(CacheBudget { slots: 0, .. }) => DEFAULT_CACHE_SLOTS,
             Some(c) => c.slots.max(2),
-            None => 2,
+            None => gopts.slots.max(2),
         };
         let mut dev = match gopts.cache {
             None => DeviceIndex::upload(&gpu, &init, &index, budget)?,
