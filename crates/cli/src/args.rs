@@ -521,9 +521,13 @@ pub struct BenchPlotArgs {
     /// `bench --json` reports.
     #[arg(required = true)]
     pub reports: Vec<PathBuf>,
-    /// The SVG file to write.
+    /// The SVG file to write: one bar per report, its closed-loop queries/s.
     #[arg(long)]
     pub svg: PathBuf,
+    /// Also draw each report's open-loop latency against its achieved queries/s here (p99 with
+    /// points, p50 thin; one colour per report, named by its file).
+    #[arg(long)]
+    pub latency: Option<PathBuf>,
 }
 
 /// `warpsearch gpu-check`.

@@ -446,10 +446,12 @@ fn plot_err<E: std::fmt::Display>(e: E) -> anyhow::Error {
 pub fn plot_reports(a: BenchPlotArgs) -> Result<()> {
     use plotters::prelude::*;
     let mut bars = Vec::new();
+    let mut reports = Vec::new();
     for path in &a.reports {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let r: Value =
             serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+        reports.push((file_stem(&path.with_extension("")), r.clone()));
         let qps = r["closed_loop"]["qps"]
             .as_f64()
             .with_context(|| format!("{} is not a `bench --json` report", path.display()))?;
@@ -504,5 +506,77 @@ pub fn plot_reports(a: BenchPlotArgs) -> Result<()> {
         .map_err(plot_err)?;
     root.present().map_err(plot_err)?;
     println!("{}: {} reports", a.svg.display(), bars.len());
+    if let Some(path) = &a.latency {
+        plot_latency(path, &reports)?;
+        println!("{}: {} reports", path.display(), reports.len());
+    }
+    Ok(())
+}
+
+/// Each report's open-loop p50 and p99 against its achieved queries/s (log-scale milliseconds).
+fn plot_latency(path: &std::path::Path, reports: &[(String, Value)]) -> Result<()> {
+    use plotters::prelude::*;
+    // (name, [(achieved q/s, p50 ms, p99 ms)]) of each report with open-loop runs.
+    let curves: Vec<(String, Vec<(f64, f64, f64)>)> = reports
+        .iter()
+        .map(|(name, r)| {
+            let runs = r["open_loop"].as_array().map_or(Vec::new(), |runs| {
+                runs.iter()
+                    .filter_map(|o| {
+                        let l = &o["latency_ms"];
+                        Some((o["achieved_qps"].as_f64()?, l["p50"].as_f64()?, l["p99"].as_f64()?))
+                    })
+                    .collect()
+            });
+            (name.clone(), runs)
+        })
+        .filter(|(_, runs)| !runs.is_empty())
+        .collect();
+    if curves.is_empty() {
+        bail!("no report has open-loop runs (bench --rates or --loads) to draw");
+    }
+    let points = || curves.iter().flat_map(|c| c.1.iter());
+    let x_hi = points().map(|p| p.0).fold(0.0, f64::max) * 1.1;
+    let y_lo = points().map(|p| p.1.max(1e-3)).fold(f64::INFINITY, f64::min) * 0.8;
+    let y_hi = points().map(|p| p.2).fold(0.0, f64::max).max(1e-3) * 1.5;
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(plot_err)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("latency against load (p99 with points, p50 thin)", ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0f64..x_hi.max(1.0), (y_lo..y_hi).log_scale())
+        .map_err(plot_err)?;
+    chart
+        .configure_mesh()
+        .x_desc("achieved queries/s")
+        .y_desc("latency (ms, log scale)")
+        .draw()
+        .map_err(plot_err)?;
+    for (i, (name, runs)) in curves.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let p99: Vec<(f64, f64)> = runs.iter().map(|r| (r.0, r.2)).collect();
+        let p50: Vec<(f64, f64)> = runs.iter().map(|r| (r.0, r.1.max(1e-3))).collect();
+        chart
+            .draw_series(LineSeries::new(p99.clone(), color.stroke_width(2)))
+            .map_err(plot_err)?
+            .label(name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+        chart
+            .draw_series(p99.into_iter().map(|p| Circle::new(p, 3, color.filled())))
+            .map_err(plot_err)?;
+        chart
+            .draw_series(LineSeries::new(p50, color.stroke_width(1)))
+            .map_err(plot_err)?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(plot_err)?;
+    root.present().map_err(plot_err)?;
     Ok(())
 }

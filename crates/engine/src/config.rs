@@ -195,15 +195,19 @@ pub struct GpuConfig {
     /// leaves as they are.
     #[arg(id = "gpu-split-or", long = "gpu-split-or", default_value_t = GpuOptions::default().split_cost)]
     pub split_or: u64,
-    /// AND and and-or queries (cost: postings of the shortest list) are cut so that a batch's largest
-    /// part takes at most 1/W of each GPU thread block's average share of the batch (0: cut at
-    /// --gpu-split-and instead).
+    /// In a batch of few queries, queries (cost: postings of the shortest list for AND and and-or, of
+    /// all lists for OR) are cut so that its largest part takes at most 1/W of each GPU thread
+    /// block's average share of the batch (0: AND is cut at --gpu-split-and, OR at --gpu-split-or).
     #[arg(id = "gpu-split-waves", long = "gpu-split-waves", default_value_t = GpuOptions::default().split_waves)]
     pub split_waves: u32,
     /// The least cost of a part of an AND query; with --gpu-split-waves 0, the cost above which it is
     /// cut (0: never).
     #[arg(id = "gpu-split-and", long = "gpu-split-and", default_value_t = GpuOptions::default().and_split_cost)]
     pub split_and: u64,
+    /// The least cost (postings) of a part of an OR query in a batch that --gpu-split-waves cuts (0:
+    /// OR batches are never cut that way).
+    #[arg(id = "gpu-split-or-floor", long = "gpu-split-or-floor", default_value_t = GpuOptions::default().or_split_floor)]
+    pub split_or_floor: u64,
     /// OR queries of at most this many postings are scored by sorting their postings rather than with
     /// dense accumulators (0: never; at most 4096).
     #[arg(id = "gpu-small-or", long = "gpu-small-or", default_value_t = GpuOptions::default().small_or)]
@@ -243,6 +247,7 @@ impl Default for GpuConfig {
             split_or: g.split_cost,
             split_waves: g.split_waves,
             split_and: g.and_split_cost,
+            split_or_floor: g.or_split_floor,
             small_or: g.small_or,
             merge_ratio: g.merge_ratio,
             profile: false,
@@ -519,6 +524,7 @@ impl EngineConfig {
             instrument: g.profile,
             split_cost: never_if_zero(g.split_or),
             and_split_cost: never_if_zero(g.split_and),
+            or_split_floor: never_if_zero(g.split_or_floor),
             split_waves: g.split_waves,
             small_or: g.small_or,
             merge_ratio: g.merge_ratio,

@@ -75,13 +75,14 @@ impl Split {
             .min(index.num_docs().max(1) as u64) as u32
     }
 
-    /// The split of one batch of AND queries, formed with `self` (the coarsest split). A batch of fewer
-    /// than [`FULL_WAVES`] tasks per CTA (one that carries uncached lists holds a few hundred long
-    /// queries) is otherwise about one wave of tasks that waits for its longest: its queries are cut
-    /// so finely that its largest task takes at most 1/`waves` of what each of `ctas` CTAs has to do
-    /// on average, but never below `floor` postings, and it stays within `batch` tasks. Fuller batches
-    /// keep `self`: there the parts' fixed costs outweigh (a batch of passage queries cut at 2,000
-    /// postings lost 11–16%). The costs are read on all cores where `parallel` (a cache miss a term).
+    /// The split of one batch, formed with `self` (the coarsest split). A batch of fewer than
+    /// [`FULL_WAVES`] tasks per CTA (a call of the few queries that arrived meanwhile, or one that
+    /// carries uncached lists) is otherwise about one wave of tasks that waits for its longest: its
+    /// queries are cut so finely that its largest task takes at most 1/`waves` of what each of `ctas`
+    /// CTAs has to do on average, but never below `floor` postings (`u64::MAX`: never cut this way),
+    /// and it stays within `batch` tasks. Fuller batches keep `self`: there the parts' fixed costs
+    /// outweigh (a batch of passage queries cut at 2,000 postings lost 11–16%). The costs are read on
+    /// all cores where `parallel` (a cache miss a term).
     #[allow(clippy::too_many_arguments)]
     pub fn for_batch<R: Borrow<Request> + Sync>(
         self,
@@ -94,7 +95,7 @@ impl Split {
         batch: usize,
         parallel: bool,
     ) -> Split {
-        if self.or_cost || waves == 0 {
+        if waves == 0 || floor == u64::MAX {
             return self;
         }
         let costs = map_all(chunk, parallel, |&i| self.cost(index, &queries[i].borrow().query));
@@ -161,9 +162,13 @@ pub fn batches<R: Borrow<Request>>(
     out
 }
 
-/// `f` of every item, in order: on all cores of the current pool where `parallel`.
+/// Items below which [`map_all`] stays on the calling thread: handing a small batch to the pool costs
+/// more (a wake-up of its threads) than the work, and the latency of a call of a few queries with it.
+const PARALLEL_FROM: usize = 256;
+
+/// `f` of every item, in order: on all cores of the current pool where `parallel` and there are enough.
 fn map_all<T: Sync, U: Send>(items: &[T], parallel: bool, f: impl Fn(&T) -> U + Sync + Send) -> Vec<U> {
-    if parallel {
+    if parallel && items.len() >= PARALLEL_FROM {
         items.par_iter().map(f).collect()
     } else {
         items.iter().map(f).collect()

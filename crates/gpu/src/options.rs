@@ -31,7 +31,7 @@ pub struct GpuOptions {
     /// For AND and and-or (whose cost is the postings of the shortest list): with `split_waves` 0,
     /// the cost above which a query is cut; else the least cost a part may have.
     pub and_split_cost: u64,
-    /// In a batch of AND or and-or queries with fewer than [`crate::batch::FULL_WAVES`] tasks per CTA,
+    /// In a batch with fewer than [`crate::batch::FULL_WAVES`] tasks per CTA,
     /// queries are cut so that the largest task takes at most 1/`split_waves` of each CTA's average
     /// share of the batch (0: cut at `and_split_cost`). An AND task takes a CTA milliseconds on a
     /// large collection, and a batch of a few hundred queries (one that carries uncached lists) is
@@ -39,6 +39,10 @@ pub struct GpuOptions {
     /// of the 25M collection cached (bench/RESULTS.md). Every batch cut at 5,000 postings cost the
     /// passages' batches of 8,192 tasks 25–39%, so fuller batches are left as they are.
     pub split_waves: u32,
+    /// The least cost of a part of an OR query in a batch that `split_waves` cuts (`u64::MAX`: OR
+    /// batches are never cut that way). A call of a few OR queries otherwise takes as long as its
+    /// longest query on one CTA, its windows one after another.
+    pub or_split_floor: u64,
     /// Most parts a query is cut into.
     pub max_parts: u32,
     /// OR queries of at most this many postings are scored by sorting their postings instead of dense
@@ -83,6 +87,7 @@ impl Default for GpuOptions {
             split_cost: 200_000,
             and_split_cost: 2_000,
             split_waves: 32,
+            or_split_floor: 16_384,
             parallel_host: true,
             max_parts: 16,
             small_or: 4096,

@@ -26,9 +26,11 @@ pub struct Load {
     pub connections: Option<Arc<Connections>>,
 }
 
-/// Upper bounds of the latency histogram's buckets, in seconds.
-const BUCKETS: [f64; 14] = [
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+/// Upper bounds of the latency histogram's buckets, in seconds: a millisecond apart up to 10 ms, where
+/// a GPU-served query's tail lies, so that a p99 read from them is within a millisecond.
+const BUCKETS: [f64; 25] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008, 0.009, 0.01,
+    0.0125, 0.015, 0.02, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
 /// The `backend` labels of the latency histogram: who answered (the hybrid's [`ServedBy`]; the CPU
@@ -395,12 +397,12 @@ mod tests {
         for line in [
             "warpsearch_queries_total 4",
             "warpsearch_query_latency_seconds_bucket{backend=\"cpu\",le=\"0.0005\"} 1",
-            "warpsearch_query_latency_seconds_bucket{backend=\"cpu\",le=\"0.0025\"} 2",
+            "warpsearch_query_latency_seconds_bucket{backend=\"cpu\",le=\"0.002\"} 2",
             "warpsearch_query_latency_seconds_bucket{backend=\"cpu\",le=\"10\"} 2",
             "warpsearch_query_latency_seconds_bucket{backend=\"cpu\",le=\"+Inf\"} 3",
             "warpsearch_query_latency_seconds_count{backend=\"cpu\"} 3",
-            "warpsearch_query_latency_seconds_bucket{backend=\"gpu\",le=\"0.0025\"} 0",
-            "warpsearch_query_latency_seconds_bucket{backend=\"gpu\",le=\"0.005\"} 1",
+            "warpsearch_query_latency_seconds_bucket{backend=\"gpu\",le=\"0.002\"} 0",
+            "warpsearch_query_latency_seconds_bucket{backend=\"gpu\",le=\"0.003\"} 1",
             "warpsearch_query_latency_seconds_sum{backend=\"gpu\"} 0.003",
             "warpsearch_query_latency_seconds_count{backend=\"gpu\"} 1",
             "warpsearch_query_latency_seconds_count{backend=\"both\"} 0",

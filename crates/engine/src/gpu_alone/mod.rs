@@ -167,20 +167,19 @@ impl Drop for GpuAlone {
     }
 }
 
-/// How long the GPU thread waits for submissions.
-#[derive(Clone, Copy)]
+/// Whether the GPU thread waits for submissions.
+#[derive(Clone, Copy, PartialEq)]
 enum Wait {
     /// Until some arrive or the backend is dropped (nothing is on the GPU).
     Forever,
-    /// At most this long (calls are on the GPU: it goes back to collect them).
-    For(Duration),
+    /// Not at all (calls are on the GPU: it goes back to collect them).
+    No,
 }
 
 /// The submissions of the GPU thread's next call, up to `batch` queries (a submission is never cut);
 /// None where nothing came within `wait`, or the backend is dropped and nothing is left.
 fn next(s: &Shared, batch: usize, wait: Wait) -> Option<Vec<Submission>> {
     let mut st = lock(&s.state);
-    let mut waited = false;
     loop {
         // Submissions whose answers are no longer wanted are dropped, unanswered.
         st.queue.retain(|sub| sub.reply.wanted());
@@ -196,19 +195,10 @@ fn next(s: &Shared, batch: usize, wait: Wait) -> Option<Vec<Submission>> {
             }
             return Some(taken);
         }
-        if st.closed || waited {
+        if st.closed || wait == Wait::No {
             return None;
         }
-        st = match wait {
-            Wait::Forever => s.ready.wait(st).expect("no engine thread panics under a lock"),
-            Wait::For(d) => {
-                waited = true;
-                s.ready
-                    .wait_timeout(st, d)
-                    .expect("no engine thread panics under a lock")
-                    .0
-            }
-        };
+        st = s.ready.wait(st).expect("no engine thread panics under a lock");
     }
 }
 
@@ -232,9 +222,9 @@ struct Call {
     requests: Vec<Request>,
 }
 
-/// How long the GPU thread, with calls on the GPU and a slot free, waits for a submission before it
-/// looks for finished batches again: far below a query's milliseconds, far above a wake-up's cost.
-const POLL: Duration = Duration::from_micros(20);
+/// Queries of a call at most that the GPU thread answers itself rather than through the delivering
+/// thread: a few answers cost less than waking it, and arrive sooner.
+const DELIVER_HERE: usize = 256;
 
 /// The GPU's thread: calls until the backend is dropped and nothing is left. Without a list cache,
 /// whatever has arrived goes to the GPU as soon as a pipeline slot is free, while earlier calls
@@ -271,7 +261,9 @@ fn dispatch(s: &Shared) {
     let _ = deliverer.join();
 }
 
-/// The GPU thread's loop without a list cache ([`dispatch`]): up to `slots` batches on the GPU.
+/// The GPU thread's loop without a list cache ([`dispatch`]): up to `slots` batches on the GPU. While
+/// any is, the thread polls their events and the queue without sleeping (a sleep's wake-up, tens of
+/// microseconds, would be added to every answer): it keeps one core busy only while queries run.
 fn continuous(s: &Shared, batch: usize, slots: usize, tx: &Sender<Delivery>) {
     // Calls handed to the GPU and not yet answered.
     let mut on_gpu: Vec<(CallId, Call)> = Vec::new();
@@ -296,32 +288,32 @@ fn continuous(s: &Shared, batch: usize, slots: usize, tx: &Sender<Delivery>) {
         let room = gpu.batches_in_flight() < slots;
         lock(&s.stats).add(&gpu.take_stats());
         drop(gpu);
-        let delivered = !done.is_empty();
         for (c, answers) in done {
             let answers = match answers {
                 Some(answers) => on_cpu_where_failed(s, &c.requests, answers),
                 None => panicked(s, &c.requests),
             };
-            if tx.send((c.to, c.taken, answers)).is_err() {
+            if c.requests.len() <= DELIVER_HERE {
+                deliver((c.to, c.taken, answers));
+            } else if tx.send((c.to, c.taken, answers)).is_err() {
                 return;
             }
         }
         if !room {
             // Every slot is busy: the next call waits for one to finish (and grows meanwhile).
-            std::thread::sleep(POLL);
+            std::thread::yield_now();
             continue;
         }
-        let wait = match (on_gpu.is_empty(), delivered) {
-            (true, _) => Wait::Forever,
-            // Answers just left: look again at once, more batches may be back.
-            (false, true) => Wait::For(Duration::ZERO),
-            (false, false) => Wait::For(POLL),
+        let wait = match on_gpu.is_empty() {
+            true => Wait::Forever,
+            false => Wait::No,
         };
         let Some(subs) = next(s, batch, wait) else {
             if on_gpu.is_empty() {
                 // Dropped, with nothing queued and nothing on the GPU.
                 return;
             }
+            std::thread::yield_now();
             continue;
         };
         let call = addressees(subs);

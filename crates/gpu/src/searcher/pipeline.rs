@@ -82,12 +82,11 @@ impl GpuSearcher {
             let mut stage = Stage::new(self.dev.stage_base(s), cap);
             let parallel = self.gopts.parallel_host || self.host_pool.is_some();
             let (scorer, residency) = (&self.scorer, self.dev.residency());
-            let (grid, waves, floor, size) = (
-                self.grid_and,
-                self.gopts.split_waves,
-                self.gopts.and_split_cost,
-                self.batch_size(),
-            );
+            let (grid, floor) = match mode {
+                Mode::Or => (self.grid_or, self.gopts.or_split_floor),
+                _ => (self.grid_and, self.gopts.and_split_cost),
+            };
+            let (waves, size) = (self.gopts.split_waves, self.batch_size());
             let mut split = split;
             let prepared = match on_host(&self.host_pool, || {
                 split = split.for_batch(&index, requests, chunk, grid, waves, floor, size, parallel);
