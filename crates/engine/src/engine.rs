@@ -19,6 +19,7 @@ use crate::gpu_alone::GpuAlone;
 use crate::hybrid::{Hybrid, HybridOptions, HybridStats};
 use crate::notes::Notes;
 use crate::reply::{Collect, Reply};
+use crate::shards::Shards;
 use crate::EngineError;
 
 /// How an engine is made.
@@ -53,6 +54,8 @@ enum Runner {
     Cpu(CpuWorkers),
     Gpu(GpuAlone),
     Hybrid(Hybrid),
+    /// A sharded index: an engine per shard, their answers merged.
+    Shards(Arc<Shards>),
 }
 
 /// Answers requests on the chosen backend, with the CPU as the GPU's fallback. `Send + Sync`: one
@@ -162,6 +165,19 @@ impl Engine {
         })
     }
 
+    /// The engine of a sharded index: `head` is the scorer of its head (requests are analysed
+    /// against it), `shards` an engine per shard, in the head's order, each over that shard's scorer
+    /// with the same options, run on `threads` threads each.
+    pub(crate) fn sharded(head: Arc<Scorer>, shards: Vec<Engine>, threads: usize, choice: Option<String>) -> Engine {
+        let index = head.index().clone();
+        Engine {
+            cpu: CpuSearcher::new(head),
+            runner: Runner::Shards(Arc::new(Shards::new(index, shards, threads))),
+            choice,
+            notes: Arc::new(Notes::default()),
+        }
+    }
+
     /// Queues `requests` and returns at once; request i's answer (exactly one) goes to `reply` with id
     /// `first_id + i`, from the engine's thread that finished it, as soon as it is ready. `deadline`:
     /// the time allowed from now (None: none, as in a closed loop); the hybrid schedules by it, and
@@ -184,6 +200,7 @@ impl Engine {
                     .collect();
                 h.submit_many(requests, deadline, reply);
             }
+            Runner::Shards(s) => s.submit(first_id, requests, deadline, reply),
         }
     }
 
@@ -213,6 +230,7 @@ impl Engine {
             Runner::Cpu(_) => Backend::Cpu,
             Runner::Gpu(_) => Backend::Gpu,
             Runner::Hybrid(_) => Backend::Hybrid,
+            Runner::Shards(_) => Backend::Cpu,
         }
     }
 
@@ -221,7 +239,9 @@ impl Engine {
         self.choice.as_deref()
     }
 
-    /// The scorer (index and options).
+    /// The scorer (index and options). For a sharded index, its head's: it analyses queries against the
+    /// collection's dictionary and names the collection's documents, and plans no query (its shards'
+    /// engines do).
     pub fn scorer(&self) -> &Arc<Scorer> {
         self.cpu.scorer()
     }
@@ -229,7 +249,7 @@ impl Engine {
     /// Whether a GPU answers queries.
     pub fn has_gpu(&self) -> bool {
         match &self.runner {
-            Runner::Cpu(_) => false,
+            Runner::Cpu(_) | Runner::Shards(_) => false,
             Runner::Gpu(_) => true,
             Runner::Hybrid(h) => h.has_gpu(),
         }
@@ -239,7 +259,7 @@ impl Engine {
     /// the driver does not answer).
     pub fn gpu_memory(&self) -> Option<GpuMemory> {
         match &self.runner {
-            Runner::Cpu(_) => None,
+            Runner::Cpu(_) | Runner::Shards(_) => None,
             Runner::Gpu(g) => g.memory(),
             Runner::Hybrid(h) => h.gpu_memory(),
         }
@@ -259,6 +279,7 @@ impl Engine {
         match &self.runner {
             Runner::Gpu(g) => g.describe().to_string(),
             Runner::Cpu(w) => format!("cpu ({} threads)", w.threads()),
+            Runner::Shards(s) => format!("cpu, {} shards ({} threads each)", s.len(), s.threads()),
             Runner::Hybrid(h) => format!(
                 "hybrid ({} CPU workers{})",
                 h.options().cpu_workers,
@@ -275,7 +296,7 @@ impl Engine {
     /// batches within one call, the CPU bounds the results held at once.
     pub fn batch_hint(&self) -> usize {
         match self.runner {
-            Runner::Cpu(_) => 4096,
+            Runner::Cpu(_) | Runner::Shards(_) => 4096,
             _ => 1 << 20,
         }
     }
