@@ -679,27 +679,45 @@ impl EngineConfig {
             n => n,
         };
         let each = threads.div_ceil(count).max(1);
+        let eopts = EngineOptions {
+            backend: BackendChoice::Cpu,
+            cpu_threads: each,
+            ..EngineOptions::default()
+        };
+        let max_terms = self.scoring.max_query_terms as usize;
         let mut engines = Vec::with_capacity(count);
         let mut first: Option<Arc<Scorer>> = None;
         for shard in index.shards() {
-            let scorer = Scorer::new(shard.index().clone(), options)?
-                .with_max_query_terms(self.scoring.max_query_terms as usize);
+            let scorer = Scorer::new(shard.index().clone(), options)?.with_max_query_terms(max_terms);
             scorer.check(&Request::new(Query::default(), mode, max_k))?;
             let scorer = Arc::new(scorer);
             first.get_or_insert_with(|| scorer.clone());
-            let eopts = EngineOptions {
-                backend: BackendChoice::Cpu,
-                cpu_threads: each,
-                ..EngineOptions::default()
-            };
-            engines.push(Engine::new(scorer, eopts)?);
+            engines.push(Engine::new(scorer, eopts.clone())?);
         }
+        // and-or's AND step is ranked AND whatever the algorithm (as one index runs it): where the
+        // algorithm evaluates OR only, the shards answer that step on engines of their own.
+        let and_engines = match options.algorithm.refuses(Mode::And) {
+            Some(_) => Some(
+                index
+                    .shards()
+                    .iter()
+                    .map(|shard| {
+                        let and = warpsearch_query::SearchOptions {
+                            algorithm: warpsearch_query::Algorithm::Daat,
+                            ..options
+                        };
+                        let scorer = Scorer::new(shard.index().clone(), and)?.with_max_query_terms(max_terms);
+                        Ok(Engine::new(Arc::new(scorer), eopts.clone())?)
+                    })
+                    .collect::<Result<Vec<Engine>, EngineError>>()?,
+            ),
+            None => None,
+        };
         let first = first.expect("a sharded index has at least one shard");
         let head = Arc::new(Scorer::for_head(index, &first));
-        let choice = (self.backend == BackendChoice::Auto).then(|| {
-            format!("backend auto: CPU, {count} shards, an engine of {each} threads each")
-        });
-        Ok(Engine::sharded(head, engines, each, choice))
+        let choice = (self.backend == BackendChoice::Auto)
+            .then(|| format!("backend auto: CPU, {count} shards, an engine of {each} threads each"));
+        Ok(Engine::sharded(head, engines, and_engines, each, choice))
     }
 }
 

@@ -24,6 +24,9 @@ use crate::reply::{Done, Reply, ServedBy};
 pub(crate) struct Shards {
     head: Arc<Index>,
     engines: Vec<Engine>,
+    /// Where the engines' algorithm evaluates OR only (MaxScore, block-max WAND): an engine per shard
+    /// of the same options but ranked AND, for and-or's AND step (as one index's and-or runs it).
+    and_engines: Option<Vec<Engine>>,
     /// Threads of each shard's engine.
     threads: usize,
 }
@@ -53,10 +56,16 @@ struct ShardReply {
 }
 
 impl Shards {
-    pub(crate) fn new(head: Arc<Index>, engines: Vec<Engine>, threads: usize) -> Shards {
+    pub(crate) fn new(
+        head: Arc<Index>,
+        engines: Vec<Engine>,
+        and_engines: Option<Vec<Engine>>,
+        threads: usize,
+    ) -> Shards {
         Shards {
             head,
             engines,
+            and_engines,
             threads,
         }
     }
@@ -101,21 +110,45 @@ impl Shards {
                 })
             })
             .collect();
+        if self.and_engines.is_some() && jobs.iter().any(|j| j.request.mode == Mode::AndOr) {
+            // and-or's AND step goes to other engines: a submission to the shards holds one step.
+            let (and_or, rest): (Vec<_>, Vec<_>) =
+                jobs.iter().cloned().partition(|j| j.request.mode == Mode::AndOr);
+            for part in [and_or, rest] {
+                if !part.is_empty() {
+                    self.send(Arc::from(part), deadline);
+                }
+            }
+            return;
+        }
         self.send(jobs, deadline);
     }
 
     /// Sends every job of `jobs` (each at its current step) to every shard.
     fn send(self: &Arc<Self>, jobs: Arc<[Arc<Job>]>, deadline: Option<Duration>) {
-        for (engine, shard) in self.engines.iter().zip(self.head.shards()) {
+        let mode_of = |j: &Job| match (j.request.mode, j.or_step.load(Ordering::Acquire)) {
+            (Mode::AndOr, false) => Mode::And,
+            (Mode::AndOr, true) => Mode::Or,
+            (mode, _) => mode,
+        };
+        // One submission holds requests of one step: and-or's AND step (ranked AND) goes to the
+        // AND engines where the engines' algorithm evaluates OR only.
+        let and_step = jobs
+            .first()
+            .is_some_and(|j| j.request.mode == Mode::AndOr && mode_of(j) == Mode::And);
+        let engines = match (&self.and_engines, and_step) {
+            (Some(and), true) => and,
+            _ => &self.engines,
+        };
+        for (engine, shard) in engines.iter().zip(self.head.shards()) {
             let requests = jobs
                 .iter()
                 .map(|j| {
-                    let mode = match (j.request.mode, j.or_step.load(Ordering::Acquire)) {
-                        (Mode::AndOr, false) => Mode::And,
-                        (Mode::AndOr, true) => Mode::Or,
-                        (mode, _) => mode,
-                    };
-                    Request::new(for_shard(&self.head, shard, &j.request.query), mode, j.request.k)
+                    Request::new(
+                        for_shard(&self.head, shard, &j.request.query),
+                        mode_of(j),
+                        j.request.k,
+                    )
                 })
                 .collect();
             let reply = Arc::new(ShardReply {
@@ -163,8 +196,8 @@ impl ShardReply {
     /// Every shard answered `job`'s step: its merged answer to the caller, or and-or's OR step.
     fn finish(&self, job: &Arc<Job>) {
         let k = job.request.k;
-        let merged = std::mem::replace(&mut *lock(&job.hits), Ok(Vec::new()))
-            .map(|hits| merge_top_k([hits], k));
+        let merged =
+            std::mem::replace(&mut *lock(&job.hits), Ok(Vec::new())).map(|hits| merge_top_k([hits], k));
         let or_next = job.request.mode == Mode::AndOr
             && !job.or_step.load(Ordering::Acquire)
             && merged.as_ref().is_ok_and(|hits| hits.len() < k);
@@ -172,9 +205,7 @@ impl ShardReply {
             if let Some(shards) = self.shards.upgrade() {
                 job.or_step.store(true, Ordering::Release);
                 job.left.store(shards.len(), Ordering::Release);
-                let deadline = job
-                    .deadline
-                    .map(|d| d.saturating_duration_since(Instant::now()));
+                let deadline = job.deadline.map(|d| d.saturating_duration_since(Instant::now()));
                 shards.send(Arc::from(vec![job.clone()]), deadline);
                 return;
             }
@@ -183,8 +214,7 @@ impl ShardReply {
             hits,
             latency: job.started.elapsed(),
         });
-        let missed = job.missed.load(Ordering::Relaxed)
-            || job.deadline.is_some_and(|d| Instant::now() > d);
+        let missed = job.missed.load(Ordering::Relaxed) || job.deadline.is_some_and(|d| Instant::now() > d);
         job.reply.send(Done {
             id: job.id,
             result,

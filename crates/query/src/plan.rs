@@ -210,12 +210,20 @@ pub fn term_weights(index: &Index, query: &Query, ranking: Ranking, params: Bm25
 /// A query's fixed point: that of the weights of every term of the query as the collection knows it
 /// (a shard's lacking terms included), so that a shard sums its scores in the single index's.
 pub fn query_fixed(index: &Index, query: &Query, ranking: Ranking, params: Bm25Params) -> Result<Fixed> {
-    Ok(Fixed::for_weights(&query_weights(index, query, ranking, params)?.1, params.k1))
+    Ok(Fixed::for_weights(
+        &query_weights(index, query, ranking, params)?.1,
+        params.k1,
+    ))
 }
 
 /// The weights of the query's terms (slot order), and of every term of the collection's query (the
 /// same, but for a shard's query).
-fn query_weights(index: &Index, query: &Query, ranking: Ranking, params: Bm25Params) -> Result<(Vec<f32>, Vec<f32>)> {
+fn query_weights(
+    index: &Index,
+    query: &Query,
+    ranking: Ranking,
+    params: Bm25Params,
+) -> Result<(Vec<f32>, Vec<f32>)> {
     let bm25 = Bm25 {
         params,
         ..index.bm25()

@@ -25,8 +25,8 @@ use crate::error::{corrupt, IndexError, Result};
 use crate::format::{files, CollectionStats, TermRecord};
 use crate::reader::Index;
 
-pub use write::{ShardSplit, Sharding};
 pub(crate) use write::{write, ShardedOutput};
+pub use write::{ShardSplit, Sharding};
 
 /// Marks a head term that a shard lacks in [`Shard::local_term`]'s map.
 const ABSENT: u32 = u32::MAX;
@@ -77,7 +77,12 @@ pub(crate) fn check_head(head: &Index) -> Result<()> {
     if records.len() as u64 != m.num_terms {
         return Err(corrupt(
             at(files::TERMS),
-            format!("{} term records, {} says {}", records.len(), files::META.0, m.num_terms),
+            format!(
+                "{} term records, {} says {}",
+                records.len(),
+                files::META.0,
+                m.num_terms
+            ),
         ));
     }
     if !head.block_metas().is_empty() || !head.words().is_empty() {
@@ -89,12 +94,18 @@ pub(crate) fn check_head(head: &Index) -> Result<()> {
     if let Some(t) = records.iter().position(|r| r.df == 0 || r.df as u64 > m.num_docs) {
         return Err(corrupt(
             at(files::TERMS),
-            format!("{} has a document frequency out of range", head.term_name(t as u32)),
+            format!(
+                "{} has a document frequency out of range",
+                head.term_name(t as u32)
+            ),
         ));
     }
     let postings: u64 = records.par_iter().map(|r| r.df as u64).sum();
     if postings != m.num_postings {
-        return Err(corrupt(at(files::TERMS), "posting count differs from the metadata"));
+        return Err(corrupt(
+            at(files::TERMS),
+            "posting count differs from the metadata",
+        ));
     }
     let shards = m.shards.as_deref().unwrap_or_default();
     let mut next = 0u64;
@@ -171,7 +182,14 @@ pub(crate) fn open_shards(head: &Index) -> Result<Vec<Shard>> {
 }
 
 /// Whether `index` is shard `i` of `n` of `head`, as the head lists it.
-fn check_member(head: &Index, index: &Index, i: usize, n: usize, first_doc: u64, num_docs: u64) -> Result<()> {
+fn check_member(
+    head: &Index,
+    index: &Index,
+    i: usize,
+    n: usize,
+    first_doc: u64,
+    num_docs: u64,
+) -> Result<()> {
     let dir = index.dir();
     let m = index.meta();
     let Some(s) = &m.shard else {
@@ -206,7 +224,9 @@ fn check_member(head: &Index, index: &Index, i: usize, n: usize, first_doc: u64,
     }
     let h = head.meta();
     if m.analyzer != h.analyzer || m.codec != h.codec || m.bm25 != h.bm25 || m.doc_order != h.doc_order {
-        return refuse("its analyzer, codec, BM25 parameters or document order differ from the head's".into());
+        return refuse(
+            "its analyzer, codec, BM25 parameters or document order differ from the head's".into(),
+        );
     }
     let (a, b) = (first_doc as usize, (first_doc + num_docs) as usize);
     if index.doc_lens() != &head.doc_lens()[a..b] {

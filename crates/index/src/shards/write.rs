@@ -144,7 +144,11 @@ pub(crate) fn write(o: ShardedOutput<'_>) -> Result<IndexMeta> {
 
     // Each term's whole list, renumbered, recorded in the head and cut into the shards' parts.
     let (mut docs, mut freqs) = (Vec::new(), Vec::new());
-    let mut each_term = |term: &[u8], list: &mut Vec<Posting>, head: &mut IndexWriter, emit: &mut dyn FnMut(usize, Part) -> Result<()>| -> Result<()> {
+    let mut each_term = |term: &[u8],
+                         list: &mut Vec<Posting>,
+                         head: &mut IndexWriter,
+                         emit: &mut dyn FnMut(usize, Part) -> Result<()>|
+     -> Result<()> {
         if let Some(new_id) = o.new_id {
             for p in list.iter_mut() {
                 p.0 = new_id[p.0 as usize];
@@ -174,7 +178,9 @@ pub(crate) fn write(o: ShardedOutput<'_>) -> Result<IndexMeta> {
 
     if !o.sharding.parallel {
         runs::merge(o.runs, o.max_open_runs, |term, list| {
-            each_term(term, list, &mut head, &mut |s, (term, d, f)| writers[s].add_term(&term, &d, &f))
+            each_term(term, list, &mut head, &mut |s, (term, d, f)| {
+                writers[s].add_term(&term, &d, &f)
+            })
         })?;
         for w in writers {
             w.finish()?;
