@@ -27,9 +27,17 @@ fn collection(dir: &Path, n: usize, seed: u64) -> PathBuf {
     let (mut lines, mut statics) = (String::new(), String::new());
     for d in 0..n {
         let words: Vec<String> = (0..rng.below(30))
-            .map(|_| format!("w{}", [rng.below(4), rng.below(50), rng.below(2000)][rng.below(3) as usize]))
+            .map(|_| {
+                format!(
+                    "w{}",
+                    [rng.below(4), rng.below(50), rng.below(2000)][rng.below(3) as usize]
+                )
+            })
             .collect();
-        lines.push_str(&format!("{{\"id\": \"doc{d}\", \"contents\": \"{}\"}}\n", words.join(" ")));
+        lines.push_str(&format!(
+            "{{\"id\": \"doc{d}\", \"contents\": \"{}\"}}\n",
+            words.join(" ")
+        ));
         statics.push_str(&format!("doc{d}\t{}\n", rng.below(100)));
     }
     std::fs::write(dir.join("static.tsv"), statics).unwrap();
@@ -96,7 +104,8 @@ fn each_shard_holds_the_single_index_lists_of_its_documents() {
     let tmp = tempfile::tempdir().unwrap();
     collection(tmp.path(), 2000, 3);
     let one = Index::open(build(tmp.path(), "one", None).unwrap()).unwrap();
-    let head = Index::open(build(tmp.path(), "shards", sharding(ShardSplit::Count(3), true)).unwrap()).unwrap();
+    let head =
+        Index::open(build(tmp.path(), "shards", sharding(ShardSplit::Count(3), true)).unwrap()).unwrap();
     assert_eq!(head.shards().len(), 3);
     assert_eq!(head.meta().num_docs, one.meta().num_docs);
     assert_eq!(head.meta().num_terms, one.meta().num_terms);
@@ -106,13 +115,19 @@ fn each_shard_holds_the_single_index_lists_of_its_documents() {
     for shard in head.shards() {
         // Every shard scores with the collection's statistics.
         let b = shard.index().bm25();
-        assert_eq!((b.num_docs, b.avg_doc_len.to_bits()), (ones.num_docs, ones.avg_doc_len.to_bits()));
+        assert_eq!(
+            (b.num_docs, b.avg_doc_len.to_bits()),
+            (ones.num_docs, ones.avg_doc_len.to_bits())
+        );
         assert_eq!(shard.index().static_range(), one.meta().static_scores);
     }
     for (term, id) in one.terms() {
         let text = String::from_utf8(term).unwrap();
         let g = head.term_id(&text).expect("the head has every term");
-        assert_eq!(head.term_records()[g as usize].df, one.term_records()[id as usize].df);
+        assert_eq!(
+            head.term_records()[g as usize].df,
+            one.term_records()[id as usize].df
+        );
         let (docs, freqs) = one.postings(id).decode_all().unwrap();
         let (mut got_docs, mut got_freqs) = (Vec::new(), Vec::new());
         for shard in head.shards() {
@@ -168,7 +183,10 @@ fn shards_with_statistics_of_their_own_are_refused() {
     let shard1 = out.join(files::shard_dir(1));
     std::fs::remove_dir_all(&shard1).unwrap();
     std::fs::rename(&alone, &shard1).unwrap();
-    let e = Index::open(&out).err().expect("a shard with statistics of its own is refused").to_string();
+    let e = Index::open(&out)
+        .err()
+        .expect("a shard with statistics of its own is refused")
+        .to_string();
     assert!(
         e.contains(&shard1.display().to_string())
             && e.contains("statistics of its own")
@@ -186,8 +204,14 @@ fn a_shard_of_another_build_is_refused() {
     let shard = a.join(files::shard_dir(0));
     std::fs::remove_dir_all(&shard).unwrap();
     std::fs::rename(b.join(files::shard_dir(0)), &shard).unwrap();
-    let e = Index::open(&a).err().expect("a shard of another build is refused").to_string();
-    assert!(e.contains(&shard.display().to_string()) && e.contains("another build"), "{e}");
+    let e = Index::open(&a)
+        .err()
+        .expect("a shard of another build is refused")
+        .to_string();
+    assert!(
+        e.contains(&shard.display().to_string()) && e.contains("another build"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -195,8 +219,14 @@ fn a_shard_opened_alone_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     collection(tmp.path(), 100, 11);
     let out = build(tmp.path(), "shards", sharding(ShardSplit::Count(2), true)).unwrap();
-    let e = Index::open(out.join(files::shard_dir(1))).err().unwrap().to_string();
-    assert!(e.contains("shard 1 of 2") && e.contains(&out.display().to_string()), "{e}");
+    let e = Index::open(out.join(files::shard_dir(1)))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("shard 1 of 2") && e.contains(&out.display().to_string()),
+        "{e}"
+    );
 }
 
 #[test]
@@ -210,7 +240,10 @@ fn splits_that_do_not_fit_the_collection_are_refused() {
         (ShardSplit::Starts(vec![1, 5]), "the first"),
         (ShardSplit::Starts(vec![0, 10]), "below 10"),
     ] {
-        let e = build(tmp.path(), "bad", sharding(split.clone(), true)).err().unwrap().to_string();
+        let e = build(tmp.path(), "bad", sharding(split.clone(), true))
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains(says), "{split:?}: {e}");
         assert!(!tmp.path().join("bad").exists(), "{split:?} left an index behind");
     }
