@@ -43,7 +43,8 @@ struct Job {
     /// The shards' hits so far (collection docIDs), or the first failure.
     hits: Mutex<std::result::Result<Vec<Scored>, IndexError>>,
     missed: AtomicBool,
-    started: Instant,
+    /// When the first shard took the request (its answer's time taken back from when it came).
+    took: Mutex<Option<Instant>>,
     deadline: Option<Instant>,
     reply: Arc<dyn Reply>,
 }
@@ -104,7 +105,7 @@ impl Shards {
                     left: AtomicUsize::new(self.engines.len()),
                     hits: Mutex::new(Ok(Vec::new())),
                     missed: AtomicBool::new(false),
-                    started: now,
+                    took: Mutex::new(None),
                     deadline: deadline.map(|d| now + d),
                     reply: reply.clone(),
                 })
@@ -169,6 +170,14 @@ impl Reply for ShardReply {
         if done.missed_deadline {
             job.missed.store(true, Ordering::Relaxed);
         }
+        if let Ok(answer) = &done.result {
+            let took = Instant::now().checked_sub(answer.latency);
+            let mut first = lock(&job.took);
+            *first = match (*first, took) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
         {
             let mut hits = lock(&job.hits);
             match (&mut *hits, done.result) {
@@ -210,10 +219,9 @@ impl ShardReply {
                 return;
             }
         }
-        let result = merged.map(|hits| Answer {
-            hits,
-            latency: job.started.elapsed(),
-        });
+        // As every backend's: from when the request was taken (by its first shard) to its answer.
+        let latency = lock(&job.took).map_or(Duration::ZERO, |t| t.elapsed());
+        let result = merged.map(|hits| Answer { hits, latency });
         let missed = job.missed.load(Ordering::Relaxed) || job.deadline.is_some_and(|d| Instant::now() > d);
         job.reply.send(Done {
             id: job.id,
