@@ -707,7 +707,7 @@ impl EngineConfig {
                             ..options
                         };
                         let scorer = Scorer::new(shard.index().clone(), and)?.with_max_query_terms(max_terms);
-                        Ok(Engine::new(Arc::new(scorer), eopts.clone())?)
+                        Engine::new(Arc::new(scorer), eopts.clone())
                     })
                     .collect::<Result<Vec<Engine>, EngineError>>()?,
             ),
