@@ -48,7 +48,7 @@ for collection in ${*:-wiki}; do
     index=/root/synth-${SYNTH_DOCS:-5000000}
     if [ ! -f "$index/meta.json" ]; then
       say "[${SECONDS}s] synth: ${SYNTH_DOCS:-5000000} documents like $wiki"
-      $new synth --like "$wiki" --output "$index" --docs "${SYNTH_DOCS:-5000000}" --force 2>>"$log" || rc=1
+      ${SYNTH_BIN:-$dev/warpsearch} synth --like "$wiki" --output "$index" --docs "${SYNTH_DOCS:-5000000}" --force 2>>"$log" || rc=1
       say "[${SECONDS}s] synth done"
     fi
     head -n 20000 "$queries" >"$tmp/q.txt"

@@ -132,6 +132,14 @@ pub struct IndexArgs {
     /// its file and line named.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     pub max_line_mb: u64,
+    /// Write N shards of contiguous document ranges under the output directory, every one scoring
+    /// with the collection's statistics: `search`, `bench`, `serve` and Python take the directory and
+    /// answer exactly as one index (from --input only).
+    #[arg(long, value_name = "N", conflicts_with = "ciff", value_parser = clap::value_parser!(u32).range(1..))]
+    pub shards: Option<u32>,
+    /// Write the shards one after another instead of each on a thread of its own (the same bytes).
+    #[arg(long, requires = "shards")]
+    pub shards_sequential: bool,
 }
 
 impl IndexArgs {

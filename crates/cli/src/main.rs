@@ -19,6 +19,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use warpsearch_index::build::{build_from_jsonl, BuildOptions};
+use warpsearch_index::shards::{ShardSplit, Sharding};
 use warpsearch_index::{ciff, inspect, Index};
 
 use args::{Cli, Command, ExportArgs, IndexArgs, InspectArgs};
@@ -136,8 +137,23 @@ fn run_index(a: IndexArgs) -> Result<()> {
             opts.static_scores = a.order.static_scores.clone();
             opts.reorder_alpha = a.order.reorder_alpha()?;
             opts.progress = true;
+            opts.shards = a.shards.map(|n| Sharding {
+                split: ShardSplit::Count(n as usize),
+                parallel: !a.shards_sequential,
+            });
             let report = build_from_jsonl(input, &a.output, &opts)?;
             let m = &report.meta;
+            if let Some(shards) = &m.shards {
+                eprintln!(
+                    "{} shards of {} documents",
+                    shards.len(),
+                    shards
+                        .iter()
+                        .map(|s| s.num_docs.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
             eprintln!(
                 "indexed {} documents, {} terms, {} postings into {} in {:.1} s (invert {:.1} s, {} runs; write {:.1} s)",
                 m.num_docs,
@@ -240,6 +256,13 @@ fn run_doc(a: args::DocArgs) -> Result<()> {
 fn run_inspect(a: InspectArgs) -> Result<()> {
     let index = open(a.index())?;
     let s = inspect::stats(&index, a.top)?;
+    if a.codecs && index.is_sharded() {
+        anyhow::bail!(
+            "--codecs re-encodes one index's lists; {} is a sharded index: inspect one shard's lists \
+             by building the collection without --shards",
+            a.index().display()
+        );
+    }
     let codecs = if a.codecs {
         Some(inspect::compare_codecs(&index, 3)?)
     } else {
@@ -260,6 +283,18 @@ fn run_inspect(a: InspectArgs) -> Result<()> {
     writeln!(out, "analyzer     {}", m.analyzer)?;
     writeln!(out, "bm25         k1 {} b {}", m.bm25.k1, m.bm25.b)?;
     writeln!(out, "doc order    {:?}", m.doc_order)?;
+    if let Some(shards) = &m.shards {
+        writeln!(out, "shards       {}", shards.len())?;
+        for s in shards {
+            writeln!(
+                out,
+                "  {:<12} documents {} to {}",
+                s.dir,
+                s.first_doc,
+                s.first_doc + s.num_docs - 1
+            )?;
+        }
+    }
     writeln!(
         out,
         "static       {}",
@@ -305,6 +340,14 @@ fn run_inspect(a: InspectArgs) -> Result<()> {
 
 fn run_export(a: ExportArgs) -> Result<()> {
     let index = open(a.index())?;
+    if index.is_sharded() {
+        anyhow::bail!(
+            "{} is a sharded index ({} shards): CIFF and PISA's collection describe one index; build \
+             the collection without --shards to export it",
+            a.index().display(),
+            index.shards().len()
+        );
+    }
     let Some(ciff_path) = &a.ciff else {
         return export_pisa(&a, &index);
     };

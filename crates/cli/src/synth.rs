@@ -23,6 +23,12 @@ pub fn run(a: SynthArgs) -> Result<()> {
     }
     a.order.note();
     let sample = open(&a.like)?;
+    if sample.is_sharded() {
+        anyhow::bail!(
+            "--like {}: a sharded index; the sample must be one index (build it without --shards)",
+            a.like.display()
+        );
+    }
     let opts = SynthOptions {
         docs: a.docs,
         terms_per_doc: a.terms_per_doc,
@@ -118,6 +124,9 @@ fn lists(index: &Index, terms: &[String]) -> Result<HashMap<String, Vec<u32>>> {
 pub fn check(a: SynthCheckArgs) -> Result<()> {
     let real = open(&a.real)?;
     let synth = open(&a.synth)?;
+    if real.is_sharded() || synth.is_sharded() {
+        anyhow::bail!("synth-check compares two indexes of one directory each: build them without --shards");
+    }
     let mut warnings = Vec::new();
     let lines = read_query_file(&a.queries, &mut warnings)?;
     let analyzer = real.meta().analyzer;

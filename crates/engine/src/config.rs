@@ -641,6 +641,9 @@ impl EngineConfig {
                 name("max-query-terms")
             )));
         }
+        if index.is_sharded() {
+            return self.open_sharded(index, options, mode, max_k, name);
+        }
         let scorer =
             Scorer::new(index.clone(), options)?.with_max_query_terms(self.scoring.max_query_terms as usize);
         scorer.check(&Request::new(Query::default(), mode, max_k))?;
@@ -656,6 +659,77 @@ impl EngineConfig {
             eopts.cache = Some(cache);
         }
         Engine::new(Arc::new(scorer), eopts)
+    }
+}
+
+impl EngineConfig {
+    /// The engine of a sharded index (its head `index`): an engine per shard, each over the shard's
+    /// scorer with `options`, on an equal share of the CPU threads (at least one each). Today the
+    /// shards run on the CPU: `auto` says so, and `gpu` or `hybrid` is refused.
+    fn open_sharded(
+        &self,
+        index: Arc<Index>,
+        options: warpsearch_query::SearchOptions,
+        mode: Mode,
+        max_k: usize,
+        name: Namer,
+    ) -> Result<Engine, EngineError> {
+        let count = index.shards().len();
+        if matches!(self.backend, BackendChoice::Gpu | BackendChoice::Hybrid) {
+            return Err(EngineError::Config(format!(
+                "{} {}: a sharded index ({} shards, {}) is searched on the CPU, an engine per shard; \
+                 use {} cpu or auto",
+                name("backend"),
+                self.backend.name(),
+                count,
+                index.dir().display(),
+                name("backend")
+            )));
+        }
+        let threads = match self.threads {
+            0 => rayon::current_num_threads(),
+            n => n,
+        };
+        let each = threads.div_ceil(count).max(1);
+        let eopts = EngineOptions {
+            backend: BackendChoice::Cpu,
+            cpu_threads: each,
+            ..EngineOptions::default()
+        };
+        let max_terms = self.scoring.max_query_terms as usize;
+        let mut engines = Vec::with_capacity(count);
+        let mut first: Option<Arc<Scorer>> = None;
+        for shard in index.shards() {
+            let scorer = Scorer::new(shard.index().clone(), options)?.with_max_query_terms(max_terms);
+            scorer.check(&Request::new(Query::default(), mode, max_k))?;
+            let scorer = Arc::new(scorer);
+            first.get_or_insert_with(|| scorer.clone());
+            engines.push(Engine::new(scorer, eopts.clone())?);
+        }
+        // and-or's AND step is ranked AND whatever the algorithm (as one index runs it): where the
+        // algorithm evaluates OR only, the shards answer that step on engines of their own.
+        let and_engines = match options.algorithm.refuses(Mode::And) {
+            Some(_) => Some(
+                index
+                    .shards()
+                    .iter()
+                    .map(|shard| {
+                        let and = warpsearch_query::SearchOptions {
+                            algorithm: warpsearch_query::Algorithm::Daat,
+                            ..options
+                        };
+                        let scorer = Scorer::new(shard.index().clone(), and)?.with_max_query_terms(max_terms);
+                        Engine::new(Arc::new(scorer), eopts.clone())
+                    })
+                    .collect::<Result<Vec<Engine>, EngineError>>()?,
+            ),
+            None => None,
+        };
+        let first = first.expect("a sharded index has at least one shard");
+        let head = Arc::new(Scorer::for_head(index, &first));
+        let choice = (self.backend == BackendChoice::Auto)
+            .then(|| format!("backend auto: CPU, {count} shards, an engine of {each} threads each"));
+        Ok(Engine::sharded(head, engines, and_engines, each, choice))
     }
 }
 

@@ -19,6 +19,7 @@ use crate::gpu_alone::GpuAlone;
 use crate::hybrid::{Hybrid, HybridOptions, HybridStats};
 use crate::notes::Notes;
 use crate::reply::{Collect, Reply};
+use crate::shards::Shards;
 use crate::EngineError;
 
 /// How an engine is made.
@@ -53,6 +54,8 @@ enum Runner {
     Cpu(CpuWorkers),
     Gpu(GpuAlone),
     Hybrid(Hybrid),
+    /// A sharded index: an engine per shard, their answers merged.
+    Shards(Arc<Shards>),
 }
 
 /// Answers requests on the chosen backend, with the CPU as the GPU's fallback. `Send + Sync`: one
@@ -130,7 +133,7 @@ impl Engine {
                 (Runner::Gpu(gpu), None)
             }
             // The GPU alone answers more queries a second than the hybrid, and sooner at every load
-            // measured (docs/decisions/028-continuous-gpu-calls.md); the CPU answers what it fails.
+            // measured (docs/decisions/029-continuous-gpu-calls.md); the CPU answers what it fails.
             (Ok((g, ctl)), BackendChoice::Auto) => {
                 let line = format!("backend auto: gpu; {}", g.describe());
                 let gpu = GpuAlone::start(g, ctl, cpu.clone(), notes.clone());
@@ -169,6 +172,26 @@ impl Engine {
         })
     }
 
+    /// The engine of a sharded index: `head` is the scorer of its head (requests are analysed
+    /// against it), `shards` an engine per shard, in the head's order, each over that shard's scorer
+    /// with the same options, run on `threads` threads each; `and_shards`, where their algorithm
+    /// evaluates OR only, the same with ranked AND, for and-or's AND step.
+    pub(crate) fn sharded(
+        head: Arc<Scorer>,
+        shards: Vec<Engine>,
+        and_shards: Option<Vec<Engine>>,
+        threads: usize,
+        choice: Option<String>,
+    ) -> Engine {
+        let index = head.index().clone();
+        Engine {
+            cpu: CpuSearcher::new(head),
+            runner: Runner::Shards(Arc::new(Shards::new(index, shards, and_shards, threads))),
+            choice,
+            notes: Arc::new(Notes::default()),
+        }
+    }
+
     /// Queues `requests` and returns at once; request i's answer (exactly one) goes to `reply` with id
     /// `first_id + i`, from the engine's thread that finished it, as soon as it is ready. `deadline`:
     /// the time allowed from now (None: none, as in a closed loop); the hybrid schedules by it, and
@@ -191,6 +214,7 @@ impl Engine {
                     .collect();
                 h.submit_many(requests, deadline, reply);
             }
+            Runner::Shards(s) => s.submit(first_id, requests, deadline, reply),
         }
     }
 
@@ -220,6 +244,7 @@ impl Engine {
             Runner::Cpu(_) => Backend::Cpu,
             Runner::Gpu(_) => Backend::Gpu,
             Runner::Hybrid(_) => Backend::Hybrid,
+            Runner::Shards(_) => Backend::Cpu,
         }
     }
 
@@ -228,7 +253,9 @@ impl Engine {
         self.choice.as_deref()
     }
 
-    /// The scorer (index and options).
+    /// The scorer (index and options). For a sharded index, its head's: it analyses queries against the
+    /// collection's dictionary and names the collection's documents, and plans no query (its shards'
+    /// engines do).
     pub fn scorer(&self) -> &Arc<Scorer> {
         self.cpu.scorer()
     }
@@ -236,7 +263,7 @@ impl Engine {
     /// Whether a GPU answers queries.
     pub fn has_gpu(&self) -> bool {
         match &self.runner {
-            Runner::Cpu(_) => false,
+            Runner::Cpu(_) | Runner::Shards(_) => false,
             Runner::Gpu(_) => true,
             Runner::Hybrid(h) => h.has_gpu(),
         }
@@ -246,7 +273,7 @@ impl Engine {
     /// the driver does not answer).
     pub fn gpu_memory(&self) -> Option<GpuMemory> {
         match &self.runner {
-            Runner::Cpu(_) => None,
+            Runner::Cpu(_) | Runner::Shards(_) => None,
             Runner::Gpu(g) => g.memory(),
             Runner::Hybrid(h) => h.gpu_memory(),
         }
@@ -266,6 +293,7 @@ impl Engine {
         match &self.runner {
             Runner::Gpu(g) => g.describe().to_string(),
             Runner::Cpu(w) => format!("cpu ({} threads)", w.threads()),
+            Runner::Shards(s) => format!("cpu, {} shards ({} threads each)", s.len(), s.threads()),
             Runner::Hybrid(h) => format!(
                 "hybrid ({} CPU workers{})",
                 h.options().cpu_workers,
@@ -282,7 +310,7 @@ impl Engine {
     /// batches within one call, the CPU bounds the results held at once.
     pub fn batch_hint(&self) -> usize {
         match self.runner {
-            Runner::Cpu(_) => 4096,
+            Runner::Cpu(_) | Runner::Shards(_) => 4096,
             _ => 1 << 20,
         }
     }

@@ -10,6 +10,8 @@
 //! - [`cache`]: the GPU list cache's policy (what it keeps, how far the GPU answers each query);
 //!   [`split`]: a query cut between the GPU's part and the CPU's exact completion, which the GPU backend
 //!   and the hybrid run.
+//! - The shards' engines of a sharded index: every request sent to each shard, the answers merged
+//!   exactly.
 //! - [`hybrid`]: the scheduler that runs one query stream on the CPU and the GPU together (queues,
 //!   stealing, deadlines, GPU batch sizing, queries split by docID range); [`cost`]: the per-query
 //!   cost prediction it schedules by, learned online.
@@ -29,6 +31,7 @@ mod gpu_alone;
 pub mod hybrid;
 mod notes;
 pub mod reply;
+mod shards;
 pub mod split;
 
 pub use backend::{Backend, BackendChoice};

@@ -87,7 +87,7 @@ impl Default for GpuOptions {
             split_cost: 200_000,
             and_split_cost: 2_000,
             split_waves: 32,
-            or_split_floor: 16_384,
+            or_split_floor: 65_536,
             parallel_host: true,
             max_parts: 16,
             small_or: 4096,

@@ -47,6 +47,18 @@ pub mod files {
     pub fn is_index_file(name: &str) -> bool {
         REQUIRED.contains(&name) || name == STATIC.0 || name == GLOBAL.0 || name == DOCS.0
     }
+
+    /// The directory of shard `i` inside a sharded index.
+    pub fn shard_dir(i: usize) -> String {
+        format!("shard-{i:04}")
+    }
+
+    /// Whether `name` is the name of a shard's directory ([`shard_dir`]): what replacing or removing a
+    /// sharded index removes with its files.
+    pub fn is_shard_dir(name: &str) -> bool {
+        name.strip_prefix("shard-")
+            .is_some_and(|n| n.len() >= 4 && n.bytes().all(|b| b.is_ascii_digit()))
+    }
 }
 
 /// Per-term record in `terms.bin` (40 bytes, little-endian).
@@ -178,6 +190,55 @@ pub struct IndexMeta {
     /// written before stored documents existed, which have none.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stored_docs: bool,
+    /// Present in a shard of a sharded index: where its documents sit in the collection and the
+    /// collection's statistics it scores with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardOf>,
+    /// Present in the head of a sharded index (the directory `index --shards N` writes): its shards,
+    /// in docID order. The head holds the collection's dictionary (with every term's document
+    /// frequency), document table and stored documents; the shards hold the posting lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards: Option<Vec<ShardEntry>>,
+}
+
+/// The statistics BM25 scores with, of the whole collection: a shard scores with these, never with its
+/// own, so that its scores are the single index's.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CollectionStats {
+    /// Number of documents, N.
+    pub num_docs: u64,
+    /// Sum of document lengths.
+    pub total_doc_len: u64,
+    /// Mean document length.
+    pub avg_doc_len: f64,
+    /// Range of the static scores, where the collection has them (`bm25-static` normalises by it).
+    pub static_scores: Option<StaticRange>,
+}
+
+/// What a shard's `meta.json` says of its place in the collection.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ShardOf {
+    /// This shard's number, from 0.
+    pub shard: u32,
+    /// How many shards the collection has.
+    pub shards: u32,
+    /// The collection docID of this shard's document 0 (its documents are a contiguous range).
+    pub first_doc: u64,
+    /// The build identity of the head this shard was written with: shards of one build share it.
+    pub set: u64,
+    /// The collection's statistics, which this shard scores with.
+    pub collection: CollectionStats,
+}
+
+/// One shard as the head lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardEntry {
+    /// Its directory, relative to the head's.
+    pub dir: String,
+    /// The collection docID of its document 0.
+    pub first_doc: u64,
+    /// Its number of documents.
+    pub num_docs: u64,
 }
 
 mod codec_name {

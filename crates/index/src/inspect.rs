@@ -36,13 +36,21 @@ pub struct IndexStats {
 
 /// Computes [`IndexStats`], listing the `top` longest lists.
 pub fn stats(index: &Index, top: usize) -> Result<IndexStats> {
-    let (mut doc_words, mut freq_words) = (0u64, 0u64);
-    for r in index.term_records() {
-        let blocks = &index.block_metas()[r.first_block as usize..r.first_block as usize + r.num_blocks()];
-        for (i, b) in blocks.iter().enumerate() {
-            let end = blocks.get(i + 1).map_or(r.len_words, |n| n.offset);
-            doc_words += b.freq_offset as u64;
-            freq_words += (end - b.offset - b.freq_offset) as u64;
+    let (mut doc_words, mut freq_words, mut num_blocks) = (0u64, 0u64, 0u64);
+    // A sharded index's lists are its shards'.
+    let with_lists: Vec<&Index> = match index.shards() {
+        [] => vec![index],
+        shards => shards.iter().map(|s| &**s.index()).collect(),
+    };
+    for ix in with_lists {
+        num_blocks += ix.block_metas().len() as u64;
+        for r in ix.term_records() {
+            let blocks = &ix.block_metas()[r.first_block as usize..r.first_block as usize + r.num_blocks()];
+            for (i, b) in blocks.iter().enumerate() {
+                let end = blocks.get(i + 1).map_or(r.len_words, |n| n.offset);
+                doc_words += b.freq_offset as u64;
+                freq_words += (end - b.offset - b.freq_offset) as u64;
+            }
         }
     }
     let m = index.meta();
@@ -61,8 +69,21 @@ pub fn stats(index: &Index, top: usize) -> Result<IndexStats> {
         })?
         .flatten()
     {
-        if let Ok(md) = entry.metadata() {
-            files.push((entry.file_name().to_string_lossy().into_owned(), md.len()));
+        let name = entry.file_name().to_string_lossy().into_owned();
+        match entry.metadata() {
+            // A shard's directory: the sum of its files.
+            Ok(md) if md.is_dir() => {
+                let bytes = std::fs::read_dir(entry.path())
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .filter_map(|f| f.metadata().ok())
+                    .map(|m| m.len())
+                    .sum();
+                files.push((format!("{name}/"), bytes));
+            }
+            Ok(md) => files.push((name, md.len())),
+            Err(_) => {}
         }
     }
     files.sort();
@@ -92,9 +113,7 @@ pub fn stats(index: &Index, top: usize) -> Result<IndexStats> {
         codec: m.codec.name().into(),
         doc_bits_per_posting: per_posting(doc_words * 32),
         freq_bits_per_posting: per_posting(freq_words * 32),
-        skip_bits_per_posting: per_posting(
-            index.block_metas().len() as u64 * size_of::<BlockMeta>() as u64 * 8,
-        ),
+        skip_bits_per_posting: per_posting(num_blocks * size_of::<BlockMeta>() as u64 * 8),
         files,
         largest_lists: names.into_iter().zip(by_df).map(|(n, (df, _))| (n, df)).collect(),
     })

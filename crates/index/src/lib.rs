@@ -6,6 +6,7 @@
 //! - [`writer`] / [`reader`]: the on-disk format (`docs/format.md`), written atomically and
 //!   read-only, read into memory (postings memory-mapped).
 //! - [`store`]: stored documents (`index --store`), compressed in blocks, read by docID.
+//! - [`shards`]: sharded indexes, one set of collection statistics for every shard.
 //! - [`replace`]: atomic replacement of an output, failure injection, cleanup of killed runs' leftovers.
 //! - [`ciff`]: import and export of the Common Index File Format.
 //! - [`pisa`]: export to PISA's binary collection, so PISA can index exactly our postings.
@@ -36,6 +37,7 @@ pub mod pisa;
 pub mod queries;
 pub mod reader;
 pub mod replace;
+pub mod shards;
 pub mod store;
 pub mod synth;
 pub mod termdict;
@@ -47,7 +49,7 @@ pub mod writer;
 pub use analyzer::AnalyzerConfig;
 pub use bm25::{Bm25, Bm25Params};
 pub use error::{IndexError, Result};
-pub use format::{BlockMeta, DocOrder, IndexMeta, TermRecord};
+pub use format::{BlockMeta, CollectionStats, DocOrder, IndexMeta, ShardEntry, ShardOf, TermRecord};
 pub use lookup::Lookup;
 pub use reader::{Index, PostingList};
 pub use warpsearch_codec::{Codec, BLOCK_LEN};

@@ -38,6 +38,8 @@ pub struct Index {
     global_scores: Option<Payload>,
     /// `docs.bin`, where the index stores its documents.
     store: Option<Store>,
+    /// A sharded index's shards, in docID order (none for an index of one directory).
+    shards: Vec<crate::shards::Shard>,
 }
 
 /// How often [`Index::open`] starts over when the files it opened turn out to come from two builds (or
@@ -142,8 +144,34 @@ impl Index {
     /// of `meta.json`, so an open racing a replacement (`index --force`) sees the old or the new index,
     /// never a mix: when it notices the race it starts over, a few times. A directory missing because a
     /// replacement was killed half-way is first recovered ([`crate::replace::recover`]).
+    ///
+    /// A sharded index's directory (`index --shards N`) opens as its head, with every shard opened and
+    /// checked to belong to it ([`Index::shards`]); a shard's directory alone is refused, since its
+    /// postings mean nothing without the collection's statistics.
     pub fn open(dir: impl AsRef<Path>) -> Result<Index> {
         let dir = dir.as_ref();
+        let mut index = Index::open_member(dir)?;
+        if let Some(s) = &index.meta.shard {
+            return Err(IndexError::Invalid(format!(
+                "{} is shard {} of {} of a sharded index: open the sharded index's directory (the one \
+                 that holds it{}) instead",
+                dir.display(),
+                s.shard,
+                s.shards,
+                dir.parent()
+                    .map(|p| format!(", {}", p.display()))
+                    .unwrap_or_default()
+            )));
+        }
+        if index.meta.shards.is_some() {
+            index.shards = crate::shards::open_shards(&index)?;
+        }
+        Ok(index)
+    }
+
+    /// Opens and checks the index in `dir` as [`Index::open`] does, a shard included, without opening
+    /// a head's shards.
+    pub(crate) fn open_member(dir: &Path) -> Result<Index> {
         crate::replace::recover(dir);
         let mut attempt = 0;
         loop {
@@ -236,6 +264,7 @@ impl Index {
             },
             terms_fst,
             store,
+            shards: Vec::new(),
             uid: next_uid(),
             by_id: std::sync::OnceLock::new(),
             dir: dir.to_owned(),
@@ -365,6 +394,10 @@ impl Index {
                 ),
             ));
         }
+        if m.shards.is_some() {
+            crate::shards::check_head(self)?;
+            return self.check_doc_ids();
+        }
         let (num_blocks, num_words) = (self.block_metas().len() as u64, self.words().len() as u64);
         let records = self.term_records();
         // Where list `id` must start: lists are written back to back in term order, and anything
@@ -419,6 +452,13 @@ impl Index {
                 "posting count differs from the metadata",
             ));
         }
+        self.check_doc_ids()
+    }
+
+    /// The id table: offsets from 0, not decreasing, ending at the text's length, on character
+    /// boundaries of UTF-8 text.
+    fn check_doc_ids(&self) -> Result<()> {
+        let m = &self.meta;
         let ids = self.doc_ids.bytes();
         let n = m.num_docs as usize;
         let offsets_ok = ids.len() >= 8 * (n + 1) && {
@@ -431,7 +471,10 @@ impl Index {
                     .is_ok_and(|t| offsets.iter().all(|&o| t.is_char_boundary(o as usize)))
         };
         if !offsets_ok {
-            return Err(corrupt(path(files::DOC_IDS), "document id table is inconsistent"));
+            return Err(corrupt(
+                self.dir.join(files::DOC_IDS.0),
+                "document id table is inconsistent",
+            ));
         }
         Ok(())
     }
@@ -472,6 +515,9 @@ impl Index {
     /// change.
     pub fn check_unchanged(&self) -> Result<()> {
         self.postings.check_unchanged(&self.dir.join(files::POSTINGS.0))?;
+        for shard in &self.shards {
+            shard.index().check_unchanged()?;
+        }
         match &self.store {
             Some(store) => store.check_unchanged(&self.dir.join(files::DOCS.0)),
             None => Ok(()),
@@ -481,6 +527,11 @@ impl Index {
     /// `term 'TEXT'` for ordinal `id` (a scan of the dictionary: for messages only).
     pub fn term_name(&self, id: u32) -> String {
         term_name(&self.terms_fst, id)
+    }
+
+    /// The build identity every file of this index carries.
+    pub(crate) fn build_id(&self) -> u64 {
+        self.terms.build_id()
     }
 
     /// The directory the index was opened from.
@@ -503,13 +554,39 @@ impl Index {
         self.meta.num_docs as u32
     }
 
-    /// BM25 with the index's parameters and statistics.
+    /// BM25 with the index's parameters and the statistics it scores with: its own, or a shard's
+    /// collection's.
     pub fn bm25(&self) -> Bm25 {
+        let (num_docs, avg_doc_len) = match &self.meta.shard {
+            Some(s) => (s.collection.num_docs, s.collection.avg_doc_len),
+            None => (self.meta.num_docs, self.meta.avg_doc_len),
+        };
         Bm25 {
             params: self.meta.bm25,
-            num_docs: self.meta.num_docs,
-            avg_doc_len: self.meta.avg_doc_len as f32,
+            num_docs,
+            avg_doc_len: avg_doc_len as f32,
         }
+    }
+
+    /// The range `bm25-static` normalises static scores by: the index's own, or a shard's
+    /// collection's (None without static scores).
+    pub fn static_range(&self) -> Option<StaticRange> {
+        match &self.meta.shard {
+            Some(s) => s.collection.static_scores,
+            None => self.meta.static_scores,
+        }
+    }
+
+    /// A sharded index's shards, in docID order; empty for an index of one directory. A sharded
+    /// index's head has no posting lists (its term records hold the collection's document
+    /// frequencies only): queries are answered by its shards.
+    pub fn shards(&self) -> &[crate::shards::Shard] {
+        &self.shards
+    }
+
+    /// Whether this is the head of a sharded index.
+    pub fn is_sharded(&self) -> bool {
+        self.meta.shards.is_some()
     }
 
     /// A number no other index opened by this process has: caches of what an index holds key on it.
@@ -544,7 +621,8 @@ impl Index {
         bytemuck::cast_slice(self.postings.bytes())
     }
 
-    /// The posting list of term `id`.
+    /// The posting list of term `id` (an index with lists: a sharded index's head has none, its
+    /// shards do, and this panics on it).
     pub fn postings(&self, id: u32) -> PostingList<'_> {
         let record = self.term_records()[id as usize];
         let first = record.first_block as usize;

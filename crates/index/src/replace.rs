@@ -159,14 +159,21 @@ pub fn clean_stale(out: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The entries of directory `dir` that are not index files (a folder is never one), sorted.
+/// The entries of directory `dir` that are not index files (a folder is never one, but a sharded
+/// index's shard directory that holds index files only), sorted.
 pub fn foreign_entries(dir: &Path) -> Result<Vec<String>> {
     let mut foreign = Vec::new();
     for entry in fs::read_dir(dir).at(dir)? {
         let entry = entry.at(dir)?;
         let name = entry.file_name().to_string_lossy().into_owned();
         let is_dir = entry.file_type().at(entry.path())?.is_dir();
-        if is_dir {
+        if is_dir && is_shard(&entry.path(), &name) {
+            foreign.extend(
+                foreign_entries(&entry.path())?
+                    .into_iter()
+                    .map(|inner| format!("{name}/{inner}")),
+            );
+        } else if is_dir {
             foreign.push(format!("{name}/"));
         } else if !crate::format::files::is_index_file(&name) {
             foreign.push(name);
@@ -174,6 +181,11 @@ pub fn foreign_entries(dir: &Path) -> Result<Vec<String>> {
     }
     foreign.sort();
     Ok(foreign)
+}
+
+/// Whether `path`, named `name`, is a shard's directory of a sharded index (one holding an index).
+fn is_shard(path: &Path, name: &str) -> bool {
+    crate::format::files::is_shard_dir(name) && path.join(crate::format::files::META.0).is_file()
 }
 
 /// Up to five of `names`, then how many more.
@@ -195,7 +207,10 @@ pub(crate) fn remove_index_dir(dir: &Path) -> Result<()> {
     for entry in entries {
         let entry = entry.at(dir)?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        if crate::format::files::is_index_file(&name) && !entry.file_type().at(entry.path())?.is_dir() {
+        let is_dir = entry.file_type().at(entry.path())?.is_dir();
+        if is_dir && is_shard(&entry.path(), &name) {
+            remove_index_dir(&entry.path())?;
+        } else if crate::format::files::is_index_file(&name) && !is_dir {
             fs::remove_file(entry.path()).at(entry.path())?;
         }
     }

@@ -13,7 +13,7 @@ use crate::analyzer::AnalyzerConfig;
 use crate::bm25::{loosen_bound, mean_doc_len, Bm25, Bm25Params};
 use crate::container::{self, ContainerWriter, FORMAT_VERSION};
 use crate::error::{IndexError, Result};
-use crate::format::{files, BlockMeta, DocOrder, IndexMeta, StaticRange, TermRecord};
+use crate::format::{files, BlockMeta, DocOrder, IndexMeta, ShardEntry, ShardOf, StaticRange, TermRecord};
 use crate::replace::{clean_stale, replace_dir, TmpDir};
 
 /// Choices fixed when an index is written.
@@ -200,11 +200,24 @@ pub struct IndexWriter {
     last_term: Option<Vec<u8>>,
     build_id: u64,
     stored: Option<crate::store::StoredDocs>,
+    shard: Option<ShardOf>,
+    shards: Option<Vec<ShardEntry>>,
 }
 
 impl IndexWriter {
     /// Starts writing an index to `out` for the documents in `docs`.
     pub fn create(out: &Path, opts: WriterOptions, docs: DocTable) -> Result<Self> {
+        IndexWriter::create_with(out, opts, docs, None)
+    }
+
+    /// Starts writing shard `shard` of a sharded index to `out` for its documents `docs`: its bounds
+    /// are computed with the collection's statistics (`shard.collection`), which its readers score
+    /// with, so that they bound the single index's scores of these postings.
+    pub fn create_shard(out: &Path, opts: WriterOptions, docs: DocTable, shard: ShardOf) -> Result<Self> {
+        IndexWriter::create_with(out, opts, docs, Some(shard))
+    }
+
+    fn create_with(out: &Path, opts: WriterOptions, docs: DocTable, shard: Option<ShardOf>) -> Result<Self> {
         check_output(out, opts.force)?;
         let n = docs.lens.len();
         if docs.ids.len() != n
@@ -223,7 +236,10 @@ impl IndexWriter {
         }
         let tmp = TmpDir::beside(out)?;
         let total_doc_len: u64 = docs.lens.iter().map(|&l| l as u64).sum();
-        let bm25 = Bm25::for_collection(opts.bm25, n as u64, total_doc_len);
+        let bm25 = match &shard {
+            Some(s) => Bm25::for_collection(opts.bm25, s.collection.num_docs, s.collection.total_doc_len),
+            None => Bm25::for_collection(opts.bm25, n as u64, total_doc_len),
+        };
         let build_id = container::new_build_id();
         let file = |f: (&str, &[u8; 8])| ContainerWriter::create(&tmp.path.join(f.0), f.1, build_id);
         let fst_file = file(files::TERMS_FST)?;
@@ -246,7 +262,51 @@ impl IndexWriter {
             last_term: None,
             build_id,
             stored: None,
+            shard,
+            shards: None,
         })
+    }
+
+    /// The build identity every file of this index carries.
+    pub fn build_id(&self) -> u64 {
+        self.build_id
+    }
+
+    /// The temporary directory the index is written in until [`IndexWriter::finish`] puts it in
+    /// place: a sharded index's head writes its shards inside it, so that they move with it.
+    pub(crate) fn tmp_dir(&self) -> &Path {
+        &self.tmp.path
+    }
+
+    /// Makes this index the head of a sharded index whose shards, in docID order, are `shards`
+    /// (written inside [`IndexWriter::tmp_dir`]).
+    pub(crate) fn set_shards(&mut self, shards: Vec<ShardEntry>) {
+        self.shards = Some(shards);
+    }
+
+    /// Adds the head's record of `term` (a sharded index's head has no lists: its shards do): the
+    /// collection's document frequency `df` (at least 1) and collection frequency `cf`.
+    pub(crate) fn push_head(&mut self, term: &[u8], df: u32, cf: u64) -> Result<()> {
+        self.check_order(term)?;
+        let record = TermRecord {
+            df,
+            len_words: 0,
+            cf,
+            first_block: 0,
+            offset_words: 0,
+            max_score: 0.0,
+            doc_param: 0,
+            freq_param: 0,
+            reserved: [0; 2],
+        };
+        self.terms.write(bytemuck::bytes_of(&record))?;
+        self.terms_fst
+            .insert(term, self.num_terms)
+            .map_err(|e| fst_error(&self.tmp.path, e))?;
+        self.num_terms += 1;
+        self.num_postings += df as u64;
+        self.last_term = Some(term.to_owned());
+        Ok(())
     }
 
     /// Stores `docs` (one per document, in docID order through their table) in `docs.bin`.
@@ -331,6 +391,8 @@ impl IndexWriter {
             num_postings,
             build_id,
             stored,
+            shard,
+            shards,
             ..
         } = self;
         let dir = tmp.path.clone();
@@ -376,6 +438,8 @@ impl IndexWriter {
             static_scores,
             doc_order: opts.doc_order,
             stored_docs: stored.is_some(),
+            shard,
+            shards,
         };
         let json = serde_json::to_vec_pretty(&meta).expect("metadata serialises");
         write(files::META, &json)?;

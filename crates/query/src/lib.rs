@@ -8,6 +8,8 @@
 //! - [`scorer`]: an index under one ranking, shared by every backend ([`Scorer`]).
 //! - [`plan`]: the per-query [`Plan`] (terms, weights, upper bounds, a docID range and a starting
 //!   threshold) whose scoring every backend follows, so all of them return bit-identical scores.
+//! - [`shard`]: a sharded index's query as each shard answers it (in the shard's term ordinals, weighed
+//!   with the collection's statistics).
 //! - [`topk`]: the top-k collector; [`merge`]: the exact merge of partial top-k lists.
 //!
 //! Lifetime of a query: text → [`Query`] (analysed) → [`Request`] (mode, k) → [`Plan`] (bound to the
@@ -22,13 +24,14 @@ pub mod options;
 pub mod plan;
 pub mod query;
 pub mod scorer;
+pub mod shard;
 pub mod topk;
 
 pub use fixed::Fixed;
 pub use merge::merge_top_k;
 pub use options::{Algorithm, Answer, Request, SearchOptions, MAX_K};
 pub use plan::{DocRange, Part, Plan, PlanTerm, Prior};
-pub use query::{Mode, Query, Ranking, Scored};
+pub use query::{CollectionTerm, Mode, Query, Ranking, Scored};
 pub use scorer::{Scorer, DEFAULT_MAX_QUERY_TERMS};
 pub use topk::TopK;
 

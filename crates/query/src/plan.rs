@@ -176,7 +176,7 @@ impl<'a> Prior<'a> {
         if !(0.0..=1.0).contains(&alpha) {
             return Err(IndexError::Invalid(format!("alpha {alpha} is outside [0, 1]")));
         }
-        let (Some(scores), Some(range)) = (index.static_scores(), index.meta().static_scores) else {
+        let (Some(scores), Some(range)) = (index.static_scores(), index.static_range()) else {
             return Err(IndexError::Invalid(format!(
                 "the index in {} has no static scores: rebuild it with --static-scores <file> \
                  to rank with bm25-static",
@@ -199,17 +199,49 @@ impl<'a> Prior<'a> {
 
 /// The weight of each query term (in slot order) that multiplies BM25's tf part: the term's idf times
 /// its count for `bm25`; for `bm25-static`, docs/references.md#pruned-list-caching eq. 3's normalised weight `(1 − α)·w/Σw/(k1 + 1)`.
+///
+/// For a query sent to a shard ([`Query::collection`] not empty), the weights are the single index's:
+/// idf from the collection's document frequencies, `bm25-static`'s sum over every term of the
+/// collection's query in its order.
 pub fn term_weights(index: &Index, query: &Query, ranking: Ranking, params: Bm25Params) -> Result<Vec<f32>> {
+    Ok(query_weights(index, query, ranking, params)?.0)
+}
+
+/// A query's fixed point: that of the weights of every term of the query as the collection knows it
+/// (a shard's lacking terms included), so that a shard sums its scores in the single index's.
+pub fn query_fixed(index: &Index, query: &Query, ranking: Ranking, params: Bm25Params) -> Result<Fixed> {
+    Ok(Fixed::for_weights(
+        &query_weights(index, query, ranking, params)?.1,
+        params.k1,
+    ))
+}
+
+/// The weights of the query's terms (slot order), and of every term of the collection's query (the
+/// same, but for a shard's query).
+fn query_weights(
+    index: &Index,
+    query: &Query,
+    ranking: Ranking,
+    params: Bm25Params,
+) -> Result<(Vec<f32>, Vec<f32>)> {
     let bm25 = Bm25 {
         params,
         ..index.bm25()
     };
-    let idfs: Vec<f32> = query
-        .terms
-        .iter()
-        .map(|&(id, count)| bm25.idf(index.postings(id).len() as u64) * count as f32)
-        .collect();
-    Ok(match ranking {
+    let idfs: Vec<f32> = if query.collection.is_empty() {
+        query
+            .terms
+            .iter()
+            .map(|&(id, count)| bm25.idf(index.postings(id).len() as u64) * count as f32)
+            .collect()
+    } else {
+        query
+            .collection
+            .iter()
+            .map(|t| bm25.idf(t.df) * t.count as f32)
+            .collect()
+    };
+    let all = match ranking {
         Ranking::Bm25 => idfs,
         Ranking::Bm25Static { alpha } => {
             Prior::new(index, alpha)?;
@@ -219,7 +251,25 @@ pub fn term_weights(index: &Index, query: &Query, ranking: Ranking, params: Bm25
                 .map(|&w| (1.0 - alpha) * (w / total) / (k1 + 1.0))
                 .collect()
         }
-    })
+    };
+    if query.collection.is_empty() {
+        return Ok((all.clone(), all));
+    }
+    let here: Vec<f32> = query
+        .collection
+        .iter()
+        .zip(&all)
+        .filter(|(t, _)| t.here)
+        .map(|(_, &w)| w)
+        .collect();
+    if here.len() != query.terms.len() {
+        return Err(IndexError::Invalid(format!(
+            "a shard's query has {} terms but its collection terms say {}",
+            query.terms.len(),
+            here.len()
+        )));
+    }
+    Ok((here, all))
 }
 
 /// The relative slack of upper bounds for a query of `n` terms (see [`Plan::can_beat`]).
@@ -246,7 +296,7 @@ impl<'a> Plan<'a> {
             "length norms of another index"
         );
         let same_params = params == stats.params;
-        let weights = term_weights(index, query, ranking, params)?;
+        let (weights, all_weights) = query_weights(index, query, ranking, params)?;
         let prior = match ranking {
             Ranking::Bm25 => None,
             Ranking::Bm25Static { alpha } => Some(Prior::new(index, alpha)?),
@@ -254,7 +304,7 @@ impl<'a> Plan<'a> {
         let prior_bound = prior.map_or(0.0, |p| p.alpha);
         let n = query.terms.len();
         let slack = bound_slack(n);
-        let fixed = Fixed::for_weights(&weights, params.k1);
+        let fixed = Fixed::for_weights(&all_weights, params.k1);
         let mut terms = Vec::with_capacity(n);
         for (&(id, _), &weight) in query.terms.iter().zip(&weights) {
             let list = index.postings(id);

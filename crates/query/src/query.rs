@@ -82,6 +82,23 @@ pub struct Query {
     pub terms: Vec<(u32, u32)>,
     /// Analysed terms the index does not contain, in order.
     pub unknown: Vec<String>,
+    /// For a query sent to one shard of a sharded index: the query's terms as the whole collection
+    /// knows them, in order of first appearance, so that the shard weighs its terms as the single
+    /// index would (document frequencies of the collection; `bm25-static`'s sum and the fixed point
+    /// over every term, those the shard lacks included). Empty for a query of one index.
+    pub collection: Vec<CollectionTerm>,
+}
+
+/// A query term as the whole collection of a sharded index knows it ([`Query::collection`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CollectionTerm {
+    /// The term's document frequency in the collection.
+    pub df: u64,
+    /// How often the query has it.
+    pub count: u32,
+    /// Whether the shard has the term: the shard's terms ([`Query::terms`]) are the collection
+    /// terms it has, in the same order.
+    pub here: bool,
 }
 
 impl Query {

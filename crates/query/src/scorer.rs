@@ -29,6 +29,13 @@ impl Scorer {
     /// Checks `options` against `index` (BM25 parameters in range, static scores present for
     /// `bm25-static`, the early-termination order when asked for) and computes the length norms.
     pub fn new(index: Arc<Index>, options: SearchOptions) -> Result<Scorer> {
+        if index.is_sharded() {
+            return Err(IndexError::Invalid(format!(
+                "{} is a sharded index: its shards answer queries, through the engine \
+                 (EngineConfig::open), which merges their answers",
+                index.dir().display()
+            )));
+        }
         let p = options.bm25;
         Bm25Params::checked(p.k1, p.b).map_err(IndexError::Invalid)?;
         let norms = length_norms(&index, options.bm25);
@@ -52,6 +59,19 @@ impl Scorer {
             early,
             max_terms: DEFAULT_MAX_QUERY_TERMS,
         })
+    }
+
+    /// The scorer of a sharded index's head: it analyses queries against the collection's dictionary
+    /// and checks requests, but plans none ([`Scorer::plan`] refuses: the head has no lists); `shard`
+    /// is the scorer of one of its shards, made with the same options, which validated them.
+    pub fn for_head(index: Arc<Index>, shard: &Scorer) -> Scorer {
+        Scorer {
+            index,
+            options: shard.options,
+            norms: Norms::collect(0, std::iter::empty()),
+            early: false,
+            max_terms: shard.max_terms,
+        }
     }
 
     /// This scorer with at most `max_terms` distinct terms a query (at least 1; the default is
@@ -116,6 +136,12 @@ impl Scorer {
 
     /// The plan of `query` restricted to `part`.
     pub fn plan(&self, query: &Query, part: Part) -> Result<Plan<'_>> {
+        if self.index.is_sharded() {
+            return Err(IndexError::Invalid(format!(
+                "{} is a sharded index, whose head has no posting lists: search its shards",
+                self.index.dir().display()
+            )));
+        }
         let o = &self.options;
         Ok(Plan::new(&self.index, query, o.ranking, o.bm25, &self.norms)?.with_part(part))
     }

@@ -63,6 +63,8 @@ pub struct BuildOptions {
     pub reorder_alpha: Option<f32>,
     /// Draw progress bars on stderr (they hide themselves when stderr is not a terminal).
     pub progress: bool,
+    /// Write a sharded index (`--shards N`, [`crate::shards`]) instead of one index.
+    pub shards: Option<crate::shards::Sharding>,
 }
 
 impl BuildOptions {
@@ -82,6 +84,7 @@ impl BuildOptions {
             static_scores: None,
             reorder_alpha: None,
             progress: false,
+            shards: None,
         }
     }
 }
@@ -474,6 +477,32 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
     let write_started = Instant::now();
     let mut writer_opts = opts.writer;
     writer_opts.doc_order = doc_order;
+    if let Some(sharding) = &opts.shards {
+        let meta = crate::shards::write(crate::shards::ShardedOutput {
+            output,
+            writer: writer_opts,
+            table,
+            stored: store.map(|s| s.finish(order)).transpose()?,
+            runs: &runs,
+            max_open_runs: opts.max_open_runs,
+            new_id: new_id.as_deref(),
+            sharding,
+            terms_written: &watch.terms_written,
+        })?;
+        return Ok(BuildReport {
+            meta,
+            schema,
+            skipped,
+            skip_reasons,
+            skipped_files: Vec::new(),
+            empty_docs,
+            runs: runs.len(),
+            static_missing,
+            static_unknown,
+            invert_time,
+            write_time: write_started.elapsed(),
+        });
+    }
     let mut writer = IndexWriter::create(output, writer_opts, table)?;
     if let Some(store) = store {
         // Documents are stored in input order; a renumbered index reads them through its order.

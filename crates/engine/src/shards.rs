@@ -1,0 +1,237 @@
+//! A sharded index's engine: one [`Engine`] per shard, each over its shard's own scorer, so that each
+//! shard could run on a processor of its own (today every shard's engine is a CPU engine; a GPU per
+//! shard is an engine per shard on its own device). Every request goes to every shard as the shard's
+//! query ([`warpsearch_query::shard::for_shard`]: the shard's term ordinals, weighed with the
+//! collection's statistics), and the shards' answers are merged exactly: their documents are
+//! disjoint and their scores the single index's, so the k best of their union, score descending and
+//! ties to the smaller collection docID, is the single index's top k, bit for bit.
+//!
+//! `and-or` is AND over the whole collection, and OR where that finds fewer than k documents: each
+//! shard answers AND, and only when the merged AND falls short does every shard answer OR.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use warpsearch_index::{Index, IndexError};
+use warpsearch_query::shard::for_shard;
+use warpsearch_query::{merge_top_k, Answer, Mode, Request, Scored};
+
+use crate::engine::Engine;
+use crate::reply::{Done, Reply, ServedBy};
+
+/// The shards' engines of one sharded index.
+pub(crate) struct Shards {
+    head: Arc<Index>,
+    engines: Vec<Engine>,
+    /// Where the engines' algorithm evaluates OR only (MaxScore, block-max WAND): an engine per shard
+    /// of the same options but ranked AND, for and-or's AND step (as one index's and-or runs it).
+    and_engines: Option<Vec<Engine>>,
+    /// Threads of each shard's engine.
+    threads: usize,
+}
+
+/// One request in flight over every shard.
+struct Job {
+    /// The id its answer goes with.
+    id: u64,
+    request: Request,
+    /// Whether the shards answer `and-or`'s OR step (AND first).
+    or_step: AtomicBool,
+    /// Shards yet to answer the current step.
+    left: AtomicUsize,
+    /// The shards' hits so far (collection docIDs), or the first failure.
+    hits: Mutex<std::result::Result<Vec<Scored>, IndexError>>,
+    missed: AtomicBool,
+    /// When the first shard took the request (its answer's time taken back from when it came).
+    took: Mutex<Option<Instant>>,
+    deadline: Option<Instant>,
+    reply: Arc<dyn Reply>,
+}
+
+/// Where one shard's answers to a submission go.
+struct ShardReply {
+    shards: Weak<Shards>,
+    first_doc: u32,
+    jobs: Arc<[Arc<Job>]>,
+}
+
+impl Shards {
+    pub(crate) fn new(
+        head: Arc<Index>,
+        engines: Vec<Engine>,
+        and_engines: Option<Vec<Engine>>,
+        threads: usize,
+    ) -> Shards {
+        Shards {
+            head,
+            engines,
+            and_engines,
+            threads,
+        }
+    }
+
+    /// How many shards.
+    pub(crate) fn len(&self) -> usize {
+        self.engines.len()
+    }
+
+    /// Threads of each shard's engine.
+    pub(crate) fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Sends `requests` (analysed against the head) to every shard; request i's merged answer goes to
+    /// `reply` with id `first_id + i`.
+    pub(crate) fn submit(
+        self: &Arc<Self>,
+        first_id: u64,
+        requests: Vec<Request>,
+        deadline: Option<Duration>,
+        reply: Arc<dyn Reply>,
+    ) {
+        if requests.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let jobs: Arc<[Arc<Job>]> = requests
+            .into_iter()
+            .enumerate()
+            .map(|(i, request)| {
+                Arc::new(Job {
+                    id: first_id + i as u64,
+                    request,
+                    or_step: AtomicBool::new(false),
+                    left: AtomicUsize::new(self.engines.len()),
+                    hits: Mutex::new(Ok(Vec::new())),
+                    missed: AtomicBool::new(false),
+                    took: Mutex::new(None),
+                    deadline: deadline.map(|d| now + d),
+                    reply: reply.clone(),
+                })
+            })
+            .collect();
+        if self.and_engines.is_some() && jobs.iter().any(|j| j.request.mode == Mode::AndOr) {
+            // and-or's AND step goes to other engines: a submission to the shards holds one step.
+            let (and_or, rest): (Vec<_>, Vec<_>) =
+                jobs.iter().cloned().partition(|j| j.request.mode == Mode::AndOr);
+            for part in [and_or, rest] {
+                if !part.is_empty() {
+                    self.send(Arc::from(part), deadline);
+                }
+            }
+            return;
+        }
+        self.send(jobs, deadline);
+    }
+
+    /// Sends every job of `jobs` (each at its current step) to every shard.
+    fn send(self: &Arc<Self>, jobs: Arc<[Arc<Job>]>, deadline: Option<Duration>) {
+        let mode_of = |j: &Job| match (j.request.mode, j.or_step.load(Ordering::Acquire)) {
+            (Mode::AndOr, false) => Mode::And,
+            (Mode::AndOr, true) => Mode::Or,
+            (mode, _) => mode,
+        };
+        // One submission holds requests of one step: and-or's AND step (ranked AND) goes to the
+        // AND engines where the engines' algorithm evaluates OR only.
+        let and_step = jobs
+            .first()
+            .is_some_and(|j| j.request.mode == Mode::AndOr && mode_of(j) == Mode::And);
+        let engines = match (&self.and_engines, and_step) {
+            (Some(and), true) => and,
+            _ => &self.engines,
+        };
+        for (engine, shard) in engines.iter().zip(self.head.shards()) {
+            let requests = jobs
+                .iter()
+                .map(|j| {
+                    Request::new(
+                        for_shard(&self.head, shard, &j.request.query),
+                        mode_of(j),
+                        j.request.k,
+                    )
+                })
+                .collect();
+            let reply = Arc::new(ShardReply {
+                shards: Arc::downgrade(self),
+                first_doc: shard.first_doc(),
+                jobs: jobs.clone(),
+            });
+            engine.submit(0, requests, deadline, reply);
+        }
+    }
+}
+
+impl Reply for ShardReply {
+    fn send(&self, done: Done) {
+        let Some(job) = self.jobs.get(done.id as usize) else {
+            return;
+        };
+        if done.missed_deadline {
+            job.missed.store(true, Ordering::Relaxed);
+        }
+        if let Ok(answer) = &done.result {
+            let took = Instant::now().checked_sub(answer.latency);
+            let mut first = lock(&job.took);
+            *first = match (*first, took) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        {
+            let mut hits = lock(&job.hits);
+            match (&mut *hits, done.result) {
+                (Ok(all), Ok(answer)) => all.extend(answer.hits.iter().map(|h| Scored {
+                    doc: h.doc + self.first_doc,
+                    score: h.score,
+                })),
+                (Ok(_), Err(e)) => *hits = Err(e),
+                (Err(_), _) => {}
+            }
+        }
+        // AcqRel: the last shard to answer sees every other shard's hits.
+        if job.left.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.finish(job);
+        }
+    }
+
+    fn wanted(&self) -> bool {
+        // Every job of one submission shares its caller's reply.
+        self.jobs.first().is_some_and(|j| j.reply.wanted())
+    }
+}
+
+impl ShardReply {
+    /// Every shard answered `job`'s step: its merged answer to the caller, or and-or's OR step.
+    fn finish(&self, job: &Arc<Job>) {
+        let k = job.request.k;
+        let merged =
+            std::mem::replace(&mut *lock(&job.hits), Ok(Vec::new())).map(|hits| merge_top_k([hits], k));
+        let or_next = job.request.mode == Mode::AndOr
+            && !job.or_step.load(Ordering::Acquire)
+            && merged.as_ref().is_ok_and(|hits| hits.len() < k);
+        if or_next {
+            if let Some(shards) = self.shards.upgrade() {
+                job.or_step.store(true, Ordering::Release);
+                job.left.store(shards.len(), Ordering::Release);
+                let deadline = job.deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                shards.send(Arc::from(vec![job.clone()]), deadline);
+                return;
+            }
+        }
+        // As every backend's: from when the request was taken (by its first shard) to its answer.
+        let latency = lock(&job.took).map_or(Duration::ZERO, |t| t.elapsed());
+        let result = merged.map(|hits| Answer { hits, latency });
+        let missed = job.missed.load(Ordering::Relaxed) || job.deadline.is_some_and(|d| Instant::now() > d);
+        job.reply.send(Done {
+            id: job.id,
+            result,
+            served_by: ServedBy::Cpu,
+            missed_deadline: missed,
+        });
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

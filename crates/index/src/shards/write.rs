@@ -1,0 +1,244 @@
+//! A sharded index written from a build: the build's one pass (read, analyse, invert) gives the
+//! collection's statistics (document count and lengths, and each term's whole list, hence its
+//! document frequency); the merge of its runs then cuts each term's list at the shards' docID
+//! boundaries and hands each part to its shard's writer, which encodes it with the collection's
+//! statistics. Shards are written one after another or each on a thread of its own, with the same
+//! bytes (but for each file's random build identity).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::bm25::mean_doc_len;
+use crate::build::runs::{self, Posting};
+use crate::error::{IndexError, Result};
+use crate::format::{files, CollectionStats, IndexMeta, ShardEntry, ShardOf, StaticRange};
+use crate::store::StoredDocs;
+use crate::writer::{DocIds, DocTable, IndexWriter, WriterOptions};
+
+/// How a collection is cut into shards of contiguous docID ranges.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ShardSplit {
+    /// This many shards of nearly equal document counts: shard i starts at ⌊i · N / n⌋.
+    Count(usize),
+    /// Shards starting at these docIDs: the first 0, increasing, each below the number of documents.
+    Starts(Vec<u64>),
+}
+
+/// A sharded build's choices (`index --shards N`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sharding {
+    /// Where the shards start.
+    pub split: ShardSplit,
+    /// Write the shards each on a thread of its own, in parallel; else one after another on the
+    /// build's thread. Both write the same bytes.
+    pub parallel: bool,
+}
+
+impl Sharding {
+    /// `n` shards of nearly equal document counts, written in parallel.
+    pub fn count(n: usize) -> Sharding {
+        Sharding {
+            split: ShardSplit::Count(n),
+            parallel: true,
+        }
+    }
+}
+
+impl ShardSplit {
+    /// The first docID of each shard of a collection of `num_docs` documents, or why the split does
+    /// not fit it (no shard may be empty).
+    pub fn starts(&self, num_docs: u64) -> Result<Vec<u64>> {
+        let starts = match self {
+            ShardSplit::Count(0) => {
+                return Err(IndexError::Invalid(
+                    "--shards 0: a sharded index has at least one shard".into(),
+                ))
+            }
+            &ShardSplit::Count(n) if n as u64 > num_docs => {
+                return Err(IndexError::Invalid(format!(
+                    "--shards {n} for {num_docs} documents: every shard holds at least one document; ask \
+                     for at most {num_docs} shards"
+                )))
+            }
+            &ShardSplit::Count(n) => (0..n as u64).map(|i| i * num_docs / n as u64).collect(),
+            ShardSplit::Starts(s) => s.clone(),
+        };
+        let ok = starts.first() == Some(&0)
+            && starts.windows(2).all(|w| w[0] < w[1])
+            && starts.last().is_some_and(|&l| l < num_docs);
+        if !ok {
+            return Err(IndexError::Invalid(format!(
+                "shard starts {starts:?} do not cut {num_docs} documents into non-empty ranges: the first \
+                 must be 0 and each one larger than the one before and below {num_docs}"
+            )));
+        }
+        Ok(starts)
+    }
+}
+
+/// What a build hands over to write a sharded index: the collection's document table (in final
+/// docID order), its stored documents, its sorted runs and the docID renumbering to apply to them.
+pub(crate) struct ShardedOutput<'a> {
+    pub output: &'a Path,
+    pub writer: WriterOptions,
+    pub table: DocTable,
+    pub stored: Option<StoredDocs>,
+    pub runs: &'a [PathBuf],
+    pub max_open_runs: usize,
+    pub new_id: Option<&'a [u32]>,
+    pub sharding: &'a Sharding,
+    pub terms_written: &'a AtomicU64,
+}
+
+/// One term's part of a list, for a shard's writer: the term, docIDs from the shard's first, and
+/// frequencies.
+type Part = (Vec<u8>, Vec<u32>, Vec<u32>);
+
+/// Writes the sharded index `o` describes and returns its head's metadata.
+pub(crate) fn write(o: ShardedOutput<'_>) -> Result<IndexMeta> {
+    let n = o.table.lens.len() as u64;
+    let starts = o.sharding.split.starts(n)?;
+    let ranges: Vec<(u64, u64)> = starts
+        .iter()
+        .zip(starts[1..].iter().chain([&n]))
+        .map(|(&a, &b)| (a, b))
+        .collect();
+    let total: u64 = o.table.lens.iter().map(|&l| l as u64).sum();
+    let collection = CollectionStats {
+        num_docs: n,
+        total_doc_len: total,
+        avg_doc_len: mean_doc_len(total, n),
+        static_scores: o.table.static_scores.as_deref().map(StaticRange::of),
+    };
+    let tables: Vec<DocTable> = ranges.iter().map(|&(a, b)| slice(&o.table, a, b)).collect();
+    let mut head = IndexWriter::create(o.output, o.writer, o.table)?;
+    if let Some(stored) = o.stored {
+        head.set_stored_docs(stored);
+    }
+    let shard_opts = WriterOptions {
+        force: false,
+        ..o.writer
+    };
+    let count = ranges.len() as u32;
+    let mut writers = Vec::with_capacity(ranges.len());
+    for (i, (table, &(first_doc, _))) in tables.into_iter().zip(&ranges).enumerate() {
+        let shard = ShardOf {
+            shard: i as u32,
+            shards: count,
+            first_doc,
+            set: head.build_id(),
+            collection,
+        };
+        let dir = head.tmp_dir().join(files::shard_dir(i));
+        writers.push(IndexWriter::create_shard(&dir, shard_opts, table, shard)?);
+    }
+    let entries: Vec<ShardEntry> = ranges
+        .iter()
+        .enumerate()
+        .map(|(i, &(a, b))| ShardEntry {
+            dir: files::shard_dir(i),
+            first_doc: a,
+            num_docs: b - a,
+        })
+        .collect();
+
+    // Each term's whole list, renumbered, recorded in the head and cut into the shards' parts.
+    let (mut docs, mut freqs) = (Vec::new(), Vec::new());
+    let mut each_term = |term: &[u8],
+                         list: &mut Vec<Posting>,
+                         head: &mut IndexWriter,
+                         emit: &mut dyn FnMut(usize, Part) -> Result<()>|
+     -> Result<()> {
+        if let Some(new_id) = o.new_id {
+            for p in list.iter_mut() {
+                p.0 = new_id[p.0 as usize];
+            }
+            list.sort_unstable();
+        }
+        docs.clear();
+        freqs.clear();
+        docs.extend(list.iter().map(|p| p.0));
+        freqs.extend(list.iter().map(|p| p.1));
+        if docs.is_empty() {
+            return Ok(());
+        }
+        let cf = freqs.iter().map(|&f| f as u64).sum();
+        head.push_head(term, docs.len() as u32, cf)?;
+        for (s, &(a, b)) in ranges.iter().enumerate() {
+            let lo = docs.partition_point(|&d| (d as u64) < a);
+            let hi = docs.partition_point(|&d| (d as u64) < b);
+            if lo < hi {
+                let local = docs[lo..hi].iter().map(|&d| d - a as u32).collect();
+                emit(s, (term.to_vec(), local, freqs[lo..hi].to_vec()))?;
+            }
+        }
+        o.terms_written.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    };
+
+    if !o.sharding.parallel {
+        runs::merge(o.runs, o.max_open_runs, |term, list| {
+            each_term(term, list, &mut head, &mut |s, (term, d, f)| {
+                writers[s].add_term(&term, &d, &f)
+            })
+        })?;
+        for w in writers {
+            w.finish()?;
+        }
+    } else {
+        std::thread::scope(|scope| -> Result<()> {
+            let mut senders = Vec::with_capacity(writers.len());
+            let mut threads = Vec::with_capacity(writers.len());
+            for mut w in writers {
+                let (tx, rx) = crossbeam_channel::bounded::<Part>(256);
+                senders.push(tx);
+                threads.push(scope.spawn(move || -> Result<IndexMeta> {
+                    for (term, d, f) in rx {
+                        w.add_term(&term, &d, &f)?;
+                    }
+                    w.finish()
+                }));
+            }
+            let merged = runs::merge(o.runs, o.max_open_runs, |term, list| {
+                each_term(term, list, &mut head, &mut |s, part| {
+                    // A shard's writer stops taking parts only when it failed: its error is reported
+                    // when it is joined below.
+                    senders[s]
+                        .send(part)
+                        .map_err(|_| IndexError::Invalid(format!("shard {s}'s writer stopped")))
+                })
+            });
+            drop(senders);
+            let mut first: Option<IndexError> = None;
+            for t in threads {
+                let done = t
+                    .join()
+                    .unwrap_or_else(|_| Err(IndexError::Invalid("a shard's writer thread panicked".into())));
+                if let Err(e) = done {
+                    first.get_or_insert(e);
+                }
+            }
+            match (first, merged) {
+                (Some(e), _) | (None, Err(e)) => Err(e),
+                (None, Ok(())) => Ok(()),
+            }
+        })?;
+    }
+    head.set_shards(entries);
+    head.finish()
+}
+
+/// The rows `a..b` of `table`, numbered from 0.
+fn slice(table: &DocTable, a: u64, b: u64) -> DocTable {
+    let (a, b) = (a as usize, b as usize);
+    let mut ids = DocIds::default();
+    for d in a..b {
+        ids.push(table.ids.get(d));
+    }
+    DocTable {
+        ids,
+        lens: table.lens[a..b].to_vec(),
+        static_scores: table.static_scores.as_ref().map(|s| s[a..b].to_vec()),
+        global_scores: table.global_scores.as_ref().map(|s| s[a..b].to_vec()),
+    }
+}
