@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use tracing::info;
-use warpsearch_engine::BackendChoice;
 use warpsearch_query::Mode;
 use warpsearch_server::ServerConfig;
 
@@ -36,8 +35,6 @@ pub fn run(a: ServeArgs) -> Result<()> {
     };
     server.check().map_err(anyhow::Error::msg)?;
     let index = Arc::new(crate::open(&a.index)?);
-    // The GPU alone answers batches of a query file; a server's stream of single queries goes through
-    // the hybrid scheduler instead, which batches them for the GPU (and must have the GPU).
     let mut config = a.engine;
     // The handlers need cores for HTTP, JSON and query analysis: on a machine of 8 cores or more the
     // hybrid's CPU workers take a quarter of them with the whole index on the GPU, and half with a list
@@ -48,18 +45,10 @@ pub fn run(a: ServeArgs) -> Result<()> {
         let share = if config.cache.policy.is_some() { 2 } else { 4 };
         config.hybrid.gpu_workers = Some(cores / share);
     }
-    let gpu_required = config.backend == BackendChoice::Gpu;
-    if gpu_required {
-        config.backend = BackendChoice::Hybrid;
-    }
-    // and-or: a mode every algorithm takes; each request's mode is checked when it comes.
+    // and-or: a mode every algorithm takes; each request's mode is checked when it comes. The GPU
+    // backend batches a stream of single queries itself: whatever has arrived goes to the GPU as soon
+    // as one of its pipeline slots is free.
     let engine = crate::shared::engine::open_engine(&config, index.clone(), Mode::AndOr, a.max_k)?;
-    if gpu_required && !engine.has_gpu() {
-        bail!(
-            "--backend gpu: no GPU serves these options ({})",
-            engine.choice().unwrap_or("?")
-        );
-    }
     let backend = engine.describe();
     let app = warpsearch_server::router(engine, config.scoring.ranking.into(), &server);
     let runtime = tokio::runtime::Builder::new_multi_thread()
