@@ -1,9 +1,16 @@
 //! Building an index from a collection (JSON lines of any fields, or `id<TAB>text` lines; its format
-//! detected from its first line, [`schema`]): parse and analyse in parallel, invert within a memory
-//! budget (spilling sorted runs), optionally store the documents and renumber them by global score,
-//! merge and write.
+//! detected from its first line, [`schema`]): lines read on a thread of their own, each batch parsed and
+//! analysed on every core ([`analyze`]) and inverted on every core, one task per partition of the terms
+//! ([`invert`]), within a memory budget (spilling sorted runs); documents optionally stored and
+//! renumbered by global score; the lists made from the partitions' tuples on the CPU or a device
+//! ([`device`]), or merged from the runs, then encoded on every core and written in order ([`lists`]).
+//! The files are the same whatever the number of threads, partitions and runs, and whoever inverts.
 
+pub mod analyze;
+pub mod device;
 pub mod input;
+pub mod invert;
+pub mod lists;
 pub mod runs;
 pub mod schema;
 
@@ -18,13 +25,14 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
-use crate::analyzer::AnalyzerConfig;
 use crate::error::{IndexError, IoContext, Result};
 use crate::format::{DocOrder, IndexMeta};
 use crate::order::{check_alpha, global_order, permuted};
 use crate::store::StoreWriter;
 use crate::writer::{check_output, DocIds, DocTable, IndexWriter, WriterOptions};
-use runs::{Inverter, Posting};
+use analyze::{analyze, AnalyzedDoc};
+pub use device::{BuildOn, DeviceInverter, InvertJob, Inverted, TupleSlices};
+use invert::Partitions;
 
 /// The least memory for postings the command line accepts, in MiB: below it a build spills a run every
 /// few documents.
@@ -63,6 +71,19 @@ pub struct BuildOptions {
     pub reorder_alpha: Option<f32>,
     /// Draw progress bars on stderr (they hide themselves when stderr is not a terminal).
     pub progress: bool,
+    /// Where the postings are inverted (`--build-on`): the CPU, the [`BuildOptions::device`], or the
+    /// device where it pays.
+    pub build_on: BuildOn,
+    /// The device that inverts where [`BuildOptions::build_on`] asks for it (None: there is none).
+    pub device: Option<Arc<dyn DeviceInverter>>,
+    /// Why there is no device, said in the report's notes where `build_on` asked for one.
+    pub no_device: Option<String>,
+}
+
+impl std::fmt::Debug for dyn DeviceInverter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
+    }
 }
 
 impl BuildOptions {
@@ -82,6 +103,9 @@ impl BuildOptions {
             static_scores: None,
             reorder_alpha: None,
             progress: false,
+            build_on: BuildOn::Cpu,
+            device: None,
+            no_device: None,
         }
     }
 }
@@ -117,53 +141,31 @@ pub struct BuildReport {
     pub skipped_files: Vec<std::path::PathBuf>,
     /// Documents with no indexable token (kept; they never match).
     pub empty_docs: u64,
-    /// Sorted runs spilled to disk.
+    /// Sorted runs spilled to disk (0: the postings stayed in memory).
     pub runs: usize,
     /// Documents without a line in the static-score file (score 0).
     pub static_missing: u64,
     /// Lines of the static-score file naming unknown documents.
     pub static_unknown: u64,
-    /// Wall time of the parse-and-invert phase.
+    /// Wall time of reading, analysing and gathering the postings by partition (spilled runs
+    /// included).
     pub invert_time: Duration,
-    /// Wall time of the merge-and-write phase.
+    /// Wall time of making lists of the partitions' postings (a counting sort on the CPU, or the
+    /// device's sort and bounds), within `write_time`.
+    pub lists_time: Duration,
+    /// Wall time of the rest: the document table, the lists, encoding and writing (merging runs
+    /// included).
     pub write_time: Duration,
+    /// The device that inverted the postings (its [`DeviceInverter::describe`]); None: the CPU did.
+    pub device: Option<String>,
+    /// Where the CPU inverted although [`BuildOptions::build_on`] named a device, why.
+    pub notes: Vec<String>,
 }
-
-/// A document after analysis: external id, (term, tf) pairs sorted by term, length in tokens.
-type AnalyzedDoc = (String, Vec<(String, u32)>, u32);
 
 struct Analyzed {
     file: u32,
     line: u64,
     doc: std::result::Result<AnalyzedDoc, String>,
-}
-
-fn analyze(
-    analyzer: &AnalyzerConfig,
-    schema: &schema::Schema,
-    bytes: &[u8],
-) -> std::result::Result<AnalyzedDoc, String> {
-    let raw = schema.parse(bytes)?;
-    let mut tokens: Vec<String> = Vec::new();
-    for text in &raw.texts {
-        analyzer.for_each_term(text, |t| tokens.push(t.to_owned()));
-    }
-    if tokens.len() > MAX_DOC_LEN as usize {
-        return Err(format!(
-            "document has {} tokens; at most {MAX_DOC_LEN} are supported: split it",
-            tokens.len()
-        ));
-    }
-    let len = tokens.len() as u32;
-    tokens.sort_unstable();
-    let mut terms: Vec<(String, u32)> = Vec::new();
-    for t in tokens {
-        match terms.last_mut() {
-            Some((last, n)) if *last == t => *n += 1,
-            _ => terms.push((t, 1)),
-        }
-    }
-    Ok((raw.id, terms, len))
 }
 
 /// Builds an index at `output` from the collection at `input` (a file or a directory of them): JSON
@@ -317,7 +319,10 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
     };
 
     let analyzer = opts.writer.analyzer;
-    let mut inverter = Inverter::new(work.path());
+    // Partitions: a few per thread, so that a partition's share of a batch stays small whatever the
+    // skew of its terms; their number changes no file.
+    let mut partitions = Partitions::new(4 * rayon::current_num_threads(), opts.memory_budget, work.path());
+    let parts = partitions.count();
     let mut ids = DocIds::default();
     let mut seen_ids: FxHashMap<u64, u32> = FxHashMap::default();
     let mut lens: Vec<u32> = Vec::new();
@@ -345,13 +350,14 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
             .map(|l| Analyzed {
                 file: l.file,
                 line: l.line,
-                doc: analyze(&analyzer, schema, &l.bytes),
+                doc: analyze(&analyzer, schema, &l.bytes, parts),
             })
             .collect();
         let mut kept: Vec<&[u8]> = Vec::new();
-        for (a, l) in analyzed.into_iter().zip(&batch) {
-            let problem = match a.doc {
-                Err(what) => Some(what),
+        let mut accepted: Vec<(u32, &analyze::DocTerms)> = Vec::with_capacity(analyzed.len());
+        for (a, l) in analyzed.iter().zip(&batch) {
+            let problem = match &a.doc {
+                Err(what) => Some(what.clone()),
                 Ok((id, terms, len)) => {
                     let key = {
                         let mut h = DefaultHasher::new();
@@ -366,18 +372,12 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
                         _ => {
                             let doc = lens.len() as u32;
                             seen_ids.entry(key).or_insert(doc);
-                            ids.push(&id);
-                            lens.push(len);
-                            max_tfs.push(terms.iter().map(|t| t.1).max().unwrap_or(0));
-                            empty_docs += (len == 0) as u64;
+                            ids.push(id);
+                            lens.push(*len);
+                            max_tfs.push(terms.max_tf());
+                            empty_docs += (*len == 0) as u64;
                             kept.push(&l.bytes);
-                            inverter.add(doc, &terms);
-                            if inverter.bytes() > opts.memory_budget {
-                                if let Err(e) = inverter.spill() {
-                                    failure = Some(e);
-                                    break 'batches;
-                                }
-                            }
+                            accepted.push((doc, terms));
                             None
                         }
                     }
@@ -399,6 +399,11 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
                 }
             }
         }
+        // The documents before a bad line are inverted either way: a failure stops the build below.
+        if let Err(e) = partitions.add(&accepted) {
+            failure = Some(e);
+            break 'batches;
+        }
         if let Some(store) = &mut store {
             if let Err(e) = store.add(&kept) {
                 failure = Some(e);
@@ -409,7 +414,7 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
         watch.read_bytes.store(read, Ordering::Relaxed);
         watch.docs.store(lens.len() as u64, Ordering::Relaxed);
         bar.set_position(read);
-        bar.set_message(format!("{} docs, {} runs", lens.len(), inverter.runs()));
+        bar.set_message(format!("{} docs, {} runs", lens.len(), partitions.runs()));
     }
     drop(rx);
     // The producer's failure is the cause of what the loop saw (input cut short).
@@ -422,11 +427,11 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
         None => schema::Schema::detect(None, &choice).map_err(IndexError::Invalid)?,
     };
     bar.finish_and_clear();
-    let runs = inverter.finish()?;
     let invert_time = started.elapsed();
     watch.writing.store(true, Ordering::Relaxed);
 
     // Document table, static scores and the docID order.
+    let write_started = Instant::now();
     let n = lens.len();
     let (mut static_missing, mut static_unknown) = (0u64, 0u64);
     let static_scores = static_map.map(|map| {
@@ -471,7 +476,6 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
         }
     };
 
-    let write_started = Instant::now();
     let mut writer_opts = opts.writer;
     writer_opts.doc_order = doc_order;
     let mut writer = IndexWriter::create(output, writer_opts, table)?;
@@ -484,22 +488,99 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
         0,
         "{elapsed_precise} writing postings: {pos} terms",
     );
-    let (mut docs, mut freqs) = (Vec::new(), Vec::new());
-    runs::merge(&runs, opts.max_open_runs, |term, list: &mut Vec<Posting>| {
-        if let Some(new_id) = &new_id {
-            for p in list.iter_mut() {
-                p.0 = new_id[p.0 as usize];
-            }
-            list.sort_unstable();
+    let written = |terms: u64| {
+        bar.inc(terms);
+        watch.terms_written.fetch_add(terms, Ordering::Relaxed);
+    };
+    let mut runs = 0;
+    let mut notes = Vec::new();
+    let mut device_used = None;
+    let lists_started = Instant::now();
+    let mut lists_time = Duration::ZERO;
+    if partitions.spilled() {
+        if opts.build_on != BuildOn::Cpu && opts.device.is_some() {
+            notes.push(format!(
+                "the postings outgrew the memory budget (--memory-mb) and were spilled to disk: they \
+                 were merged on the CPU, not the device"
+            ));
         }
-        docs.clear();
-        freqs.clear();
-        docs.extend(list.iter().map(|p| p.0));
-        freqs.extend(list.iter().map(|p| p.1));
-        bar.inc(1);
-        watch.terms_written.fetch_add(1, Ordering::Relaxed);
-        writer.add_term(term, &docs, &freqs)
-    })?;
+        let spilled = partitions.spill_all()?;
+        runs = spilled.len();
+        lists::write_merged(
+            &mut writer,
+            &spilled,
+            opts.max_open_runs,
+            new_id.as_deref(),
+            written,
+        )?;
+    } else {
+        let (term_order, ranks) = partitions.term_order();
+        let postings: u64 = partitions.parts.iter().map(|p| p.postings() as u64).sum();
+        let device = match (&opts.device, opts.build_on) {
+            (_, BuildOn::Cpu) => None,
+            (None, _) => {
+                if opts.build_on == BuildOn::Gpu {
+                    let why = opts.no_device.as_deref().unwrap_or("no device was given");
+                    notes.push(format!("no GPU to build on ({why}): inverted on the CPU"));
+                }
+                None
+            }
+            (Some(d), BuildOn::Auto) if postings < d.min_postings() => {
+                notes.push(format!(
+                    "{postings} postings are fewer than the {} from which the GPU pays: inverted on the CPU",
+                    d.min_postings()
+                ));
+                None
+            }
+            (Some(d), _) => Some(d),
+        };
+        let inverted = device.and_then(|d| {
+            let job = InvertJob {
+                parts: partitions
+                    .parts
+                    .iter()
+                    .zip(&ranks)
+                    .map(|(p, rank)| TupleSlices {
+                        term: &p.term,
+                        doc: &p.doc,
+                        tf: &p.tf,
+                        rank,
+                    })
+                    .collect(),
+                num_terms: term_order.len() as u32,
+                num_postings: postings,
+                new_id: new_id.as_deref(),
+                lens: writer.doc_lens(),
+                bm25: *writer.bm25(),
+            };
+            match d.invert(&job) {
+                Ok(inv) => Some((d.describe(), inv)),
+                Err(e) => {
+                    notes.push(format!("the GPU build failed ({e}): inverted on the CPU instead"));
+                    None
+                }
+            }
+        });
+        match inverted {
+            Some((name, inv)) => {
+                lists_time = lists_started.elapsed();
+                device_used = Some(name);
+                lists::write_inverted(&mut writer, &partitions, &term_order, &inv, written)?;
+            }
+            None => {
+                let lists: Vec<invert::Lists> = partitions.parts.par_iter().map(|p| p.lists()).collect();
+                lists_time = lists_started.elapsed();
+                lists::write_partitions(
+                    &mut writer,
+                    &partitions,
+                    &lists,
+                    &term_order,
+                    new_id.as_deref(),
+                    written,
+                )?;
+            }
+        }
+    }
     let meta = writer.finish()?;
     bar.finish_and_clear();
     Ok(BuildReport {
@@ -509,11 +590,14 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
         skip_reasons,
         skipped_files: Vec::new(),
         empty_docs,
-        runs: runs.len(),
+        runs,
         static_missing,
         static_unknown,
         invert_time,
+        lists_time,
         write_time: write_started.elapsed(),
+        device: device_used,
+        notes,
     })
 }
 
