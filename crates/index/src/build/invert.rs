@@ -94,6 +94,15 @@ impl Partition {
         &self.runs
     }
 
+    /// The tuples as lists (a stable counting sort by term: documents stay in order), which no longer
+    /// holds them.
+    pub fn take_lists(&mut self) -> Lists {
+        let lists = self.lists();
+        self.bytes -= POSTING_COST * self.doc.len();
+        (self.term, self.doc, self.tf) = Default::default();
+        lists
+    }
+
     /// The tuples as lists (a stable counting sort by term: documents stay in order).
     pub fn lists(&self) -> Lists {
         let mut starts = vec![0usize; self.names.len() + 1];

@@ -568,7 +568,8 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
                 lists::write_inverted(&mut writer, &partitions, &term_order, &inv, written)?;
             }
             None => {
-                let lists: Vec<invert::Lists> = partitions.parts.par_iter().map(|p| p.lists()).collect();
+                let lists: Vec<invert::Lists> =
+                    partitions.parts.par_iter_mut().map(|p| p.take_lists()).collect();
                 lists_time = lists_started.elapsed();
                 lists::write_partitions(
                     &mut writer,
