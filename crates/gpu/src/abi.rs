@@ -520,7 +520,10 @@ mod tests {
             assert!(*offsets.last().unwrap() < *size, "{ty}");
         }
         let names: Vec<&str> = LAYOUTS.iter().map(|l| l.0).collect();
-        assert_eq!(names, ["TermDesc", "QueryDesc", "IndexArgs", "BatchArgs", "BoundArgs"]);
+        assert_eq!(
+            names,
+            ["TermDesc", "QueryDesc", "IndexArgs", "BatchArgs", "BoundArgs"]
+        );
     }
 
     #[test]

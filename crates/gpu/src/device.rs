@@ -75,8 +75,8 @@ pub(crate) fn open_context(ordinal: usize) -> Result<Arc<CudaContext>, GpuError>
             "no NVRTC library (libnvrtc.so not found): install the CUDA toolkit's runtime compiler".into(),
         ));
     }
-    let count = CudaContext::device_count()
-        .map_err(|e| GpuError::Unavailable(format!("CUDA driver failed: {e}")))?;
+    let count =
+        CudaContext::device_count().map_err(|e| GpuError::Unavailable(format!("CUDA driver failed: {e}")))?;
     if count <= ordinal as i32 {
         return Err(GpuError::Unavailable(if count == 0 {
             "no CUDA device".into()

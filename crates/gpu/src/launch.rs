@@ -308,7 +308,11 @@ pub(crate) fn list_starts(
 }
 
 /// Launches `block_bounds` over `a.num_blocks` blocks (one warp each).
-pub(crate) fn block_bounds(k: &BuildKernels, stream: &Arc<CudaStream>, a: &BoundArgs) -> Result<(), GpuError> {
+pub(crate) fn block_bounds(
+    k: &BuildKernels,
+    stream: &Arc<CudaStream>,
+    a: &BoundArgs,
+) -> Result<(), GpuError> {
     let warps = k.threads / 32;
     let grid = a.num_blocks.div_ceil(warps).clamp(1, 1 << 20);
     let mut launch = stream.launch_builder(&k.bounds);

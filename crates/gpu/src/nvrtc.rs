@@ -29,7 +29,12 @@ const KERNEL_FILES: [(&str, &str); 9] = [
 /// layout checks appended ([`abi::build_layout_checks`]). Always the built-in files: the build has no
 /// kernel variants.
 pub fn build_source() -> String {
-    [KERNEL_FILES[0].1, include_str!("../kernels/build.cu"), &abi::build_layout_checks()].concat()
+    [
+        KERNEL_FILES[0].1,
+        include_str!("../kernels/build.cu"),
+        &abi::build_layout_checks(),
+    ]
+    .concat()
 }
 
 /// Compiles the index build's kernels to PTX without a device (NVRTC alone, for an H100's `sm_90`), for

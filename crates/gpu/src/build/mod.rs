@@ -148,8 +148,14 @@ impl GpuBuilder {
                 "the partitions hold {at} postings, not the {n} the job counts"
             )));
         }
-        let (mut ka, mut va) = (stream.alloc_zeros::<u32>(n as usize)?, stream.alloc_zeros::<u32>(n as usize)?);
-        let (mut kb, mut vb) = (stream.alloc_zeros::<u32>(n as usize)?, stream.alloc_zeros::<u32>(n as usize)?);
+        let (mut ka, mut va) = (
+            stream.alloc_zeros::<u32>(n as usize)?,
+            stream.alloc_zeros::<u32>(n as usize)?,
+        );
+        let (mut kb, mut vb) = (
+            stream.alloc_zeros::<u32>(n as usize)?,
+            stream.alloc_zeros::<u32>(n as usize)?,
+        );
         launch::build_gather(k, &stream, None, n, &mut va)?;
         let bits = |max: u64| 64 - max.leading_zeros();
         if let Some(new_id) = job.new_id {
@@ -157,12 +163,24 @@ impl GpuBuilder {
             let new_id = stream.memcpy_stod(new_id)?;
             launch::build_map_docs(k, &stream, &mut docs, &new_id, n)?;
             stream.memcpy_dtod(&docs, &mut ka)?;
-            self.sort(&stream, n, bits(job.lens.len().saturating_sub(1) as u64), (&mut ka, &mut va), (&mut kb, &mut vb))?;
+            self.sort(
+                &stream,
+                n,
+                bits(job.lens.len().saturating_sub(1) as u64),
+                (&mut ka, &mut va),
+                (&mut kb, &mut vb),
+            )?;
             launch::build_gather(k, &stream, Some((&rank_keys, &va)), n, &mut ka)?;
         } else {
             stream.memcpy_dtod(&rank_keys, &mut ka)?;
         }
-        self.sort(&stream, n, bits(t.saturating_sub(1) as u64), (&mut ka, &mut va), (&mut kb, &mut vb))?;
+        self.sort(
+            &stream,
+            n,
+            bits(t.saturating_sub(1) as u64),
+            (&mut ka, &mut va),
+            (&mut kb, &mut vb),
+        )?;
         // Lists: offsets from the sorted keys, postings gathered through the permutation.
         let mut starts = stream.alloc_zeros::<u32>(t + 1)?;
         crate::driver::poison(&stream, &starts, 0xFF)?;
