@@ -136,10 +136,18 @@ fn run_index(a: IndexArgs) -> Result<()> {
             opts.static_scores = a.order.static_scores.clone();
             opts.reorder_alpha = a.order.reorder_alpha()?;
             opts.progress = true;
+            opts.build_on = a.build_on.into();
+            if a.build_on != args::BuildOnArg::Cpu {
+                match warpsearch_gpu::GpuBuilder::open(0) {
+                    Ok(gpu) => opts.device = Some(std::sync::Arc::new(gpu)),
+                    Err(e) => opts.no_device = Some(e.to_string()),
+                }
+            }
             let report = build_from_jsonl(input, &a.output, &opts)?;
             let m = &report.meta;
             eprintln!(
-                "indexed {} documents, {} terms, {} postings into {} in {:.1} s (invert {:.1} s, {} runs; write {:.1} s)",
+                "indexed {} documents, {} terms, {} postings into {} in {:.1} s (read and analyse {:.1} s, \
+                 {} runs; lists {:.1} s on {}; lists, encode and write {:.1} s)",
                 m.num_docs,
                 m.num_terms,
                 m.num_postings,
@@ -147,8 +155,13 @@ fn run_index(a: IndexArgs) -> Result<()> {
                 started.elapsed().as_secs_f64(),
                 report.invert_time.as_secs_f64(),
                 report.runs,
+                report.lists_time.as_secs_f64(),
+                report.device.as_deref().unwrap_or("the CPU"),
                 report.write_time.as_secs_f64()
             );
+            for note in &report.notes {
+                eprintln!("note: {note}");
+            }
             eprintln!(
                 "read {}{}",
                 report.schema.describe(),

@@ -519,10 +519,8 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
         let device = match (&opts.device, opts.build_on) {
             (_, BuildOn::Cpu) => None,
             (None, _) => {
-                if opts.build_on == BuildOn::Gpu {
-                    let why = opts.no_device.as_deref().unwrap_or("no device was given");
-                    notes.push(format!("no GPU to build on ({why}): inverted on the CPU"));
-                }
+                let why = opts.no_device.as_deref().unwrap_or("no device was given");
+                notes.push(format!("no GPU to build on ({why}): inverted on the CPU"));
                 None
             }
             (Some(d), BuildOn::Auto) if postings < d.min_postings() => {
