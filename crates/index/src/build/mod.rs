@@ -312,7 +312,7 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
         title: opts.include_title,
     };
     let mut schema: Option<schema::Schema> = None;
-    let mut store = if opts.store {
+    let store = if opts.store {
         Some(StoreWriter::create(&work.path().join("docs.scratch"))?)
     } else {
         None
@@ -321,107 +321,97 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
     let analyzer = opts.writer.analyzer;
     // Partitions: a few per thread, so that a partition's share of a batch stays small whatever the
     // skew of its terms; their number changes no file.
-    let mut partitions = Partitions::new(4 * rayon::current_num_threads(), opts.memory_budget, work.path());
+    let partitions = Partitions::new(4 * rayon::current_num_threads(), opts.memory_budget, work.path());
     let parts = partitions.count();
-    let mut ids = DocIds::default();
-    let mut seen_ids: FxHashMap<u64, u32> = FxHashMap::default();
-    let mut lens: Vec<u32> = Vec::new();
-    let mut max_tfs: Vec<u32> = Vec::new();
-    let (mut skipped, mut skip_reasons, mut empty_docs) = (0u64, Vec::new(), 0u64);
+    let mut ingest = Ingest {
+        partitions,
+        store,
+        ids: DocIds::default(),
+        seen_ids: FxHashMap::default(),
+        lens: Vec::new(),
+        max_tfs: Vec::new(),
+        skipped: 0,
+        skip_reasons: Vec::new(),
+        empty_docs: 0,
+    };
     let mut failure: Option<IndexError> = None;
-    'batches: for batch in rx.iter() {
-        let schema = match (&schema, batch.first()) {
-            (Some(s), _) => s,
-            (None, first) => match schema::Schema::detect(first.map(|l| &l.bytes[..]), &choice) {
-                Ok(s) => schema.insert(s),
+    // Batch i is analysed while batch i − 1 is taken in (ids checked, inverted, stored): the serial part
+    // of taking a batch in runs beside the cores' analysis instead of between two batches'.
+    let mut pending: Option<(Vec<input::Line>, Vec<Analyzed>)> = None;
+    let mut batches = rx.iter();
+    loop {
+        let next = batches.next();
+        if let (None, Some(batch)) = (&schema, &next) {
+            match schema::Schema::detect(batch.first().map(|l| &l.bytes[..]), &choice) {
+                Ok(s) => schema = Some(s),
                 Err(what) => {
-                    let (file, line) = first.map_or((0, 1), |l| (l.file, l.line));
+                    let (file, line) = batch.first().map_or((0, 1), |l| (l.file, l.line));
                     failure = Some(IndexError::Input {
                         path: names[file as usize].clone(),
                         line,
                         what,
                     });
-                    break 'batches;
+                    break;
                 }
+            }
+        }
+        let schema = schema.as_ref();
+        let (analyzed, taken) = rayon::join(
+            || {
+                next.map(|batch| {
+                    let schema = schema.expect("detected from the first batch");
+                    let analyzed: Vec<Analyzed> = batch
+                        .par_iter()
+                        .map(|l| Analyzed {
+                            file: l.file,
+                            line: l.line,
+                            doc: analyze(&analyzer, schema, &l.bytes, parts),
+                        })
+                        .collect();
+                    (batch, analyzed)
+                })
             },
-        };
-        let analyzed: Vec<Analyzed> = batch
-            .par_iter()
-            .map(|l| Analyzed {
-                file: l.file,
-                line: l.line,
-                doc: analyze(&analyzer, schema, &l.bytes, parts),
-            })
-            .collect();
-        let mut kept: Vec<&[u8]> = Vec::new();
-        let mut accepted: Vec<(u32, &analyze::DocTerms)> = Vec::with_capacity(analyzed.len());
-        for (a, l) in analyzed.iter().zip(&batch) {
-            let problem = match &a.doc {
-                Err(what) => Some(what.clone()),
-                Ok((id, terms, len)) => {
-                    let key = {
-                        let mut h = DefaultHasher::new();
-                        id.hash(&mut h);
-                        h.finish()
-                    };
-                    // A 64-bit hash can collide; only an equal id is a duplicate.
-                    match seen_ids.get(&key) {
-                        Some(&first) if ids.get(first as usize) == id => Some(format!(
-                            "duplicate document id '{id}' (first used by document #{first}): ids must be unique"
-                        )),
-                        _ => {
-                            let doc = lens.len() as u32;
-                            seen_ids.entry(key).or_insert(doc);
-                            ids.push(id);
-                            lens.push(*len);
-                            max_tfs.push(terms.max_tf());
-                            empty_docs += (*len == 0) as u64;
-                            kept.push(&l.bytes);
-                            accepted.push((doc, terms));
-                            None
-                        }
-                    }
-                }
-            };
-            if let Some(what) = problem {
-                let path = names[a.file as usize].clone();
-                if !opts.skip_bad {
-                    failure = Some(IndexError::Input {
-                        path,
-                        line: a.line,
-                        what: format!("{what} (or pass --skip-bad to skip such lines)"),
-                    });
-                    break 'batches;
-                }
-                skipped += 1;
-                if skip_reasons.len() < 10 {
-                    skip_reasons.push(format!("{}:{}: {what}", path.display(), a.line));
-                }
-            }
-        }
-        // The documents before a bad line are inverted either way: a failure stops the build below.
-        if let Err(e) = partitions.add(&accepted) {
+            || match pending.take() {
+                Some((batch, analyzed)) => ingest.take(&batch, &analyzed, opts, &names),
+                None => Ok(()),
+            },
+        );
+        if let Err(e) = taken {
             failure = Some(e);
-            break 'batches;
-        }
-        if let Some(store) = &mut store {
-            if let Err(e) = store.add(&kept) {
-                failure = Some(e);
-                break 'batches;
-            }
+            break;
         }
         let read = read_bytes.load(Ordering::Relaxed);
         watch.read_bytes.store(read, Ordering::Relaxed);
-        watch.docs.store(lens.len() as u64, Ordering::Relaxed);
+        watch.docs.store(ingest.lens.len() as u64, Ordering::Relaxed);
         bar.set_position(read);
-        bar.set_message(format!("{} docs, {} runs", lens.len(), partitions.runs()));
+        bar.set_message(format!(
+            "{} docs, {} runs",
+            ingest.lens.len(),
+            ingest.partitions.runs()
+        ));
+        match analyzed {
+            Some(p) => pending = Some(p),
+            None => break,
+        }
     }
+    drop(batches);
     drop(rx);
     // The producer's failure is the cause of what the loop saw (input cut short).
     finished()?;
     if let Some(e) = failure {
         return Err(e);
     }
+    let Ingest {
+        mut partitions,
+        store,
+        ids,
+        lens,
+        max_tfs,
+        skipped,
+        skip_reasons,
+        empty_docs,
+        ..
+    } = ingest;
     let schema = match schema {
         Some(s) => s,
         None => schema::Schema::detect(None, &choice).map_err(IndexError::Invalid)?,
@@ -598,6 +588,89 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
         device: device_used,
         notes,
     })
+}
+
+/// What the build keeps of the documents taken in so far: the partitions of their postings, the store
+/// of their lines, the document table's columns, and the lines skipped.
+struct Ingest {
+    partitions: Partitions,
+    store: Option<StoreWriter>,
+    ids: DocIds,
+    seen_ids: FxHashMap<u64, u32>,
+    lens: Vec<u32>,
+    max_tfs: Vec<u32>,
+    skipped: u64,
+    skip_reasons: Vec<String>,
+    empty_docs: u64,
+}
+
+impl Ingest {
+    /// Takes in an analysed batch: each document numbered (a duplicate id, or a line that failed, is
+    /// an error unless `skip_bad`), its postings added to the partitions on every core, its line stored.
+    fn take(
+        &mut self,
+        batch: &[input::Line],
+        analyzed: &[Analyzed],
+        opts: &BuildOptions,
+        names: &[PathBuf],
+    ) -> Result<()> {
+        let mut kept: Vec<&[u8]> = Vec::new();
+        let mut accepted: Vec<(u32, &analyze::DocTerms)> = Vec::with_capacity(analyzed.len());
+        let mut failure = None;
+        for (a, l) in analyzed.iter().zip(batch) {
+            let problem = match &a.doc {
+                Err(what) => Some(what.clone()),
+                Ok((id, terms, len)) => {
+                    let key = {
+                        let mut h = DefaultHasher::new();
+                        id.hash(&mut h);
+                        h.finish()
+                    };
+                    // A 64-bit hash can collide; only an equal id is a duplicate.
+                    match self.seen_ids.get(&key) {
+                        Some(&first) if self.ids.get(first as usize) == id => Some(format!(
+                            "duplicate document id '{id}' (first used by document #{first}): ids must be unique"
+                        )),
+                        _ => {
+                            let doc = self.lens.len() as u32;
+                            self.seen_ids.entry(key).or_insert(doc);
+                            self.ids.push(id);
+                            self.lens.push(*len);
+                            self.max_tfs.push(terms.max_tf());
+                            self.empty_docs += (*len == 0) as u64;
+                            kept.push(&l.bytes);
+                            accepted.push((doc, terms));
+                            None
+                        }
+                    }
+                }
+            };
+            if let Some(what) = problem {
+                let path = names[a.file as usize].clone();
+                if !opts.skip_bad {
+                    failure = Some(IndexError::Input {
+                        path,
+                        line: a.line,
+                        what: format!("{what} (or pass --skip-bad to skip such lines)"),
+                    });
+                    break;
+                }
+                self.skipped += 1;
+                if self.skip_reasons.len() < 10 {
+                    self.skip_reasons
+                        .push(format!("{}:{}: {what}", path.display(), a.line));
+                }
+            }
+        }
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        self.partitions.add(&accepted)?;
+        if let Some(store) = &mut self.store {
+            store.add(&kept)?;
+        }
+        Ok(())
+    }
 }
 
 fn progress_bar(enabled: bool, len: u64, template: &str) -> ProgressBar {
