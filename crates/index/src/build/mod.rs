@@ -394,7 +394,6 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
             None => break,
         }
     }
-    drop(batches);
     drop(rx);
     // The producer's failure is the cause of what the loop saw (input cut short).
     finished()?;
@@ -489,10 +488,11 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
     let mut lists_time = Duration::ZERO;
     if partitions.spilled() {
         if opts.build_on != BuildOn::Cpu && opts.device.is_some() {
-            notes.push(format!(
+            notes.push(
                 "the postings outgrew the memory budget (--memory-mb) and were spilled to disk: they \
                  were merged on the CPU, not the device"
-            ));
+                    .into(),
+            );
         }
         let spilled = partitions.spill_all()?;
         runs = spilled.len();
