@@ -1,5 +1,5 @@
 #line 2 "kernels/build.cu"
-// Index build (crates/gpu/src/build/, docs/references.md's GPU BM25 build): the analysed (term, doc, tf)
+// Index build (crates/gpu/src/build/, docs/references.md#gpu-bm25-weights): the analysed (term, doc, tf)
 // tuples sorted by term rank then docID with a stable LSD radix sort, each list's offsets found, and every
 // block's BM25 bound computed exactly as the CPU's writer computes it (crates/index/src/writer.rs:
 // f32 arithmetic in the same order, no fused multiply-add). Its own translation unit: common.cuh, this

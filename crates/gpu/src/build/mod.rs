@@ -1,4 +1,4 @@
-//! The index build on the GPU (docs/references.md's GPU BM25 build: documents → (term, doc) pairs →
+//! The index build on the GPU (docs/references.md#gpu-bm25-weights: documents → (term, doc) pairs →
 //! sort → tf and df → a weight per pair): [`GpuBuilder`] takes the (term, doc, tf) tuples the CPU cores
 //! analysed (terms already numbered through a dictionary, the variant that paid most), and on the device
 //! sorts them by term rank and docID (a stable LSD radix sort, `kernels/build.cu`), finds each list's
