@@ -101,9 +101,10 @@ build() {
   local wall
   wall=$(python3 -c "print(f'{$end - $start:.1f}')")
   say "$name: --threads $threads --build-on $on: rc $rc, ${wall} s wall"
-  grep -E "^indexed|^note" "$out/build-$name.log" | tee -a "$log"
-  printf "%-14s threads %-3s on %-4s %8s s  %s\n" "$name" "$threads" "$on" "$wall" \
-    "$(grep -oE '\(read and analyse.*' "$out/build-$name.log" | head -n 1)" >>"$summary"
+  grep -E "^indexed|^on the GPU|^note" "$out/build-$name.log" | tee -a "$log"
+  printf "%-14s threads %-3s on %-4s %8s s  %s %s\n" "$name" "$threads" "$on" "$wall" \
+    "$(grep -oE '\(read and analyse.*' "$out/build-$name.log" | head -n 1)" \
+    "$(grep -E '^on the GPU' "$out/build-$name.log" | head -n 1)" >>"$summary"
 }
 
 if [ "$mode" = cpu ] || [ "$mode" = all ]; then

@@ -159,6 +159,14 @@ fn run_index(a: IndexArgs) -> Result<()> {
                 report.device.as_deref().unwrap_or("the CPU"),
                 report.write_time.as_secs_f64()
             );
+            if !report.device_phases.is_empty() {
+                let phases: Vec<String> = report
+                    .device_phases
+                    .iter()
+                    .map(|(name, t)| format!("{name} {:.2} s", t.as_secs_f64()))
+                    .collect();
+                eprintln!("on the GPU: {}", phases.join(", "));
+            }
             for note in &report.notes {
                 eprintln!("note: {note}");
             }

@@ -41,6 +41,14 @@ fn cpu_and_gpu_agree(
     // A fallback to the CPU would compare the CPU with itself: it is a failure here.
     assert!(report.notes.is_empty(), "{name}: {:?}", report.notes);
     assert_eq!(report.device.as_deref(), Some(gpu.describe().as_str()), "{name}");
+    if report.meta.num_postings > 0 {
+        assert_eq!(
+            report.device_phases.len(),
+            5,
+            "{name}: {:?}",
+            report.device_phases
+        );
+    }
     same_index_files(&cpu, &on_gpu);
 }
 

@@ -59,6 +59,7 @@ impl DeviceInverter for Reference {
                 inv.block_max.push(loosen_bound(max));
             }
         }
+        inv.phases.push(("reference", std::time::Duration::ZERO));
         Ok(inv)
     }
 }
@@ -102,6 +103,7 @@ fn device_lists_are_written_as_the_cpu_lists() {
                 assert_eq!(build(&input, &cpu, &opts).device, None);
                 let report = build(&input, &dev, &with_device(&opts, BuildOn::Gpu, false));
                 assert_eq!(report.device.as_deref(), Some("reference"));
+                assert_eq!(report.device_phases.len(), 1, "the device's phases are reported");
                 assert!(report.notes.is_empty(), "{:?}", report.notes);
                 same_index_files(&cpu, &dev);
             }

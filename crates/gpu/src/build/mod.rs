@@ -11,6 +11,7 @@
 //! `warpsearch_index::build` decides.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream};
 use cudarc::nvrtc::compile_ptx_with_opts;
@@ -126,6 +127,15 @@ impl GpuBuilder {
         let n = n64 as u32;
         let k = &self.kernels;
         let stream = self.ctx.new_stream()?;
+        // Each phase ends with the stream synchronized, so that its time is its own.
+        let mut phases = Vec::new();
+        let mut clock = Instant::now();
+        let mut phase = |name: &'static str, stream: &Arc<CudaStream>| -> Result<(), GpuError> {
+            stream.synchronize()?;
+            phases.push((name, clock.elapsed()));
+            clock = Instant::now();
+            Ok(())
+        };
         // The tuples, partition after partition; the rank keys made on the device.
         let mut rank_keys = stream.alloc_zeros::<u32>(n as usize)?;
         let mut docs = stream.alloc_zeros::<u32>(n as usize)?;
@@ -181,6 +191,7 @@ impl GpuBuilder {
             (&mut ka, &mut va),
             (&mut kb, &mut vb),
         )?;
+        phase("sort", &stream)?;
         // Lists: offsets from the sorted keys, postings gathered through the permutation.
         let mut starts = stream.alloc_zeros::<u32>(t + 1)?;
         crate::driver::poison(&stream, &starts, 0xFF)?;
@@ -193,6 +204,7 @@ impl GpuBuilder {
                 "the sorted postings do not form one list per term".into(),
             ));
         }
+        phase("list offsets", &stream)?;
         // idf on the CPU, as the writer computes it; the lists' first blocks.
         let idf: Vec<f32> = starts_h
             .par_windows(2)
@@ -225,16 +237,18 @@ impl GpuBuilder {
             _pad: 0,
         };
         launch::block_bounds(k, &stream, &args)?;
+        phase("idf and block bounds", &stream)?;
         let docs_h = stream.memcpy_dtov(&kb)?;
         let tfs_h = stream.memcpy_dtov(&vb)?;
         let block_max = stream.memcpy_dtov(&out)?;
-        stream.synchronize()?;
+        phase("copy the lists back", &stream)?;
         drop(out);
         Ok(Inverted {
             starts: starts_h.into_iter().map(u64::from).collect(),
             docs: docs_h,
             tfs: tfs_h,
             block_max,
+            phases,
         })
     }
 

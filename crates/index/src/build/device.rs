@@ -94,6 +94,9 @@ pub struct Inverted {
     pub tfs: Vec<u32>,
     /// Per block of 128 postings, list after list: the block's bound.
     pub block_max: Vec<f32>,
+    /// Where the device's time went, phase by phase (e.g. the copies up, the sort, the bounds, the
+    /// copies back), for the build's report.
+    pub phases: Vec<(&'static str, std::time::Duration)>,
 }
 
 /// A processor other than the CPU that inverts a build's tuples.

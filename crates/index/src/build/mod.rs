@@ -158,6 +158,8 @@ pub struct BuildReport {
     pub write_time: Duration,
     /// The device that inverted the postings (its [`DeviceInverter::describe`]); None: the CPU did.
     pub device: Option<String>,
+    /// The device's time, phase by phase ([`Inverted::phases`]); empty where the CPU inverted.
+    pub device_phases: Vec<(&'static str, Duration)>,
     /// Where the CPU inverted although [`BuildOptions::build_on`] named a device, why.
     pub notes: Vec<String>,
 }
@@ -484,6 +486,7 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
     let mut runs = 0;
     let mut notes = Vec::new();
     let mut device_used = None;
+    let mut device_phases = Vec::new();
     let lists_started = Instant::now();
     let mut lists_time = Duration::ZERO;
     if partitions.spilled() {
@@ -553,6 +556,7 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
             Some((name, inv)) => {
                 lists_time = lists_started.elapsed();
                 device_used = Some(name);
+                device_phases = inv.phases.clone();
                 lists::write_inverted(&mut writer, &partitions, &term_order, &inv, written)?;
             }
             None => {
@@ -586,6 +590,7 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
         lists_time,
         write_time: write_started.elapsed(),
         device: device_used,
+        device_phases,
         notes,
     })
 }
