@@ -125,6 +125,13 @@ pub struct IndexArgs {
     /// Memory for in-memory postings before spilling a sorted run to disk, in MiB (at least 16).
     #[arg(long, default_value_t = 2048, value_parser = parse_memory_mb)]
     pub memory_mb: usize,
+    /// Where the postings are inverted: cpu (every core, --threads), gpu (the first GPU sorts them by
+    /// term and computes the block bounds while the cores analyse and encode; the CPU, with a note,
+    /// where there is no GPU, the postings were spilled past --memory-mb, or the GPU fails), or auto
+    /// (the GPU where there is one and the collection has 20 million postings or more). The index is
+    /// the same, byte for byte, whichever builds it.
+    #[arg(long, value_enum, default_value_t = BuildOnArg::Cpu)]
+    pub build_on: BuildOnArg,
     /// Skip (and count) bad input lines instead of stopping at the first.
     #[arg(long)]
     pub skip_bad: bool,
@@ -140,6 +147,27 @@ pub struct IndexArgs {
     /// Write the shards one after another instead of each on a thread of its own (the same bytes).
     #[arg(long, requires = "shards")]
     pub shards_sequential: bool,
+}
+
+/// `index --build-on`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BuildOnArg {
+    /// Every core of the CPU.
+    Cpu,
+    /// The first GPU (the CPU where it cannot).
+    Gpu,
+    /// The GPU where there is one and the collection is large enough to pay.
+    Auto,
+}
+
+impl From<BuildOnArg> for warpsearch_index::build::BuildOn {
+    fn from(a: BuildOnArg) -> Self {
+        match a {
+            BuildOnArg::Cpu => Self::Cpu,
+            BuildOnArg::Gpu => Self::Gpu,
+            BuildOnArg::Auto => Self::Auto,
+        }
+    }
 }
 
 impl IndexArgs {

@@ -517,14 +517,19 @@ pub fn plot_reports(a: BenchPlotArgs) -> Result<()> {
 fn plot_latency(path: &std::path::Path, reports: &[(String, Value)]) -> Result<()> {
     use plotters::prelude::*;
     // (name, [(achieved q/s, p50 ms, p99 ms)]) of each report with open-loop runs.
-    let curves: Vec<(String, Vec<(f64, f64, f64)>)> = reports
+    type Curve = (String, Vec<(f64, f64, f64)>);
+    let curves: Vec<Curve> = reports
         .iter()
         .map(|(name, r)| {
             let runs = r["open_loop"].as_array().map_or(Vec::new(), |runs| {
                 runs.iter()
                     .filter_map(|o| {
                         let l = &o["latency_ms"];
-                        Some((o["achieved_qps"].as_f64()?, l["p50"].as_f64()?, l["p99"].as_f64()?))
+                        Some((
+                            o["achieved_qps"].as_f64()?,
+                            l["p50"].as_f64()?,
+                            l["p99"].as_f64()?,
+                        ))
                     })
                     .collect()
             });
@@ -542,7 +547,10 @@ fn plot_latency(path: &std::path::Path, reports: &[(String, Value)]) -> Result<(
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_err)?;
     let mut chart = ChartBuilder::on(&root)
-        .caption("latency against load (p99 with points, p50 thin)", ("sans-serif", 18))
+        .caption(
+            "latency against load (p99 with points, p50 thin)",
+            ("sans-serif", 18),
+        )
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(56)

@@ -141,6 +141,13 @@ fn run_index(a: IndexArgs) -> Result<()> {
                 split: ShardSplit::Count(n as usize),
                 parallel: !a.shards_sequential,
             });
+            opts.build_on = a.build_on.into();
+            if a.build_on != args::BuildOnArg::Cpu {
+                match warpsearch_gpu::GpuBuilder::open(0) {
+                    Ok(gpu) => opts.device = Some(std::sync::Arc::new(gpu)),
+                    Err(e) => opts.no_device = Some(e.to_string()),
+                }
+            }
             let report = build_from_jsonl(input, &a.output, &opts)?;
             let m = &report.meta;
             if let Some(shards) = &m.shards {
@@ -155,7 +162,8 @@ fn run_index(a: IndexArgs) -> Result<()> {
                 );
             }
             eprintln!(
-                "indexed {} documents, {} terms, {} postings into {} in {:.1} s (invert {:.1} s, {} runs; write {:.1} s)",
+                "indexed {} documents, {} terms, {} postings into {} in {:.1} s (read and analyse {:.1} s, \
+                 {} runs; lists {:.1} s on {}; lists, encode and write {:.1} s)",
                 m.num_docs,
                 m.num_terms,
                 m.num_postings,
@@ -163,8 +171,21 @@ fn run_index(a: IndexArgs) -> Result<()> {
                 started.elapsed().as_secs_f64(),
                 report.invert_time.as_secs_f64(),
                 report.runs,
+                report.lists_time.as_secs_f64(),
+                report.device.as_deref().unwrap_or("the CPU"),
                 report.write_time.as_secs_f64()
             );
+            if !report.device_phases.is_empty() {
+                let phases: Vec<String> = report
+                    .device_phases
+                    .iter()
+                    .map(|(name, t)| format!("{name} {:.2} s", t.as_secs_f64()))
+                    .collect();
+                eprintln!("on the GPU: {}", phases.join(", "));
+            }
+            for note in &report.notes {
+                eprintln!("note: {note}");
+            }
             eprintln!(
                 "read {}{}",
                 report.schema.describe(),

@@ -443,10 +443,7 @@ pub struct EngineConfig {
     #[command(flatten, next_help_heading = "GPU")]
     pub gpu: GpuConfig,
     /// The hybrid scheduler.
-    #[command(
-        flatten,
-        next_help_heading = "Hybrid scheduler (--backend hybrid)"
-    )]
+    #[command(flatten, next_help_heading = "Hybrid scheduler (--backend hybrid)")]
     pub hybrid: HybridConfig,
     /// The GPU list cache.
     #[command(

@@ -29,13 +29,14 @@
 // u32 sums), MAX_SMALL_OR (postings of the largest OR query the sort path takes), the codec ids CODEC_*,
 // the modes MODE_*, COUNT_FAILED, the phase counters PH_* and PHASE_COUNTERS (query_state.cuh), and
 // MIN_CTAS_AND / MIN_CTAS_OR: the minimum resident CTAs per SM asked of the compiler for each entry
-// point of the query kernel (it caps registers per thread; crates/gpu/src/nvrtc.rs chooses them).
+// point of the query kernel (it caps registers per thread; crates/gpu/src/nvrtc.rs chooses them); and the
+// index build's RADIX_BITS (bits a radix sort pass orders) and SORT_TILE (keys a CTA of a pass orders).
 #if !defined(BLOCK_LEN) || !defined(THREADS) || !defined(CPT) || !defined(TOPK_CAP) || !defined(MAX_K_GPU) \
     || !defined(MAX_WINDOW) || !defined(MAX_SMALL_OR) || !defined(CODEC_PFOR) || !defined(CODEC_EF)       \
     || !defined(CODEC_RICE) || !defined(CODEC_SIMDBP) || !defined(MODE_AND) || !defined(MODE_OR)           \
     || !defined(COUNT_FAILED) || !defined(PH_SELECT) || !defined(PH_DECODE) || !defined(PH_INTERSECT)      \
     || !defined(PH_SCORE) || !defined(PH_TOPK) || !defined(PH_BLOCKS) || !defined(PHASE_COUNTERS)          \
-    || !defined(MIN_CTAS_AND) || !defined(MIN_CTAS_OR)
+    || !defined(MIN_CTAS_AND) || !defined(MIN_CTAS_OR) || !defined(RADIX_BITS) || !defined(SORT_TILE)
 #error "the shared constants come from the host: compile through crates/gpu/src/nvrtc.rs (abi::defines)"
 #endif
 #define WARPS (THREADS / 32)
@@ -108,6 +109,23 @@ struct BatchArgs {
     u32* scratch_tf;      // per CTA: CHUNK * BLOCK_LEN decoded frequencies
     u64* topbuf;          // per CTA: TOPK_CAP keys
     u64* phase_cycles;    // per CTA: 8 counters, or null (no instrumentation)
+};
+
+// The index build's block-bound kernel's arguments (build.cu): the lists sorted by term, their offsets
+// and idf, the documents' lengths and BM25's parameters.
+struct BoundArgs {
+    const u32* starts;        // num_terms + 1 offsets of the lists in docs
+    const u32* block_starts;  // num_terms + 1 offsets of the lists' first blocks
+    const float* idf;         // per list
+    const u32* docs;          // final docIDs, list after list
+    const u32* tfs;
+    const u32* lens;          // per final docID
+    float* out;               // per block: its bound
+    u32 num_terms;
+    u32 num_blocks;
+    float k1;
+    float b;
+    float avg_doc_len;
 };
 
 // ---------------------------------------------------------------------------------------------------------

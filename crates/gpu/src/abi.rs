@@ -1,7 +1,7 @@
 //! What the host and the CUDA kernels (`kernels/`) share: the `#[repr(C)]` structs the kernels read,
 //! and every number both sides use. It imports nothing of this crate, so every other module may use it.
 //!
-//! - The structs mirror `struct TermDesc`, `QueryDesc`, `IndexArgs` and `BatchArgs` of
+//! - The structs mirror `struct TermDesc`, `QueryDesc`, `IndexArgs`, `BatchArgs` and `BoundArgs` of
 //!   `kernels/common.cuh` field for field. They are `Pod` (no padding byte goes unnamed, any bit
 //!   pattern is a value), their sizes and field offsets are checked here at compile time, and
 //!   [`layout_checks`] states the same sizes and offsets to NVRTC as `static_assert`s, so that a
@@ -217,6 +217,45 @@ pub struct BatchArgs {
     pub phase_cycles: u64,
 }
 
+/// The index build's block-bound kernel's arguments (mirrors `struct BoundArgs`): the lists sorted by
+/// term, their offsets and idf, the documents' lengths, and BM25's parameters. Passed by value.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Pod, Zeroable)]
+pub struct BoundArgs {
+    /// `num_terms + 1` offsets of the lists in `docs` (`const u32*`).
+    pub starts: u64,
+    /// `num_terms + 1` offsets of the lists' first blocks.
+    pub block_starts: u64,
+    /// Per list: its idf (`const float*`).
+    pub idf: u64,
+    /// Final docIDs, list after list.
+    pub docs: u64,
+    /// Frequencies beside them.
+    pub tfs: u64,
+    /// Per final docID: its length in tokens.
+    pub lens: u64,
+    /// Per block: its bound (`float*`, written).
+    pub out: u64,
+    /// Lists.
+    pub num_terms: u32,
+    /// Blocks of all lists.
+    pub num_blocks: u32,
+    /// BM25's k1.
+    pub k1: f32,
+    /// BM25's b.
+    pub b: f32,
+    /// The mean document length the index stores, as `f32`.
+    pub avg_doc_len: f32,
+    /// The padding the kernel's struct has at its end (its alignment), named so that every byte is a
+    /// field; always 0, never read.
+    pub _pad: u32,
+}
+
+/// Bits of a key a radix sort pass of the index build orders (`RADIX_BITS`).
+pub const RADIX_BITS: u32 = 8;
+/// Keys a CTA of a radix sort pass orders (`SORT_TILE`); a multiple of every CTA size.
+pub const SORT_TILE: u32 = 4096;
+
 /// Declares each struct's size and field offsets once: the Rust side is checked at compile time, and
 /// [`layout_checks`] gives NVRTC the same numbers to check the CUDA side.
 macro_rules! layouts {
@@ -254,6 +293,11 @@ layouts! {
         small_or: 36, merge_ratio: 40, _pad: 44, next_query: 48, out_doc: 56, out_score: 64, out_count: 72,
         scratch_doc: 80, scratch_tf: 88, topbuf: 96, phase_cycles: 104,
     }
+    BoundArgs {
+        size: 80,
+        starts: 0, block_starts: 8, idf: 16, docs: 24, tfs: 32, lens: 40, out: 48, num_terms: 56,
+        num_blocks: 60, k1: 64, b: 68, avg_doc_len: 72, _pad: 76,
+    }
 }
 
 /// The `-D` defines that give the kernels every number they share with the host, for kernels of
@@ -285,6 +329,8 @@ pub fn defines(threads: u32, min_ctas_and: u32, min_ctas_or: u32) -> Vec<String>
         ("PHASE_COUNTERS", PHASE_COUNTERS.to_string()),
         ("MIN_CTAS_AND", min_ctas_and.to_string()),
         ("MIN_CTAS_OR", min_ctas_or.to_string()),
+        ("RADIX_BITS", format!("{RADIX_BITS}u")),
+        ("SORT_TILE", format!("{SORT_TILE}u")),
     ];
     defines
         .into_iter()
@@ -297,6 +343,27 @@ pub fn defines(threads: u32, min_ctas_and: u32, min_ctas_or: u32) -> Vec<String>
 /// the shared memory the host computes for it (`CHUNK`, `OR_STATE_WORDS`, for `threads`). It
 /// declares nothing, so the compiled code is the same with it.
 pub fn layout_checks(threads: u32) -> String {
+    let mut out = struct_checks();
+    out.push_str(&format!(
+        "static_assert(CHUNK == {}, \"CHUNK differs from the host's\");\n",
+        threads as usize * CANDIDATES_PER_THREAD
+    ));
+    out.push_str(&format!(
+        "static_assert(OR_STATE_WORDS * 4u == {}u, \"OR_STATE_WORDS differs from the host's or_state_bytes\");\n",
+        or_state_bytes(threads)
+    ));
+    out
+}
+
+/// CUDA source, appended to the index build's translation unit (`kernels/build.cu`), that asserts every
+/// shared struct's size and field offsets as [`layout_checks`] does; the query kernels' sizes are not
+/// part of it.
+pub fn build_layout_checks() -> String {
+    struct_checks()
+}
+
+/// The `static_assert`s of every struct's size and field offsets ([`LAYOUTS`]).
+fn struct_checks() -> String {
     let mut out = String::from("#line 1 \"crates/gpu/src/abi.rs (layout_checks)\"\n");
     for (ty, size, _) in LAYOUTS {
         out.push_str(&format!(
@@ -316,14 +383,6 @@ pub fn layout_checks(threads: u32) -> String {
         }
     }
     out.push_str("#endif\n#endif\n");
-    out.push_str(&format!(
-        "static_assert(CHUNK == {}, \"CHUNK differs from the host's\");\n",
-        threads as usize * CANDIDATES_PER_THREAD
-    ));
-    out.push_str(&format!(
-        "static_assert(OR_STATE_WORDS * 4u == {}u, \"OR_STATE_WORDS differs from the host's or_state_bytes\");\n",
-        or_state_bytes(threads)
-    ));
     out
 }
 
@@ -461,7 +520,10 @@ mod tests {
             assert!(*offsets.last().unwrap() < *size, "{ty}");
         }
         let names: Vec<&str> = LAYOUTS.iter().map(|l| l.0).collect();
-        assert_eq!(names, ["TermDesc", "QueryDesc", "IndexArgs", "BatchArgs"]);
+        assert_eq!(
+            names,
+            ["TermDesc", "QueryDesc", "IndexArgs", "BatchArgs", "BoundArgs"]
+        );
     }
 
     #[test]
@@ -506,8 +568,12 @@ mod tests {
         assert!(c.contains("static_assert(CHUNK == 512"));
         assert!(c.contains("OR_STATE_WORDS * 4u == 3088u"));
         let fields: usize = LAYOUTS.iter().map(|l| l.2.len()).sum();
-        // One per field but the padding.
-        assert_eq!(c.matches("__builtin_offsetof(").count(), fields - 1);
+        // One per field but the two paddings.
+        assert_eq!(c.matches("__builtin_offsetof(").count(), fields - 2);
+        let b = build_layout_checks();
+        assert!(b.contains("static_assert(sizeof(BoundArgs) == 80"));
+        assert!(b.contains("__builtin_offsetof(BoundArgs, avg_doc_len) == 72"));
+        assert!(!b.contains("CHUNK"), "the build's unit has no query kernels");
     }
 
     #[test]

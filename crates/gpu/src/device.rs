@@ -14,7 +14,9 @@ use crate::abi::{self, CANDIDATES_PER_THREAD, MAX_K_GPU};
 pub use crate::abi::{BLOCK_LEN, MAX_K, MAX_SMALL_OR, MAX_WINDOW, TOPK_CAP};
 use crate::driver;
 use crate::error::GpuError;
-pub use crate::nvrtc::{compile_check, min_ctas, Mode, DEFAULT_MIN_CTAS, DEFAULT_MIN_CTAS_AND};
+pub use crate::nvrtc::{
+    compile_build_check, compile_check, min_ctas, Mode, DEFAULT_MIN_CTAS, DEFAULT_MIN_CTAS_AND,
+};
 use crate::nvrtc::{compile_options, kernel_source};
 pub use crate::options::{KernelOptions, DEFAULT_THREADS};
 
@@ -58,6 +60,33 @@ pub fn decode_scratch_bytes(codec: Codec, threads: u32) -> u32 {
     }
 }
 
+/// A context on device `ordinal`, or why there is none: no driver library, no NVRTC, no device, or a
+/// failing driver. Looks for the libraries before calling into them, so that it never panics where CUDA
+/// is absent.
+pub(crate) fn open_context(ordinal: usize) -> Result<Arc<CudaContext>, GpuError> {
+    // With dynamic loading, the first call into a missing library would panic: look first.
+    if !driver::driver_present() {
+        return Err(GpuError::Unavailable(
+            "no CUDA driver (libcuda.so not found)".into(),
+        ));
+    }
+    if !driver::nvrtc_present() {
+        return Err(GpuError::Unavailable(
+            "no NVRTC library (libnvrtc.so not found): install the CUDA toolkit's runtime compiler".into(),
+        ));
+    }
+    let count =
+        CudaContext::device_count().map_err(|e| GpuError::Unavailable(format!("CUDA driver failed: {e}")))?;
+    if count <= ordinal as i32 {
+        return Err(GpuError::Unavailable(if count == 0 {
+            "no CUDA device".into()
+        } else {
+            format!("no CUDA device {ordinal} ({count} present)")
+        }));
+    }
+    Ok(CudaContext::new(ordinal)?)
+}
+
 /// One opened GPU with the compiled kernels.
 pub struct Gpu {
     pub(crate) ctx: Arc<CudaContext>,
@@ -86,28 +115,7 @@ impl Gpu {
     /// device, a failing driver, or a source that does not compile. Never panics when CUDA is absent.
     pub fn open_with(ordinal: usize, kernels: &KernelOptions) -> Result<Gpu, GpuError> {
         kernels.check()?;
-        // With dynamic loading, the first call into a missing library would panic: look first.
-        if !driver::driver_present() {
-            return Err(GpuError::Unavailable(
-                "no CUDA driver (libcuda.so not found)".into(),
-            ));
-        }
-        if !driver::nvrtc_present() {
-            return Err(GpuError::Unavailable(
-                "no NVRTC library (libnvrtc.so not found): install the CUDA toolkit's runtime compiler"
-                    .into(),
-            ));
-        }
-        let count = CudaContext::device_count()
-            .map_err(|e| GpuError::Unavailable(format!("CUDA driver failed: {e}")))?;
-        if count <= ordinal as i32 {
-            return Err(GpuError::Unavailable(if count == 0 {
-                "no CUDA device".into()
-            } else {
-                format!("no CUDA device {ordinal} ({count} present)")
-            }));
-        }
-        let ctx = CudaContext::new(ordinal)?;
+        let ctx = open_context(ordinal)?;
         // Buffers are synchronised explicitly (one stream per pipeline slot, events per batch).
         driver::disable_event_tracking(&ctx);
         let name = ctx.name()?;

@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 
-use crate::abi::{BatchArgs, IndexArgs, MODE_AND};
+use crate::abi::{BatchArgs, BoundArgs, IndexArgs, MODE_AND};
+use crate::build::BuildKernels;
 use crate::device::Gpu;
 use crate::error::GpuError;
 
@@ -154,3 +155,182 @@ pub(crate) fn topk_segments(
     }
     Ok(())
 }
+
+/// CTAs for a grid-stride kernel over `n` elements: one element a thread, at most 2^20 CTAs.
+fn elementwise_grid(kernels: &BuildKernels, n: u32) -> u32 {
+    n.div_ceil(kernels.threads).clamp(1, 1 << 20)
+}
+
+fn elementwise_config(kernels: &BuildKernels, n: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (elementwise_grid(kernels, n), 1, 1),
+        block_dim: (kernels.threads, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// Launches `build_rank_keys`: `keys[at + i] = rank[term[i]]` for `i < term.len()`.
+pub(crate) fn build_rank_keys(
+    k: &BuildKernels,
+    stream: &Arc<CudaStream>,
+    term: &CudaSlice<u32>,
+    rank: &CudaSlice<u32>,
+    at: u32,
+    keys: &mut CudaSlice<u32>,
+) -> Result<(), GpuError> {
+    let n = term.len() as u32;
+    assert!(keys.len() >= at as usize + n as usize);
+    let mut launch = stream.launch_builder(&k.rank_keys);
+    launch.arg(term).arg(rank).arg(&n).arg(&at).arg(keys);
+    // SAFETY: the arguments match `build_rank_keys(const u32*, const u32*, u32, u32, u32*)`; the assert
+    // checks the writes; every term number in `term` is below `rank.len()` (a partition numbers its
+    // terms from 0 and its rank table has one entry each: the caller uploads both from one partition).
+    unsafe { launch.launch(elementwise_config(k, n))? };
+    Ok(())
+}
+
+/// Launches `build_map_docs`: `doc[i] = new_id[doc[i]]`.
+pub(crate) fn build_map_docs(
+    k: &BuildKernels,
+    stream: &Arc<CudaStream>,
+    doc: &mut CudaSlice<u32>,
+    new_id: &CudaSlice<u32>,
+    n: u32,
+) -> Result<(), GpuError> {
+    assert!(doc.len() >= n as usize);
+    let mut launch = stream.launch_builder(&k.map_docs);
+    launch.arg(doc).arg(new_id).arg(&n);
+    // SAFETY: the arguments match `build_map_docs(u32*, const u32*, u32)`; the assert checks the first
+    // `n` entries exist; every docID is below `new_id.len()` (the number of documents: the builder
+    // numbers documents from 0 and gives one new number each).
+    unsafe { launch.launch(elementwise_config(k, n))? };
+    Ok(())
+}
+
+/// Launches `build_gather`: `out[i] = src[idx[i]]` for `i < n`, or the identity where `src_idx` is None.
+pub(crate) fn build_gather(
+    k: &BuildKernels,
+    stream: &Arc<CudaStream>,
+    src_idx: Option<(&CudaSlice<u32>, &CudaSlice<u32>)>,
+    n: u32,
+    out: &mut CudaSlice<u32>,
+) -> Result<(), GpuError> {
+    assert!(out.len() >= n as usize);
+    let mut launch = stream.launch_builder(&k.gather);
+    let null = 0u64;
+    match &src_idx {
+        Some((src, idx)) => {
+            assert!(idx.len() >= n as usize);
+            launch.arg(*src).arg(*idx);
+        }
+        None => {
+            launch.arg(&null).arg(&null);
+        }
+    }
+    launch.arg(&n).arg(out);
+    // SAFETY: the arguments match `build_gather(const u32*, const u32*, u32, u32*)` (null pointers as a
+    // u64 0 where there is no source: the kernel then reads neither); the asserts check `idx` and `out`
+    // hold `n` entries; every index in `idx` is below `src.len()` (a permutation of the positions of
+    // `src`, which the sort makes).
+    unsafe { launch.launch(elementwise_config(k, n))? };
+    Ok(())
+}
+
+/// One stable radix sort pass over `n` (key, value) pairs: the digit at `shift` of each key orders them
+/// from `keys`/`vals` into `out`; `counts` is scratch of `RADIX · tiles` words.
+pub(crate) fn radix_pass(
+    k: &BuildKernels,
+    stream: &Arc<CudaStream>,
+    (keys, vals): (&CudaSlice<u32>, &CudaSlice<u32>),
+    n: u32,
+    shift: u32,
+    counts: &mut CudaSlice<u32>,
+    out: (&mut CudaSlice<u32>, &mut CudaSlice<u32>),
+) -> Result<(), GpuError> {
+    let tiles = n.div_ceil(crate::abi::SORT_TILE).max(1);
+    let m = (tiles as usize) << crate::abi::RADIX_BITS;
+    assert!(keys.len() >= n as usize && vals.len() >= n as usize && counts.len() >= m);
+    assert!(out.0.len() >= n as usize && out.1.len() >= n as usize);
+    let tiles_config = LaunchConfig {
+        grid_dim: (tiles, 1, 1),
+        block_dim: (k.threads, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut launch = stream.launch_builder(&k.histogram);
+    launch.arg(keys).arg(&n).arg(&shift).arg(&mut *counts);
+    // SAFETY: the arguments match `radix_histogram(const u32*, u32, u32, u32*)`; its `tiles` CTAs read
+    // `n` keys and write `RADIX · tiles` counts, which the asserts check.
+    unsafe { launch.launch(tiles_config)? };
+    let m32 = m as u32;
+    let mut launch = stream.launch_builder(&k.scan);
+    launch.arg(&mut *counts).arg(&m32);
+    // SAFETY: the arguments match `scan_exclusive(u32*, u32)`; one CTA scans the `m` counts in place.
+    unsafe {
+        launch.launch(LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (k.threads, 1, 1),
+            shared_mem_bytes: 0,
+        })?
+    };
+    let mut launch = stream.launch_builder(&k.scatter);
+    launch
+        .arg(keys)
+        .arg(vals)
+        .arg(&n)
+        .arg(&shift)
+        .arg(&*counts)
+        .arg(out.0)
+        .arg(out.1);
+    // SAFETY: the arguments match `radix_scatter(const u32*, const u32*, u32, u32, const u32*, u32*,
+    // u32*)` with the same `tiles` CTAs as the histogram; the scanned counts give every key a distinct
+    // position below `n` (they count every key once), and the asserts check the outputs hold `n`.
+    unsafe { launch.launch(tiles_config)? };
+    Ok(())
+}
+
+/// Launches `list_starts` over `n` sorted rank keys into `starts` (`num_terms + 1` words).
+pub(crate) fn list_starts(
+    k: &BuildKernels,
+    stream: &Arc<CudaStream>,
+    keys: &CudaSlice<u32>,
+    n: u32,
+    num_terms: u32,
+    starts: &mut CudaSlice<u32>,
+) -> Result<(), GpuError> {
+    assert!(keys.len() >= n as usize && starts.len() > num_terms as usize);
+    let mut launch = stream.launch_builder(&k.starts);
+    launch.arg(keys).arg(&n).arg(&num_terms).arg(starts);
+    // SAFETY: the arguments match `list_starts(const u32*, u32, u32, u32*)`; every key is a rank below
+    // `num_terms` (ranks of the build's terms), so the writes stay within the `num_terms + 1` words the
+    // assert checks.
+    unsafe { launch.launch(elementwise_config(k, n))? };
+    Ok(())
+}
+
+/// Launches `block_bounds` over `a.num_blocks` blocks (one warp each).
+pub(crate) fn block_bounds(
+    k: &BuildKernels,
+    stream: &Arc<CudaStream>,
+    a: &BoundArgs,
+) -> Result<(), GpuError> {
+    let warps = k.threads / 32;
+    let grid = a.num_blocks.div_ceil(warps).clamp(1, 1 << 20);
+    let mut launch = stream.launch_builder(&k.bounds);
+    launch.arg(a);
+    // SAFETY: the kernel takes exactly one `BoundArgs` by value, the `#[repr(C)]` mirror of its struct;
+    // the caller (`build::invert_on`) fills it with live device allocations on this stream: `starts`
+    // and `block_starts` of `num_terms + 1` words whose lists and blocks lie within `docs`/`tfs` and
+    // `out`, `idf` of `num_terms` floats, `lens` with an entry for every docID in `docs`.
+    unsafe {
+        launch.launch(LaunchConfig {
+            grid_dim: (grid, 1, 1),
+            block_dim: (k.threads, 1, 1),
+            shared_mem_bytes: 0,
+        })?
+    };
+    Ok(())
+}
+
+// SAFETY: `#[repr(C)]` and `Pod`, with the size and field offsets of the kernels' `struct BoundArgs`
+// (checked at compile time on both sides, `crate::abi`); `block_bounds` takes it by value.
+unsafe impl DeviceRepr for BoundArgs {}

@@ -18,6 +18,8 @@
 //!   it fails it returns as [`GpuError`]s (the engine crate answers those on the CPU). It keeps the
 //!   answers of the calls in flight, so that a caller may hand over its next call before the last
 //!   one returns. [`options`]: its tunables; [`stats`]: what it counts.
+//! - [`build`]: [`GpuBuilder`], the index build's inversion on the GPU (the tuples sorted by term, each
+//!   list's offsets and every block's bound), for `warpsearch_index::build`.
 //! - [`kernels`]: thin wrappers that run the decode and top-k kernels alone, for tests and benchmarks.
 //! - `launch`: every kernel launch; `driver`: every other raw driver call (copies, page-locked memory,
 //!   the libraries' presence). They hold all of the crate's `unsafe` code, each block with its contract.
@@ -32,6 +34,7 @@
 
 pub mod abi;
 pub mod batch;
+pub mod build;
 pub mod cache;
 pub mod device;
 mod driver;
@@ -50,6 +53,7 @@ pub mod stats;
 pub mod testing;
 pub mod view;
 
+pub use build::GpuBuilder;
 pub use cache::{CachePlan, Capacity};
 pub use device::Gpu;
 pub use error::GpuError;

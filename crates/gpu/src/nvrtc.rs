@@ -25,6 +25,32 @@ const KERNEL_FILES: [(&str, &str); 9] = [
     ("check.cu", include_str!("../kernels/check.cu")),
 ];
 
+/// The index build's translation unit: the shared definitions and the build kernels, with the structs'
+/// layout checks appended ([`abi::build_layout_checks`]). Always the built-in files: the build has no
+/// kernel variants.
+pub fn build_source() -> String {
+    [
+        KERNEL_FILES[0].1,
+        include_str!("../kernels/build.cu"),
+        &abi::build_layout_checks(),
+    ]
+    .concat()
+}
+
+/// Compiles the index build's kernels to PTX without a device (NVRTC alone, for an H100's `sm_90`), for
+/// a compile check.
+pub fn compile_build_check() -> Result<String, GpuError> {
+    if !driver::nvrtc_present() {
+        return Err(GpuError::Unavailable(
+            "no NVRTC library (libnvrtc.so not found)".into(),
+        ));
+    }
+    let kernels = KernelOptions::default();
+    let ptx = compile_ptx_with_opts(build_source(), compile_options(9, 0, &kernels))
+        .map_err(|e| GpuError::Compile(format!("{e}")))?;
+    Ok(ptx.to_src())
+}
+
 /// The CUDA source of every kernel that `kernels` asks for: the built-in files, or those of the same
 /// names in [`KernelOptions::source_dir`]. The second is for kernel work on the lent GPU machine, which
 /// has no Rust toolchain: a variant of the kernels runs with the same binary (docs/kernels.md).

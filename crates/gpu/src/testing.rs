@@ -67,3 +67,23 @@ pub fn say(line: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "{line}");
 }
+
+/// The first GPU opened for index builds ([`crate::GpuBuilder`], used from any number of postings);
+/// None, after saying "skipped: no CUDA device (why)", where there is none. Any other failure panics,
+/// as [`gpu`]'s does.
+pub fn builder() -> Option<Arc<crate::GpuBuilder>> {
+    static BUILDER: OnceLock<Result<Arc<crate::GpuBuilder>, (bool, String)>> = OnceLock::new();
+    let opened = BUILDER.get_or_init(|| {
+        crate::GpuBuilder::open(0)
+            .map(|b| Arc::new(b.with_min_postings(0)))
+            .map_err(|e| (matches!(e, GpuError::Unavailable(_)), e.to_string()))
+    });
+    match opened {
+        Ok(b) => Some(b.clone()),
+        Err((true, why)) => {
+            say(&format!("skipped: no CUDA device ({why})"));
+            None
+        }
+        Err((false, why)) => panic!("the GPU is there but the build kernels do not open: {why}"),
+    }
+}

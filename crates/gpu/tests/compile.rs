@@ -25,3 +25,32 @@ fn kernels_compile_with_nvrtc() {
         Err(e) => panic!("{e}"),
     }
 }
+
+/// The index build's kernels (their own translation unit) compile with NVRTC; skipped where it is absent.
+#[test]
+fn build_kernels_compile_with_nvrtc() {
+    match warpsearch_gpu::device::compile_build_check() {
+        Ok(ptx) => {
+            for name in [
+                "build_rank_keys",
+                "build_map_docs",
+                "build_gather",
+                "radix_histogram",
+                "scan_exclusive",
+                "radix_scatter",
+                "list_starts",
+                "block_bounds",
+            ] {
+                assert!(
+                    ptx.contains(&format!(".entry {name}")),
+                    "{name} missing from the PTX"
+                );
+            }
+        }
+        Err(warpsearch_gpu::GpuError::Unavailable(why)) => {
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "skipped: {why}");
+        }
+        Err(e) => panic!("{e}"),
+    }
+}

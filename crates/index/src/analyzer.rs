@@ -23,6 +23,12 @@ pub const LUCENE_ENGLISH_STOPWORDS: [&str; 33] = [
     "was", "will", "with",
 ];
 
+/// Whether `token` is one of [`LUCENE_ENGLISH_STOPWORDS`] (none is longer than five bytes, which spares
+/// most tokens the comparisons).
+fn is_stopword(token: &str) -> bool {
+    token.len() <= 5 && LUCENE_ENGLISH_STOPWORDS.contains(&token)
+}
+
 /// Longest token StandardTokenizer emits; longer runs are split.
 pub const MAX_TOKEN_CHARS: usize = 255;
 
@@ -131,7 +137,14 @@ impl AnalyzerConfig {
                 for word in text.unicode_words() {
                     for piece in split_long(word) {
                         lower.clear();
-                        lower.extend(strip_possessive(piece).chars().flat_map(char::to_lowercase));
+                        let piece = strip_possessive(piece);
+                        if piece.is_ascii() {
+                            // ASCII lowercases byte by byte: the same as `to_lowercase`, without its tables.
+                            lower.push_str(piece);
+                            lower.make_ascii_lowercase();
+                        } else {
+                            lower.extend(piece.chars().flat_map(char::to_lowercase));
+                        }
                         emit(&lower);
                     }
                 }
@@ -149,7 +162,7 @@ impl AnalyzerConfig {
     /// Calls `emit` with the term of `token` (one of [`AnalyzerConfig::for_each_token`]'s), or not at
     /// all where the token is empty or a stopword: the stem, or the token unchanged without a stemmer.
     pub fn finish_token(&self, token: &str, emit: &mut impl FnMut(&str)) {
-        if token.is_empty() || (self.stopwords && LUCENE_ENGLISH_STOPWORDS.contains(&token)) {
+        if token.is_empty() || (self.stopwords && is_stopword(token)) {
             return;
         }
         match self.stemmer {
@@ -227,6 +240,14 @@ fn strip_possessive(token: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stopwords_are_at_most_five_bytes() {
+        assert!(LUCENE_ENGLISH_STOPWORDS
+            .iter()
+            .all(|w| w.len() <= 5 && is_stopword(w)));
+        assert!(!is_stopword("theirs") && !is_stopword("them"));
+    }
 
     #[test]
     fn english_matches_lucene_chain() {

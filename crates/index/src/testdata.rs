@@ -4,6 +4,8 @@
 //! - [`without_build_id`]: an index file's bytes with its build identity and checksum zeroed, to compare
 //!   two builds byte for byte.
 //! - [`replace_file`] and [`write_in_place`]: damage to an index file, whose files are read-only.
+//! - [`edge_collection`] and [`same_index_files`]: a random collection with a build's edge cases, and
+//!   two builds compared file by file (every build's thread count, processor and codec must agree).
 
 use std::path::{Path, PathBuf};
 
@@ -71,4 +73,104 @@ pub fn write_in_place(path: &Path, bytes: &[u8]) {
         .unwrap_or_else(fail(path));
     file.set_len(bytes.len() as u64).unwrap_or_else(fail(path));
     file.write_all(bytes).unwrap_or_else(fail(path));
+}
+
+/// Writes `n` documents (JSON lines with `id`, `title` and `contents`) of seeded random text to `path`,
+/// with the cases a build must get right: empty documents, one-term documents, a term in every document
+/// (`every`), documents longer than a block of postings, a list longer than many blocks, non-ASCII
+/// text, repeated terms; and a `docid<TAB>score` static-score file beside it (`path` + `.static`), with
+/// a document missing and one unknown. Returns the static-score file's path.
+pub fn edge_collection(path: &Path, n: usize, seed: u64) -> PathBuf {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
+    let words = [
+        "alpha",
+        "beta",
+        "gamma",
+        "delta",
+        "épée",
+        "straße",
+        "東京",
+        "naïve",
+        "zoë",
+        "ünïcödé",
+        "running",
+        "runs",
+        "ran",
+        "the",
+        "of",
+        "x",
+    ];
+    let mut lines = String::new();
+    let mut scores = String::new();
+    for d in 0..n {
+        let kind = rng.random_range(0..10);
+        let len = match kind {
+            0 => 0,                          // empty
+            1 => 1,                          // one term
+            2 => rng.random_range(130..400), // longer than a block
+            _ => rng.random_range(2..40),
+        };
+        let mut text: Vec<String> = vec!["every".into()];
+        if kind == 0 {
+            text.clear();
+        }
+        for _ in 0..len {
+            let r: u32 = rng.random_range(0..1000);
+            text.push(match r {
+                0..=399 => words[(r % words.len() as u32) as usize].to_owned(),
+                400..=799 => format!("w{}", r % 97),
+                _ => format!("rare{}", rng.random_range(0..5000)),
+            });
+        }
+        if kind == 1 {
+            text.truncate(1);
+        }
+        let title = if d % 3 == 0 {
+            format!("Title {} Ω", d % 11)
+        } else {
+            String::new()
+        };
+        let line = serde_json::json!({"id": format!("d{d}"), "title": title, "contents": text.join(" ")});
+        lines.push_str(&line.to_string());
+        lines.push('\n');
+        if d % 7 != 3 {
+            scores.push_str(&format!("d{d}\t{}\n", rng.random_range(0.0f32..100.0)));
+        }
+    }
+    scores.push_str("unknown-doc\t5\n");
+    std::fs::write(path, lines).unwrap();
+    let statics = PathBuf::from(format!("{}.static", path.display()));
+    std::fs::write(&statics, scores).unwrap();
+    statics
+}
+
+/// Panics unless the index directories `a` and `b` hold the same files with the same bytes, build
+/// identities and checksums aside ([`without_build_id`]).
+pub fn same_index_files(a: &Path, b: &Path) {
+    let names = |p: &Path| {
+        let mut v: Vec<_> = std::fs::read_dir(p)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        names(a),
+        names(b),
+        "{} and {} hold different files",
+        a.display(),
+        b.display()
+    );
+    for name in names(a) {
+        let read = |dir: &Path| without_build_id(std::fs::read(dir.join(&name)).unwrap());
+        assert!(
+            read(a) == read(b),
+            "{} differs between {} and {}",
+            name.to_string_lossy(),
+            a.display(),
+            b.display()
+        );
+    }
 }

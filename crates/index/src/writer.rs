@@ -107,6 +107,29 @@ impl ListEncoder<'_> {
     /// Encodes the list of `term` (docIDs strictly increasing and below the number of documents,
     /// frequencies at least 1); `None` for an empty list, which is skipped (it cannot match anything).
     pub fn encode(&self, term: &[u8], docs: &[u32], freqs: &[u32]) -> Result<Option<EncodedList>> {
+        self.encode_bounded(term, docs, freqs, None)
+    }
+
+    /// [`ListEncoder::encode`] with each block's bound given (`bounds[b]` of block b, as another
+    /// processor computed it) instead of computed here: they must be the bounds `encode` computes, bit
+    /// for bit, which a build on such a processor promises.
+    pub fn encode_with_bounds(
+        &self,
+        term: &[u8],
+        docs: &[u32],
+        freqs: &[u32],
+        bounds: &[f32],
+    ) -> Result<Option<EncodedList>> {
+        self.encode_bounded(term, docs, freqs, Some(bounds))
+    }
+
+    fn encode_bounded(
+        &self,
+        term: &[u8],
+        docs: &[u32],
+        freqs: &[u32],
+        bounds: Option<&[f32]>,
+    ) -> Result<Option<EncodedList>> {
         let shown = || String::from_utf8_lossy(term).into_owned();
         if docs.len() != freqs.len() {
             return Err(IndexError::Invalid(format!(
@@ -134,6 +157,14 @@ impl ListEncoder<'_> {
         }
         let df = u32::try_from(docs.len())
             .map_err(|_| IndexError::Invalid(format!("term '{}': list too long", shown())))?;
+        if bounds.is_some_and(|b| b.len() != docs.len().div_ceil(BLOCK_LEN)) {
+            return Err(IndexError::Invalid(format!(
+                "term '{}': {} block bounds for {} blocks",
+                shown(),
+                bounds.map_or(0, |b| b.len()),
+                docs.len().div_ceil(BLOCK_LEN)
+            )));
+        }
         let codec = self.codec;
         let params = codec.list_params(docs, freqs);
         let idf = self.bm25.idf(df as u64);
@@ -141,15 +172,20 @@ impl ListEncoder<'_> {
         let mut blocks = Vec::with_capacity(docs.len().div_ceil(BLOCK_LEN));
         let mut list_max = 0f32;
         let mut cf = 0u64;
-        for (d, f) in docs.chunks(BLOCK_LEN).zip(freqs.chunks(BLOCK_LEN)) {
+        for (b, (d, f)) in docs.chunks(BLOCK_LEN).zip(freqs.chunks(BLOCK_LEN)).enumerate() {
             let offset = words.len() as u32;
             let freq_offset = codec.encode_block(params, d, f, &mut words);
-            let mut block_max = 0f32;
-            for (&doc, &tf) in d.iter().zip(f) {
-                block_max = block_max.max(self.bm25.score(idf, tf, self.lens[doc as usize]));
-                cf += tf as u64;
-            }
-            let max_score = loosen_bound(block_max);
+            cf += f.iter().map(|&tf| tf as u64).sum::<u64>();
+            let max_score = match bounds {
+                Some(bounds) => bounds[b],
+                None => {
+                    let mut block_max = 0f32;
+                    for (&doc, &tf) in d.iter().zip(f) {
+                        block_max = block_max.max(self.bm25.score(idf, tf, self.lens[doc as usize]));
+                    }
+                    loosen_bound(block_max)
+                }
+            };
             list_max = list_max.max(max_score);
             blocks.push(BlockMeta {
                 first_doc: d[0],
@@ -317,6 +353,11 @@ impl IndexWriter {
     /// The BM25 function the stored bounds use.
     pub fn bm25(&self) -> &Bm25 {
         &self.bm25
+    }
+
+    /// The documents' lengths, by docID.
+    pub fn doc_lens(&self) -> &[u32] {
+        &self.docs.lens
     }
 
     /// Adds the posting list of `term`: docIDs strictly increasing and below the number of documents,

@@ -176,7 +176,7 @@ fn spilling_runs_gives_the_same_index_byte_for_byte() {
     let mut tiny = options(Codec::PForDelta);
     tiny.memory_budget = 2000;
     let r2 = build_from_jsonl(&input, &many, &tiny).unwrap();
-    assert_eq!(r1.runs, 1);
+    assert_eq!(r1.runs, 0, "the postings fit in memory");
     assert!(r2.runs > 3, "expected several runs, got {}", r2.runs);
     assert_same_files(&one, &many);
 }

@@ -29,8 +29,8 @@ pub struct Load {
 /// Upper bounds of the latency histogram's buckets, in seconds: a millisecond apart up to 10 ms, where
 /// a GPU-served query's tail lies, so that a p99 read from them is within a millisecond.
 const BUCKETS: [f64; 25] = [
-    0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008, 0.009, 0.01,
-    0.0125, 0.015, 0.02, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008, 0.009, 0.01, 0.0125,
+    0.015, 0.02, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
 /// The `backend` labels of the latency histogram: who answered (the hybrid's [`ServedBy`]; the CPU

@@ -319,7 +319,9 @@ pub(super) fn gpu_dispatcher(s: &Arc<Shared>, mut gpu: GpuSearcher) {
         while let Some((id, answers)) = gpu.take_done() {
             // A call may come back before an older one (one the GPU had nothing to do for).
             let at = on_gpu.iter().position(|c| c.call == id);
-            let c = on_gpu.remove(at.expect("a call on the GPU")).expect("a call at its place");
+            let c = on_gpu
+                .remove(at.expect("a call on the GPU"))
+                .expect("a call at its place");
             if !deliver(&mut gpu, c, answers) {
                 return;
             }

@@ -81,10 +81,7 @@ impl Calls {
     /// The oldest call whose answers are all in (a later call's may be in before an earlier one's,
     /// and a short call does not wait behind a long one): its answers, in request order.
     pub fn take_done(&mut self) -> Option<(CallId, Vec<Result<Answer, GpuError>>)> {
-        let at = self
-            .open
-            .iter()
-            .position(|c| c.submitted && c.batches == 0)?;
+        let at = self.open.iter().position(|c| c.submitted && c.batches == 0)?;
         let c = self.open.remove(at).expect("a call at its place");
         Some((c.id, finish(c)))
     }

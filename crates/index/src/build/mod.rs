@@ -1,9 +1,16 @@
 //! Building an index from a collection (JSON lines of any fields, or `id<TAB>text` lines; its format
-//! detected from its first line, [`schema`]): parse and analyse in parallel, invert within a memory
-//! budget (spilling sorted runs), optionally store the documents and renumber them by global score,
-//! merge and write.
+//! detected from its first line, [`schema`]): lines read on a thread of their own, each batch parsed and
+//! analysed on every core ([`analyze`]) and inverted on every core, one task per partition of the terms
+//! ([`invert`]), within a memory budget (spilling sorted runs); documents optionally stored and
+//! renumbered by global score; the lists made from the partitions' tuples on the CPU or a device
+//! ([`device`]), or merged from the runs, then encoded on every core and written in order ([`lists`]).
+//! The files are the same whatever the number of threads, partitions and runs, and whoever inverts.
 
+pub mod analyze;
+pub mod device;
 pub mod input;
+pub mod invert;
+pub mod lists;
 pub mod runs;
 pub mod schema;
 
@@ -18,13 +25,14 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
-use crate::analyzer::AnalyzerConfig;
 use crate::error::{IndexError, IoContext, Result};
 use crate::format::{DocOrder, IndexMeta};
 use crate::order::{check_alpha, global_order, permuted};
 use crate::store::StoreWriter;
 use crate::writer::{check_output, DocIds, DocTable, IndexWriter, WriterOptions};
-use runs::{Inverter, Posting};
+use analyze::{analyze, AnalyzedDoc};
+pub use device::{BuildOn, DeviceInverter, InvertJob, Inverted, TupleSlices};
+use invert::Partitions;
 
 /// The least memory for postings the command line accepts, in MiB: below it a build spills a run every
 /// few documents.
@@ -65,6 +73,19 @@ pub struct BuildOptions {
     pub progress: bool,
     /// Write a sharded index (`--shards N`, [`crate::shards`]) instead of one index.
     pub shards: Option<crate::shards::Sharding>,
+    /// Where the postings are inverted (`--build-on`): the CPU, the [`BuildOptions::device`], or the
+    /// device where it pays.
+    pub build_on: BuildOn,
+    /// The device that inverts where [`BuildOptions::build_on`] asks for it (None: there is none).
+    pub device: Option<Arc<dyn DeviceInverter>>,
+    /// Why there is no device, said in the report's notes where `build_on` asked for one.
+    pub no_device: Option<String>,
+}
+
+impl std::fmt::Debug for dyn DeviceInverter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
+    }
 }
 
 impl BuildOptions {
@@ -85,6 +106,9 @@ impl BuildOptions {
             reorder_alpha: None,
             progress: false,
             shards: None,
+            build_on: BuildOn::Cpu,
+            device: None,
+            no_device: None,
         }
     }
 }
@@ -120,53 +144,33 @@ pub struct BuildReport {
     pub skipped_files: Vec<std::path::PathBuf>,
     /// Documents with no indexable token (kept; they never match).
     pub empty_docs: u64,
-    /// Sorted runs spilled to disk.
+    /// Sorted runs spilled to disk (0: the postings stayed in memory).
     pub runs: usize,
     /// Documents without a line in the static-score file (score 0).
     pub static_missing: u64,
     /// Lines of the static-score file naming unknown documents.
     pub static_unknown: u64,
-    /// Wall time of the parse-and-invert phase.
+    /// Wall time of reading, analysing and gathering the postings by partition (spilled runs
+    /// included).
     pub invert_time: Duration,
-    /// Wall time of the merge-and-write phase.
+    /// Wall time of making lists of the partitions' postings (a counting sort on the CPU, or the
+    /// device's sort and bounds), within `write_time`.
+    pub lists_time: Duration,
+    /// Wall time of the rest: the document table, the lists, encoding and writing (merging runs
+    /// included).
     pub write_time: Duration,
+    /// The device that inverted the postings (its [`DeviceInverter::describe`]); None: the CPU did.
+    pub device: Option<String>,
+    /// The device's time, phase by phase ([`Inverted::phases`]); empty where the CPU inverted.
+    pub device_phases: Vec<(&'static str, Duration)>,
+    /// Where the CPU inverted although [`BuildOptions::build_on`] named a device, why.
+    pub notes: Vec<String>,
 }
-
-/// A document after analysis: external id, (term, tf) pairs sorted by term, length in tokens.
-type AnalyzedDoc = (String, Vec<(String, u32)>, u32);
 
 struct Analyzed {
     file: u32,
     line: u64,
     doc: std::result::Result<AnalyzedDoc, String>,
-}
-
-fn analyze(
-    analyzer: &AnalyzerConfig,
-    schema: &schema::Schema,
-    bytes: &[u8],
-) -> std::result::Result<AnalyzedDoc, String> {
-    let raw = schema.parse(bytes)?;
-    let mut tokens: Vec<String> = Vec::new();
-    for text in &raw.texts {
-        analyzer.for_each_term(text, |t| tokens.push(t.to_owned()));
-    }
-    if tokens.len() > MAX_DOC_LEN as usize {
-        return Err(format!(
-            "document has {} tokens; at most {MAX_DOC_LEN} are supported: split it",
-            tokens.len()
-        ));
-    }
-    let len = tokens.len() as u32;
-    tokens.sort_unstable();
-    let mut terms: Vec<(String, u32)> = Vec::new();
-    for t in tokens {
-        match terms.last_mut() {
-            Some((last, n)) if *last == t => *n += 1,
-            _ => terms.push((t, 1)),
-        }
-    }
-    Ok((raw.id, terms, len))
 }
 
 /// Builds an index at `output` from the collection at `input` (a file or a directory of them): JSON
@@ -313,106 +317,87 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
         title: opts.include_title,
     };
     let mut schema: Option<schema::Schema> = None;
-    let mut store = if opts.store {
+    let store = if opts.store {
         Some(StoreWriter::create(&work.path().join("docs.scratch"))?)
     } else {
         None
     };
 
     let analyzer = opts.writer.analyzer;
-    let mut inverter = Inverter::new(work.path());
-    let mut ids = DocIds::default();
-    let mut seen_ids: FxHashMap<u64, u32> = FxHashMap::default();
-    let mut lens: Vec<u32> = Vec::new();
-    let mut max_tfs: Vec<u32> = Vec::new();
-    let (mut skipped, mut skip_reasons, mut empty_docs) = (0u64, Vec::new(), 0u64);
+    // Partitions: a few per thread, so that a partition's share of a batch stays small whatever the
+    // skew of its terms; their number changes no file.
+    let partitions = Partitions::new(4 * rayon::current_num_threads(), opts.memory_budget, work.path());
+    let parts = partitions.count();
+    let mut ingest = Ingest {
+        partitions,
+        store,
+        ids: DocIds::default(),
+        seen_ids: FxHashMap::default(),
+        lens: Vec::new(),
+        max_tfs: Vec::new(),
+        skipped: 0,
+        skip_reasons: Vec::new(),
+        empty_docs: 0,
+    };
     let mut failure: Option<IndexError> = None;
-    'batches: for batch in rx.iter() {
-        let schema = match (&schema, batch.first()) {
-            (Some(s), _) => s,
-            (None, first) => match schema::Schema::detect(first.map(|l| &l.bytes[..]), &choice) {
-                Ok(s) => schema.insert(s),
+    // Batch i is analysed while batch i − 1 is taken in (ids checked, inverted, stored): the serial part
+    // of taking a batch in runs beside the cores' analysis instead of between two batches'.
+    let mut pending: Option<(Vec<input::Line>, Vec<Analyzed>)> = None;
+    let mut batches = rx.iter();
+    loop {
+        let next = batches.next();
+        if let (None, Some(batch)) = (&schema, &next) {
+            match schema::Schema::detect(batch.first().map(|l| &l.bytes[..]), &choice) {
+                Ok(s) => schema = Some(s),
                 Err(what) => {
-                    let (file, line) = first.map_or((0, 1), |l| (l.file, l.line));
+                    let (file, line) = batch.first().map_or((0, 1), |l| (l.file, l.line));
                     failure = Some(IndexError::Input {
                         path: names[file as usize].clone(),
                         line,
                         what,
                     });
-                    break 'batches;
-                }
-            },
-        };
-        let analyzed: Vec<Analyzed> = batch
-            .par_iter()
-            .map(|l| Analyzed {
-                file: l.file,
-                line: l.line,
-                doc: analyze(&analyzer, schema, &l.bytes),
-            })
-            .collect();
-        let mut kept: Vec<&[u8]> = Vec::new();
-        for (a, l) in analyzed.into_iter().zip(&batch) {
-            let problem = match a.doc {
-                Err(what) => Some(what),
-                Ok((id, terms, len)) => {
-                    let key = {
-                        let mut h = DefaultHasher::new();
-                        id.hash(&mut h);
-                        h.finish()
-                    };
-                    // A 64-bit hash can collide; only an equal id is a duplicate.
-                    match seen_ids.get(&key) {
-                        Some(&first) if ids.get(first as usize) == id => Some(format!(
-                            "duplicate document id '{id}' (first used by document #{first}): ids must be unique"
-                        )),
-                        _ => {
-                            let doc = lens.len() as u32;
-                            seen_ids.entry(key).or_insert(doc);
-                            ids.push(&id);
-                            lens.push(len);
-                            max_tfs.push(terms.iter().map(|t| t.1).max().unwrap_or(0));
-                            empty_docs += (len == 0) as u64;
-                            kept.push(&l.bytes);
-                            inverter.add(doc, &terms);
-                            if inverter.bytes() > opts.memory_budget {
-                                if let Err(e) = inverter.spill() {
-                                    failure = Some(e);
-                                    break 'batches;
-                                }
-                            }
-                            None
-                        }
-                    }
-                }
-            };
-            if let Some(what) = problem {
-                let path = names[a.file as usize].clone();
-                if !opts.skip_bad {
-                    failure = Some(IndexError::Input {
-                        path,
-                        line: a.line,
-                        what: format!("{what} (or pass --skip-bad to skip such lines)"),
-                    });
-                    break 'batches;
-                }
-                skipped += 1;
-                if skip_reasons.len() < 10 {
-                    skip_reasons.push(format!("{}:{}: {what}", path.display(), a.line));
+                    break;
                 }
             }
         }
-        if let Some(store) = &mut store {
-            if let Err(e) = store.add(&kept) {
-                failure = Some(e);
-                break 'batches;
-            }
+        let schema = schema.as_ref();
+        let (analyzed, taken) = rayon::join(
+            || {
+                next.map(|batch| {
+                    let schema = schema.expect("detected from the first batch");
+                    let analyzed: Vec<Analyzed> = batch
+                        .par_iter()
+                        .map(|l| Analyzed {
+                            file: l.file,
+                            line: l.line,
+                            doc: analyze(&analyzer, schema, &l.bytes, parts),
+                        })
+                        .collect();
+                    (batch, analyzed)
+                })
+            },
+            || match pending.take() {
+                Some((batch, analyzed)) => ingest.take(&batch, &analyzed, opts, &names),
+                None => Ok(()),
+            },
+        );
+        if let Err(e) = taken {
+            failure = Some(e);
+            break;
         }
         let read = read_bytes.load(Ordering::Relaxed);
         watch.read_bytes.store(read, Ordering::Relaxed);
-        watch.docs.store(lens.len() as u64, Ordering::Relaxed);
+        watch.docs.store(ingest.lens.len() as u64, Ordering::Relaxed);
         bar.set_position(read);
-        bar.set_message(format!("{} docs, {} runs", lens.len(), inverter.runs()));
+        bar.set_message(format!(
+            "{} docs, {} runs",
+            ingest.lens.len(),
+            ingest.partitions.runs()
+        ));
+        match analyzed {
+            Some(p) => pending = Some(p),
+            None => break,
+        }
     }
     drop(rx);
     // The producer's failure is the cause of what the loop saw (input cut short).
@@ -420,16 +405,27 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
     if let Some(e) = failure {
         return Err(e);
     }
+    let Ingest {
+        mut partitions,
+        store,
+        ids,
+        lens,
+        max_tfs,
+        skipped,
+        skip_reasons,
+        empty_docs,
+        ..
+    } = ingest;
     let schema = match schema {
         Some(s) => s,
         None => schema::Schema::detect(None, &choice).map_err(IndexError::Invalid)?,
     };
     bar.finish_and_clear();
-    let runs = inverter.finish()?;
     let invert_time = started.elapsed();
     watch.writing.store(true, Ordering::Relaxed);
 
     // Document table, static scores and the docID order.
+    let write_started = Instant::now();
     let n = lens.len();
     let (mut static_missing, mut static_unknown) = (0u64, 0u64);
     let static_scores = static_map.map(|map| {
@@ -474,10 +470,11 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
         }
     };
 
-    let write_started = Instant::now();
     let mut writer_opts = opts.writer;
     writer_opts.doc_order = doc_order;
     if let Some(sharding) = &opts.shards {
+        // The shards' writer merges sorted runs, each cut at the shard boundaries.
+        let runs = partitions.spill_all()?;
         let meta = crate::shards::write(crate::shards::ShardedOutput {
             output,
             writer: writer_opts,
@@ -500,7 +497,14 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
             static_missing,
             static_unknown,
             invert_time,
+            lists_time: Duration::ZERO,
             write_time: write_started.elapsed(),
+            device: None,
+            device_phases: Vec::new(),
+            notes: match opts.build_on {
+                BuildOn::Cpu => Vec::new(),
+                _ => vec!["a sharded index is inverted on the CPU".into()],
+            },
         });
     }
     let mut writer = IndexWriter::create(output, writer_opts, table)?;
@@ -513,22 +517,101 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
         0,
         "{elapsed_precise} writing postings: {pos} terms",
     );
-    let (mut docs, mut freqs) = (Vec::new(), Vec::new());
-    runs::merge(&runs, opts.max_open_runs, |term, list: &mut Vec<Posting>| {
-        if let Some(new_id) = &new_id {
-            for p in list.iter_mut() {
-                p.0 = new_id[p.0 as usize];
-            }
-            list.sort_unstable();
+    let written = |terms: u64| {
+        bar.inc(terms);
+        watch.terms_written.fetch_add(terms, Ordering::Relaxed);
+    };
+    let mut runs = 0;
+    let mut notes = Vec::new();
+    let mut device_used = None;
+    let mut device_phases = Vec::new();
+    let lists_started = Instant::now();
+    let mut lists_time = Duration::ZERO;
+    if partitions.spilled() {
+        if opts.build_on != BuildOn::Cpu && opts.device.is_some() {
+            notes.push(
+                "the postings outgrew the memory budget (--memory-mb) and were spilled to disk: they \
+                 were merged on the CPU, not the device"
+                    .into(),
+            );
         }
-        docs.clear();
-        freqs.clear();
-        docs.extend(list.iter().map(|p| p.0));
-        freqs.extend(list.iter().map(|p| p.1));
-        bar.inc(1);
-        watch.terms_written.fetch_add(1, Ordering::Relaxed);
-        writer.add_term(term, &docs, &freqs)
-    })?;
+        let spilled = partitions.spill_all()?;
+        runs = spilled.len();
+        lists::write_merged(
+            &mut writer,
+            &spilled,
+            opts.max_open_runs,
+            new_id.as_deref(),
+            written,
+        )?;
+    } else {
+        let (term_order, ranks) = partitions.term_order();
+        let postings: u64 = partitions.parts.iter().map(|p| p.postings() as u64).sum();
+        let device = match (&opts.device, opts.build_on) {
+            (_, BuildOn::Cpu) => None,
+            (None, _) => {
+                let why = opts.no_device.as_deref().unwrap_or("no device was given");
+                notes.push(format!("no GPU to build on ({why}): inverted on the CPU"));
+                None
+            }
+            (Some(d), BuildOn::Auto) if postings < d.min_postings() => {
+                notes.push(format!(
+                    "{postings} postings are fewer than the {} from which the GPU pays: inverted on the CPU",
+                    d.min_postings()
+                ));
+                None
+            }
+            (Some(d), _) => Some(d),
+        };
+        let inverted = device.and_then(|d| {
+            let job = InvertJob {
+                parts: partitions
+                    .parts
+                    .iter()
+                    .zip(&ranks)
+                    .map(|(p, rank)| TupleSlices {
+                        term: &p.term,
+                        doc: &p.doc,
+                        tf: &p.tf,
+                        rank,
+                    })
+                    .collect(),
+                num_terms: term_order.len() as u32,
+                num_postings: postings,
+                new_id: new_id.as_deref(),
+                lens: writer.doc_lens(),
+                bm25: *writer.bm25(),
+            };
+            match d.invert(&job) {
+                Ok(inv) => Some((d.describe(), inv)),
+                Err(e) => {
+                    notes.push(format!("the GPU build failed ({e}): inverted on the CPU instead"));
+                    None
+                }
+            }
+        });
+        match inverted {
+            Some((name, inv)) => {
+                lists_time = lists_started.elapsed();
+                device_used = Some(name);
+                device_phases = inv.phases.clone();
+                lists::write_inverted(&mut writer, &partitions, &term_order, &inv, written)?;
+            }
+            None => {
+                let lists: Vec<invert::Lists> =
+                    partitions.parts.par_iter_mut().map(|p| p.take_lists()).collect();
+                lists_time = lists_started.elapsed();
+                lists::write_partitions(
+                    &mut writer,
+                    &partitions,
+                    &lists,
+                    &term_order,
+                    new_id.as_deref(),
+                    written,
+                )?;
+            }
+        }
+    }
     let meta = writer.finish()?;
     bar.finish_and_clear();
     Ok(BuildReport {
@@ -538,12 +621,99 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
         skip_reasons,
         skipped_files: Vec::new(),
         empty_docs,
-        runs: runs.len(),
+        runs,
         static_missing,
         static_unknown,
         invert_time,
+        lists_time,
         write_time: write_started.elapsed(),
+        device: device_used,
+        device_phases,
+        notes,
     })
+}
+
+/// What the build keeps of the documents taken in so far: the partitions of their postings, the store
+/// of their lines, the document table's columns, and the lines skipped.
+struct Ingest {
+    partitions: Partitions,
+    store: Option<StoreWriter>,
+    ids: DocIds,
+    seen_ids: FxHashMap<u64, u32>,
+    lens: Vec<u32>,
+    max_tfs: Vec<u32>,
+    skipped: u64,
+    skip_reasons: Vec<String>,
+    empty_docs: u64,
+}
+
+impl Ingest {
+    /// Takes in an analysed batch: each document numbered (a duplicate id, or a line that failed, is
+    /// an error unless `skip_bad`), its postings added to the partitions on every core, its line stored.
+    fn take(
+        &mut self,
+        batch: &[input::Line],
+        analyzed: &[Analyzed],
+        opts: &BuildOptions,
+        names: &[PathBuf],
+    ) -> Result<()> {
+        let mut kept: Vec<&[u8]> = Vec::new();
+        let mut accepted: Vec<(u32, &analyze::DocTerms)> = Vec::with_capacity(analyzed.len());
+        let mut failure = None;
+        for (a, l) in analyzed.iter().zip(batch) {
+            let problem = match &a.doc {
+                Err(what) => Some(what.clone()),
+                Ok((id, terms, len)) => {
+                    let key = {
+                        let mut h = DefaultHasher::new();
+                        id.hash(&mut h);
+                        h.finish()
+                    };
+                    // A 64-bit hash can collide; only an equal id is a duplicate.
+                    match self.seen_ids.get(&key) {
+                        Some(&first) if self.ids.get(first as usize) == id => Some(format!(
+                            "duplicate document id '{id}' (first used by document #{first}): ids must be unique"
+                        )),
+                        _ => {
+                            let doc = self.lens.len() as u32;
+                            self.seen_ids.entry(key).or_insert(doc);
+                            self.ids.push(id);
+                            self.lens.push(*len);
+                            self.max_tfs.push(terms.max_tf());
+                            self.empty_docs += (*len == 0) as u64;
+                            kept.push(&l.bytes);
+                            accepted.push((doc, terms));
+                            None
+                        }
+                    }
+                }
+            };
+            if let Some(what) = problem {
+                let path = names[a.file as usize].clone();
+                if !opts.skip_bad {
+                    failure = Some(IndexError::Input {
+                        path,
+                        line: a.line,
+                        what: format!("{what} (or pass --skip-bad to skip such lines)"),
+                    });
+                    break;
+                }
+                self.skipped += 1;
+                if self.skip_reasons.len() < 10 {
+                    self.skip_reasons
+                        .push(format!("{}:{}: {what}", path.display(), a.line));
+                }
+            }
+        }
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        self.partitions.add(&accepted)?;
+        if let Some(store) = &mut self.store {
+            store.add(&kept)?;
+        }
+        Ok(())
+    }
 }
 
 fn progress_bar(enabled: bool, len: u64, template: &str) -> ProgressBar {

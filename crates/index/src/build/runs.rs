@@ -111,14 +111,14 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 }
 
 /// Writes one run file, entry by entry (terms in increasing byte order).
-struct RunWriter {
+pub(crate) struct RunWriter {
     out: BufWriter<File>,
     path: PathBuf,
     buf: Vec<u8>,
 }
 
 impl RunWriter {
-    fn create(path: &Path) -> Result<Self> {
+    pub(crate) fn create(path: &Path) -> Result<Self> {
         Ok(RunWriter {
             out: BufWriter::with_capacity(1 << 20, File::create(path).at(path)?),
             path: path.to_owned(),
@@ -126,7 +126,7 @@ impl RunWriter {
         })
     }
 
-    fn write(&mut self, term: &[u8], postings: &[Posting]) -> Result<()> {
+    pub(crate) fn write(&mut self, term: &[u8], postings: &[Posting]) -> Result<()> {
         let buf = &mut self.buf;
         buf.clear();
         put_varint(buf, term.len() as u64);
@@ -141,7 +141,7 @@ impl RunWriter {
         self.out.write_all(buf).at(&self.path)
     }
 
-    fn finish(mut self) -> Result<()> {
+    pub(crate) fn finish(mut self) -> Result<()> {
         self.out.flush().at(&self.path)
     }
 }

@@ -1,0 +1,298 @@
+//! The index build on the GPU (docs/references.md#gpu-bm25-weights: documents → (term, doc) pairs →
+//! sort → tf and df → a weight per pair): [`GpuBuilder`] takes the (term, doc, tf) tuples the CPU cores
+//! analysed (terms already numbered through a dictionary, the variant that paid most), and on the device
+//! sorts them by term rank and docID (a stable LSD radix sort, `kernels/build.cu`), finds each list's
+//! offsets (its df), and computes every block's BM25 bound; the CPU computes each list's idf from its
+//! df (so that `ln` rounds as the CPU's writer's) and encodes the blocks on its cores.
+//!
+//! The lists and bounds equal the CPU build's bit for bit (`tests/build.rs` compares the files), so the
+//! index is the same whoever builds it. It does not stream: the tuples must fit the device's memory
+//! (about 32 bytes a posting); a build that does not fit, or fails, is inverted on the CPU instead, as
+//! `warpsearch_index::build` decides.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream};
+use cudarc::nvrtc::compile_ptx_with_opts;
+use rayon::prelude::*;
+
+use warpsearch_index::build::{DeviceInverter, InvertJob, Inverted};
+use warpsearch_index::BLOCK_LEN;
+
+use crate::abi::{BoundArgs, RADIX_BITS};
+use crate::device::open_context;
+use crate::driver::ptr;
+use crate::error::GpuError;
+use crate::launch;
+use crate::nvrtc::{build_source, compile_options};
+use crate::options::KernelOptions;
+
+/// Postings from which `--build-on auto` builds on the GPU: below, uploading the tuples and opening
+/// the device cost more than the counting sort on the cores (a rule of thumb, not a measurement).
+pub const AUTO_MIN_POSTINGS: u64 = 20_000_000;
+
+/// Device bytes a posting takes during the build: the rank keys, docIDs, frequencies and two pairs of
+/// sort buffers, u32 each.
+const BYTES_PER_POSTING: u64 = 7 * 4;
+
+/// The build kernels of one context (`kernels/build.cu`), for the launches of `crate::launch`.
+pub(crate) struct BuildKernels {
+    pub rank_keys: CudaFunction,
+    pub map_docs: CudaFunction,
+    pub gather: CudaFunction,
+    pub histogram: CudaFunction,
+    pub scan: CudaFunction,
+    pub scatter: CudaFunction,
+    pub starts: CudaFunction,
+    pub bounds: CudaFunction,
+    /// Threads per CTA (`THREADS`).
+    pub threads: u32,
+    _module: Arc<CudaModule>,
+}
+
+/// A GPU opened for building indexes, with the build kernels compiled.
+pub struct GpuBuilder {
+    ctx: Arc<CudaContext>,
+    kernels: BuildKernels,
+    name: String,
+    min_postings: u64,
+}
+
+impl GpuBuilder {
+    /// Opens device `ordinal` and compiles the build kernels, or says why it cannot (no driver, no
+    /// NVRTC, no device: [`GpuError::Unavailable`]; a failing driver or compilation).
+    pub fn open(ordinal: usize) -> Result<GpuBuilder, GpuError> {
+        let ctx = open_context(ordinal)?;
+        // One stream, synchronized once at the end: cudarc's per-buffer events would only cost.
+        crate::driver::disable_event_tracking(&ctx);
+        let name = ctx.name()?;
+        let (major, minor) = ctx.compute_capability()?;
+        let options = KernelOptions::default();
+        let ptx = compile_ptx_with_opts(build_source(), compile_options(major, minor, &options))
+            .map_err(|e| GpuError::Compile(format!("{e}")))?;
+        let module = ctx.load_module(ptx)?;
+        let f = |name: &str| module.load_function(name);
+        let kernels = BuildKernels {
+            rank_keys: f("build_rank_keys")?,
+            map_docs: f("build_map_docs")?,
+            gather: f("build_gather")?,
+            histogram: f("radix_histogram")?,
+            scan: f("scan_exclusive")?,
+            scatter: f("radix_scatter")?,
+            starts: f("list_starts")?,
+            bounds: f("block_bounds")?,
+            threads: options.threads,
+            _module: module,
+        };
+        Ok(GpuBuilder {
+            ctx,
+            kernels,
+            name,
+            min_postings: AUTO_MIN_POSTINGS,
+        })
+    }
+
+    /// The same builder, used by `auto` from `min_postings` postings (tests use 0).
+    pub fn with_min_postings(mut self, min_postings: u64) -> Self {
+        self.min_postings = min_postings;
+        self
+    }
+
+    /// [`DeviceInverter::invert`] with the GPU's own error.
+    pub fn invert_on(&self, job: &InvertJob<'_>) -> Result<Inverted, GpuError> {
+        let t = job.num_terms as usize;
+        let n64 = job.num_postings;
+        if n64 == 0 {
+            return Ok(Inverted {
+                starts: vec![0; t + 1],
+                ..Inverted::default()
+            });
+        }
+        if n64 >= u32::MAX as u64 / 2 {
+            return Err(GpuError::Unsupported(format!(
+                "{n64} postings: the GPU build sorts at most 2^31 at once"
+            )));
+        }
+        self.ctx.bind_to_thread()?;
+        let (free, _) = cudarc::driver::result::mem_get_info()?;
+        let need = n64 * BYTES_PER_POSTING + (t as u64 + job.lens.len() as u64) * 12;
+        if need > free as u64 {
+            return Err(GpuError::Unsupported(format!(
+                "the {n64} postings need {:.1} GiB of device memory and {:.1} GiB are free",
+                need as f64 / (1u64 << 30) as f64,
+                free as f64 / (1u64 << 30) as f64
+            )));
+        }
+        let n = n64 as u32;
+        let k = &self.kernels;
+        let stream = self.ctx.new_stream()?;
+        // Each phase ends with the stream synchronized, so that its time is its own.
+        let mut phases = Vec::new();
+        let mut clock = Instant::now();
+        let mut phase = |name: &'static str, stream: &Arc<CudaStream>| -> Result<(), GpuError> {
+            stream.synchronize()?;
+            phases.push((name, clock.elapsed()));
+            clock = Instant::now();
+            Ok(())
+        };
+        // The tuples, partition after partition; the rank keys made on the device.
+        let mut rank_keys = stream.alloc_zeros::<u32>(n as usize)?;
+        let mut docs = stream.alloc_zeros::<u32>(n as usize)?;
+        let mut tfs = stream.alloc_zeros::<u32>(n as usize)?;
+        let mut at = 0usize;
+        for part in &job.parts {
+            let len = part.doc.len();
+            if len == 0 {
+                continue;
+            }
+            stream.memcpy_htod(part.doc, &mut docs.slice_mut(at..at + len))?;
+            stream.memcpy_htod(part.tf, &mut tfs.slice_mut(at..at + len))?;
+            let term = stream.memcpy_stod(part.term)?;
+            let rank = stream.memcpy_stod(part.rank)?;
+            launch::build_rank_keys(k, &stream, &term, &rank, at as u32, &mut rank_keys)?;
+            at += len;
+        }
+        if at != n as usize {
+            return Err(GpuError::Failed(format!(
+                "the partitions hold {at} postings, not the {n} the job counts"
+            )));
+        }
+        let (mut ka, mut va) = (
+            stream.alloc_zeros::<u32>(n as usize)?,
+            stream.alloc_zeros::<u32>(n as usize)?,
+        );
+        let (mut kb, mut vb) = (
+            stream.alloc_zeros::<u32>(n as usize)?,
+            stream.alloc_zeros::<u32>(n as usize)?,
+        );
+        launch::build_gather(k, &stream, None, n, &mut va)?;
+        let bits = |max: u64| 64 - max.leading_zeros();
+        if let Some(new_id) = job.new_id {
+            // Renumbered documents: sorted by docID first, then (stably) by rank.
+            let new_id = stream.memcpy_stod(new_id)?;
+            launch::build_map_docs(k, &stream, &mut docs, &new_id, n)?;
+            stream.memcpy_dtod(&docs, &mut ka)?;
+            self.sort(
+                &stream,
+                n,
+                bits(job.lens.len().saturating_sub(1) as u64),
+                (&mut ka, &mut va),
+                (&mut kb, &mut vb),
+            )?;
+            launch::build_gather(k, &stream, Some((&rank_keys, &va)), n, &mut ka)?;
+        } else {
+            stream.memcpy_dtod(&rank_keys, &mut ka)?;
+        }
+        self.sort(
+            &stream,
+            n,
+            bits(t.saturating_sub(1) as u64),
+            (&mut ka, &mut va),
+            (&mut kb, &mut vb),
+        )?;
+        phase("sort", &stream)?;
+        // Lists: offsets from the sorted keys, postings gathered through the permutation.
+        let mut starts = stream.alloc_zeros::<u32>(t + 1)?;
+        crate::driver::poison(&stream, &starts, 0xFF)?;
+        launch::list_starts(k, &stream, &ka, n, t as u32, &mut starts)?;
+        launch::build_gather(k, &stream, Some((&docs, &va)), n, &mut kb)?;
+        launch::build_gather(k, &stream, Some((&tfs, &va)), n, &mut vb)?;
+        let starts_h: Vec<u32> = stream.memcpy_dtov(&starts)?;
+        if starts_h[0] != 0 || starts_h.windows(2).any(|w| w[0] >= w[1]) || starts_h[t] != n {
+            return Err(GpuError::Failed(
+                "the sorted postings do not form one list per term".into(),
+            ));
+        }
+        phase("list offsets", &stream)?;
+        // idf on the CPU, as the writer computes it; the lists' first blocks.
+        let idf: Vec<f32> = starts_h
+            .par_windows(2)
+            .map(|w| job.bm25.idf((w[1] - w[0]) as u64))
+            .collect();
+        let mut block_starts = Vec::with_capacity(t + 1);
+        block_starts.push(0u32);
+        for w in starts_h.windows(2) {
+            let blocks = ((w[1] - w[0]) as usize).div_ceil(BLOCK_LEN) as u32;
+            block_starts.push(block_starts[block_starts.len() - 1] + blocks);
+        }
+        let num_blocks = block_starts[t];
+        let idf_d = stream.memcpy_stod(&idf)?;
+        let block_starts_d = stream.memcpy_stod(&block_starts)?;
+        let lens = stream.memcpy_stod(job.lens)?;
+        let out = stream.alloc_zeros::<f32>(num_blocks as usize)?;
+        let args = BoundArgs {
+            starts: ptr(&starts, &stream),
+            block_starts: ptr(&block_starts_d, &stream),
+            idf: ptr(&idf_d, &stream),
+            docs: ptr(&kb, &stream),
+            tfs: ptr(&vb, &stream),
+            lens: ptr(&lens, &stream),
+            out: ptr(&out, &stream),
+            num_terms: t as u32,
+            num_blocks,
+            k1: job.bm25.params.k1,
+            b: job.bm25.params.b,
+            avg_doc_len: job.bm25.avg_doc_len,
+            _pad: 0,
+        };
+        launch::block_bounds(k, &stream, &args)?;
+        phase("idf and block bounds", &stream)?;
+        let docs_h = stream.memcpy_dtov(&kb)?;
+        let tfs_h = stream.memcpy_dtov(&vb)?;
+        let block_max = stream.memcpy_dtov(&out)?;
+        phase("copy the lists back", &stream)?;
+        drop(out);
+        Ok(Inverted {
+            starts: starts_h.into_iter().map(u64::from).collect(),
+            docs: docs_h,
+            tfs: tfs_h,
+            block_max,
+            phases,
+        })
+    }
+
+    /// Sorts `n` pairs by the low `bits` bits of their keys, stably, ping-ponging between the two
+    /// buffers; the result ends in `a`.
+    fn sort(
+        &self,
+        stream: &Arc<CudaStream>,
+        n: u32,
+        bits: u32,
+        a: (&mut CudaSlice<u32>, &mut CudaSlice<u32>),
+        b: (&mut CudaSlice<u32>, &mut CudaSlice<u32>),
+    ) -> Result<(), GpuError> {
+        let passes = bits.div_ceil(RADIX_BITS);
+        let tiles = n.div_ceil(crate::abi::SORT_TILE).max(1) as usize;
+        let mut counts = stream.alloc_zeros::<u32>(tiles << RADIX_BITS)?;
+        let (ka, va) = a;
+        let (kb, vb) = b;
+        for pass in 0..passes {
+            let shift = pass * RADIX_BITS;
+            if pass % 2 == 0 {
+                launch::radix_pass(&self.kernels, stream, (ka, va), n, shift, &mut counts, (kb, vb))?;
+            } else {
+                launch::radix_pass(&self.kernels, stream, (kb, vb), n, shift, &mut counts, (ka, va))?;
+            }
+        }
+        if passes % 2 == 1 {
+            stream.memcpy_dtod(kb, ka)?;
+            stream.memcpy_dtod(vb, va)?;
+        }
+        Ok(())
+    }
+}
+
+impl DeviceInverter for GpuBuilder {
+    fn describe(&self) -> String {
+        self.name.clone()
+    }
+
+    fn min_postings(&self) -> u64 {
+        self.min_postings
+    }
+
+    fn invert(&self, job: &InvertJob<'_>) -> Result<Inverted, Box<dyn std::error::Error + Send + Sync>> {
+        Ok(self.invert_on(job)?)
+    }
+}

@@ -1,0 +1,157 @@
+//! The build's last step: every term's list, in byte order of the terms, encoded on every core and
+//! written in order. The lists come from the partitions' counting sorts, from a device, or from the
+//! merge of spilled runs; each path hands over the same lists, so the files are the same.
+
+use rayon::prelude::*;
+
+use crate::error::{IndexError, Result};
+use crate::writer::{EncodedList, IndexWriter, ListEncoder};
+use crate::BLOCK_LEN;
+
+use super::device::Inverted;
+use super::invert::{Lists, Partitions};
+use super::runs::{self, Posting};
+
+/// Terms encoded at once: enough for every core to take many, few enough to hold their lists.
+const WINDOW: usize = 8192;
+/// Postings of merged lists gathered before they are encoded at once.
+const MERGED_WINDOW: usize = 1 << 22;
+
+/// Encodes `count` lists on every core, `encode(encoder, i)` giving the i-th in term order, and writes
+/// them in that order; `written(n)` after every window of `n` terms.
+pub fn write_in_order(
+    writer: &mut IndexWriter,
+    count: usize,
+    encode: impl Fn(&ListEncoder<'_>, usize) -> Result<Option<EncodedList>> + Sync,
+    mut written: impl FnMut(u64),
+) -> Result<()> {
+    for lo in (0..count).step_by(WINDOW) {
+        let hi = (lo + WINDOW).min(count);
+        let encoded: Vec<Option<EncodedList>> = {
+            let encoder = writer.encoder();
+            (lo..hi)
+                .into_par_iter()
+                .map(|i| encode(&encoder, i))
+                .collect::<Result<_>>()?
+        };
+        for list in encoded.into_iter().flatten() {
+            writer.push(list)?;
+        }
+        written((hi - lo) as u64);
+    }
+    Ok(())
+}
+
+/// A list's docIDs (renumbered by `new_id` and sorted again where given) and frequencies.
+fn split(postings: &[Posting], new_id: Option<&[u32]>) -> (Vec<u32>, Vec<u32>) {
+    match new_id {
+        None => postings.iter().copied().unzip(),
+        Some(new_id) => {
+            let mut renumbered: Vec<Posting> =
+                postings.iter().map(|&(d, f)| (new_id[d as usize], f)).collect();
+            renumbered.sort_unstable();
+            renumbered.into_iter().unzip()
+        }
+    }
+}
+
+/// Writes the lists of partitions inverted on the CPU (`lists[p]` of partition p), terms in `order`.
+pub fn write_partitions(
+    writer: &mut IndexWriter,
+    partitions: &Partitions,
+    lists: &[Lists],
+    order: &[(u32, u32)],
+    new_id: Option<&[u32]>,
+    written: impl FnMut(u64),
+) -> Result<()> {
+    write_in_order(
+        writer,
+        order.len(),
+        |encoder, i| {
+            let (p, t) = order[i];
+            let name = &partitions.parts[p as usize].names()[t as usize];
+            let (docs, freqs) = split(lists[p as usize].of(t), new_id);
+            encoder.encode(name.as_bytes(), &docs, &freqs)
+        },
+        written,
+    )
+}
+
+/// Writes the lists a device inverted, terms in `order` (rank r is `order[r]`), with its bounds; an
+/// error where their shape is not that of `order`'s lists.
+pub fn write_inverted(
+    writer: &mut IndexWriter,
+    partitions: &Partitions,
+    order: &[(u32, u32)],
+    inv: &Inverted,
+    written: impl FnMut(u64),
+) -> Result<()> {
+    let bad = |what: &str| IndexError::Invalid(format!("the device's inverted lists are malformed: {what}"));
+    let n = inv.docs.len();
+    if inv.starts.len() != order.len() + 1
+        || inv.starts.first() != Some(&0)
+        || inv.starts.last() != Some(&(n as u64))
+        || inv.starts.windows(2).any(|w| w[0] >= w[1])
+        || inv.tfs.len() != n
+    {
+        return Err(bad("list offsets"));
+    }
+    // First block of each list.
+    let mut block_starts = Vec::with_capacity(order.len() + 1);
+    block_starts.push(0usize);
+    for w in inv.starts.windows(2) {
+        let blocks = ((w[1] - w[0]) as usize).div_ceil(BLOCK_LEN);
+        block_starts.push(block_starts.last().unwrap() + blocks);
+    }
+    if *block_starts.last().unwrap() != inv.block_max.len() {
+        return Err(bad("block bounds"));
+    }
+    write_in_order(
+        writer,
+        order.len(),
+        |encoder, r| {
+            let (p, t) = order[r];
+            let name = &partitions.parts[p as usize].names()[t as usize];
+            let (s, e) = (inv.starts[r] as usize, inv.starts[r + 1] as usize);
+            let bounds = &inv.block_max[block_starts[r]..block_starts[r + 1]];
+            encoder.encode_with_bounds(name.as_bytes(), &inv.docs[s..e], &inv.tfs[s..e], bounds)
+        },
+        written,
+    )
+}
+
+/// Merges spilled `runs` and writes their lists, encoded on every core a window of lists at a time.
+pub fn write_merged(
+    writer: &mut IndexWriter,
+    runs: &[std::path::PathBuf],
+    max_open: usize,
+    new_id: Option<&[u32]>,
+    mut written: impl FnMut(u64),
+) -> Result<()> {
+    let mut pending: Vec<(Vec<u8>, Vec<Posting>)> = Vec::new();
+    let mut held = 0usize;
+    let mut flush = |writer: &mut IndexWriter, pending: &mut Vec<(Vec<u8>, Vec<Posting>)>| {
+        let lists = std::mem::take(pending);
+        write_in_order(
+            writer,
+            lists.len(),
+            |encoder, i| {
+                let (term, postings) = &lists[i];
+                let (docs, freqs) = split(postings, new_id);
+                encoder.encode(term, &docs, &freqs)
+            },
+            &mut written,
+        )
+    };
+    runs::merge(runs, max_open, |term, list| {
+        held += list.len();
+        pending.push((term.to_vec(), std::mem::take(list)));
+        if held >= MERGED_WINDOW || pending.len() >= WINDOW {
+            held = 0;
+            flush(writer, &mut pending)?;
+        }
+        Ok(())
+    })?;
+    flush(writer, &mut pending)?;
+    Ok(())
+}

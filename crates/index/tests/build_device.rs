@@ -1,0 +1,174 @@
+//! The build's device path (`BuildOptions::device`), with a reference inverter on the CPU in place of a
+//! GPU: what a device returns under the `DeviceInverter` contract is written as the CPU's own inversion
+//! is, file for file; a device that fails, a collection too small for `auto` and a missing device are
+//! inverted on the CPU, with a note saying why.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use warpsearch_index::bm25::loosen_bound;
+use warpsearch_index::build::{build_from_jsonl, BuildOn, BuildOptions, DeviceInverter, InvertJob, Inverted};
+use warpsearch_index::testdata::{edge_collection, same_index_files};
+use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, WriterOptions, BLOCK_LEN};
+
+/// The contract, computed plainly: tuples sorted by (rank, final docID), offsets, and each block's
+/// loosened largest score.
+struct Reference {
+    fail: bool,
+}
+
+impl DeviceInverter for Reference {
+    fn describe(&self) -> String {
+        "reference".into()
+    }
+    fn min_postings(&self) -> u64 {
+        1000
+    }
+    fn invert(&self, job: &InvertJob<'_>) -> Result<Inverted, Box<dyn std::error::Error + Send + Sync>> {
+        if self.fail {
+            return Err("device lost".into());
+        }
+        let mut tuples: Vec<(u32, u32, u32)> = Vec::new();
+        for p in &job.parts {
+            for i in 0..p.doc.len() {
+                let doc = job.new_id.map_or(p.doc[i], |m| m[p.doc[i] as usize]);
+                tuples.push((p.rank[p.term[i] as usize], doc, p.tf[i]));
+            }
+        }
+        tuples.sort_unstable();
+        let mut inv = Inverted {
+            starts: vec![0; job.num_terms as usize + 1],
+            ..Inverted::default()
+        };
+        for &(r, _, _) in &tuples {
+            inv.starts[r as usize + 1] += 1;
+        }
+        for r in 0..job.num_terms as usize {
+            inv.starts[r + 1] += inv.starts[r];
+        }
+        inv.docs = tuples.iter().map(|t| t.1).collect();
+        inv.tfs = tuples.iter().map(|t| t.2).collect();
+        for w in inv.starts.windows(2) {
+            let (s, e) = (w[0] as usize, w[1] as usize);
+            let idf = job.bm25.idf((e - s) as u64);
+            for block in tuples[s..e].chunks(BLOCK_LEN) {
+                let max = block
+                    .iter()
+                    .map(|&(_, d, tf)| job.bm25.score(idf, tf, job.lens[d as usize]))
+                    .fold(0f32, f32::max);
+                inv.block_max.push(loosen_bound(max));
+            }
+        }
+        inv.phases.push(("reference", std::time::Duration::ZERO));
+        Ok(inv)
+    }
+}
+
+fn options(codec: Codec) -> BuildOptions {
+    let mut o = BuildOptions::new(WriterOptions {
+        codec,
+        analyzer: AnalyzerConfig::english(),
+        bm25: Bm25Params::default(),
+        doc_order: DocOrder::Input,
+        force: false,
+    });
+    o.include_title = true;
+    o
+}
+
+fn with_device(opts: &BuildOptions, on: BuildOn, fail: bool) -> BuildOptions {
+    let mut o = opts.clone();
+    o.build_on = on;
+    o.device = Some(Arc::new(Reference { fail }));
+    o
+}
+
+fn build(input: &Path, out: &Path, opts: &BuildOptions) -> warpsearch_index::build::BuildReport {
+    build_from_jsonl(input, out, opts).unwrap()
+}
+
+#[test]
+fn device_lists_are_written_as_the_cpu_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    for (n, seed) in [(0usize, 1u64), (1, 2), (900, 3)] {
+        let input = dir.path().join(format!("docs-{n}.jsonl"));
+        let statics = edge_collection(&input, n, seed);
+        for codec in Codec::ALL {
+            let mut ordered = options(codec);
+            ordered.static_scores = Some(statics.clone());
+            ordered.reorder_alpha = Some(0.4);
+            for (name, opts) in [("plain", options(codec)), ("gs", ordered)] {
+                let cpu = dir.path().join(format!("{n}-{codec}-{name}-cpu"));
+                let dev = dir.path().join(format!("{n}-{codec}-{name}-dev"));
+                assert_eq!(build(&input, &cpu, &opts).device, None);
+                let report = build(&input, &dev, &with_device(&opts, BuildOn::Gpu, false));
+                assert_eq!(report.device.as_deref(), Some("reference"));
+                assert_eq!(report.device_phases.len(), 1, "the device's phases are reported");
+                assert!(report.notes.is_empty(), "{:?}", report.notes);
+                same_index_files(&cpu, &dev);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_failed_device_build_finishes_on_the_cpu_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("docs.jsonl");
+    edge_collection(&input, 300, 5);
+    let opts = options(Codec::SimdBp);
+    build(&input, &dir.path().join("cpu"), &opts);
+    let report = build(
+        &input,
+        &dir.path().join("failed"),
+        &with_device(&opts, BuildOn::Gpu, true),
+    );
+    assert_eq!(report.device, None);
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n.contains("device lost") && n.contains("CPU")),
+        "{:?}",
+        report.notes
+    );
+    same_index_files(&dir.path().join("cpu"), &dir.path().join("failed"));
+}
+
+#[test]
+fn auto_uses_the_device_only_from_its_threshold_and_says_why_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = dir.path().join("small.jsonl");
+    edge_collection(&small, 20, 6);
+    let opts = options(Codec::SimdBp);
+    let report = build(
+        &small,
+        &dir.path().join("small"),
+        &with_device(&opts, BuildOn::Auto, false),
+    );
+    assert_eq!(report.device, None);
+    assert!(
+        report.notes.iter().any(|n| n.contains("fewer than")),
+        "{:?}",
+        report.notes
+    );
+    let large = dir.path().join("large.jsonl");
+    edge_collection(&large, 400, 7);
+    let report = build(
+        &large,
+        &dir.path().join("large"),
+        &with_device(&opts, BuildOn::Auto, false),
+    );
+    assert_eq!(report.device.as_deref(), Some("reference"));
+    // Asked for a GPU where there is none: the CPU, and why.
+    let mut none = opts.clone();
+    none.build_on = BuildOn::Gpu;
+    none.no_device = Some("no CUDA device".into());
+    let report = build(&large, &dir.path().join("none"), &none);
+    assert!(
+        report.notes.iter().any(|n| n.contains("no CUDA device")),
+        "{:?}",
+        report.notes
+    );
+    same_index_files(&dir.path().join("large"), &dir.path().join("none"));
+}

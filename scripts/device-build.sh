@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# The index build on the lent GPU machine: the CPU build's scaling with threads and the GPU build against
+# it, on the Wikipedia passages (776,864 passages, 517 MB of JSON lines). The device has no Rust: `pack`
+# (here) builds the binary and the GPU build tests and packs the passages as xz parts under 64 MiB, one
+# call's carry each; on the device, each call unpacks what it carried and runs the asked mode once every
+# part is there.
+#
+#   here:   scripts/device-build.sh pack passages.jsonl
+#           (fills .device/build/bin and .device/build/part1 … part4; `/.device/` must be ignored by git)
+#   device: four calls carrying .device/build/part1 … part4 with `scripts/device-build.sh unpack`, then
+#           a call carrying .device/build/bin with one of:
+#     scripts/device-build.sh cpu     # --build-on cpu at 1, 4, 8 and 16 threads, timed; every index
+#                                     # compared byte for byte with the 16-thread one
+#     scripts/device-build.sh gpu     # the GPU build tests (CPU vs GPU files, random collections and the
+#                                     # passages), then --build-on gpu vs cpu at 16 threads, timed, twice
+#                                     # each, and the two indexes compared byte for byte
+#     scripts/device-build.sh all     # both
+# Logs and a summary go under $OUT (or ./device-out); the passages and indexes stay in /root.
+set -uo pipefail
+mode=${1:?usage: scripts/device-build.sh pack FILE | unpack | cpu | gpu | all}
+dev=.device/build
+passages=${WARPSEARCH_PASSAGES_DIR:-/root/passages}
+parts=4
+
+if [ "$mode" = pack ]; then
+  set -e
+  input=${2:?pack needs the passages file}
+  mkdir -p $dev/bin
+  cargo build --release -p warpsearch
+  cargo test --release -p warpsearch-gpu --test build --no-run 2>&1 | tee /tmp/device-build-pack.log
+  test_bin=$(grep -oE 'target/release/deps/build-[0-9a-f]+' /tmp/device-build-pack.log | head -n 1)
+  cp target/release/warpsearch $dev/bin/warpsearch
+  cp "$test_bin" $dev/bin/gpu-build-tests
+  strip $dev/bin/warpsearch $dev/bin/gpu-build-tests
+  lines=$(wc -l <"$input")
+  per=$(((lines + parts - 1) / parts))
+  rm -rf /tmp/device-build-split && mkdir -p /tmp/device-build-split
+  split -d -a 1 -l "$per" "$input" /tmp/device-build-split/p
+  for i in $(seq 1 $parts); do
+    mkdir -p $dev/part$i
+    xz -T2 -3 -c /tmp/device-build-split/p$((i - 1)) >$dev/part$i/passages-$i.jsonl.xz
+  done
+  rm -rf /tmp/device-build-split
+  du -sh $dev/bin $dev/part*
+  exit 0
+fi
+
+out=${OUT:-device-out}
+mkdir -p "$out" "$passages"
+log=$out/device-build.log
+say() { echo "$@" | tee -a "$log"; }
+unxz() { python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)' "$1"; }
+# Each part becomes passages/passages-N.jsonl; a directory input is read in path order, so the
+# documents keep the single file's order.
+for i in $(seq 1 $parts); do
+  packed=$dev/part$i/passages-$i.jsonl.xz
+  if [ -f "$packed" ] && [ ! -f "$passages/passages-$i.jsonl" ]; then
+    unxz "$packed" >"$passages/passages-$i.jsonl.tmp" && mv "$passages/passages-$i.jsonl.tmp" "$passages/passages-$i.jsonl"
+  fi
+done
+have=$(ls "$passages"/passages-*.jsonl 2>/dev/null | wc -l)
+say "passages: $have of $parts parts unpacked in $passages"
+[ "$mode" = unpack ] && exit 0
+[ "$have" = $parts ] || { say "missing parts: carry .device/build/part1 … part$parts with 'unpack' first"; exit 1; }
+bin=$dev/bin/warpsearch
+[ -x $bin ] || { say "no $bin: carry .device/build/bin"; exit 1; }
+nproc | sed 's/^/cores: /' | tee -a "$log"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /' | tee -a "$log"
+summary=$out/build-summary.txt
+: >"$summary"
+
+# Every index file's bytes, build identity (header bytes 20..28) and checksum (footer bytes -16..-12)
+# zeroed, compared between two index directories.
+same() {
+  python3 - "$1" "$2" <<'PY'
+import os, sys
+a, b = sys.argv[1], sys.argv[2]
+def norm(p):
+    d = bytearray(open(p, 'rb').read())
+    if len(d) >= 56:
+        d[20:28] = bytes(8)
+        d[-16:-12] = bytes(4)
+    return bytes(d)
+fa, fb = sorted(os.listdir(a)), sorted(os.listdir(b))
+bad = [f for f in fa if f not in fb or norm(os.path.join(a, f)) != norm(os.path.join(b, f))]
+if fa != fb or bad:
+    print("DIFFERENT:", bad or (fa, fb)); sys.exit(1)
+print("identical,", len(fa), "files")
+PY
+}
+
+# build NAME THREADS ON: one timed build into /root/build-NAME; its summary line into the summary.
+build() {
+  local name=$1 threads=$2 on=$3
+  local start end
+  start=$(date +%s.%N)
+  $bin --threads "$threads" index --input "$passages" --output /root/build-$name --title --force \
+    --build-on "$on" >"$out/build-$name.log" 2>&1
+  local rc=$?
+  end=$(date +%s.%N)
+  local wall
+  wall=$(python3 -c "print(f'{$end - $start:.1f}')")
+  say "$name: --threads $threads --build-on $on: rc $rc, ${wall} s wall"
+  grep -E "^indexed|^on the GPU|^note" "$out/build-$name.log" | tee -a "$log"
+  printf "%-14s threads %-3s on %-4s %8s s  %s %s\n" "$name" "$threads" "$on" "$wall" \
+    "$(grep -oE '\(read and analyse.*' "$out/build-$name.log" | head -n 1)" \
+    "$(grep -E '^on the GPU' "$out/build-$name.log" | head -n 1)" >>"$summary"
+}
+
+if [ "$mode" = cpu ] || [ "$mode" = all ]; then
+  say "== the CPU build at 1, 4, 8 and 16 threads"
+  for t in 16 8 4 1; do build cpu-$t $t cpu; done
+  for t in 8 4 1; do
+    say "cpu-$t vs cpu-16: $(same /root/build-cpu-$t /root/build-cpu-16)"
+  done
+fi
+
+if [ "$mode" = gpu ] || [ "$mode" = all ]; then
+  say "== GPU build tests (CPU vs GPU files; WARPSEARCH_PASSAGES: the passages)"
+  WARPSEARCH_PASSAGES=$passages $dev/bin/gpu-build-tests --test-threads=1 --nocapture >"$out/gpu-build-tests.log" 2>&1
+  say "tests rc $?"
+  grep -E "^test |test result|skipped|panicked" "$out/gpu-build-tests.log" | tee -a "$log"
+  say "== --build-on gpu vs cpu at 16 threads (each twice: the first warms the page cache and the GPU)"
+  for round in 1 2; do
+    build gpu16-$round 16 gpu
+    build cpu16-$round 16 cpu
+  done
+  say "gpu vs cpu: $(same /root/build-gpu16-2 /root/build-cpu16-2)"
+  # A build that fell back to the CPU compares the CPU with itself: say so loudly.
+  if grep -q "on the CPU;" "$out/build-gpu16-2.log"; then
+    say "WARNING: --build-on gpu inverted on the CPU (see its note): the comparison above is CPU vs CPU"
+  fi
+fi
+cat "$summary" | tee -a "$log"
