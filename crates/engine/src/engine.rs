@@ -15,7 +15,7 @@ use warpsearch_query::{Answer, Request, Scorer};
 use crate::backend::{Backend, BackendChoice};
 use crate::cache::{CacheCtl, CacheOptions, CacheStats};
 use crate::cpu_workers::CpuWorkers;
-use crate::gpu_alone::GpuAlone;
+use crate::gpu_alone::{CpuLane, GpuAlone};
 use crate::hybrid::{Hybrid, HybridOptions, HybridStats};
 use crate::notes::Notes;
 use crate::reply::{Collect, Reply};
@@ -129,14 +129,20 @@ impl Engine {
         };
         let (runner, choice) = match (gpu, options.backend) {
             (Ok((g, ctl)), BackendChoice::Gpu) => {
-                let gpu = GpuAlone::start(g, ctl, cpu.clone(), notes.clone());
+                let gpu = GpuAlone::start(g, ctl, cpu.clone(), notes.clone(), None);
                 (Runner::Gpu(gpu), None)
             }
-            // The GPU alone answers more queries a second than the hybrid, and sooner at every load
-            // measured (docs/decisions/029-continuous-gpu-calls.md); the CPU answers what it fails.
+            // The GPU backend answers more queries a second than the hybrid, and sooner from a
+            // moderate load on; half the cores answer what an idle one finishes sooner than the GPU
+            // (docs/decisions/029-continuous-gpu-calls.md).
             (Ok((g, ctl)), BackendChoice::Auto) => {
+                let threads = match options.cpu_threads {
+                    0 => rayon::current_num_threads(),
+                    n => n,
+                };
+                let lane = CpuLane::start(&cpu, (threads / 2).max(1)).map_err(EngineError::Threads)?;
                 let line = format!("backend auto: gpu; {}", g.describe());
-                let gpu = GpuAlone::start(g, ctl, cpu.clone(), notes.clone());
+                let gpu = GpuAlone::start(g, ctl, cpu.clone(), notes.clone(), Some(lane));
                 (Runner::Gpu(gpu), Some(line))
             }
             (Ok(g), choice) => {

@@ -99,14 +99,20 @@ fn submissions_from_many_threads_hybrid() {
 }
 
 #[test]
+fn submissions_from_many_threads_auto() {
+    submissions_from_many_threads(BackendChoice::Auto);
+}
+
+#[test]
 fn submissions_from_many_threads_gpu() {
     submissions_from_many_threads(BackendChoice::Gpu);
 }
 
 /// The GPU backend's continuous calls: single queries streamed from four threads, with 2, 3 and 8
 /// pipeline slots and kernel batches of 5 queries (so that calls are in flight together, finish out of
-/// order and are cut into several batches), and with every batch failing (answered on the CPU): every
-/// query comes back once, with the oracle's answer.
+/// order and are cut into several batches), and with every batch failing (answered on the CPU); and
+/// `auto`'s, whose idle CPU threads take some of the stream: every query comes back once, with the
+/// oracle's answer.
 #[test]
 fn streamed_single_queries_come_back_once_whatever_the_gpu_slots_gpu() {
     if warpsearch_gpu::testing::gpu().is_none() {
@@ -116,10 +122,19 @@ fn streamed_single_queries_come_back_once_whatever_the_gpu_slots_gpu() {
     let (index, v) = random_index(tmp.path(), 91, Codec::SimdBp, None);
     let queries = random_queries(&index, v, 13);
     let oracle = oracle(&index, SearchOptions::new(&index));
-    for (slots, fail_batches) in [(2, false), (3, false), (8, false), (3, true)] {
+    let runs = [
+        (BackendChoice::Gpu, 2, false),
+        (BackendChoice::Gpu, 3, false),
+        (BackendChoice::Gpu, 8, false),
+        (BackendChoice::Gpu, 3, true),
+        (BackendChoice::Auto, 4, false),
+        (BackendChoice::Auto, 3, true),
+    ];
+    for (backend, slots, fail_batches) in runs {
         let scorer = Arc::new(Scorer::new(index.clone(), SearchOptions::new(&index)).unwrap());
         let options = EngineOptions {
-            backend: BackendChoice::Gpu,
+            backend,
+            cpu_threads: 4,
             gpu: warpsearch_gpu::GpuOptions {
                 slots,
                 batch_size: 5,
@@ -146,7 +161,7 @@ fn streamed_single_queries_come_back_once_whatever_the_gpu_slots_gpu() {
             }
         });
         drop(tx);
-        let what = format!("{slots} slots, failing batches {fail_batches}");
+        let what = format!("{backend:?}, {slots} slots, failing batches {fail_batches}");
         let mut seen = HashSet::new();
         for done in rx.iter().take(4 * per_thread) {
             let i = done.id as usize;
@@ -187,6 +202,11 @@ fn dropped_engine_answers_what_is_queued_cpu() {
 #[test]
 fn dropped_engine_answers_what_is_queued_hybrid() {
     dropped_engine_answers_what_is_queued(BackendChoice::Hybrid);
+}
+
+#[test]
+fn dropped_engine_answers_what_is_queued_auto() {
+    dropped_engine_answers_what_is_queued(BackendChoice::Auto);
 }
 
 #[test]
@@ -267,6 +287,11 @@ fn queries_no_longer_wanted_are_dropped_hybrid() {
 }
 
 #[test]
+fn queries_no_longer_wanted_are_dropped_auto() {
+    queries_no_longer_wanted_are_dropped(BackendChoice::Auto);
+}
+
+#[test]
 fn queries_no_longer_wanted_are_dropped_gpu() {
     queries_no_longer_wanted_are_dropped(BackendChoice::Gpu);
 }
@@ -303,6 +328,11 @@ fn answers_say_when_their_deadline_was_missed_hybrid() {
 }
 
 #[test]
+fn answers_say_when_their_deadline_was_missed_auto() {
+    answers_say_when_their_deadline_was_missed(BackendChoice::Auto);
+}
+
+#[test]
 fn answers_say_when_their_deadline_was_missed_gpu() {
     answers_say_when_their_deadline_was_missed(BackendChoice::Gpu);
 }
@@ -316,7 +346,12 @@ fn search_batch_equals_the_oracle_on_every_backend() {
     let queries = random_queries(&index, v, 21);
     let oracle = oracle(&index, SearchOptions::new(&index));
     let reqs: Vec<Request> = (0..3001).map(|i| request(&queries, i)).collect();
-    for backend in [BackendChoice::Cpu, BackendChoice::Hybrid, BackendChoice::Gpu] {
+    for backend in [
+        BackendChoice::Cpu,
+        BackendChoice::Hybrid,
+        BackendChoice::Gpu,
+        BackendChoice::Auto,
+    ] {
         let Some(engine) = engine(&index, backend) else {
             continue;
         };

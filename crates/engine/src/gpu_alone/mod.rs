@@ -9,6 +9,9 @@
 //! ([`on_cpu_where_failed`]), exactly once.
 
 mod cached;
+mod lane;
+
+pub(crate) use lane::CpuLane;
 
 use std::collections::VecDeque;
 use std::sync::mpsc::Sender;
@@ -58,6 +61,8 @@ pub(crate) struct GpuAlone {
     thread: Option<JoinHandle<()>>,
     memory: MemoryProbe,
     describe: String,
+    /// `auto`'s CPU threads for queries an idle core answers sooner (None: the GPU alone).
+    lane: Option<CpuLane>,
 }
 
 impl GpuAlone {
@@ -68,10 +73,15 @@ impl GpuAlone {
         cache: Option<Arc<CacheCtl>>,
         cpu: CpuSearcher,
         notes: Arc<Notes>,
+        lane: Option<CpuLane>,
     ) -> GpuAlone {
         let describe = format!(
-            "gpu ({}){}",
+            "gpu ({}){}{}",
             gpu.gpu().describe(),
+            lane.as_ref().map_or(String::new(), |l| format!(
+                ", {} CPU threads for what an idle core answers sooner",
+                l.threads()
+            )),
             cache.as_ref().map_or(String::new(), |c| format!(
                 ", list cache {} λ {}",
                 c.policy().name(),
@@ -98,6 +108,7 @@ impl GpuAlone {
             thread: Some(thread),
             memory,
             describe,
+            lane,
         }
     }
 
@@ -127,13 +138,29 @@ impl GpuAlone {
         if requests.is_empty() {
             return;
         }
-        lock(&self.shared.state).queue.push_back(Submission {
-            first_id,
-            requests,
-            submitted: Instant::now(),
-            deadline,
-            reply,
-        });
+        let submitted = Instant::now();
+        let runs = match &self.lane {
+            Some(lane) => {
+                let runs = lane.take(first_id, requests, deadline, &reply);
+                if runs.is_empty() {
+                    return;
+                }
+                let reply = lane.gpu_reply(reply);
+                runs.into_iter().map(|(id, r)| (id, r, reply.clone())).collect()
+            }
+            None => vec![(first_id, requests, reply)],
+        };
+        let mut st = lock(&self.shared.state);
+        for (first_id, requests, reply) in runs {
+            st.queue.push_back(Submission {
+                first_id,
+                requests,
+                submitted,
+                deadline,
+                reply,
+            });
+        }
+        drop(st);
         self.shared.ready.notify_one();
     }
 
