@@ -68,8 +68,9 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// An engine over `scorer` on the backend `options` ask for. `auto` runs the GPU backend where
-    /// CUDA is present and the GPU serves the options, else the CPU, and says which and why in
+    /// An engine over `scorer` on the backend `options` ask for. `auto` runs the GPU backend (with a
+    /// CPU lane for what an idle core answers sooner) where CUDA is present and the GPU serves the
+    /// options, else the CPU, and says which and why in
     /// [`Engine::choice`]; `gpu` makes the GPU's refusal an error; `hybrid` without a usable GPU runs
     /// the scheduler on the CPU alone and says why.
     pub fn new(scorer: Arc<Scorer>, options: EngineOptions) -> std::result::Result<Engine, EngineError> {
