@@ -134,14 +134,14 @@ impl Engine {
                 (Runner::Gpu(gpu), None)
             }
             // The GPU backend answers more queries a second than the hybrid, and sooner from a
-            // moderate load on; half the cores answer what an idle one finishes sooner than the GPU
+            // moderate load on; a quarter of the cores answer what an idle one finishes sooner than the GPU
             // (docs/decisions/029-continuous-gpu-calls.md).
             (Ok((g, ctl)), BackendChoice::Auto) => {
                 let threads = match options.cpu_threads {
                     0 => rayon::current_num_threads(),
                     n => n,
                 };
-                let lane = CpuLane::start(&cpu, (threads / 2).max(1)).map_err(EngineError::Threads)?;
+                let lane = CpuLane::start(&cpu, (threads / 4).max(1)).map_err(EngineError::Threads)?;
                 let line = format!("backend auto: gpu; {}", g.describe());
                 let gpu = GpuAlone::start(g, ctl, cpu.clone(), notes.clone(), Some(lane));
                 (Runner::Gpu(gpu), Some(line))

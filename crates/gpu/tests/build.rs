@@ -42,12 +42,10 @@ fn cpu_and_gpu_agree(
     assert!(report.notes.is_empty(), "{name}: {:?}", report.notes);
     assert_eq!(report.device.as_deref(), Some(gpu.describe().as_str()), "{name}");
     if report.meta.num_postings > 0 {
-        assert_eq!(
-            report.device_phases.len(),
-            5,
-            "{name}: {:?}",
-            report.device_phases
-        );
+        // The device's time comes phase by phase, the sort first and the copies back last.
+        let names: Vec<&str> = report.device_phases.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names.first(), Some(&"sort"), "{name}: {names:?}");
+        assert_eq!(names.last(), Some(&"copy the lists back"), "{name}: {names:?}");
     }
     same_index_files(&cpu, &on_gpu);
 }

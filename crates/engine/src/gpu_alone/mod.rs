@@ -14,6 +14,7 @@ mod lane;
 pub(crate) use lane::CpuLane;
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -53,6 +54,9 @@ struct Shared {
     ready: Condvar,
     stats: Mutex<GpuStats>,
     notes: Arc<Notes>,
+    /// Kernel batches on the GPU after the GPU thread's last look (`auto`'s CPU lane takes queries only
+    /// while the GPU is this far from busy).
+    batches_out: AtomicUsize,
 }
 
 /// The GPU backend's thread and its queue.
@@ -97,6 +101,7 @@ impl GpuAlone {
             ready: Condvar::new(),
             stats: Mutex::default(),
             notes,
+            batches_out: AtomicUsize::new(0),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
@@ -139,7 +144,14 @@ impl GpuAlone {
             return;
         }
         let submitted = Instant::now();
-        let runs = match &self.lane {
+        // The lane only while the GPU has at most one batch out: beyond, the GPU's host work needs
+        // the cores the lane would take (with the lane busy at every load, the passages' GPU fell
+        // behind at 70% of its peak).
+        let lane = self
+            .lane
+            .as_ref()
+            .filter(|_| self.shared.batches_out.load(Ordering::Relaxed) <= 1);
+        let runs = match lane {
             Some(lane) => {
                 let runs = lane.take(first_id, requests, deadline, &reply);
                 if runs.is_empty() {
@@ -312,7 +324,9 @@ fn continuous(s: &Shared, batch: usize, slots: usize, tx: &Sender<Delivery>) {
                 }
             }
         }
-        let room = gpu.batches_in_flight() < slots;
+        let out = gpu.batches_in_flight();
+        s.batches_out.store(out, Ordering::Relaxed);
+        let room = out < slots;
         lock(&s.stats).add(&gpu.take_stats());
         drop(gpu);
         for (c, answers) in done {
