@@ -18,8 +18,8 @@
 #[strum(serialize_all = "lowercase")]
 #[serde(rename_all = "lowercase")]
 pub enum BackendChoice {
-    /// The GPU (the CPU answering what it fails, and idle cores what they answer sooner) where a GPU
-    /// can serve the options, else the CPU; the engine says which and why.
+    /// The GPU (the CPU answering what it fails) where a GPU can serve the options, else the CPU; the
+    /// engine says which and why.
     #[default]
     Auto,
     /// The CPU engine on all threads.

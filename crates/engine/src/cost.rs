@@ -196,16 +196,6 @@ impl Default for CostModel {
 }
 
 impl CostModel {
-    /// The default models, but with a CPU prior of `seconds` a posting of all the query's lists
-    /// (forgotten as the default's is).
-    pub fn with_cpu_prior(seconds: f64) -> CostModel {
-        let cpu = Rls::new(1.0, [seconds.max(1e-12).ln(), 0.0, 0.0, 1.0, 0.0]);
-        CostModel {
-            cpu: [cpu.clone(), cpu],
-            ..CostModel::default()
-        }
-    }
-
     /// Predicted seconds of `f` on one CPU core under `mode`.
     pub fn cpu(&self, mode: Mode, f: &Features) -> f64 {
         if f.terms == 0 {

@@ -15,7 +15,7 @@ use warpsearch_query::{Answer, Request, Scorer};
 use crate::backend::{Backend, BackendChoice};
 use crate::cache::{CacheCtl, CacheOptions, CacheStats};
 use crate::cpu_workers::CpuWorkers;
-use crate::gpu_alone::{CpuLane, GpuAlone};
+use crate::gpu_alone::GpuAlone;
 use crate::hybrid::{Hybrid, HybridOptions, HybridStats};
 use crate::notes::Notes;
 use crate::reply::{Collect, Reply};
@@ -68,9 +68,8 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// An engine over `scorer` on the backend `options` ask for. `auto` runs the GPU backend (with a
-    /// CPU lane for what an idle core answers sooner) where CUDA is present and the GPU serves the
-    /// options, else the CPU, and says which and why in
+    /// An engine over `scorer` on the backend `options` ask for. `auto` runs the GPU backend where
+    /// CUDA is present and the GPU serves the options, else the CPU, and says which and why in
     /// [`Engine::choice`]; `gpu` makes the GPU's refusal an error; `hybrid` without a usable GPU runs
     /// the scheduler on the CPU alone and says why.
     pub fn new(scorer: Arc<Scorer>, options: EngineOptions) -> std::result::Result<Engine, EngineError> {
@@ -130,20 +129,14 @@ impl Engine {
         };
         let (runner, choice) = match (gpu, options.backend) {
             (Ok((g, ctl)), BackendChoice::Gpu) => {
-                let gpu = GpuAlone::start(g, ctl, cpu.clone(), notes.clone(), None);
+                let gpu = GpuAlone::start(g, ctl, cpu.clone(), notes.clone());
                 (Runner::Gpu(gpu), None)
             }
-            // The GPU backend answers more queries a second than the hybrid, and sooner from a
-            // moderate load on; a quarter of the cores answer what an idle one finishes sooner than the GPU
-            // (docs/decisions/029-continuous-gpu-calls.md).
+            // The GPU backend answers more queries a second than the hybrid, and sooner at all but the
+            // lightest loads (docs/decisions/029-continuous-gpu-calls.md); the CPU answers what it fails.
             (Ok((g, ctl)), BackendChoice::Auto) => {
-                let threads = match options.cpu_threads {
-                    0 => rayon::current_num_threads(),
-                    n => n,
-                };
-                let lane = CpuLane::start(&cpu, (threads / 4).max(1)).map_err(EngineError::Threads)?;
                 let line = format!("backend auto: gpu; {}", g.describe());
-                let gpu = GpuAlone::start(g, ctl, cpu.clone(), notes.clone(), Some(lane));
+                let gpu = GpuAlone::start(g, ctl, cpu.clone(), notes.clone());
                 (Runner::Gpu(gpu), Some(line))
             }
             (Ok(g), choice) => {

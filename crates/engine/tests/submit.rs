@@ -111,8 +111,7 @@ fn submissions_from_many_threads_gpu() {
 /// The GPU backend's continuous calls: single queries streamed from four threads, with 2, 3 and 8
 /// pipeline slots and kernel batches of 5 queries (so that calls are in flight together, finish out of
 /// order and are cut into several batches), and with every batch failing (answered on the CPU); and
-/// `auto`'s, whose idle CPU threads take some of the stream: every query comes back once, with the
-/// oracle's answer.
+/// `auto`'s: every query comes back once, with the oracle's answer.
 #[test]
 fn streamed_single_queries_come_back_once_whatever_the_gpu_slots_gpu() {
     if warpsearch_gpu::testing::gpu().is_none() {

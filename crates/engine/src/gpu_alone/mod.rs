@@ -9,12 +9,8 @@
 //! ([`on_cpu_where_failed`]), exactly once.
 
 mod cached;
-mod lane;
-
-pub(crate) use lane::CpuLane;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -54,9 +50,6 @@ struct Shared {
     ready: Condvar,
     stats: Mutex<GpuStats>,
     notes: Arc<Notes>,
-    /// Kernel batches on the GPU after the GPU thread's last look (`auto`'s CPU lane takes queries only
-    /// while the GPU is this far from busy).
-    batches_out: AtomicUsize,
 }
 
 /// The GPU backend's thread and its queue.
@@ -65,8 +58,6 @@ pub(crate) struct GpuAlone {
     thread: Option<JoinHandle<()>>,
     memory: MemoryProbe,
     describe: String,
-    /// `auto`'s CPU threads for queries an idle core answers sooner (None: the GPU alone).
-    lane: Option<CpuLane>,
 }
 
 impl GpuAlone {
@@ -77,15 +68,10 @@ impl GpuAlone {
         cache: Option<Arc<CacheCtl>>,
         cpu: CpuSearcher,
         notes: Arc<Notes>,
-        lane: Option<CpuLane>,
     ) -> GpuAlone {
         let describe = format!(
-            "gpu ({}){}{}",
+            "gpu ({}){}",
             gpu.gpu().describe(),
-            lane.as_ref().map_or(String::new(), |l| format!(
-                ", {} CPU threads for what an idle core answers sooner",
-                l.threads()
-            )),
             cache.as_ref().map_or(String::new(), |c| format!(
                 ", list cache {} λ {}",
                 c.policy().name(),
@@ -101,7 +87,6 @@ impl GpuAlone {
             ready: Condvar::new(),
             stats: Mutex::default(),
             notes,
-            batches_out: AtomicUsize::new(0),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
@@ -113,7 +98,6 @@ impl GpuAlone {
             thread: Some(thread),
             memory,
             describe,
-            lane,
         }
     }
 
@@ -143,36 +127,13 @@ impl GpuAlone {
         if requests.is_empty() {
             return;
         }
-        let submitted = Instant::now();
-        // The lane only while the GPU has at most one batch out: beyond, the GPU's host work needs
-        // the cores the lane would take (with the lane busy at every load, the passages' GPU fell
-        // behind at 70% of its peak).
-        let lane = self
-            .lane
-            .as_ref()
-            .filter(|_| self.shared.batches_out.load(Ordering::Relaxed) <= 1);
-        let runs = match lane {
-            Some(lane) => {
-                let runs = lane.take(first_id, requests, deadline, &reply);
-                if runs.is_empty() {
-                    return;
-                }
-                let reply = lane.gpu_reply(reply);
-                runs.into_iter().map(|(id, r)| (id, r, reply.clone())).collect()
-            }
-            None => vec![(first_id, requests, reply)],
-        };
-        let mut st = lock(&self.shared.state);
-        for (first_id, requests, reply) in runs {
-            st.queue.push_back(Submission {
-                first_id,
-                requests,
-                submitted,
-                deadline,
-                reply,
-            });
-        }
-        drop(st);
+        lock(&self.shared.state).queue.push_back(Submission {
+            first_id,
+            requests,
+            submitted: Instant::now(),
+            deadline,
+            reply,
+        });
         self.shared.ready.notify_one();
     }
 
@@ -324,9 +285,7 @@ fn continuous(s: &Shared, batch: usize, slots: usize, tx: &Sender<Delivery>) {
                 }
             }
         }
-        let out = gpu.batches_in_flight();
-        s.batches_out.store(out, Ordering::Relaxed);
-        let room = out < slots;
+        let room = gpu.batches_in_flight() < slots;
         lock(&s.stats).add(&gpu.take_stats());
         drop(gpu);
         for (c, answers) in done {
