@@ -132,8 +132,9 @@ impl Engine {
                 let gpu = GpuAlone::start(g, ctl, cpu.clone(), notes.clone());
                 (Runner::Gpu(gpu), None)
             }
-            // The GPU backend answers more queries a second than the hybrid, and sooner at all but the
-            // lightest loads (docs/decisions/029-continuous-gpu-calls.md); the CPU answers what it fails.
+            // The GPU backend answers more queries a second than the hybrid, and at the same rate
+            // sooner but for light loads of cheap queries (docs/decisions/029-continuous-gpu-calls.md);
+            // the CPU answers what it fails.
             (Ok((g, ctl)), BackendChoice::Auto) => {
                 let line = format!("backend auto: gpu; {}", g.describe());
                 let gpu = GpuAlone::start(g, ctl, cpu.clone(), notes.clone());
