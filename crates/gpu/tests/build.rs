@@ -8,18 +8,10 @@ use std::sync::Arc;
 
 use warpsearch_index::build::{build_from_jsonl, BuildOn, BuildOptions, DeviceInverter};
 use warpsearch_index::testdata::{edge_collection, same_index_files};
-use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, WriterOptions};
+use warpsearch_index::{AnalyzerConfig, Codec};
 
 fn options(codec: Codec) -> BuildOptions {
-    let mut o = BuildOptions::new(WriterOptions {
-        codec,
-        analyzer: AnalyzerConfig::english(),
-        bm25: Bm25Params::default(),
-        doc_order: DocOrder::Input,
-        force: false,
-    });
-    o.include_title = true;
-    o
+    warpsearch_index::testdata::title_options(codec)
 }
 
 /// Builds `input` on the CPU and on the GPU and checks the GPU inverted and wrote the CPU's files.

@@ -174,3 +174,17 @@ pub fn same_index_files(a: &Path, b: &Path) {
         );
     }
 }
+
+/// Build options of the edge-collection tests: `codec`, the english analyzer, default BM25, input
+/// order, titles indexed.
+pub fn title_options(codec: crate::Codec) -> crate::build::BuildOptions {
+    let mut o = crate::build::BuildOptions::new(crate::WriterOptions {
+        codec,
+        analyzer: crate::AnalyzerConfig::english(),
+        bm25: crate::Bm25Params::default(),
+        doc_order: crate::DocOrder::Input,
+        force: false,
+    });
+    o.include_title = true;
+    o
+}

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use warpsearch_index::bm25::loosen_bound;
 use warpsearch_index::build::{build_from_jsonl, BuildOn, BuildOptions, DeviceInverter, InvertJob, Inverted};
 use warpsearch_index::testdata::{edge_collection, same_index_files};
-use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, WriterOptions, BLOCK_LEN};
+use warpsearch_index::{Codec, BLOCK_LEN};
 
 /// The contract, computed plainly: tuples sorted by (rank, final docID), offsets, and each block's
 /// loosened largest score.
@@ -65,15 +65,7 @@ impl DeviceInverter for Reference {
 }
 
 fn options(codec: Codec) -> BuildOptions {
-    let mut o = BuildOptions::new(WriterOptions {
-        codec,
-        analyzer: AnalyzerConfig::english(),
-        bm25: Bm25Params::default(),
-        doc_order: DocOrder::Input,
-        force: false,
-    });
-    o.include_title = true;
-    o
+    warpsearch_index::testdata::title_options(codec)
 }
 
 fn with_device(opts: &BuildOptions, on: BuildOn, fail: bool) -> BuildOptions {
