@@ -506,7 +506,7 @@ fn search_stream_output_is_byte_identical_to_the_whole_batch() {
 }
 
 /// `search --queries -` held about 8 times its input in memory: now its peak resident memory does not
-/// grow with the input. The peak after 24 MB of queries is that after 6 MB, within a few MB (read while
+/// grow with the input. The peak after 54 MB of queries is that after 6 MB, within 12 MB (read while
 /// the input is still open, every answer received).
 #[test]
 fn search_stdin_memory_does_not_grow_with_the_input() {
@@ -539,10 +539,12 @@ fn search_stdin_memory_does_not_grow_with_the_input() {
             .and_then(|v| v.split_whitespace().next()?.parse().ok())
             .expect("VmHWM in /proc/PID/status")
     };
-    let (small, large) = (peak_kb(6), peak_kb(24));
+    // The peak varies by a few MB from run to run whatever the input's size (28–38 MB after 6 to 96 MB
+    // of queries); 1.1 million queries more holding even 12 bytes each would add 12 MB.
+    let (small, large) = (peak_kb(6), peak_kb(54));
     assert!(
-        large < small + (4 << 10),
-        "peak {small} kB after 6 MB of queries, {large} kB after 24 MB"
+        large < small + (12 << 10),
+        "peak {small} kB after 6 MB of queries, {large} kB after 54 MB"
     );
 }
 

@@ -210,20 +210,18 @@ pub fn term_weights(index: &Index, query: &Query, ranking: Ranking, params: Bm25
 /// A query's fixed point: that of the weights of every term of the query as the collection knows it
 /// (a shard's lacking terms included), so that a shard sums its scores in the single index's.
 pub fn query_fixed(index: &Index, query: &Query, ranking: Ranking, params: Bm25Params) -> Result<Fixed> {
-    Ok(Fixed::for_weights(
-        &query_weights(index, query, ranking, params)?.1,
-        params.k1,
-    ))
+    let (here, all) = query_weights(index, query, ranking, params)?;
+    Ok(Fixed::for_weights(all.as_deref().unwrap_or(&here), params.k1))
 }
 
-/// The weights of the query's terms (slot order), and of every term of the collection's query (the
-/// same, but for a shard's query).
+/// The weights of the query's terms (slot order), and for a shard's query those of every term of the
+/// collection's query (None: the same).
 fn query_weights(
     index: &Index,
     query: &Query,
     ranking: Ranking,
     params: Bm25Params,
-) -> Result<(Vec<f32>, Vec<f32>)> {
+) -> Result<(Vec<f32>, Option<Vec<f32>>)> {
     let bm25 = Bm25 {
         params,
         ..index.bm25()
@@ -253,7 +251,7 @@ fn query_weights(
         }
     };
     if query.collection.is_empty() {
-        return Ok((all.clone(), all));
+        return Ok((all, None));
     }
     let here: Vec<f32> = query
         .collection
@@ -269,7 +267,7 @@ fn query_weights(
             here.len()
         )));
     }
-    Ok((here, all))
+    Ok((here, Some(all)))
 }
 
 /// The relative slack of upper bounds for a query of `n` terms (see [`Plan::can_beat`]).
@@ -304,7 +302,7 @@ impl<'a> Plan<'a> {
         let prior_bound = prior.map_or(0.0, |p| p.alpha);
         let n = query.terms.len();
         let slack = bound_slack(n);
-        let fixed = Fixed::for_weights(&all_weights, params.k1);
+        let fixed = Fixed::for_weights(all_weights.as_deref().unwrap_or(&weights), params.k1);
         let mut terms = Vec::with_capacity(n);
         for (&(id, _), &weight) in query.terms.iter().zip(&weights) {
             let list = index.postings(id);
