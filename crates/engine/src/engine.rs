@@ -18,7 +18,7 @@ use crate::cpu_workers::CpuWorkers;
 use crate::gpu_alone::GpuAlone;
 use crate::hybrid::{Hybrid, HybridOptions, HybridStats};
 use crate::notes::Notes;
-use crate::reply::{Collect, Reply};
+use crate::reply::{Collect, Reply, Submit};
 use crate::shards::Shards;
 use crate::EngineError;
 
@@ -187,7 +187,12 @@ impl Engine {
         let index = head.index().clone();
         Engine {
             cpu: CpuSearcher::new(head),
-            runner: Runner::Shards(Arc::new(Shards::new(index, shards, and_shards, threads))),
+            runner: Runner::Shards(Arc::new(Shards::new(
+                index,
+                boxed(shards),
+                and_shards.map(boxed),
+                threads,
+            ))),
             choice,
             notes: Arc::new(Notes::default()),
         }
@@ -382,6 +387,26 @@ impl Engine {
             Runner::Hybrid(h) => Some(h.take_stats()),
             _ => None,
         }
+    }
+}
+
+/// Engines as what takes a shard's submissions.
+fn boxed(engines: Vec<Engine>) -> Vec<Box<dyn Submit>> {
+    engines
+        .into_iter()
+        .map(|e| Box::new(e) as Box<dyn Submit>)
+        .collect()
+}
+
+impl Submit for Engine {
+    fn submit(
+        &self,
+        first_id: u64,
+        requests: Vec<Request>,
+        deadline: Option<Duration>,
+        reply: Arc<dyn Reply>,
+    ) {
+        Engine::submit(self, first_id, requests, deadline, reply);
     }
 }
 

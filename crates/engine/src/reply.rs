@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use rayon::prelude::*;
 use warpsearch_index::{IndexError, Result};
-use warpsearch_query::Answer;
+use warpsearch_query::{Answer, Request};
 
 /// Who answered a query.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +62,19 @@ pub trait Reply: Send + Sync {
             self.send(d);
         }
     }
+}
+
+/// What takes submissions as [`crate::Engine::submit`] does: an engine, as one shard of a sharded
+/// index's (so that the shards' fan-out needs only this, not the engine that holds it).
+pub(crate) trait Submit: Send + Sync {
+    /// Queues `requests`; request i's answer (exactly one) goes to `reply` with id `first_id + i`.
+    fn submit(
+        &self,
+        first_id: u64,
+        requests: Vec<Request>,
+        deadline: Option<Duration>,
+        reply: Arc<dyn Reply>,
+    );
 }
 
 impl Reply for Sender<Done> {

@@ -1,4 +1,4 @@
-//! A sharded index's engine: one [`Engine`] per shard, each over its shard's own scorer, so that each
+//! A sharded index's engine: one engine per shard ([`Submit`]), each over its shard's own scorer, so that each
 //! shard could run on a processor of its own (today every shard's engine is a CPU engine; a GPU per
 //! shard is an engine per shard on its own device). Every request goes to every shard as the shard's
 //! query ([`warpsearch_query::shard::for_shard`]: the shard's term ordinals, weighed with the
@@ -17,16 +17,15 @@ use warpsearch_index::{Index, IndexError};
 use warpsearch_query::shard::for_shard;
 use warpsearch_query::{merge_top_k, Answer, Mode, Request, Scored};
 
-use crate::engine::Engine;
-use crate::reply::{Done, Reply, ServedBy};
+use crate::reply::{Done, Reply, ServedBy, Submit};
 
 /// The shards' engines of one sharded index.
 pub(crate) struct Shards {
     head: Arc<Index>,
-    engines: Vec<Engine>,
+    engines: Vec<Box<dyn Submit>>,
     /// Where the engines' algorithm evaluates OR only (MaxScore, block-max WAND): an engine per shard
     /// of the same options but ranked AND, for and-or's AND step (as one index's and-or runs it).
-    and_engines: Option<Vec<Engine>>,
+    and_engines: Option<Vec<Box<dyn Submit>>>,
     /// Threads of each shard's engine.
     threads: usize,
 }
@@ -59,8 +58,8 @@ struct ShardReply {
 impl Shards {
     pub(crate) fn new(
         head: Arc<Index>,
-        engines: Vec<Engine>,
-        and_engines: Option<Vec<Engine>>,
+        engines: Vec<Box<dyn Submit>>,
+        and_engines: Option<Vec<Box<dyn Submit>>>,
         threads: usize,
     ) -> Shards {
         Shards {
