@@ -101,18 +101,8 @@ async fn call_raw(app: &Router, method: &str, uri: &str, body: Option<Value>) ->
 
 /// The status and JSON body (or the text of a non-JSON one, as a string) of one request.
 async fn call(app: &Router, method: &str, uri: &str, body: Option<Value>) -> (StatusCode, Value) {
-    let request = HttpRequest::builder().method(method).uri(uri);
-    let request = match body {
-        Some(b) => request
-            .header("content-type", "application/json")
-            .body(Body::from(b.to_string())),
-        None => request.body(Body::empty()),
-    }
-    .unwrap();
-    let response = app.clone().oneshot(request).await.unwrap();
-    let status = response.status();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    let text = String::from_utf8(bytes.to_vec()).unwrap();
+    let (status, bytes) = call_raw(app, method, uri, body).await;
+    let text = String::from_utf8(bytes).unwrap();
     (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
 }
 
