@@ -451,7 +451,6 @@ pub fn plot_reports(a: BenchPlotArgs) -> Result<()> {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let r: Value =
             serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
-        reports.push((file_stem(&path.with_extension("")), r.clone()));
         let qps = r["closed_loop"]["qps"]
             .as_f64()
             .with_context(|| format!("{} is not a `bench --json` report", path.display()))?;
@@ -464,6 +463,7 @@ pub fn plot_reports(a: BenchPlotArgs) -> Result<()> {
             backend.split_whitespace().next().unwrap_or("?")
         );
         bars.push((label, qps));
+        reports.push((file_stem(&path.with_extension("")), r));
     }
     let top = bars.iter().map(|b| b.1).fold(0.0, f64::max).max(1.0) * 1.2;
     let n = bars.len() as f64;
