@@ -286,7 +286,11 @@ fn continuous(s: &Shared, batch: usize, slots: usize, tx: &Sender<Delivery>) {
             }
         }
         let room = gpu.batches_in_flight() < slots;
-        lock(&s.stats).add(&gpu.take_stats());
+        if !done.is_empty() {
+            // Counted before the answers go (a call's counters, its submission's included, are in by
+            // then), and not at every turn of the polling loop.
+            lock(&s.stats).add(&gpu.take_stats());
+        }
         drop(gpu);
         for (c, answers) in done {
             let answers = match answers {
