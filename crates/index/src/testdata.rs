@@ -188,3 +188,16 @@ pub fn title_options(codec: crate::Codec) -> crate::build::BuildOptions {
     o.include_title = true;
     o
 }
+
+/// A seeded xorshift generator for the tests' random collections (the seed must not be 0).
+pub struct XorShift(pub u64);
+
+impl XorShift {
+    /// The next number below `n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}

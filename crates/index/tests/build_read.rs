@@ -7,15 +7,7 @@ use std::path::Path;
 use warpsearch_index::build::{build_from_jsonl, BuildOptions};
 use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, Index, WriterOptions};
 
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
+use warpsearch_index::testdata::XorShift as Rng;
 
 /// Writes `n` documents of skewed random words; returns their (id, text).
 fn collection(dir: &Path, n: usize, seed: u64) -> Vec<(String, String)> {

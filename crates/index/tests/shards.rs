@@ -11,15 +11,7 @@ use warpsearch_index::shards::{ShardSplit, Sharding};
 use warpsearch_index::testdata::without_build_id;
 use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, Index, IndexError, WriterOptions};
 
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
+use warpsearch_index::testdata::XorShift as Rng;
 
 /// `n` documents of skewed random words as JSONL in `dir/in.jsonl`, static scores in `dir/static.tsv`.
 fn collection(dir: &Path, n: usize, seed: u64) -> PathBuf {
