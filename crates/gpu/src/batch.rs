@@ -229,7 +229,7 @@ pub fn prepare<R: Borrow<Request> + Sync>(
     // queries), with the terms the cache lacks left for the staging pass below, which runs in order.
     let build = |&(_, i, _): &(u64, usize, u32)| {
         let q = &queries[i].borrow().query;
-        let weights = term_weights(index, q, ranking, params)?;
+        let (weights, fixed) = term_weights(index, q, ranking, params)?;
         let n = q.terms.len();
         let slack = bound_slack(n);
         let mut by_df: Vec<usize> = (0..n).collect();
@@ -241,7 +241,7 @@ pub fn prepare<R: Borrow<Request> + Sync>(
             staged: Vec::new(),
             cached_blocks: 0,
             slack,
-            fixed: Fixed::for_weights(&weights, params.k1),
+            fixed,
         };
         for &s in &by_df {
             let (id, _) = q.terms[s];

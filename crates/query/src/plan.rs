@@ -202,20 +202,20 @@ impl<'a> Prior<'a> {
 ///
 /// For a query sent to a shard ([`Query::collection`] not empty), the weights are the single index's:
 /// idf from the collection's document frequencies, `bm25-static`'s sum over every term of the
-/// collection's query in its order.
-pub fn term_weights(index: &Index, query: &Query, ranking: Ranking, params: Bm25Params) -> Result<Vec<f32>> {
-    Ok(query_weights(index, query, ranking, params)?.0)
-}
-
-/// A query's fixed point: that of the weights of every term of the query as the collection knows it
-/// (a shard's lacking terms included), so that a shard sums its scores in the single index's.
-pub fn query_fixed(index: &Index, query: &Query, ranking: Ranking, params: Bm25Params) -> Result<Fixed> {
+/// collection's query in its order. With them, the query's fixed point: that of the weights of every
+/// term of the query as the collection knows it (a shard's lacking terms included), so that a shard
+/// sums its scores in the single index's fixed point, bit for bit.
+pub fn term_weights(
+    index: &Index,
+    query: &Query,
+    ranking: Ranking,
+    params: Bm25Params,
+) -> Result<(Vec<f32>, Fixed)> {
     let (here, all) = query_weights(index, query, ranking, params)?;
-    Ok(Fixed::for_weights(all.as_deref().unwrap_or(&here), params.k1))
+    let fixed = Fixed::for_weights(all.as_deref().unwrap_or(&here), params.k1);
+    Ok((here, fixed))
 }
 
-/// The weights of the query's terms (slot order), and for a shard's query those of every term of the
-/// collection's query (None: the same).
 fn query_weights(
     index: &Index,
     query: &Query,
