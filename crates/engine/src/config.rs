@@ -19,6 +19,7 @@ use warpsearch_query::{
 use crate::backend::BackendChoice;
 use crate::cache::{CacheChoice, CacheOptions, Completion, Policy};
 use crate::engine::{Engine, EngineOptions};
+use crate::gpus::{place_shards, GpuSet};
 use crate::hybrid::HybridOptions;
 use crate::EngineError;
 
@@ -176,6 +177,11 @@ impl Default for ScoringConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, clap::Args)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct GpuConfig {
+    /// GPUs to run on: auto (every device), a count (the first N), or device numbers (0,2). One index
+    /// is placed whole on each (queries spread over them); a sharded index's shards are spread over
+    /// them (shard i on GPU i mod N; with more GPUs than shards, each shard on several).
+    #[arg(long, default_value_t, value_parser = clap::value_parser!(GpuSet))]
+    pub gpus: GpuSet,
     /// GPU memory the index may take, e.g. 40G or 512M (default: 90% of the free memory).
     #[arg(id = "gpu-memory", long = "gpu-memory", value_parser = parse_bytes)]
     pub memory: Option<usize>,
@@ -240,6 +246,7 @@ impl Default for GpuConfig {
     fn default() -> Self {
         let g = GpuOptions::default();
         GpuConfig {
+            gpus: GpuSet::Auto,
             memory: None,
             batch: g.batch_size,
             slots: g.slots,
@@ -644,25 +651,80 @@ impl EngineConfig {
         let scorer =
             Scorer::new(index.clone(), options)?.with_max_query_terms(self.scoring.max_query_terms as usize);
         scorer.check(&Request::new(Query::default(), mode, max_k))?;
+        let devices = self.devices(name)?;
         let mut eopts = EngineOptions {
             backend: self.backend,
             cpu_threads: self.threads,
             gpu: self.gpu_options(max_k),
             hybrid: Some(self.hybrid_options()),
             cache: None,
+            device: devices.first().copied().unwrap_or(0),
         };
         if let Some((budget, cache)) = self.cache_options(&index, mode, max_k, train, name)? {
             eopts.gpu.cache = Some(budget);
             eopts.cache = Some(cache);
         }
-        Engine::new(Arc::new(scorer), eopts)
+        let scorer = Arc::new(scorer);
+        // The hybrid schedules one GPU beside the cores: it takes the first of several.
+        if devices.len() < 2 || self.backend == BackendChoice::Hybrid {
+            return Engine::new(scorer, eopts);
+        }
+        on_devices(&scorer, &eopts, &devices)
     }
+
+    /// The GPUs `--gpus` names among those present (none for the CPU backend, or where there are
+    /// none and `auto` was asked for).
+    fn devices(&self, name: Namer) -> Result<Vec<usize>, EngineError> {
+        if self.backend == BackendChoice::Cpu {
+            return Ok(Vec::new());
+        }
+        self.gpu
+            .gpus
+            .devices(warpsearch_gpu::device_count())
+            .map_err(|e| EngineError::Config(format!("{} {}: {e}", name("gpus"), self.gpu.gpus)))
+    }
+}
+
+/// An engine with `options` on each of `devices` (two or more), as one: replicas of the index. Where
+/// the first cannot use its GPU (`auto` fell back to the CPU), that CPU engine alone.
+fn on_devices(
+    scorer: &Arc<Scorer>,
+    options: &EngineOptions,
+    devices: &[usize],
+) -> Result<Engine, EngineError> {
+    let mut engines = Vec::with_capacity(devices.len());
+    for &device in devices {
+        let engine = Engine::new(
+            scorer.clone(),
+            EngineOptions {
+                device,
+                ..options.clone()
+            },
+        )?;
+        if !engine.has_gpu() {
+            return Ok(engine);
+        }
+        engines.push(engine);
+    }
+    let choice = (options.backend == BackendChoice::Auto).then(|| {
+        format!(
+            "backend auto: gpu on {} GPUs ({}), the index on each",
+            devices.len(),
+            devices
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        )
+    });
+    Engine::replicated(engines, choice)
 }
 
 impl EngineConfig {
     /// The engine of a sharded index (its head `index`): an engine per shard, each over the shard's
-    /// scorer with `options`, on an equal share of the CPU threads (at least one each). Today the
-    /// shards run on the CPU: `auto` says so, and `gpu` or `hybrid` is refused.
+    /// scorer with `options`. On the CPU each has an equal share of the threads (at least one each);
+    /// on GPUs the shards are spread over `--gpus` ([`place_shards`]), each shard's GPUs its
+    /// replicas. `hybrid` and the list cache are refused.
     fn open_sharded(
         &self,
         index: Arc<Index>,
@@ -672,36 +734,68 @@ impl EngineConfig {
         name: Namer,
     ) -> Result<Engine, EngineError> {
         let count = index.shards().len();
-        if matches!(self.backend, BackendChoice::Gpu | BackendChoice::Hybrid) {
+        if self.backend == BackendChoice::Hybrid {
             return Err(EngineError::Config(format!(
-                "{} {}: a sharded index ({} shards, {}) is searched on the CPU, an engine per shard; \
-                 use {} cpu or auto",
+                "{} hybrid: a sharded index ({} shards, {}) is searched by an engine per shard on the \
+                 CPU or the GPUs; use {} cpu, gpu or auto",
                 name("backend"),
-                self.backend.name(),
                 count,
                 index.dir().display(),
                 name("backend")
             )));
         }
+        if self.cache.policy.is_some() {
+            return Err(EngineError::Config(format!(
+                "{}: the GPU list cache is not available on a sharded index ({}); each shard's \
+                 lists are placed whole on its GPU, so leave it out",
+                name("gpu-cache"),
+                index.dir().display()
+            )));
+        }
+        let devices = self.devices(name)?;
+        if devices.is_empty() && self.backend == BackendChoice::Gpu {
+            return Err(EngineError::GpuRequired(warpsearch_gpu::GpuError::Unavailable(
+                "no CUDA device for the shards".into(),
+            )));
+        }
+        let placed = place_shards(count, &devices);
         let threads = match self.threads {
             0 => rayon::current_num_threads(),
             n => n,
         };
         let each = threads.div_ceil(count).max(1);
         let eopts = EngineOptions {
-            backend: BackendChoice::Cpu,
+            backend: if devices.is_empty() {
+                BackendChoice::Cpu
+            } else {
+                self.backend
+            },
             cpu_threads: each,
+            gpu: self.gpu_options(max_k),
             ..EngineOptions::default()
+        };
+        // A shard's engine: on its GPUs (replicas where several), or on the CPU.
+        let shard_engine = |scorer: Arc<Scorer>, on: &[usize]| -> Result<Engine, EngineError> {
+            match on {
+                [] | [_] => Engine::new(
+                    scorer,
+                    EngineOptions {
+                        device: on.first().copied().unwrap_or(0),
+                        ..eopts.clone()
+                    },
+                ),
+                many => on_devices(&scorer, &eopts, many),
+            }
         };
         let max_terms = self.scoring.max_query_terms as usize;
         let mut engines = Vec::with_capacity(count);
         let mut first: Option<Arc<Scorer>> = None;
-        for shard in index.shards() {
+        for (shard, on) in index.shards().iter().zip(&placed) {
             let scorer = Scorer::new(shard.index().clone(), options)?.with_max_query_terms(max_terms);
             scorer.check(&Request::new(Query::default(), mode, max_k))?;
             let scorer = Arc::new(scorer);
             first.get_or_insert_with(|| scorer.clone());
-            engines.push(Engine::new(scorer, eopts.clone())?);
+            engines.push(shard_engine(scorer, on)?);
         }
         // and-or's AND step is ranked AND whatever the algorithm (as one index runs it): where the
         // algorithm evaluates OR only, the shards answer that step on engines of their own.
@@ -710,13 +804,14 @@ impl EngineConfig {
                 index
                     .shards()
                     .iter()
-                    .map(|shard| {
+                    .zip(&placed)
+                    .map(|(shard, on)| {
                         let and = warpsearch_query::SearchOptions {
                             algorithm: warpsearch_query::Algorithm::Daat,
                             ..options
                         };
                         let scorer = Scorer::new(shard.index().clone(), and)?.with_max_query_terms(max_terms);
-                        Engine::new(Arc::new(scorer), eopts.clone())
+                        shard_engine(Arc::new(scorer), on)
                     })
                     .collect::<Result<Vec<Engine>, EngineError>>()?,
             ),
@@ -724,8 +819,17 @@ impl EngineConfig {
         };
         let first = first.expect("a sharded index has at least one shard");
         let head = Arc::new(Scorer::for_head(index, &first));
-        let choice = (self.backend == BackendChoice::Auto)
-            .then(|| format!("backend auto: CPU, {count} shards, an engine of {each} threads each"));
+        let on_gpus = engines.iter().all(Engine::has_gpu);
+        let choice = (self.backend == BackendChoice::Auto).then(|| match on_gpus {
+            true => format!("backend auto: gpu, {count} shards over {} GPUs", devices.len()),
+            false if devices.is_empty() => {
+                format!("backend auto: CPU, {count} shards, an engine of {each} threads each")
+            }
+            false => format!(
+                "backend auto: CPU, {count} shards, an engine of {each} threads each (the GPUs cannot \
+                 serve these options)"
+            ),
+        });
         Ok(Engine::sharded(head, engines, and_engines, each, choice))
     }
 }

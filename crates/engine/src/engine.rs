@@ -18,6 +18,7 @@ use crate::cpu_workers::CpuWorkers;
 use crate::gpu_alone::GpuAlone;
 use crate::hybrid::{Hybrid, HybridOptions, HybridStats};
 use crate::notes::Notes;
+use crate::replicas::{Replica, Replicas};
 use crate::reply::{Collect, Reply, Submit};
 use crate::shards::Shards;
 use crate::EngineError;
@@ -35,6 +36,8 @@ pub struct EngineOptions {
     pub hybrid: Option<HybridOptions>,
     /// How the GPU's list cache is filled, when `gpu.cache` caches part of the index.
     pub cache: Option<CacheOptions>,
+    /// The CUDA device the GPU backend runs on.
+    pub device: usize,
 }
 
 impl Default for EngineOptions {
@@ -45,6 +48,7 @@ impl Default for EngineOptions {
             gpu: GpuOptions::default(),
             hybrid: None,
             cache: None,
+            device: 0,
         }
     }
 }
@@ -54,8 +58,11 @@ enum Runner {
     Cpu(CpuWorkers),
     Gpu(GpuAlone),
     Hybrid(Hybrid),
-    /// A sharded index: an engine per shard, their answers merged.
-    Shards(Arc<Shards>),
+    /// A sharded index: an engine per shard (the same engines as the fan-out's), their answers
+    /// merged.
+    Shards(Arc<Shards>, Vec<Arc<Engine>>),
+    /// The same index on several GPUs, an engine each.
+    Replicas(Replicas<Engine>),
 }
 
 /// Answers requests on the chosen backend, with the CPU as the GPU's fallback. `Send + Sync`: one
@@ -91,7 +98,7 @@ impl Engine {
         if options.backend == BackendChoice::Cpu {
             return cpu_backend(None);
         }
-        let gpu = Gpu::open_with(0, &options.gpu.kernels).and_then(|g| {
+        let gpu = Gpu::open_with(options.device, &options.gpu.kernels).and_then(|g| {
             // A static cache plan comes first: it fixes the cache's shape on the device.
             let mut gopts = options.gpu;
             // Only the GPU backend (auto's too) has the cores to itself while it prepares a batch.
@@ -185,16 +192,64 @@ impl Engine {
         choice: Option<String>,
     ) -> Engine {
         let index = head.index().clone();
+        let shards: Vec<Arc<Engine>> = shards.into_iter().map(Arc::new).collect();
+        let and_shards: Option<Vec<Arc<Engine>>> = and_shards.map(|e| e.into_iter().map(Arc::new).collect());
+        let members = shards
+            .iter()
+            .chain(and_shards.iter().flatten())
+            .cloned()
+            .collect();
         Engine {
             cpu: CpuSearcher::new(head),
-            runner: Runner::Shards(Arc::new(Shards::new(
-                index,
-                boxed(shards),
-                and_shards.map(boxed),
-                threads,
-            ))),
+            runner: Runner::Shards(
+                Arc::new(Shards::new(index, boxed(shards), and_shards.map(boxed), threads)),
+                members,
+            ),
             choice,
             notes: Arc::new(Notes::default()),
+        }
+    }
+
+    /// One engine over `engines` (replicas, each on a GPU of its own as `--gpus` makes them): queries
+    /// go to the least loaded, a batch is cut among them, and one whose GPU fails is left out for a
+    /// while (its queries answered on its CPU meanwhile). Refused unless there is at least one and
+    /// all are over the same index and options, since any replica's answer must be the answer.
+    pub fn replicas(engines: Vec<Engine>) -> std::result::Result<Engine, EngineError> {
+        Engine::replicated(engines, None)
+    }
+
+    pub(crate) fn replicated(
+        engines: Vec<Engine>,
+        choice: Option<String>,
+    ) -> std::result::Result<Engine, EngineError> {
+        let Some(first) = engines.first() else {
+            return Err(EngineError::Config("replicas need at least one engine".into()));
+        };
+        let scorer = first.scorer().clone();
+        if let Some(other) = engines.iter().find(|e| {
+            !Arc::ptr_eq(e.scorer().index(), scorer.index()) || e.scorer().options() != scorer.options()
+        }) {
+            return Err(EngineError::Config(format!(
+                "replicas must share one index and its options: {} and {} differ",
+                scorer.index().dir().display(),
+                other.scorer().index().dir().display()
+            )));
+        }
+        Ok(Engine {
+            cpu: CpuSearcher::new(scorer),
+            runner: Runner::Replicas(Replicas::new(engines)),
+            choice,
+            notes: Arc::new(Notes::default()),
+        })
+    }
+
+    /// The engines this one runs through (a sharded index's, replicas'), none for a backend of its
+    /// own.
+    fn members(&self) -> Vec<&Engine> {
+        match &self.runner {
+            Runner::Shards(_, engines) => engines.iter().map(|e| &**e).collect(),
+            Runner::Replicas(r) => r.members().iter().collect(),
+            _ => Vec::new(),
         }
     }
 
@@ -220,7 +275,8 @@ impl Engine {
                     .collect();
                 h.submit_many(requests, deadline, reply);
             }
-            Runner::Shards(s) => s.submit(first_id, requests, deadline, reply),
+            Runner::Shards(s, _) => s.submit(first_id, requests, deadline, reply),
+            Runner::Replicas(r) => r.submit(first_id, requests, deadline, reply),
         }
     }
 
@@ -231,8 +287,10 @@ impl Engine {
         if requests.is_empty() {
             return Vec::new();
         }
-        if let Runner::Gpu(g) = &self.runner {
-            return g.search_batch(requests);
+        match &self.runner {
+            Runner::Gpu(g) => return g.search_batch(requests),
+            Runner::Replicas(r) => return r.search_batch(requests),
+            _ => {}
         }
         let owned: Vec<Request> = if requests.len() > 4096 {
             requests.par_iter().cloned().collect()
@@ -250,7 +308,7 @@ impl Engine {
             Runner::Cpu(_) => Backend::Cpu,
             Runner::Gpu(_) => Backend::Gpu,
             Runner::Hybrid(_) => Backend::Hybrid,
-            Runner::Shards(_) => Backend::Cpu,
+            Runner::Shards(..) | Runner::Replicas(_) => self.members()[0].backend(),
         }
     }
 
@@ -269,20 +327,51 @@ impl Engine {
     /// Whether a GPU answers queries.
     pub fn has_gpu(&self) -> bool {
         match &self.runner {
-            Runner::Cpu(_) | Runner::Shards(_) => false,
+            Runner::Cpu(_) => false,
             Runner::Gpu(_) => true,
             Runner::Hybrid(h) => h.has_gpu(),
+            Runner::Shards(..) | Runner::Replicas(_) => self.members().iter().any(|e| e.has_gpu()),
         }
     }
 
     /// The GPU's memory now: what the index takes and the device's use (None without a GPU, or where
-    /// the driver does not answer).
+    /// the driver does not answer); over several GPUs, their sums (a device counted once).
     pub fn gpu_memory(&self) -> Option<GpuMemory> {
         match &self.runner {
-            Runner::Cpu(_) | Runner::Shards(_) => None,
+            Runner::Cpu(_) => None,
             Runner::Gpu(g) => g.memory(),
             Runner::Hybrid(h) => h.gpu_memory(),
+            Runner::Shards(..) | Runner::Replicas(_) => {
+                let mut devices: Vec<(usize, GpuMemory)> = Vec::new();
+                let mut index = 0;
+                for e in self.members() {
+                    if let (Some(m), Some(d)) = (e.gpu_memory(), e.device()) {
+                        index += m.index;
+                        if !devices.iter().any(|(seen, _)| *seen == d) {
+                            devices.push((d, m));
+                        }
+                    }
+                }
+                (!devices.is_empty()).then(|| GpuMemory {
+                    index,
+                    used: devices.iter().map(|(_, m)| m.used).sum(),
+                    total: devices.iter().map(|(_, m)| m.total).sum(),
+                })
+            }
         }
+    }
+
+    /// The CUDA device of a GPU backend's engine (None for the others).
+    fn device(&self) -> Option<usize> {
+        match &self.runner {
+            Runner::Gpu(g) => Some(g.device()),
+            _ => None,
+        }
+    }
+
+    /// Queries the GPU failed (a failed batch or call; answered on the CPU) since the engine was made.
+    pub fn gpu_failures(&self) -> u64 {
+        self.notes.gpu_failures() + self.members().iter().map(|e| e.gpu_failures()).sum::<u64>()
     }
 
     /// Queries per second the engine answers at full load, where it measures it (the hybrid
@@ -299,7 +388,15 @@ impl Engine {
         match &self.runner {
             Runner::Gpu(g) => g.describe().to_string(),
             Runner::Cpu(w) => format!("cpu ({} threads)", w.threads()),
-            Runner::Shards(s) => format!("cpu, {} shards ({} threads each)", s.len(), s.threads()),
+            Runner::Shards(s, engines) => match engines[0].backend() {
+                Backend::Cpu => format!("cpu, {} shards ({} threads each)", s.len(), s.threads()),
+                _ => format!("{} shards, each on {}", s.len(), distinct(self.members())),
+            },
+            Runner::Replicas(r) => format!(
+                "{} replicas of the index, each on {}",
+                r.members().len(),
+                distinct(self.members())
+            ),
             Runner::Hybrid(h) => format!(
                 "hybrid ({} CPU workers{})",
                 h.options().cpu_workers,
@@ -316,7 +413,8 @@ impl Engine {
     /// batches within one call, the CPU bounds the results held at once.
     pub fn batch_hint(&self) -> usize {
         match self.runner {
-            Runner::Cpu(_) | Runner::Shards(_) => 4096,
+            Runner::Cpu(_) => 4096,
+            Runner::Shards(..) => self.members()[0].batch_hint(),
             _ => 1 << 20,
         }
     }
@@ -351,16 +449,23 @@ impl Engine {
                 g.with_searcher(GpuSearcher::apply_ready_plan);
             }
         }
+        for e in self.members() {
+            e.settle_cache();
+        }
     }
 
     /// What happened that a user should hear of since the last call (fallbacks to the CPU).
     pub fn take_notes(&self) -> Vec<String> {
-        self.notes.take()
+        let mut lines = self.notes.take();
+        for e in self.members() {
+            lines.extend(e.take_notes());
+        }
+        lines
     }
 
     /// Requests the CPU answered after the GPU failed them, since the engine was made.
     pub fn fallback_queries(&self) -> u64 {
-        self.notes.fallbacks()
+        self.notes.fallbacks() + self.members().iter().map(|e| e.fallback_queries()).sum::<u64>()
     }
 
     /// The GPU's counters since the last call (None without a GPU).
@@ -368,6 +473,9 @@ impl Engine {
         match &self.runner {
             Runner::Gpu(g) => Some(g.take_stats()),
             Runner::Hybrid(h) if h.has_gpu() => Some(h.take_gpu_stats()),
+            Runner::Shards(..) | Runner::Replicas(_) => {
+                sum(self.members(), Engine::take_gpu_stats, GpuStats::add)
+            }
             _ => None,
         }
     }
@@ -377,6 +485,9 @@ impl Engine {
         match &self.runner {
             Runner::Gpu(g) => g.cache().map(|c| c.take_stats()),
             Runner::Hybrid(h) => h.cache().map(|c| c.take_stats()),
+            Runner::Shards(..) | Runner::Replicas(_) => {
+                sum(self.members(), Engine::take_cache_stats, CacheStats::add)
+            }
             _ => None,
         }
     }
@@ -391,11 +502,30 @@ impl Engine {
 }
 
 /// Engines as what takes a shard's submissions.
-fn boxed(engines: Vec<Engine>) -> Vec<Box<dyn Submit>> {
+fn boxed(engines: Vec<Arc<Engine>>) -> Vec<Box<dyn Submit>> {
     engines
         .into_iter()
         .map(|e| Box::new(e) as Box<dyn Submit>)
         .collect()
+}
+
+/// The members' counters taken by `take`, added up by `add` (None where no member has any).
+fn sum<T>(members: Vec<&Engine>, take: impl Fn(&Engine) -> Option<T>, add: impl Fn(&mut T, &T)) -> Option<T> {
+    members.into_iter().filter_map(take).reduce(|mut a, b| {
+        add(&mut a, &b);
+        a
+    })
+}
+
+/// The members' descriptions, each once, in order.
+fn distinct(members: Vec<&Engine>) -> String {
+    let mut seen: Vec<String> = Vec::new();
+    for d in members.iter().map(|e| e.describe()) {
+        if !seen.contains(&d) {
+            seen.push(d);
+        }
+    }
+    seen.join("; ")
 }
 
 impl Submit for Engine {
@@ -407,6 +537,28 @@ impl Submit for Engine {
         reply: Arc<dyn Reply>,
     ) {
         Engine::submit(self, first_id, requests, deadline, reply);
+    }
+}
+
+impl Submit for Arc<Engine> {
+    fn submit(
+        &self,
+        first_id: u64,
+        requests: Vec<Request>,
+        deadline: Option<Duration>,
+        reply: Arc<dyn Reply>,
+    ) {
+        Engine::submit(self, first_id, requests, deadline, reply);
+    }
+}
+
+impl Replica for Engine {
+    fn search_batch(&self, requests: &[Request]) -> Vec<Result<Answer>> {
+        Engine::search_batch(self, requests)
+    }
+
+    fn gpu_failures(&self) -> u64 {
+        Engine::gpu_failures(self)
     }
 }
 

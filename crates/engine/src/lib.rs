@@ -11,7 +11,8 @@
 //!   [`split`]: a query cut between the GPU's part and the CPU's exact completion, which the GPU backend
 //!   and the hybrid run.
 //! - The shards' engines of a sharded index: every request sent to each shard, the answers merged
-//!   exactly.
+//!   exactly; replicas: the same index on several GPUs as one engine; [`gpus`]: which GPUs
+//!   (`--gpus`) and where shards go on them.
 //! - [`hybrid`]: the scheduler that runs one query stream on the CPU and the GPU together (queues,
 //!   stealing, deadlines, GPU batch sizing, queries split by docID range); [`cost`]: the per-query
 //!   cost prediction it schedules by, learned online.
@@ -28,8 +29,10 @@ pub mod cost;
 mod cpu_workers;
 pub mod engine;
 mod gpu_alone;
+pub mod gpus;
 pub mod hybrid;
 mod notes;
+mod replicas;
 pub mod reply;
 mod shards;
 pub mod split;
@@ -41,6 +44,7 @@ pub use config::{
     TrainLog,
 };
 pub use engine::{Engine, EngineOptions};
+pub use gpus::GpuSet;
 pub use hybrid::{Hybrid, HybridOptions, HybridStats};
 pub use reply::{Collect, Done, Reply, ServedBy, Slots};
 pub use warpsearch_gpu::{CacheBudget, GpuMemory, GpuOptions, GpuStats};

@@ -80,8 +80,18 @@ fn build(dir: &Path, input: &Path, name: &str, alpha: Option<f32>, shards: Optio
 }
 
 fn engine(index: &Arc<Index>, ranking: RankingChoice, algorithm: Algorithm, mode: Mode) -> Engine {
+    engine_on(index, BackendChoice::Cpu, ranking, algorithm, mode)
+}
+
+fn engine_on(
+    index: &Arc<Index>,
+    backend: BackendChoice,
+    ranking: RankingChoice,
+    algorithm: Algorithm,
+    mode: Mode,
+) -> Engine {
     let mut config = EngineConfig {
-        backend: BackendChoice::Cpu,
+        backend,
         threads: 2,
         ..EngineConfig::default()
     };
@@ -120,6 +130,11 @@ fn same(a: &[Scored], b: &[Scored]) -> bool {
 
 /// Every request on the single index's oracle and on the sharded index's engine: equal answers.
 fn check(single: &Arc<Index>, sharded: &Arc<Index>, what: &str) {
+    check_on(single, sharded, BackendChoice::Cpu, what)
+}
+
+/// [`check`] with the shards' engines on `backend` (on the GPUs, the algorithm is the GPU's own).
+fn check_on(single: &Arc<Index>, sharded: &Arc<Index>, backend: BackendChoice, what: &str) {
     assert!(sharded.is_sharded(), "{what}: not sharded");
     let rankings = match single.static_scores() {
         Some(_) => vec![RankingChoice::Bm25, RankingChoice::Bm25Static],
@@ -129,11 +144,19 @@ fn check(single: &Arc<Index>, sharded: &Arc<Index>, what: &str) {
         for mode in [Mode::And, Mode::Or, Mode::AndOr] {
             let oracle = engine(single, ranking, Algorithm::Exhaustive, mode);
             let algorithms = match mode {
+                _ if backend != BackendChoice::Cpu => vec![Algorithm::Auto],
                 Mode::And => vec![Algorithm::Auto, Algorithm::Daat, Algorithm::Exhaustive],
                 _ => vec![Algorithm::Auto, Algorithm::MaxScore, Algorithm::BlockMaxWand],
             };
             for algorithm in algorithms {
-                let shards = engine(sharded, ranking, algorithm, mode);
+                let shards = engine_on(sharded, backend, ranking, algorithm, mode);
+                if backend != BackendChoice::Cpu {
+                    assert!(
+                        shards.has_gpu(),
+                        "{what}: the shards are not on the GPUs: {}",
+                        shards.describe()
+                    );
+                }
                 for k in [10, 1000] {
                     let one: Vec<Request> = queries(single, 7)
                         .into_iter()
@@ -188,6 +211,38 @@ fn shards_equal_the_single_index_on_random_collections() {
             &single,
             &sharded,
             &format!("seed {seed}, {n} documents, {split:?}"),
+        );
+    }
+}
+
+/// The shards on the GPUs (`--gpus auto`: on one GPU every shard; on two, spread, and one shard
+/// replicated on both) answer as the single index does.
+#[test]
+fn shards_on_the_gpus_equal_the_single_index() {
+    let present = warpsearch_gpu::device_count();
+    if present == 0 {
+        warpsearch_gpu::testing::say("skipped: no CUDA device for the shards");
+        return;
+    }
+    warpsearch_gpu::testing::say(&format!("shards on {present} CUDA devices"));
+    for (seed, n, split) in [
+        (3, 1000, ShardSplit::Count(1)),
+        (5, 1000, ShardSplit::Count(2)),
+        (13, 700, ShardSplit::Starts(vec![0, 1, 129, 600, 699])),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let input = collection(tmp.path(), seed, n);
+        let single = build(tmp.path(), &input, "one", None, None);
+        let sharding = Sharding {
+            split: split.clone(),
+            parallel: true,
+        };
+        let sharded = build(tmp.path(), &input, "shards", None, Some(sharding));
+        check_on(
+            &single,
+            &sharded,
+            BackendChoice::Gpu,
+            &format!("GPU, seed {seed}, {n} documents, {split:?}"),
         );
     }
 }

@@ -87,6 +87,14 @@ pub(crate) fn open_context(ordinal: usize) -> Result<Arc<CudaContext>, GpuError>
     Ok(CudaContext::new(ordinal)?)
 }
 
+/// How many CUDA devices the driver shows (0 where there is no driver or it fails).
+pub fn device_count() -> usize {
+    if !driver::driver_present() {
+        return 0;
+    }
+    CudaContext::device_count().map_or(0, |n| n.max(0) as usize)
+}
+
 /// One opened GPU with the compiled kernels.
 pub struct Gpu {
     pub(crate) ctx: Arc<CudaContext>,
@@ -160,6 +168,11 @@ impl Gpu {
     /// The device's name, e.g. "NVIDIA H100 80GB HBM3".
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The CUDA device number it was opened as.
+    pub fn ordinal(&self) -> usize {
+        self.ctx.ordinal()
     }
 
     /// Streaming multiprocessors.

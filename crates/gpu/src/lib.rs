@@ -55,7 +55,7 @@ pub mod view;
 
 pub use build::GpuBuilder;
 pub use cache::{CachePlan, Capacity};
-pub use device::Gpu;
+pub use device::{device_count, Gpu};
 pub use error::GpuError;
 pub use memory::{GpuMemory, MemoryProbe};
 pub use options::{CacheBudget, GpuOptions, KernelOptions, DEFAULT_CACHE_SLOTS};

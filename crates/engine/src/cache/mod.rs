@@ -164,6 +164,22 @@ pub struct CacheStats {
     pub unobserved: u64,
 }
 
+impl CacheStats {
+    /// Adds `other`'s counts (several GPUs' caches as one).
+    pub fn add(&mut self, other: &CacheStats) {
+        self.gpu_whole += other.gpu_whole;
+        self.two_ranges += other.two_ranges;
+        self.partial += other.partial;
+        self.cpu_only += other.cpu_only;
+        self.completion_seconds += other.completion_seconds;
+        self.replans += other.replans;
+        self.lists_changed += other.lists_changed;
+        self.replan_seconds += other.replan_seconds;
+        self.plans_skipped += other.plans_skipped;
+        self.unobserved += other.unobserved;
+    }
+}
+
 #[derive(Default)]
 struct Counters {
     gpu_whole: AtomicU64,

@@ -58,6 +58,7 @@ pub(crate) struct GpuAlone {
     thread: Option<JoinHandle<()>>,
     memory: MemoryProbe,
     describe: String,
+    device: usize,
 }
 
 impl GpuAlone {
@@ -69,8 +70,9 @@ impl GpuAlone {
         cpu: CpuSearcher,
         notes: Arc<Notes>,
     ) -> GpuAlone {
+        let device = gpu.gpu().ordinal();
         let describe = format!(
-            "gpu ({}){}",
+            "gpu {device} ({}){}",
             gpu.gpu().describe(),
             cache.as_ref().map_or(String::new(), |c| format!(
                 ", list cache {} λ {}",
@@ -98,7 +100,13 @@ impl GpuAlone {
             thread: Some(thread),
             memory,
             describe,
+            device,
         }
+    }
+
+    /// The CUDA device it runs on.
+    pub fn device(&self) -> usize {
+        self.device
     }
 
     /// The backend in a few words.
@@ -398,6 +406,7 @@ fn guarded(s: &Shared, gpu: &mut GpuSearcher, requests: &[Request]) -> Vec<(Resu
 /// Every request of a call that panicked, answered on the CPU.
 fn panicked(s: &Shared, requests: &[Request]) -> Vec<(Result<Answer>, ServedBy)> {
     let n = requests.len() as u64;
+    s.notes.gpu_failed(n);
     s.notes.fallback(
         n,
         format!("the GPU backend panicked: {n} queries answered on the CPU"),
