@@ -436,6 +436,13 @@ pub struct EngineConfig {
     /// Threads of the CPU backend (0: as many as the current rayon pool has, which `--threads` sets).
     #[arg(skip)]
     pub threads: usize,
+    /// Of a sharded index, the shards (numbered from 0) this engine answers for, with the collection's
+    /// statistics and docIDs (None: every shard). Engines over disjoint sets of shards, one per host,
+    /// give answers whose merge (score descending, ties to the smaller docID) is the whole index's
+    /// for AND and OR; and-or is the kept shards' own, so such a caller runs its steps itself (AND
+    /// everywhere, then OR everywhere where the merged AND has fewer than k).
+    #[arg(skip)]
+    pub shards: Option<Vec<usize>>,
     /// Ranking and algorithm.
     #[command(flatten)]
     pub scoring: ScoringConfig,
@@ -641,6 +648,13 @@ impl EngineConfig {
         if index.is_sharded() {
             return self.open_sharded(index, options, mode, max_k, name);
         }
+        if self.shards.is_some() {
+            return Err(EngineError::Config(format!(
+                "{} applies to a sharded index; {} is one index (built without --shards)",
+                name("shards"),
+                index.dir().display()
+            )));
+        }
         let scorer =
             Scorer::new(index.clone(), options)?.with_max_query_terms(self.scoring.max_query_terms as usize);
         scorer.check(&Request::new(Query::default(), mode, max_k))?;
@@ -660,8 +674,8 @@ impl EngineConfig {
 }
 
 impl EngineConfig {
-    /// The engine of a sharded index (its head `index`): an engine per shard, each over the shard's
-    /// scorer with `options`, on an equal share of the CPU threads (at least one each). Today the
+    /// The engine of a sharded index (its head `index`): an engine per shard (of `shards` where
+    /// given), each over the shard's scorer with `options`, on an equal share of the CPU threads (at least one each). Today the
     /// shards run on the CPU: `auto` says so, and `gpu` or `hybrid` is refused.
     fn open_sharded(
         &self,
@@ -671,7 +685,34 @@ impl EngineConfig {
         max_k: usize,
         name: Namer,
     ) -> Result<Engine, EngineError> {
-        let count = index.shards().len();
+        let all = index.shards().len();
+        let members: Vec<usize> = match &self.shards {
+            None => (0..all).collect(),
+            Some(list) => {
+                // Each shard once: a shard answering twice would put its documents twice in the merge.
+                let mut seen = vec![false; all];
+                for &i in list {
+                    if i >= all || std::mem::replace(&mut seen[i], true) {
+                        return Err(EngineError::Config(format!(
+                            "{} {list:?}: {} has shards 0 to {}, each named at most once",
+                            name("shards"),
+                            index.dir().display(),
+                            all - 1
+                        )));
+                    }
+                }
+                if list.is_empty() {
+                    return Err(EngineError::Config(format!(
+                        "{} is empty: name at least one shard of {} (0 to {})",
+                        name("shards"),
+                        index.dir().display(),
+                        all - 1
+                    )));
+                }
+                list.clone()
+            }
+        };
+        let count = members.len();
         if matches!(self.backend, BackendChoice::Gpu | BackendChoice::Hybrid) {
             return Err(EngineError::Config(format!(
                 "{} {}: a sharded index ({} shards, {}) is searched on the CPU, an engine per shard; \
@@ -696,7 +737,8 @@ impl EngineConfig {
         let max_terms = self.scoring.max_query_terms as usize;
         let mut engines = Vec::with_capacity(count);
         let mut first: Option<Arc<Scorer>> = None;
-        for shard in index.shards() {
+        for &i in &members {
+            let shard = &index.shards()[i];
             let scorer = Scorer::new(shard.index().clone(), options)?.with_max_query_terms(max_terms);
             scorer.check(&Request::new(Query::default(), mode, max_k))?;
             let scorer = Arc::new(scorer);
@@ -707,10 +749,10 @@ impl EngineConfig {
         // algorithm evaluates OR only, the shards answer that step on engines of their own.
         let and_engines = match options.algorithm.refuses(Mode::And) {
             Some(_) => Some(
-                index
-                    .shards()
+                members
                     .iter()
-                    .map(|shard| {
+                    .map(|&i| {
+                        let shard = &index.shards()[i];
                         let and = warpsearch_query::SearchOptions {
                             algorithm: warpsearch_query::Algorithm::Daat,
                             ..options
@@ -726,7 +768,7 @@ impl EngineConfig {
         let head = Arc::new(Scorer::for_head(index, &first));
         let choice = (self.backend == BackendChoice::Auto)
             .then(|| format!("backend auto: CPU, {count} shards, an engine of {each} threads each"));
-        Ok(Engine::sharded(head, engines, and_engines, each, choice))
+        Ok(Engine::sharded(head, members, engines, and_engines, each, choice))
     }
 }
 

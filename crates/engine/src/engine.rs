@@ -174,11 +174,13 @@ impl Engine {
     }
 
     /// The engine of a sharded index: `head` is the scorer of its head (requests are analysed
-    /// against it), `shards` an engine per shard, in the head's order, each over that shard's scorer
-    /// with the same options, run on `threads` threads each; `and_shards`, where their algorithm
-    /// evaluates OR only, the same with ranked AND, for and-or's AND step.
+    /// against it), `shards` an engine per shard of `members` (the head's shard numbers, in that
+    /// order), each over that shard's scorer with the same options, run on `threads` threads each;
+    /// `and_shards`, where their algorithm evaluates OR only, the same with ranked AND, for and-or's
+    /// AND step.
     pub(crate) fn sharded(
         head: Arc<Scorer>,
+        members: Vec<usize>,
         shards: Vec<Engine>,
         and_shards: Option<Vec<Engine>>,
         threads: usize,
@@ -189,6 +191,7 @@ impl Engine {
             cpu: CpuSearcher::new(head),
             runner: Runner::Shards(Arc::new(Shards::new(
                 index,
+                members,
                 boxed(shards),
                 and_shards.map(boxed),
                 threads,
