@@ -7,6 +7,7 @@ use std::sync::Arc;
 use pyo3::exceptions::{PyIndexError, PyUserWarning};
 use pyo3::prelude::*;
 use warpsearch_index::build::{build_from_jsonl, BuildOptions, BuildReport};
+use warpsearch_index::shards::{ShardSplit, Sharding};
 use warpsearch_index::{ciff, AnalyzerConfig, Bm25Params, Codec, DocOrder, Index, WriterOptions};
 
 use crate::cache::CacheArgs;
@@ -47,7 +48,8 @@ impl PyIndex {
     /// directory of them, or any iterable of documents (dicts such as {'id', 'contents'}, {'docno',
     /// 'text'} or BEIR's {'_id', 'title', 'text'}; a generator is streamed); or from a CIFF file
     /// (`ciff`). The options of `warpsearch index`: `id_field` and `fields` (a list) name the fields
-    /// to read, `store=True` keeps the documents for `Index.doc`. `progress=True` shows a tqdm bar
+    /// to read, `store=True` keeps the documents for `Index.doc`, `shards=N` writes a sharded index
+    /// (`--shards N`, docs/shards.md). `progress=True` shows a tqdm bar
     /// where tqdm is installed (notebooks too). What the command prints as notes (skipped lines,
     /// documents without terms) comes as `UserWarning`s.
     // One keyword argument per option of `warpsearch index`.
@@ -56,7 +58,8 @@ impl PyIndex {
     #[pyo3(signature = (
         input=None, *, output, ciff=None, force=false, codec="simdbp", analyzer=None, stemmer="porter",
         keep_stopwords=false, title=false, k1=0.9, b=0.4, static_scores=None, doc_order="input",
-        alpha=0.5, memory_mb=2048, skip_bad=false, progress=false, id_field=None, fields=None, store=false
+        alpha=0.5, memory_mb=2048, skip_bad=false, progress=false, id_field=None, fields=None, store=false,
+        shards=None
     ))]
     fn build(
         py: Python<'_>,
@@ -80,6 +83,7 @@ impl PyIndex {
         id_field: Option<String>,
         fields: Option<Vec<String>>,
         store: bool,
+        shards: Option<usize>,
     ) -> PyResult<PyIndex> {
         let writer = WriterOptions {
             codec: codec.parse::<Codec>().map_err(value_error)?,
@@ -109,6 +113,10 @@ impl PyIndex {
                 opts.skip_bad = skip_bad;
                 opts.static_scores = static_scores;
                 opts.reorder_alpha = reorder_alpha;
+                opts.shards = shards.map(|n| Sharding {
+                    split: ShardSplit::Count(n),
+                    parallel: true,
+                });
                 let static_scores = opts.static_scores.is_some();
                 let (report, input) = match input.extract::<PathBuf>() {
                     Ok(path) => {
@@ -135,6 +143,11 @@ impl PyIndex {
                          documents",
                     ));
                 }
+                if shards.is_some() {
+                    return Err(value_error(
+                        "shards applies to input only: a sharded index is built from documents, not CIFF",
+                    ));
+                }
                 let opts = ciff::ImportOptions {
                     writer,
                     analyzer_override: analyzer.is_some(),
@@ -157,7 +170,10 @@ impl PyIndex {
     /// largest k the GPU is prepared for (larger k are answered by the CPU); `threads`, CPU threads
     /// (default: every core); `gpu_memory`, the GPU memory the index may take, in bytes (as
     /// `--gpu-memory`); `max_query_terms`, the most distinct terms a query may have (a longer one is
-    /// refused, as `--max-query-terms`).
+    /// refused, as `--max-query-terms`); `shards`, of a sharded index, the shards (numbers from 0) this
+    /// searcher answers for, with the collection's statistics and document numbers, so that answers of
+    /// searchers over disjoint shards merge (score descending, ties to the smaller number) into the
+    /// whole index's (AND and OR; and-or is the kept shards' own).
     ///
     /// For an index larger than that memory, `gpu_cache` (qtf, qtfdf, vfb or dynamic) keeps part of it
     /// on the GPU, filled from `gpu_cache_train` (a list of query texts, weighed as `gpu_cache_mode`
@@ -171,7 +187,7 @@ impl PyIndex {
         backend="auto", *, ranking="bm25", alpha=None, k1=None, b=None, algorithm="auto", max_k=1000,
         threads=None, gpu_memory=None, gpu_cache=None, gpu_cache_train=None, gpu_cache_mode="or",
         gpu_cache_k=10, gpu_cache_ratio=None, gpu_cache_buffer=None, gpu_cache_complete="auto",
-        max_query_terms=warpsearch_query::DEFAULT_MAX_QUERY_TERMS
+        max_query_terms=warpsearch_query::DEFAULT_MAX_QUERY_TERMS, shards=None
     ))]
     fn searcher(
         &self,
@@ -193,6 +209,7 @@ impl PyIndex {
         gpu_cache_buffer: Option<usize>,
         gpu_cache_complete: &str,
         max_query_terms: usize,
+        shards: Option<Vec<usize>>,
     ) -> PyResult<PySearcher> {
         if max_query_terms == 0 {
             return Err(value_error("max_query_terms must be at least 1"));
@@ -208,6 +225,7 @@ impl PyIndex {
             threads,
             gpu_memory,
             max_query_terms,
+            shards,
             cache: CacheArgs {
                 policy: gpu_cache,
                 train: gpu_cache_train,
@@ -285,6 +303,12 @@ impl PyIndex {
     #[getter]
     fn num_postings(&self) -> u64 {
         self.index.meta().num_postings
+    }
+
+    /// Number of shards of a sharded index (built with `shards=N`), None for one index.
+    #[getter]
+    fn shards(&self) -> Option<usize> {
+        self.index.is_sharded().then(|| self.index.shards().len())
     }
 
     /// Mean document length, in tokens.

@@ -49,6 +49,8 @@ pub struct SearcherOptions<'a> {
     pub gpu_memory: Option<usize>,
     /// `--max-query-terms`: the most distinct terms a query may have.
     pub max_query_terms: usize,
+    /// Of a sharded index, the shards the searcher answers for (None: every one).
+    pub shards: Option<Vec<usize>>,
     /// The GPU list cache's arguments.
     pub cache: CacheArgs<'a>,
 }
@@ -60,6 +62,7 @@ impl SearcherOptions<'_> {
         let config = EngineConfig {
             backend: warpsearch_query::named("backend", self.backend).map_err(value_error)?,
             threads: self.threads.unwrap_or(0),
+            shards: self.shards,
             scoring: ScoringConfig {
                 ranking: warpsearch_query::named("ranking", self.ranking).map_err(value_error)?,
                 alpha: self.alpha,

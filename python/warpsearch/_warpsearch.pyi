@@ -41,6 +41,7 @@ class Index:
         id_field: Optional[str] = None,
         fields: Optional[Sequence[str]] = None,
         store: bool = False,
+        shards: Optional[int] = None,
     ) -> "Index":
         """Builds an index at `output` (as `warpsearch index`) from a collection file or directory, any
         iterable of document dicts (streamed), or a CIFF file, and opens it."""
@@ -57,8 +58,10 @@ class Index:
         max_k: int = 1000,
         threads: Optional[int] = None,
         max_query_terms: int = 1024,
+        shards: Optional[Sequence[int]] = None,
     ) -> "Searcher":
-        """A searcher over this index, with the engine options of `warpsearch search`."""
+        """A searcher over this index, with the engine options of `warpsearch search`; `shards`, of a
+        sharded index, the shards it answers for (collection document numbers and scores)."""
 
     def analyze(self, text: str) -> List[str]:
         """The terms the index's analyzer makes of `text`."""
@@ -86,6 +89,9 @@ class Index:
     def num_terms(self) -> int: ...
     @property
     def num_postings(self) -> int: ...
+    @property
+    def shards(self) -> Optional[int]:
+        """Number of shards of a sharded index; None for one index."""
     @property
     def avg_doc_len(self) -> float: ...
     @property

@@ -443,6 +443,13 @@ pub struct EngineConfig {
     /// Threads of the CPU backend (0: as many as the current rayon pool has, which `--threads` sets).
     #[arg(skip)]
     pub threads: usize,
+    /// Of a sharded index, the shards (numbered from 0) this engine answers for, with the collection's
+    /// statistics and docIDs (None: every shard). Engines over disjoint sets of shards, one per host,
+    /// give answers whose merge (score descending, ties to the smaller docID) is the whole index's
+    /// for AND and OR; and-or is the kept shards' own, so such a caller runs its steps itself (AND
+    /// everywhere, then OR everywhere where the merged AND has fewer than k).
+    #[arg(skip)]
+    pub shards: Option<Vec<usize>>,
     /// Ranking and algorithm.
     #[command(flatten)]
     pub scoring: ScoringConfig,
@@ -648,6 +655,13 @@ impl EngineConfig {
         if index.is_sharded() {
             return self.open_sharded(index, options, mode, max_k, name);
         }
+        if self.shards.is_some() {
+            return Err(EngineError::Config(format!(
+                "{} applies to a sharded index; {} is one index (built without --shards)",
+                name("shards"),
+                index.dir().display()
+            )));
+        }
         let scorer =
             Scorer::new(index.clone(), options)?.with_max_query_terms(self.scoring.max_query_terms as usize);
         scorer.check(&Request::new(Query::default(), mode, max_k))?;
@@ -721,10 +735,10 @@ fn on_devices(
 }
 
 impl EngineConfig {
-    /// The engine of a sharded index (its head `index`): an engine per shard, each over the shard's
-    /// scorer with `options`. On the CPU each has an equal share of the threads (at least one each);
-    /// on GPUs the shards are spread over `--gpus` ([`place_shards`]), each shard's GPUs its
-    /// replicas. `hybrid` and the list cache are refused.
+    /// The engine of a sharded index (its head `index`): an engine per shard (of `shards` where
+    /// given), each over the shard's scorer with `options`. On the CPU each has an equal share of the
+    /// threads (at least one each); on GPUs the shards are spread over `--gpus` ([`place_shards`]),
+    /// each shard's GPUs its replicas. `hybrid` and the list cache are refused.
     fn open_sharded(
         &self,
         index: Arc<Index>,
@@ -733,7 +747,34 @@ impl EngineConfig {
         max_k: usize,
         name: Namer,
     ) -> Result<Engine, EngineError> {
-        let count = index.shards().len();
+        let all = index.shards().len();
+        let members: Vec<usize> = match &self.shards {
+            None => (0..all).collect(),
+            Some(list) => {
+                // Each shard once: a shard answering twice would put its documents twice in the merge.
+                let mut seen = vec![false; all];
+                for &i in list {
+                    if i >= all || std::mem::replace(&mut seen[i], true) {
+                        return Err(EngineError::Config(format!(
+                            "{} {list:?}: {} has shards 0 to {}, each named at most once",
+                            name("shards"),
+                            index.dir().display(),
+                            all - 1
+                        )));
+                    }
+                }
+                if list.is_empty() {
+                    return Err(EngineError::Config(format!(
+                        "{} is empty: name at least one shard of {} (0 to {})",
+                        name("shards"),
+                        index.dir().display(),
+                        all - 1
+                    )));
+                }
+                list.clone()
+            }
+        };
+        let count = members.len();
         if self.backend == BackendChoice::Hybrid {
             return Err(EngineError::Config(format!(
                 "{} hybrid: a sharded index ({} shards, {}) is searched by an engine per shard on the \
@@ -790,7 +831,8 @@ impl EngineConfig {
         let max_terms = self.scoring.max_query_terms as usize;
         let mut engines = Vec::with_capacity(count);
         let mut first: Option<Arc<Scorer>> = None;
-        for (shard, on) in index.shards().iter().zip(&placed) {
+        for (&i, on) in members.iter().zip(&placed) {
+            let shard = &index.shards()[i];
             let scorer = Scorer::new(shard.index().clone(), options)?.with_max_query_terms(max_terms);
             scorer.check(&Request::new(Query::default(), mode, max_k))?;
             let scorer = Arc::new(scorer);
@@ -801,11 +843,11 @@ impl EngineConfig {
         // algorithm evaluates OR only, the shards answer that step on engines of their own.
         let and_engines = match options.algorithm.refuses(Mode::And) {
             Some(_) => Some(
-                index
-                    .shards()
+                members
                     .iter()
                     .zip(&placed)
-                    .map(|(shard, on)| {
+                    .map(|(&i, on)| {
+                        let shard = &index.shards()[i];
                         let and = warpsearch_query::SearchOptions {
                             algorithm: warpsearch_query::Algorithm::Daat,
                             ..options
@@ -830,7 +872,7 @@ impl EngineConfig {
                  serve these options)"
             ),
         });
-        Ok(Engine::sharded(head, engines, and_engines, each, choice))
+        Ok(Engine::sharded(head, members, engines, and_engines, each, choice))
     }
 }
 

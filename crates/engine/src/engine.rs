@@ -181,11 +181,13 @@ impl Engine {
     }
 
     /// The engine of a sharded index: `head` is the scorer of its head (requests are analysed
-    /// against it), `shards` an engine per shard, in the head's order, each over that shard's scorer
-    /// with the same options, run on `threads` threads each; `and_shards`, where their algorithm
-    /// evaluates OR only, the same with ranked AND, for and-or's AND step.
+    /// against it), `shards` an engine per shard of `members` (the head's shard numbers, in that
+    /// order), each over that shard's scorer with the same options, run on `threads` threads each;
+    /// `and_shards`, where their algorithm evaluates OR only, the same with ranked AND, for and-or's
+    /// AND step.
     pub(crate) fn sharded(
         head: Arc<Scorer>,
+        members: Vec<usize>,
         shards: Vec<Engine>,
         and_shards: Option<Vec<Engine>>,
         threads: usize,
@@ -194,7 +196,7 @@ impl Engine {
         let index = head.index().clone();
         let shards: Vec<Arc<Engine>> = shards.into_iter().map(Arc::new).collect();
         let and_shards: Option<Vec<Arc<Engine>>> = and_shards.map(|e| e.into_iter().map(Arc::new).collect());
-        let members = shards
+        let engines = shards
             .iter()
             .chain(and_shards.iter().flatten())
             .cloned()
@@ -202,8 +204,14 @@ impl Engine {
         Engine {
             cpu: CpuSearcher::new(head),
             runner: Runner::Shards(
-                Arc::new(Shards::new(index, boxed(shards), and_shards.map(boxed), threads)),
-                members,
+                Arc::new(Shards::new(
+                    index,
+                    members,
+                    boxed(shards),
+                    and_shards.map(boxed),
+                    threads,
+                )),
+                engines,
             ),
             choice,
             notes: Arc::new(Notes::default()),

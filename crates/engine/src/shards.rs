@@ -6,6 +6,10 @@
 //! disjoint and their scores the single index's, so the k best of their union, score descending and
 //! ties to the smaller collection docID, is the single index's top k, bit for bit.
 //!
+//! An engine may keep some of the shards ([`crate::EngineConfig::shards`]): it answers for their
+//! documents only, with collection docIDs and the collection's scores, so that the answers of engines
+//! over disjoint sets of shards (one per host) merge into the whole index's exactly.
+//!
 //! `and-or` is AND over the whole collection, and OR where that finds fewer than k documents: each
 //! shard answers AND, and only when the merged AND falls short does every shard answer OR.
 
@@ -22,6 +26,9 @@ use crate::reply::{Done, Reply, ServedBy, Submit};
 /// The shards' engines of one sharded index.
 pub(crate) struct Shards {
     head: Arc<Index>,
+    /// The head's numbers of the shards `engines` answer for (every shard, or those the engine's
+    /// configuration keeps), in the engines' order.
+    members: Vec<usize>,
     engines: Vec<Box<dyn Submit>>,
     /// Where the engines' algorithm evaluates OR only (MaxScore, block-max WAND): an engine per shard
     /// of the same options but ranked AND, for and-or's AND step (as one index's and-or runs it).
@@ -58,12 +65,15 @@ struct ShardReply {
 impl Shards {
     pub(crate) fn new(
         head: Arc<Index>,
+        members: Vec<usize>,
         engines: Vec<Box<dyn Submit>>,
         and_engines: Option<Vec<Box<dyn Submit>>>,
         threads: usize,
     ) -> Shards {
+        debug_assert_eq!(members.len(), engines.len());
         Shards {
             head,
+            members,
             engines,
             and_engines,
             threads,
@@ -140,7 +150,8 @@ impl Shards {
             (Some(and), true) => and,
             _ => &self.engines,
         };
-        for (engine, shard) in engines.iter().zip(self.head.shards()) {
+        for (engine, &i) in engines.iter().zip(&self.members) {
+            let shard = &self.head.shards()[i];
             let requests = jobs
                 .iter()
                 .map(|j| {

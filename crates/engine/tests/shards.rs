@@ -280,3 +280,73 @@ fn documents_are_named_across_shards() {
     }
     assert_eq!(sharded.find_doc("d300"), None);
 }
+
+#[test]
+fn engines_over_disjoint_shards_merge_into_the_whole_index() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = collection(tmp.path(), 31, 900);
+    let single = build(tmp.path(), &input, "one", None, None);
+    let sharded = build(tmp.path(), &input, "shards", None, Some(Sharding::count(3)));
+    let keep = |shards: Vec<usize>| {
+        let config = EngineConfig {
+            backend: BackendChoice::Cpu,
+            threads: 1,
+            shards: Some(shards),
+            ..EngineConfig::default()
+        };
+        config.open(sharded.clone(), Mode::Or, 1000)
+    };
+    for mode in [Mode::And, Mode::Or] {
+        let oracle = engine(&single, RankingChoice::Bm25, Algorithm::Exhaustive, mode);
+        let groups = [
+            vec![keep(vec![0]).unwrap(), keep(vec![2, 1]).unwrap()],
+            vec![
+                keep(vec![1]).unwrap(),
+                keep(vec![0]).unwrap(),
+                keep(vec![2]).unwrap(),
+            ],
+        ];
+        for k in [10, 1000] {
+            let requests = |index: &Index| -> Vec<Request> {
+                queries(index, 3)
+                    .into_iter()
+                    .map(|q| Request::new(q, mode, k))
+                    .collect()
+            };
+            let want = oracle.search_batch(&requests(&single));
+            for engines in &groups {
+                let answers: Vec<_> = engines
+                    .iter()
+                    .map(|e| e.search_batch(&requests(&sharded)))
+                    .collect();
+                for (i, w) in want.iter().enumerate() {
+                    let parts = answers.iter().map(|a| a[i].as_ref().unwrap().hits.clone());
+                    let merged = warpsearch_query::merge_top_k(parts, k);
+                    let w = &w.as_ref().unwrap().hits;
+                    assert!(
+                        same(w, &merged),
+                        "{mode:?} k {k}, query {i}: {w:?}\nmerged {merged:?}"
+                    );
+                }
+            }
+        }
+    }
+    let refused = |shards: Vec<usize>| keep(shards).err().expect("refused").to_string();
+    assert!(
+        refused(vec![3]).contains("has shards 0 to 2"),
+        "{}",
+        refused(vec![3])
+    );
+    assert!(refused(vec![0, 0]).contains("each named at most once"));
+    assert!(refused(vec![]).contains("is empty"));
+    let config = EngineConfig {
+        shards: Some(vec![0]),
+        ..EngineConfig::default()
+    };
+    let err = config
+        .open(single.clone(), Mode::Or, 10)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(err.contains("applies to a sharded index"), "{err}");
+}
