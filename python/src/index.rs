@@ -169,7 +169,9 @@ impl PyIndex {
     /// `algorithm` (the CPU engine's: auto, exhaustive, daat, maxscore, bmw, early); `max_k`, the
     /// largest k the GPU is prepared for (larger k are answered by the CPU); `threads`, CPU threads
     /// (default: every core); `gpu_memory`, the GPU memory the index may take, in bytes (as
-    /// `--gpu-memory`); `max_query_terms`, the most distinct terms a query may have (a longer one is
+    /// `--gpu-memory`); `gpus`, the GPUs to run on (as `--gpus`: "auto" for every device, a count, or
+    /// device numbers "0,2"; one index on each, a sharded index's shards spread over them);
+    /// `max_query_terms`, the most distinct terms a query may have (a longer one is
     /// refused, as `--max-query-terms`); `shards`, of a sharded index, the shards (numbers from 0) this
     /// searcher answers for, with the collection's statistics and document numbers, so that answers of
     /// searchers over disjoint shards merge (score descending, ties to the smaller number) into the
@@ -187,7 +189,7 @@ impl PyIndex {
         backend="auto", *, ranking="bm25", alpha=None, k1=None, b=None, algorithm="auto", max_k=1000,
         threads=None, gpu_memory=None, gpu_cache=None, gpu_cache_train=None, gpu_cache_mode="or",
         gpu_cache_k=10, gpu_cache_ratio=None, gpu_cache_buffer=None, gpu_cache_complete="auto",
-        max_query_terms=warpsearch_query::DEFAULT_MAX_QUERY_TERMS, shards=None
+        max_query_terms=warpsearch_query::DEFAULT_MAX_QUERY_TERMS, shards=None, gpus="auto"
     ))]
     fn searcher(
         &self,
@@ -210,6 +212,7 @@ impl PyIndex {
         gpu_cache_complete: &str,
         max_query_terms: usize,
         shards: Option<Vec<usize>>,
+        gpus: &str,
     ) -> PyResult<PySearcher> {
         if max_query_terms == 0 {
             return Err(value_error("max_query_terms must be at least 1"));
@@ -226,6 +229,7 @@ impl PyIndex {
             gpu_memory,
             max_query_terms,
             shards,
+            gpus,
             cache: CacheArgs {
                 policy: gpu_cache,
                 train: gpu_cache_train,

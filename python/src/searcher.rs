@@ -51,6 +51,8 @@ pub struct SearcherOptions<'a> {
     pub max_query_terms: usize,
     /// Of a sharded index, the shards the searcher answers for (None: every one).
     pub shards: Option<Vec<usize>>,
+    /// `--gpus`: auto, a count, or device numbers.
+    pub gpus: &'a str,
     /// The GPU list cache's arguments.
     pub cache: CacheArgs<'a>,
 }
@@ -73,6 +75,10 @@ impl SearcherOptions<'_> {
             },
             gpu: GpuConfig {
                 memory: self.gpu_memory,
+                gpus: self
+                    .gpus
+                    .parse()
+                    .map_err(|e: String| value_error(format!("gpus={:?}: {e}", self.gpus)))?,
                 ..GpuConfig::default()
             },
             hybrid: HybridConfig {

@@ -59,9 +59,11 @@ class Index:
         threads: Optional[int] = None,
         max_query_terms: int = 1024,
         shards: Optional[Sequence[int]] = None,
+        gpus: str = "auto",
     ) -> "Searcher":
         """A searcher over this index, with the engine options of `warpsearch search`; `shards`, of a
-        sharded index, the shards it answers for (collection document numbers and scores)."""
+        sharded index, the shards it answers for (collection document numbers and scores); `gpus`, the
+        GPUs to run on ("auto", a count, or device numbers "0,2"), as `--gpus`."""
 
     def analyze(self, text: str) -> List[str]:
         """The terms the index's analyzer makes of `text`."""
