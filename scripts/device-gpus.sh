@@ -7,16 +7,19 @@
 #              devices in reverse order, each compared byte for byte with the CPU's run;
 #   shards:    with PASSAGES (JSON lines of passages), the single index and --shards 2 and 3 built from
 #              them, then `search` of the sharded indexes on every GPU compared with the single index's
-#              CPU run (same queries, modes and k).
+#              CPU run (same queries, modes and k);
+#   python:    with a wheel in .device/pywhl (`pip wheel --no-deps -w .device/pywhl ./python`), pytest's
+#              wheels in .device/pyw and CACM in .device/cacm, the Python package's tests on this machine
+#              (its searchers' default backend, auto, runs on every GPU).
 # Then `scripts/device-latency.sh` measures one GPU against all of them (call it in the same command).
 # Output under $OUT: gpus.log, tests.log.
-# usage: scripts/device-gpus.sh [tests] [identical] [shards]   (from the repository root)
+# usage: scripts/device-gpus.sh [tests] [identical] [shards] [python]   (from the repository root)
 set -uo pipefail
 source scripts/device-common.sh
 log=$out/gpus.log
 : >"$log"
 queries=$dev/trec05-efficiency.txt
-parts=${*:-tests identical shards}
+parts=${*:-tests identical shards python}
 rc=0
 command -v nvidia-smi >/dev/null &&
   nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader | sed 's/^/device: /' | tee -a "$log"
@@ -84,6 +87,18 @@ if [[ " $parts " == *" shards "* ]] && [ -n "${PASSAGES:-}" ] && [ -f "$PASSAGES
     want_index=$built/one same $built/s$n "$n shards, auto" --backend auto
   done
   want_index=$built/one same $built/s2 "2 shards, gpu --gpus 1" --backend gpu --gpus 1
+fi
+if [[ " $parts " == *" python "* ]] && compgen -G "$dev/pywhl/*.whl" >/dev/null; then
+  say "== python"
+  python3 -m pip install --quiet --no-deps --target /tmp/py $dev/pywhl/*.whl $dev/pyw/*.whl >>"$log" 2>&1 ||
+    say "installing the wheels failed"
+  # The tests read CACM from ../shared/data, as in CI.
+  if [ -d $dev/cacm ] && [ ! -d ../shared/data/cacm ]; then
+    mkdir -p ../shared/data && cp -r $dev/cacm ../shared/data/cacm
+  fi
+  say "python: $(python3 -V); numpy: $(python3 -c 'import numpy; print(numpy.__version__)' 2>&1 | tail -n 1); pandas: $(python3 -c 'import pandas; print(pandas.__version__)' 2>&1 | tail -n 1)"
+  PYTHONPATH=/tmp/py WARPSEARCH_BIN=$PWD/$dev/warpsearch python3 -m pytest -q -rs python/tests >"$tmp/py.log" 2>&1 || rc=1
+  tail -n 40 "$tmp/py.log" | tee -a "$log"
 fi
 rm -rf "$tmp"
 say "exit $rc"
