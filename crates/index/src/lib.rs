@@ -32,6 +32,7 @@ pub mod eval;
 pub mod format;
 pub mod inspect;
 pub mod lookup;
+mod open;
 pub mod order;
 pub mod pisa;
 pub mod queries;

@@ -39,7 +39,36 @@ pub struct Index {
     /// `docs.bin`, where the index stores its documents.
     store: Option<Store>,
     /// A sharded index's shards, in docID order (none for an index of one directory).
-    shards: Vec<crate::shards::Shard>,
+    shards: Vec<Shard>,
+}
+
+/// Marks a head term that a shard lacks in [`Shard::local_term`]'s map.
+pub(crate) const ABSENT: u32 = u32::MAX;
+
+/// One shard of an open sharded index: its index, where its documents start in the collection, and
+/// the head's term ordinals in its dictionary (opened and checked by [`crate::shards`]).
+pub struct Shard {
+    pub(crate) index: std::sync::Arc<Index>,
+    pub(crate) first_doc: u32,
+    /// The shard's ordinal of each head term ([`ABSENT`] where it has none).
+    pub(crate) local: Vec<u32>,
+}
+
+impl Shard {
+    /// The shard's index (document numbers from 0: add [`Shard::first_doc`] for the collection's).
+    pub fn index(&self) -> &std::sync::Arc<Index> {
+        &self.index
+    }
+
+    /// The collection docID of the shard's document 0.
+    pub fn first_doc(&self) -> u32 {
+        self.first_doc
+    }
+
+    /// The shard's ordinal of the head's term `id`, if the shard has the term.
+    pub fn local_term(&self, id: u32) -> Option<u32> {
+        self.local.get(id as usize).copied().filter(|&l| l != ABSENT)
+    }
 }
 
 /// How often [`Index::open`] starts over when the files it opened turn out to come from two builds (or
@@ -138,37 +167,6 @@ impl From<IndexError> for Attempt {
 }
 
 impl Index {
-    /// Opens and checks the index in `dir`.
-    ///
-    /// Every file is opened relative to one handle on the directory and must carry the build identity
-    /// of `meta.json`, so an open racing a replacement (`index --force`) sees the old or the new index,
-    /// never a mix: when it notices the race it starts over, a few times. A directory missing because a
-    /// replacement was killed half-way is first recovered ([`crate::replace::recover`]).
-    ///
-    /// A sharded index's directory (`index --shards N`) opens as its head, with every shard opened and
-    /// checked to belong to it ([`Index::shards`]); a shard's directory alone is refused, since its
-    /// postings mean nothing without the collection's statistics.
-    pub fn open(dir: impl AsRef<Path>) -> Result<Index> {
-        let dir = dir.as_ref();
-        let mut index = Index::open_member(dir)?;
-        if let Some(s) = &index.meta.shard {
-            return Err(IndexError::Invalid(format!(
-                "{} is shard {} of {} of a sharded index: open the sharded index's directory (the one \
-                 that holds it{}) instead",
-                dir.display(),
-                s.shard,
-                s.shards,
-                dir.parent()
-                    .map(|p| format!(", {}", p.display()))
-                    .unwrap_or_default()
-            )));
-        }
-        if index.meta.shards.is_some() {
-            index.shards = crate::shards::open_shards(&index)?;
-        }
-        Ok(index)
-    }
-
     /// Opens and checks the index in `dir` as [`Index::open`] does, a shard included, without opening
     /// a head's shards.
     pub(crate) fn open_member(dir: &Path) -> Result<Index> {
@@ -394,8 +392,8 @@ impl Index {
                 ),
             ));
         }
+        // A head's own structure (no lists) is checked with its shards ([`crate::shards::check_head`]).
         if m.shards.is_some() {
-            crate::shards::check_head(self)?;
             return self.check_doc_ids();
         }
         let (num_blocks, num_words) = (self.block_metas().len() as u64, self.words().len() as u64);
@@ -580,8 +578,13 @@ impl Index {
     /// A sharded index's shards, in docID order; empty for an index of one directory. A sharded
     /// index's head has no posting lists (its term records hold the collection's document
     /// frequencies only): queries are answered by its shards.
-    pub fn shards(&self) -> &[crate::shards::Shard] {
+    pub fn shards(&self) -> &[Shard] {
         &self.shards
+    }
+
+    /// A head with its shards, opened and checked ([`crate::shards::open_shards`]).
+    pub(crate) fn with_shards(self, shards: Vec<Shard>) -> Index {
+        Index { shards, ..self }
     }
 
     /// Whether this is the head of a sharded index.

@@ -12,8 +12,9 @@
 //! A query's term weights come from the collection's document frequencies, which the head holds
 //! (`warpsearch_query`'s collection terms carry them to each shard).
 //!
-//! This module opens and checks a head's shards ([`open_shards`]) and maps the head's term ordinals
-//! to each shard's ([`Shard::local_term`]); [`write`] writes a sharded index from a build.
+//! This module checks a head ([`check_head`]), opens and checks its shards ([`open_shards`]) and maps
+//! the head's term ordinals to each shard's ([`Shard::local_term`]); [`write`] writes a sharded index
+//! from a build. [`Index::open`] (`open.rs`) calls it for a head.
 
 mod write;
 
@@ -23,39 +24,11 @@ use rayon::prelude::*;
 
 use crate::error::{corrupt, IndexError, Result};
 use crate::format::{files, CollectionStats, TermRecord};
-use crate::reader::Index;
+pub use crate::reader::Shard;
+use crate::reader::{Index, ABSENT};
 
 pub(crate) use write::{write, ShardedOutput};
 pub use write::{ShardSplit, Sharding};
-
-/// Marks a head term that a shard lacks in [`Shard::local_term`]'s map.
-const ABSENT: u32 = u32::MAX;
-
-/// One shard of an open sharded index: its index, where its documents start in the collection, and
-/// the head's term ordinals in its dictionary.
-pub struct Shard {
-    index: Arc<Index>,
-    first_doc: u32,
-    /// The shard's ordinal of each head term ([`ABSENT`] where it has none).
-    local: Vec<u32>,
-}
-
-impl Shard {
-    /// The shard's index (document numbers from 0: add [`Shard::first_doc`] for the collection's).
-    pub fn index(&self) -> &Arc<Index> {
-        &self.index
-    }
-
-    /// The collection docID of the shard's document 0.
-    pub fn first_doc(&self) -> u32 {
-        self.first_doc
-    }
-
-    /// The shard's ordinal of the head's term `id`, if the shard has the term.
-    pub fn local_term(&self, id: u32) -> Option<u32> {
-        self.local.get(id as usize).copied().filter(|&l| l != ABSENT)
-    }
-}
 
 /// The statistics of the collection a head describes: what each of its shards must score with.
 pub fn collection_stats(head: &Index) -> CollectionStats {
