@@ -706,15 +706,26 @@ fn on_devices(
     options: &EngineOptions,
     devices: &[usize],
 ) -> Result<Engine, EngineError> {
+    // Opened side by side: each GPU takes its own copy of the index.
+    let opened: Vec<Result<Engine, EngineError>> = std::thread::scope(|scope| {
+        let opening: Vec<_> = devices
+            .iter()
+            .map(|&device| {
+                let options = EngineOptions {
+                    device,
+                    ..options.clone()
+                };
+                scope.spawn(move || Engine::new(scorer.clone(), options))
+            })
+            .collect();
+        opening
+            .into_iter()
+            .map(|t| t.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+            .collect()
+    });
     let mut engines = Vec::with_capacity(devices.len());
-    for &device in devices {
-        let engine = Engine::new(
-            scorer.clone(),
-            EngineOptions {
-                device,
-                ..options.clone()
-            },
-        )?;
+    for engine in opened {
+        let engine = engine?;
         if !engine.has_gpu() {
             return Ok(engine);
         }

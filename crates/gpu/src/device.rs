@@ -1,12 +1,12 @@
 //! Opening the GPU: driver and NVRTC presence, the context, and the kernels compiled at start-up (for
 //! the threads per CTA and register caps of [`KernelOptions`]); the shared memory each launch takes.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
-use cudarc::nvrtc::compile_ptx_with_opts;
+use cudarc::nvrtc::{compile_ptx_with_opts, Ptx};
 
 use warpsearch_codec::Codec;
 
@@ -95,6 +95,26 @@ pub fn device_count() -> usize {
     CudaContext::device_count().map_or(0, |n| n.max(0) as usize)
 }
 
+/// The query kernels' PTX for devices of compute capability `major.minor` compiled as `kernels` asks,
+/// with how long NVRTC took: compiled once a process for each, since the PTX depends on nothing else
+/// (several GPUs of one kind, and the engines of several shards on one GPU, load the same).
+fn compiled(major: i32, minor: i32, kernels: &KernelOptions) -> Result<(Ptx, Duration), GpuError> {
+    type Compiled = ((i32, i32, KernelOptions), (Ptx, Duration));
+    static DONE: Mutex<Vec<Compiled>> = Mutex::new(Vec::new());
+    let key = (major, minor, *kernels);
+    // Held while compiling, so that engines opened side by side compile once.
+    let mut done = DONE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, hit)) = done.iter().find(|(k, _)| *k == key) {
+        return Ok(hit.clone());
+    }
+    let start = Instant::now();
+    let ptx = compile_ptx_with_opts(kernel_source(kernels)?, compile_options(major, minor, kernels))
+        .map_err(|e| GpuError::Compile(format!("{e}")))?;
+    let made = (ptx, start.elapsed());
+    done.push((key, made.clone()));
+    Ok(made)
+}
+
 /// One opened GPU with the compiled kernels.
 pub struct Gpu {
     pub(crate) ctx: Arc<CudaContext>,
@@ -131,10 +151,7 @@ impl Gpu {
         let multiprocessors =
             ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
         let threads = kernels.threads;
-        let start = Instant::now();
-        let ptx = compile_ptx_with_opts(kernel_source(kernels)?, compile_options(major, minor, kernels))
-            .map_err(|e| GpuError::Compile(format!("{e}")))?;
-        let compile_time = start.elapsed();
+        let (ptx, compile_time) = compiled(major, minor, kernels)?;
         let module = ctx.load_module(ptx)?;
         let search_and = module.load_function("search_and")?;
         let search_or = module.load_function("search_or")?;
@@ -185,7 +202,8 @@ impl Gpu {
         self.threads
     }
 
-    /// How long NVRTC took to compile the kernels.
+    /// How long NVRTC took to compile the kernels (once a process for each compute capability and
+    /// kernel options: a second GPU of the same kind reports the first's time).
     pub fn compile_time(&self) -> Duration {
         self.compile_time
     }
