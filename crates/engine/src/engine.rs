@@ -548,18 +548,6 @@ impl Submit for Engine {
     }
 }
 
-impl Submit for Arc<Engine> {
-    fn submit(
-        &self,
-        first_id: u64,
-        requests: Vec<Request>,
-        deadline: Option<Duration>,
-        reply: Arc<dyn Reply>,
-    ) {
-        Engine::submit(self, first_id, requests, deadline, reply);
-    }
-}
-
 impl Replica for Engine {
     fn search_batch(&self, requests: &[Request]) -> Vec<Result<Answer>> {
         Engine::search_batch(self, requests)
