@@ -229,6 +229,9 @@ mod tests {
     use super::*;
     use crate::reply::{Collect, ServedBy};
 
+    /// A submission's answers held back, with where they go.
+    type Held = (Arc<dyn Reply>, Vec<Done>);
+
     /// A replica that answers each request with its id as the one hit, counting what it took, and
     /// says its GPU failed when told to.
     #[derive(Default)]
@@ -237,7 +240,7 @@ mod tests {
         failures: AtomicU64,
         /// Holds its submissions' answers back until released.
         hold: AtomicBool,
-        held: Mutex<Vec<(Arc<dyn Reply>, Vec<Done>)>>,
+        held: Mutex<Vec<Held>>,
     }
 
     fn answer(r: &Request) -> Answer {
