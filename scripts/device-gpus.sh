@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Several GPUs of one host on the lent machine (nvidia-h200-x2 or larger), in one call:
 #   tests:     the replicas' and the shards' tests (.device/gpus-tests, .device/shards-tests), then the
-#              engine's GPU suites (.device/engine-tests, .device/submit-tests) where carried;
+#              engine's and the GPU crate's suites (.device/engine-tests, submit-tests, gpu-tests,
+#              gpu-build-tests) where carried;
 #   identical: `search` on the first 5,000 queries, AND and OR at k 10 and 1000, on the passages
 #              ($WARPSEARCH_WIKI_INDEX) with --backend gpu and auto over --gpus 1, every GPU, and the
 #              devices in reverse order, each compared byte for byte with the CPU's run;
@@ -57,7 +58,7 @@ same() {
 
 if [[ " $parts " == *" tests "* ]]; then
   say "== tests"
-  for t in gpus-tests shards-tests engine-tests submit-tests; do
+  for t in gpus-tests shards-tests engine-tests submit-tests gpu-tests gpu-build-tests; do
     [ -x $dev/$t ] || continue
     WARPSEARCH_WIKI_INDEX=$wiki WARPSEARCH_QUERIES=$queries $dev/$t --test-threads=4 --nocapture \
       >"$tmp/$t.log" 2>&1 || rc=1
