@@ -52,7 +52,7 @@ def test_json_scores_are_the_cli_f32_bits(cli, cacm_cli_index, query_files, back
     results = warpsearch.Index.open(cacm_cli_index).searcher(backend).search_batch(
         [t for _, t in qs], k=1000
     )
-    assert [e["qid"] for e in expected] == [q for q, _ in qs]
+    assert [e["id"] for e in expected] == [q for q, _ in qs]
     for e, hits in zip(expected, results):
         assert [h["docid"] for h in e["hits"]] == [d for d, _ in hits]
         assert [h["rank"] for h in e["hits"]] == list(range(1, len(hits) + 1))
