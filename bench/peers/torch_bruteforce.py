@@ -70,11 +70,17 @@ def read_queries(path):
 
 
 def read_meta(path):
-    """k1 and b of an index's meta.json (JSON inside warpsearch's file envelope, crates/index/src/container.rs)."""
+    """k1 and b of an index's meta.json: plain JSON, or, in an index of format version 1, JSON inside
+    warpsearch's file envelope (crates/index/src/container.rs)."""
     raw = open(path, "rb").read()
-    if len(raw) < 56 or raw[:8] != b"WARPSRCH" or raw[8:16] != b"META\0\0\0\0" or raw[-8:] != b"WSFOOTER":
+    if raw[:8] == b"WARPSRCH":
+        if len(raw) < 56 or raw[8:16] != b"META\0\0\0\0" or raw[-8:] != b"WSFOOTER":
+            fail(f"{path} is not an index's meta.json")
+        raw = raw[32:-24]
+    try:
+        bm25 = json.loads(raw)["bm25"]
+    except (ValueError, KeyError, TypeError):
         fail(f"{path} is not an index's meta.json")
-    bm25 = json.loads(raw[32:-24])["bm25"]
     return bm25["k1"], bm25["b"]
 
 

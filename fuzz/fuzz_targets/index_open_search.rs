@@ -1,6 +1,6 @@
 //! Open and search a damaged index. The input picks one of three small fixed indexes (one per codec),
 //! an algorithm, a mode and one of its files (its first two bytes), then lists edits to that file
-//! ((offset, xor) pairs); the harness rewrites the file's CRC afterwards, so the fuzzer reaches the
+//! ((offset, xor) pairs); the harness rewrites a binary file's CRC afterwards, so the fuzzer reaches the
 //! structure behind the checksum. Opening must fail or give an index four queries run on with an error
 //! or an answer, never a panic. Each input runs one algorithm and mode rather than all of them: coverage
 //! is the same over inputs, and an input costs a twentieth.
@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 
 use warpsearch_cpu::CpuSearcher;
 use warpsearch_index::build::{build_from_jsonl, BuildOptions};
-use warpsearch_index::container::FOOTER_LEN;
+use warpsearch_index::container::{FOOTER_LEN, MAGIC};
 use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, Index, WriterOptions};
 use warpsearch_query::{Algorithm, Mode, Request, Scorer, SearchOptions};
 
@@ -93,7 +93,8 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         bytes[at] ^= edit[4];
     }
     let n = bytes.len();
-    if n >= FOOTER_LEN {
+    // meta.json is plain JSON, without a checksum to rewrite.
+    if n >= FOOTER_LEN && original.starts_with(MAGIC) {
         let crc = crc32fast::hash(&bytes[..n - FOOTER_LEN]);
         bytes[n - 16..n - 12].copy_from_slice(&crc.to_le_bytes());
     }

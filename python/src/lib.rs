@@ -46,6 +46,12 @@ fn _warpsearch(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(eval::evaluate, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("MAX_K", warpsearch_query::MAX_K)?;
+    let py = m.py();
+    m.add(
+        "NoSearchableTermsWarning",
+        py.get_type::<notes::NoSearchableTermsWarning>(),
+    )?;
+    m.add("UnknownTermsWarning", py.get_type::<notes::UnknownTermsWarning>())?;
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 //! What a batch of queries says about itself, as Python warnings: queries without a searchable term
 //! (they find nothing) and queries with terms the index lacks (those terms are ignored), counted over
-//! the whole call with the first examples named, one warning of each kind per call.
+//! the whole call with the first examples named, one warning of each kind per call, each kind a
+//! `UserWarning` subclass of its own so that a user can silence one and keep the other.
 
 use std::sync::Mutex;
 
@@ -9,6 +10,21 @@ use pyo3::prelude::*;
 use warpsearch_query::Request;
 
 use crate::errors::warn;
+
+pyo3::create_exception!(
+    warpsearch,
+    NoSearchableTermsWarning,
+    PyUserWarning,
+    "Queries without a searchable term (empty, or only stopwords or punctuation): they find nothing."
+);
+pyo3::create_exception!(
+    warpsearch,
+    UnknownTermsWarning,
+    PyUserWarning,
+    "Queries with terms the index does not have, which are ignored: common in ad hoc retrieval, so a \
+     class of its own that `warnings.simplefilter(\"ignore\", warpsearch.UnknownTermsWarning)` silences \
+     alone."
+);
 
 /// How many queries a warning names.
 const EXAMPLES: usize = 3;
@@ -66,7 +82,7 @@ impl QueryNotes {
                 .join(", ")
         };
         if c.empty > 0 {
-            warn::<PyUserWarning>(
+            warn::<NoSearchableTermsWarning>(
                 py,
                 &format!(
                     "{} queries have no searchable terms (empty, or only stopwords or punctuation) and \
@@ -77,7 +93,7 @@ impl QueryNotes {
             )?;
         }
         if c.unknown > 0 {
-            warn::<PyUserWarning>(
+            warn::<UnknownTermsWarning>(
                 py,
                 &format!(
                     "{} queries contain terms the index does not have (they are ignored), e.g. {}",

@@ -104,6 +104,15 @@ def test_queries_without_searchable_or_known_terms_warn(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         s.search_batch(["bear", "black cat"])
+    # Each kind is a class of its own: unknown terms, common in ad hoc retrieval, silenced alone.
+    with pytest.warns(warpsearch.UnknownTermsWarning, match="2 queries contain terms"):
+        s.search_batch(["zebra bear", "okapi"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.simplefilter("ignore", warpsearch.UnknownTermsWarning)
+        s.search_batch(["zebra bear", "okapi"])
+        with pytest.warns(warpsearch.NoSearchableTermsWarning):
+            s.search_batch(["zebra", "the"])
 
 
 def test_query_iterables_and_qids(tmp_path):

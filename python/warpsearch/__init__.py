@@ -3,10 +3,19 @@
 `Index`, `Searcher`, `read_queries` and `evaluate` come from the Rust extension (`warpsearch._warpsearch`);
 `warpsearch.pyterrier` is the PyTerrier integration (imported on its own: it needs python-terrier)."""
 
-from ._warpsearch import MAX_K, Index, Searcher, __version__, read_queries
+from ._warpsearch import MAX_K, Index, NoSearchableTermsWarning, Searcher, UnknownTermsWarning, __version__, read_queries
 from ._warpsearch import evaluate as _evaluate
 
-__all__ = ["Index", "Searcher", "read_queries", "evaluate", "MAX_K", "__version__"]
+__all__ = [
+    "Index",
+    "Searcher",
+    "read_queries",
+    "evaluate",
+    "MAX_K",
+    "NoSearchableTermsWarning",
+    "UnknownTermsWarning",
+    "__version__",
+]
 
 
 def _as_dict(obj, value, what):

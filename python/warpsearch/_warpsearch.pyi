@@ -6,6 +6,12 @@ from typing import Any, Dict, Iterable, List, Literal, Mapping, Optional, Sequen
 
 __version__: str
 MAX_K: int
+
+class NoSearchableTermsWarning(UserWarning):
+    """Queries without a searchable term (empty, or only stopwords or punctuation): they find nothing."""
+
+class UnknownTermsWarning(UserWarning):
+    """Queries with terms the index does not have, which are ignored (one warning a call)."""
 """Largest k a query may ask for."""
 
 _Path = Union[str, "os.PathLike[str]"]

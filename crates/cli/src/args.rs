@@ -413,8 +413,8 @@ pub struct SearchArgs {
     /// Write results here instead of standard output.
     #[arg(long, short)]
     pub output: Option<PathBuf>,
-    /// With --format json: each query's stored documents too ("docs": their input lines, in hit order;
-    /// an index built with --store).
+    /// With --format json: each hit's stored document too ("doc": its input line, as the server's
+    /// "docs": true gives; an index built with --store).
     #[arg(long)]
     pub docs: bool,
     /// Replace an existing output file.

@@ -24,6 +24,7 @@ use crate::args::{BenchArgs, BenchPlotArgs, QueryArgs};
 use crate::shared::early::Stops;
 use crate::shared::engine::{answer_batch, open_engine};
 use crate::shared::output::Output;
+use crate::shared::provenance;
 use crate::shared::queries::load_queries;
 use crate::shared::report::{
     cache_json, cache_stats_line, gpu_json, gpu_stats_line, hybrid_json, hybrid_stats_line, warmup_line,
@@ -173,6 +174,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     if let Some(path) = &a.json {
         let report = json!({
+            "command": provenance::command(),
+            "date": provenance::utc_date(),
+            "machine": provenance::machine(),
             "index": a.input.index.display().to_string(),
             "queries": queries_name(&a.input),
             "num_queries": queries.len(),

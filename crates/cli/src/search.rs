@@ -19,7 +19,7 @@ use crate::shared::output::Output;
 use crate::shared::queries::{load_queries, read_query_file, QueryReport, Warnings};
 use crate::shared::report::{cache_stats_line, gpu_stats_line, hybrid_stats_line};
 use crate::shared::stats::Latency;
-use warpsearch_server::JsonHits;
+use warpsearch_server::{JsonHits, JsonHitsWithDocs};
 
 pub use warpsearch_index::queries::QueryLine;
 
@@ -285,19 +285,31 @@ fn write_answer(w: &mut dyn Write, index: &Index, qid: &str, hits: &[Scored], a:
             )?;
         }
     } else {
+        /// One query's answer as the server writes an element of its `results` (`id`, `hits`, each
+        /// hit with its stored `doc` where asked for), so one parser reads both.
         #[derive(serde::Serialize)]
-        struct Line<'a> {
-            qid: &'a str,
-            hits: JsonHits<'a>,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            docs: Option<Vec<String>>,
+        struct Line<'a, H> {
+            id: &'a str,
+            hits: H,
         }
-        let docs = match (a.docs, index.store()) {
-            (true, Some(store)) => Some(store.get_many(&hits.iter().map(|h| h.doc).collect::<Vec<u32>>())?),
-            _ => None,
-        };
-        let hits = JsonHits { index, hits };
-        serde_json::to_writer(&mut *w, &Line { qid, hits, docs })?;
+        match (a.docs, index.store()) {
+            (true, Some(store)) => {
+                let docs = store.get_many(&hits.iter().map(|h| h.doc).collect::<Vec<u32>>())?;
+                let hits = JsonHitsWithDocs {
+                    index,
+                    hits,
+                    docs: &docs,
+                };
+                serde_json::to_writer(&mut *w, &Line { id: qid, hits })?;
+            }
+            _ => serde_json::to_writer(
+                &mut *w,
+                &Line {
+                    id: qid,
+                    hits: JsonHits { index, hits },
+                },
+            )?,
+        }
         writeln!(w)?;
     }
     Ok(())

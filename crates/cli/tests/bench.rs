@@ -295,3 +295,92 @@ fn synth_and_synth_check_run_end_to_end() {
         "{stderr}"
     );
 }
+
+/// `scripts/results.py` turns real `bench --json` reports (which say their command, date and machine)
+/// into RESULTS.md's generated section, between its markers only: the hand-kept text around it stays,
+/// a second run changes nothing, and a run without a commit is refused. Skipped where there is no
+/// python3.
+#[test]
+fn results_script_writes_the_generated_section_from_reports() {
+    if std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: no python3 for scripts/results.py");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let index = common::index_of(dir.path(), &["alpha beta", "beta gamma", "gamma alpha beta"]);
+    let queries = dir.path().join("q.txt");
+    std::fs::write(&queries, "alpha\nbeta gamma\n").unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir_all(run.join("tiny")).unwrap();
+    for mode in ["and", "or"] {
+        let json = run.join(format!("tiny/cpu-{mode}.json"));
+        let (i, q, j) = (
+            index.to_str().unwrap(),
+            queries.to_str().unwrap(),
+            json.to_str().unwrap(),
+        );
+        let args = [
+            "bench",
+            "--index",
+            i,
+            "--queries",
+            q,
+            "--mode",
+            mode,
+            "--backend",
+            "cpu",
+            "--json",
+            j,
+        ];
+        let out = warpsearch(&args);
+        assert!(out.status.success(), "{}", common::text(&out.stderr));
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert!(
+            report["command"].as_str().unwrap().ends_with(&args.join(" ")),
+            "{report}"
+        );
+        assert_eq!(report["date"].as_str().unwrap().len(), 10, "{report}");
+        assert!(report["machine"]["cores"].as_u64().unwrap() >= 1, "{report}");
+    }
+    let results = dir.path().join("RESULTS.md");
+    let hand = "# Measured results\n\nA hand-kept table: | x | 1 |\n\n";
+    let old = "<!-- results.py: tiny -->\nold figures\n<!-- end results.py: tiny -->\n";
+    std::fs::write(&results, format!("{hand}{old}\n## Kept after\n")).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/results.py");
+    let generate = |extra: &[&str]| {
+        std::process::Command::new("python3")
+            .arg(script)
+            .arg(&run)
+            .arg("--results")
+            .arg(&results)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let refused = generate(&[]);
+    assert!(!refused.status.success() && common::text(&refused.stderr).contains("--commit"));
+    let out = generate(&["--commit", "abc1234", "--machine", "test machine"]);
+    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    let text = std::fs::read_to_string(&results).unwrap();
+    assert!(
+        text.starts_with(hand) && text.ends_with("\n## Kept after\n"),
+        "{text}"
+    );
+    assert!(!text.contains("old figures"), "{text}");
+    for needle in [
+        "| and | 10 | 2 |",
+        "| or | 10 | 2 |",
+        "abc1234",
+        "test machine",
+        "--mode and",
+    ] {
+        assert!(text.contains(needle), "{needle}: {text}");
+    }
+    let again = generate(&["--commit", "abc1234", "--machine", "test machine", "--check"]);
+    assert!(again.status.success(), "{}", common::text(&again.stderr));
+}

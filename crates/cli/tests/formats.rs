@@ -133,7 +133,7 @@ fn a_beir_data_set_indexes_searches_and_evaluates_without_conversion() {
     assert_eq!(text(&out.stdout), format!("{}\n{}\n", lines[7], lines[0]));
     let out = warpsearch(&["doc", "--index", s(&idx), "nope"]);
     assert!(!out.status.success() && text(&out.stderr).contains("no document has the id 'nope'"));
-    // JSON output carries the stored documents on request, in hit order.
+    // JSON output carries the stored documents on request, each in its hit, as the server's does.
     let out = warpsearch(&[
         "search",
         "--index",
@@ -148,7 +148,7 @@ fn a_beir_data_set_indexes_searches_and_evaluates_without_conversion() {
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let line: serde_json::Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
-    assert_eq!(line["docs"][0].as_str(), Some(lines[7]), "{line}");
+    assert_eq!(line["hits"][0]["doc"].as_str(), Some(lines[7]), "{line}");
     let out = warpsearch(&["search", "--index", s(&idx), "--query", "title7", "--docs"]);
     assert!(!out.status.success() && text(&out.stderr).contains("--format json"));
     // An index without --store says how to get one.

@@ -150,7 +150,7 @@ fn json_output_and_other_bm25_parameters() {
         (v, text(&out.stderr))
     };
     let (v, _) = run(&[]);
-    assert_eq!(v["qid"], "7");
+    assert_eq!(v["id"], "7");
     let hits = v["hits"].as_array().unwrap();
     assert_eq!(hits.len(), 4, "{v}");
     assert_eq!(hits[0]["rank"], 1);

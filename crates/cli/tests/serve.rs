@@ -87,7 +87,7 @@ fn served_hits_equal_search_json_on_cacm() {
             let results = got["results"].as_array().unwrap();
             assert_eq!(results.len(), expected.len());
             for (r, e) in results.iter().zip(&expected) {
-                assert_eq!(r["id"], e["qid"]);
+                assert_eq!(r, e, "the same JSON as the server's");
                 assert_eq!(
                     hits(&r["hits"], true),
                     hits(&e["hits"], false),

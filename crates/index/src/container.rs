@@ -3,7 +3,8 @@
 //! ```text
 //! 0   8  magic "WARPSRCH"
 //! 8   8  kind, e.g. "POSTINGS" (which file this is)
-//! 16  4  format version (u32 LE)
+//! 16  4  format version (u32 LE): this build writes 2 and reads 1 and 2 (which differ in `meta.json`
+//!        only, plain JSON since 2: `crate::meta`)
 //! 20  8  build identity (u64 LE): one random value shared by every file of one build, 0 in files
 //!        written before it existed; `Index::open` refuses files of different builds
 //! 28  4  reserved, zero
@@ -28,9 +29,11 @@ use memmap2::Mmap;
 
 use crate::error::{corrupt, IndexError, IoContext, Result};
 
-/// Version of the on-disk format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
-const MAGIC: &[u8; 8] = b"WARPSRCH";
+/// Version of the on-disk format this build writes; it reads this one and
+/// [`crate::meta::ENVELOPED_VERSION`], whose binary files are the same.
+pub const FORMAT_VERSION: u32 = 2;
+/// The first bytes of every enveloped file.
+pub const MAGIC: &[u8; 8] = b"WARPSRCH";
 const FOOTER_MAGIC: &[u8; 8] = b"WSFOOTER";
 /// Header length in bytes.
 pub const HEADER_LEN: usize = 32;
@@ -119,6 +122,26 @@ pub fn write_file(path: &Path, kind: &[u8; 8], build_id: u64, payload: &[u8]) ->
     w.finish()
 }
 
+/// Writes a whole file as [`write_file`] does with another format version in its header: for tests of
+/// what older builds wrote.
+#[doc(hidden)]
+pub fn write_file_of_version(
+    path: &Path,
+    kind: &[u8; 8],
+    version: u32,
+    build_id: u64,
+    payload: &[u8],
+) -> Result<()> {
+    write_file(path, kind, build_id, payload)?;
+    let mut bytes = std::fs::read(path).at(path)?;
+    bytes[16..20].copy_from_slice(&version.to_le_bytes());
+    let end = bytes.len() - FOOTER_LEN;
+    let crc = crc32fast::hash(&bytes[..end]);
+    bytes[end + 8..end + 12].copy_from_slice(&crc.to_le_bytes());
+    std::fs::remove_file(path).at(path)?;
+    std::fs::write(path, bytes).at(path)
+}
+
 /// A fresh build identity: random (std's randomly keyed hasher over the time and process id), never 0.
 pub fn new_build_id() -> u64 {
     use std::hash::{BuildHasher, Hash, Hasher};
@@ -186,6 +209,11 @@ impl Payload {
     /// The build identity in the file's header (0 for files written before identities existed).
     pub fn build_id(&self) -> u64 {
         u64::from_le_bytes(self.file.bytes()[20..28].try_into().expect("8 bytes"))
+    }
+
+    /// The format version in the file's header.
+    pub fn version(&self) -> u32 {
+        u32::from_le_bytes(self.file.bytes()[16..20].try_into().expect("4 bytes"))
     }
 
     /// Whether the payload is memory-mapped (else it is held in memory).
@@ -275,6 +303,15 @@ fn read_all(mut file: &File, buf: &mut [u8]) -> std::io::Result<()> {
     file.read_exact(buf)
 }
 
+/// Checks a whole file's `bytes` as [`read_file`] does: its payload's place, its format version and its
+/// build identity.
+pub(crate) fn check_bytes(bytes: &[u8], path: &Path, kind: &[u8; 8]) -> Result<(Range<usize>, u32, u64)> {
+    let range = check(bytes, path, kind)?;
+    let version = u32::from_le_bytes(bytes[16..20].try_into().expect("4 bytes"));
+    let build_id = u64::from_le_bytes(bytes[20..28].try_into().expect("8 bytes"));
+    Ok((range, version, build_id))
+}
+
 fn check(bytes: &[u8], path: &Path, kind: &[u8; 8]) -> Result<Range<usize>> {
     let bad = |what: String| Err(corrupt(path, what));
     if bytes.len() < HEADER_LEN + FOOTER_LEN || &bytes[..8] != MAGIC {
@@ -288,9 +325,10 @@ fn check(bytes: &[u8], path: &Path, kind: &[u8; 8]) -> Result<Range<usize>> {
         ));
     }
     let version = u32::from_le_bytes(bytes[16..20].try_into().unwrap());
-    if version != FORMAT_VERSION {
+    if !(crate::meta::ENVELOPED_VERSION..=FORMAT_VERSION).contains(&version) {
         return bad(format!(
-            "format version {version}; this build reads version {FORMAT_VERSION}: rebuild the index"
+            "format version {version}; this build reads versions {} to {FORMAT_VERSION}: rebuild the index",
+            crate::meta::ENVELOPED_VERSION
         ));
     }
     if bytes[28..32] != [0; 4] {

@@ -9,7 +9,7 @@ use crate::bm25::Bm25Params;
 
 /// File names and their container kinds.
 pub mod files {
-    /// Index metadata (JSON payload).
+    /// Index metadata: plain JSON (`crate::meta`); the kind is that of format version 1's envelope.
     pub const META: (&str, &[u8; 8]) = ("meta.json", b"META\0\0\0\0");
     /// Term dictionary: an `fst` map from term bytes to term ordinal.
     pub const TERMS_FST: (&str, &[u8; 8]) = ("terms.fst", b"TERMSFST");
@@ -225,6 +225,7 @@ pub struct ShardOf {
     /// The collection docID of this shard's document 0 (its documents are a contiguous range).
     pub first_doc: u64,
     /// The build identity of the head this shard was written with: shards of one build share it.
+    #[serde(with = "crate::meta::hex_id")]
     pub set: u64,
     /// The collection's statistics, which this shard scores with.
     pub collection: CollectionStats,

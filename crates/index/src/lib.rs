@@ -5,6 +5,7 @@
 //!   multi-threaded.
 //! - [`writer`] / [`reader`]: the on-disk format (`docs/format.md`), written atomically and
 //!   read-only, read into memory (postings memory-mapped).
+//! - [`meta`]: `meta.json`, the metadata as plain JSON.
 //! - [`store`]: stored documents (`index --store`), compressed in blocks, read by docID.
 //! - [`shards`]: sharded indexes, one set of collection statistics for every shard.
 //! - [`replace`]: atomic replacement of an output, failure injection, cleanup of killed runs' leftovers.
@@ -32,6 +33,7 @@ pub mod eval;
 pub mod format;
 pub mod inspect;
 pub mod lookup;
+pub mod meta;
 mod open;
 pub mod order;
 pub mod pisa;

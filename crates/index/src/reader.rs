@@ -201,10 +201,20 @@ impl Index {
             return Err(Attempt::Failed(not_index()));
         };
         let meta_path = dir.join(files::META.0);
-        let meta_payload = load(meta_file, &meta_path, files::META)?;
-        let build_id = meta_payload.build_id();
-        let meta: IndexMeta = serde_json::from_slice(meta_payload.bytes())
-            .map_err(|e| corrupt(&meta_path, format!("metadata: {e}")))?;
+        let meta_file = crate::meta::read(meta_file, &meta_path)?;
+        let version = crate::meta::expected_version(&meta_file, &meta_path)?;
+        let crate::meta::MetaFile { meta, build_id, .. } = meta_file;
+        if meta.format_version != version {
+            return Err(Attempt::Failed(corrupt(
+                &meta_path,
+                format!(
+                    "format_version {}; this build reads version {FORMAT_VERSION} (and {} in the binary \
+                     envelope): rebuild the index",
+                    meta.format_version,
+                    crate::meta::ENVELOPED_VERSION
+                ),
+            )));
+        }
         // A file missing here is damage, or the directory being removed after a replacement: the
         // latter is a race, tried again from the path.
         let optional = |f: (&str, &[u8; 8])| -> std::result::Result<Option<Payload>, Attempt> {
@@ -219,6 +229,17 @@ impl Index {
                     format!(
                         "belongs to another build than {} (files copied between indexes, or the index \
                          was replaced while it was opened): rebuild the index",
+                        files::META.0
+                    ),
+                )));
+            }
+            // One build writes one version; a file of another beside the same identity was edited.
+            if payload.version() != version {
+                return Err(Attempt::Failed(corrupt(
+                    &path,
+                    format!(
+                        "format version {}, {} says {version}: rebuild the index",
+                        payload.version(),
                         files::META.0
                     ),
                 )));
@@ -292,15 +313,6 @@ impl Index {
             return Err(corrupt(
                 path(files::META),
                 "counts beyond 32-bit docIDs or term ordinals",
-            ));
-        }
-        if m.format_version != FORMAT_VERSION {
-            return Err(corrupt(
-                path(files::META),
-                format!(
-                    "format_version {}; this build reads version {FORMAT_VERSION}: rebuild the index",
-                    m.format_version
-                ),
             ));
         }
         // BM25 scores with the stored mean: one that is not the mean scores every document wrongly.

@@ -28,13 +28,31 @@ pub fn shared_data(rel: &str) -> Option<PathBuf> {
     None
 }
 
-/// The bytes of an index file with the header's build identity and the footer's checksum zeroed: two
-/// builds of the same input compare equal.
+/// The bytes of an index file with its build identities zeroed: a binary file's header identity and
+/// footer checksum, `meta.json`'s `build_id`, a shard's `set` (the head's identity) and the `checksum`
+/// over them, each in place,
+/// so that two builds of the same input compare equal byte for byte.
 pub fn without_build_id(mut bytes: Vec<u8>) -> Vec<u8> {
     let n = bytes.len();
-    if n >= crate::container::HEADER_LEN + crate::container::FOOTER_LEN {
-        bytes[20..28].fill(0);
-        bytes[n - 16..n - 12].fill(0);
+    if bytes.starts_with(crate::container::MAGIC) {
+        if n >= crate::container::HEADER_LEN + crate::container::FOOTER_LEN {
+            bytes[20..28].fill(0);
+            bytes[n - 16..n - 12].fill(0);
+        }
+        return bytes;
+    }
+    for (key, digits) in [
+        (&b"\"build_id\": \""[..], 16),
+        (b"\"set\": \"", 16),
+        (b"\"checksum\": \"", 8),
+    ] {
+        let mut from = 0;
+        while let Some(at) = bytes[from..].windows(key.len()).position(|w| w == key) {
+            let start = from + at + key.len();
+            let end = (start + digits).min(n);
+            bytes[start..end].fill(b'0');
+            from = end;
+        }
     }
     bytes
 }

@@ -482,8 +482,7 @@ impl IndexWriter {
             shard,
             shards,
         };
-        let json = serde_json::to_vec_pretty(&meta).expect("metadata serialises");
-        write(files::META, &json)?;
+        crate::meta::write(&dir.join(files::META.0), &meta, build_id)?;
         // Another build may have put an index at `out` meanwhile: it too is replaced only with --force.
         check_output(&out, opts.force)?;
         replace_dir(&dir, &out)?;

@@ -387,13 +387,16 @@ fn rewrite_payload(dir: &Path, name: &str, change: impl FnOnce(&mut Vec<u8>)) {
     warpsearch_index::container::write_file(&path, &kind, build_id, &payload).unwrap();
 }
 
-/// `meta.json` rewritten by `change` (as JSON).
+/// `meta.json` rewritten by `change` (as JSON), keeping its build identity and writing a valid
+/// checksum: damage that only the cross-checks behind the checksum can see.
 fn rewrite_meta(dir: &Path, change: impl FnOnce(&mut serde_json::Value)) {
-    rewrite_payload(dir, "meta.json", |payload| {
-        let mut meta: serde_json::Value = serde_json::from_slice(payload).unwrap();
-        change(&mut meta);
-        *payload = serde_json::to_vec_pretty(&meta).unwrap();
-    });
+    let path = dir.join("meta.json");
+    let mut value: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let id = value["build_id"].as_str().unwrap();
+    let build_id = u64::from_str_radix(id, 16).unwrap();
+    change(&mut value);
+    let meta: warpsearch_index::IndexMeta = serde_json::from_value(value).unwrap();
+    replace_file(&path, &warpsearch_index::meta::to_json(&meta, build_id));
 }
 
 /// A fresh copy of index `from` at `dir/name`.
@@ -443,12 +446,13 @@ fn doclens_not_summing_to_total_doc_len_are_refused() {
     );
 }
 
-/// `format_version` 0 or 2 in `meta.json` (checksum valid) was accepted.
+/// `format_version` 0 or 2 in `meta.json` (checksum valid) was accepted; 1 is version 1's, whose
+/// `meta.json` is in the binary envelope, never plain JSON.
 #[test]
 fn meta_format_version_other_than_this_builds_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (a, _) = two_builds(dir.path());
-    for version in [0, 2] {
+    for version in [0, 1, 3] {
         let idx = copy_of(&a, dir.path(), "bad");
         rewrite_meta(&idx, |m| m["format_version"] = version.into());
         let err = open_error(&idx);

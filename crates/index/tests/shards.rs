@@ -63,8 +63,8 @@ fn sharding(split: ShardSplit, parallel: bool) -> Option<Sharding> {
     Some(Sharding { split, parallel })
 }
 
-/// Every file under `dir`, by its path relative to `dir`, with its build identity zeroed (and
-/// meta.json's set identity, which is the head's build identity).
+/// Every file under `dir`, by its path relative to `dir`, with its build identities zeroed
+/// ([`without_build_id`]: meta.json's set identity, the head's, too).
 fn files_of(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -75,15 +75,7 @@ fn files_of(dir: &Path) -> Vec<(String, Vec<u8>)> {
                 stack.push(p);
                 continue;
             }
-            let mut bytes = without_build_id(std::fs::read(&p).unwrap());
-            if p.file_name().unwrap() == files::META.0 {
-                let text = String::from_utf8(bytes[32..bytes.len() - 24].to_vec()).unwrap();
-                let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
-                if let Some(s) = v.get_mut("shard") {
-                    s["set"] = 0.into();
-                }
-                bytes = v.to_string().into_bytes();
-            }
+            let bytes = without_build_id(std::fs::read(&p).unwrap());
             out.push((p.strip_prefix(dir).unwrap().display().to_string(), bytes));
         }
     }

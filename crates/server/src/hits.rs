@@ -33,9 +33,12 @@ impl serde::Serialize for JsonHits<'_> {
 }
 
 /// [`JsonHits`] with each hit's stored document (`docs[i]` is hit `i`'s input line, a JSON string).
-pub(crate) struct JsonHitsWithDocs<'a> {
+pub struct JsonHitsWithDocs<'a> {
+    /// The index whose document ids the hits name.
     pub index: &'a Index,
+    /// The ranked documents, best first.
     pub hits: &'a [Scored],
+    /// Hit `i`'s stored input line at `i`.
     pub docs: &'a [String],
 }
 

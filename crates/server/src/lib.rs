@@ -23,7 +23,7 @@ mod request;
 mod respond;
 mod searcher;
 
-pub use hits::JsonHits;
+pub use hits::{JsonHits, JsonHitsWithDocs};
 pub use listen::serve;
 
 use std::collections::HashMap;
@@ -46,7 +46,6 @@ use warpsearch_index::Index;
 use warpsearch_query::{Query, Request, Scored, MAX_K};
 
 use conn::Watch;
-use hits::JsonHitsWithDocs;
 use metrics::{Load, Metrics, Tally};
 use pace::Pace;
 
