@@ -92,6 +92,22 @@ def test_serve_equals_one_index(served, indexes, mode):
         assert handle.search.remote(texts, k, mode).result() == want
 
 
+@pytest.mark.parametrize("mode", ["and", "or", "and-or"])
+def test_a_client_in_the_callers_process_equals_one_index(served, indexes, mode):
+    """The root's fan-out and merge in this process, straight to the shards' replicas."""
+    one, _, texts = indexes
+    client = wray.Client("exact", timeout_s=60)
+    for k in [10, 1000]:
+        want = one.searcher("cpu").search_batch(texts, k=k, mode=mode)
+        assert client.search(texts, k, mode) == want
+        docs, scores, ids = client.search_arrays(texts, k, mode)
+        got_docs, got_scores = one.searcher("cpu").search_batch(texts, k=k, mode=mode, as_arrays=True)
+        np.testing.assert_array_equal(docs, got_docs)
+        assert scores.dtype == np.float32 and scores.tobytes() == got_scores.tobytes()
+    with pytest.raises(ValueError, match="no application 'nowhere'"):
+        wray.Client("nowhere")
+
+
 def test_serve_over_http(served, indexes):
     one, _, texts = indexes
     body = {"queries": [{"id": f"q{i}", "text": t} for i, t in enumerate(texts[:10])], "k": 5, "mode": "or"}

@@ -30,13 +30,15 @@ except ImportError as e:  # pragma: no cover - the message is the point
 
 import asyncio
 import json
+import re
+import threading
 
 import numpy as np
 
 import warpsearch
 from warpsearch.shards import merge, short_rows
 
-__all__ = ["app", "build_app", "batch_search", "ShardSearcher", "Root", "ShardUnavailable"]
+__all__ = ["app", "build_app", "Client", "batch_search", "ShardSearcher", "Root", "ShardUnavailable"]
 
 
 # The largest answer, in hits (queries × k), that a shard sends the root by value over gRPC: at 16,384
@@ -261,6 +263,52 @@ def app(
         name="root", num_replicas=root_replicas, ray_actor_options={"num_cpus": root_cpus}
     )
     return root.bind(*deployments, timeout_s=timeout_s, retries=retries, by_value_hits=by_value_hits)
+
+
+class Client:
+    """The root's fan-out and merge run in the caller's process, over the shard deployments of the
+    running application `app` (the name given to `serve.run` or in the Serve config): a request goes
+    straight to the shards, one hop fewer than through the root deployment, with the same answers,
+    retries and errors (`Root`'s keywords: `timeout_s`, `retries`, `by_value_hits`). `search` and
+    `search_arrays` answer as the root's handle methods, blocking; from a running event loop, await
+    `root.search(...)` and `root.search_arrays(...)` instead. Needs a connected Ray (`ray.init`)."""
+
+    def __init__(self, app="default", **root):
+        running = serve.status().applications
+        names = running[app].deployments if app in running else {}
+        count = len([n for n in names if re.fullmatch(r"shard-\d+", n)])
+        if not count:
+            raise ValueError(
+                f"Serve runs no application '{app}' with deployments shard-0, shard-1, … (it runs "
+                f"{sorted(running) or 'none'}): give the name that serve.run or the Serve config gave app's"
+            )
+        self.root = Root(*(serve.get_deployment_handle(f"shard-{i}", app) for i in range(count)), **root)
+        # An event loop a calling thread: one loop runs in one thread only.
+        self._loops = threading.local()
+
+    def _run(self, call):
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            call.close()
+            raise RuntimeError("Client's search blocks: in a running event loop, await client.root.search(...)")
+        loop = getattr(self._loops, "loop", None)
+        if loop is None:
+            loop = self._loops.loop = asyncio.new_event_loop()
+        return loop.run_until_complete(call)
+
+    def search(self, texts, k=10, mode="or", timeout_s=None):
+        """A list per query of (docid, score), best first, as `Searcher.search_batch` returns."""
+        return self._run(self.root.search(texts, k, mode, timeout_s))
+
+    def search_arrays(self, texts, k=10, mode="or", timeout_s=None):
+        """(docs, scores, ids) of one row per query, as the root's `search_arrays`."""
+        return self._run(self.root.search_arrays(texts, k, mode, timeout_s))
+
+    def stats(self):
+        return self.root.stats()
 
 
 def build_app(args):
