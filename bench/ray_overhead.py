@@ -14,6 +14,8 @@ one request at a time from this process (closed loop, one client), `--requests` 
   shape, two hops;
 - `ray`: `warpsearch.ray.app(index, replicas=1, num_cpus=..., searcher={"backend": "cpu", "threads": T})`,
   `handle.search.remote(texts, k, mode).result()`: the same lists as `direct`, checked equal once;
+- `client`: `warpsearch.ray.Client("warpsearch").search(texts, k, mode)` on the same application: the
+  root's fan-out and merge in this process, straight to the shards (one hop);
 - `noop-fanout/v`, `ray/v`: the same through a handle that calls the root by value
   (`handle.options(_by_reference=False)`, Serve's gRPC channel) rather than through the object store.
 
@@ -32,6 +34,7 @@ import argparse
 import asyncio
 import json
 import time
+import warnings
 
 import numpy as np
 import ray
@@ -73,8 +76,9 @@ def main():
     p.add_argument("--mode", default="or")
     p.add_argument("--threads", type=int, default=1, help="the searchers' threads (each shard's replica's)")
     p.add_argument("--num-cpus", type=float, default=0.5, help="Ray CPUs a shard replica")
-    p.add_argument("--variants", default="direct,noop,noop-fanout,ray,noop-fanout/v,ray/v")
+    p.add_argument("--variants", default="direct,noop,noop-fanout,ray,noop-fanout/v,ray/v,client")
     args = p.parse_args()
+    warnings.filterwarnings("ignore", message=".*terms the index does not have")
 
     lines = [line.strip() for line in open(args.queries, encoding="utf-8") if line.strip()]
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -98,15 +102,20 @@ def main():
         calls["noop-fanout"] = lambda texts, h=h: h.m.remote(texts, args.k, args.mode).result()
         v = h.options(_by_reference=False)
         calls["noop-fanout/v"] = lambda texts, h=v: h.m.remote(texts, args.k, args.mode).result()
-    if "ray" in variants:
+    if {"ray", "ray/v", "client"} & set(variants):
         app = warpsearch.ray.app(args.index, replicas=1, num_cpus=args.num_cpus, searcher=options)
         h = serve.run(app, name="warpsearch", route_prefix=None)
         calls["ray"] = lambda texts, h=h: h.search.remote(texts, args.k, args.mode).result()
         v = h.options(_by_reference=False)
         calls["ray/v"] = lambda texts, h=v: h.search.remote(texts, args.k, args.mode).result()
+        if hasattr(warpsearch.ray, "Client"):
+            client = warpsearch.ray.Client("warpsearch")
+            calls["client"] = lambda texts: client.search(texts, args.k, args.mode)
         if "direct" in calls:
             texts = lines[: max(sizes)]
-            assert calls["ray"](texts) == calls["direct"](texts), "Serve's answer differs from the searcher's"
+            for v in ("ray", "client"):
+                if v in calls:
+                    assert calls[v](texts) == calls["direct"](texts), f"{v}'s answer differs from the searcher's"
 
     calls = {v: calls[v] for v in variants if v in calls}
     ms = {(v, s): [] for v in calls for s in sizes}
@@ -136,6 +145,10 @@ def main():
             over = results[f"ray/v {s}"]["p50"] - results[f"direct {s}"]["p50"]
             floor = results.get(f"noop-fanout/v {s}", {}).get("p50", float("nan"))
             print(f"{s} queries, by value: (ray/v - direct, p50) {over:.2f} ms; Ray's floor (noop-fanout/v) {floor:.2f} ms")
+        if f"client {s}" in results and f"direct {s}" in results:
+            over = results[f"client {s}"]["p50"] - results[f"direct {s}"]["p50"]
+            floor = results.get(f"noop {s}", {}).get("p50", float("nan"))
+            print(f"{s} queries, client: (client - direct, p50) {over:.2f} ms; Ray's floor (noop, one hop) {floor:.2f} ms")
     print(json.dumps({"k": args.k, "mode": args.mode, "shards": shards, "results": results}))
     serve.shutdown()
     ray.shutdown()
