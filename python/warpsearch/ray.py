@@ -6,6 +6,8 @@
   (`Index.searcher(shards=[i])`), with the collection's statistics, its document numbers and scores, so
   the merge (score descending, ties to the smaller document number: the engine's order) is the whole
   index's answer, bit for bit. `build_app(args)` makes it from a Serve config file's `args`.
+- `Client(app)`: the root's fan-out and merge in the caller's process, over a running application's
+  shard deployments: one hop fewer than through the root.
 - `batch_search(path, texts, ...)`: a large query set split into chunks answered by Ray actors, returned
   as the frame `Searcher.search_batch(..., as_frame=True)` returns.
 
