@@ -48,6 +48,15 @@ __all__ = ["app", "build_app", "Client", "batch_search", "ShardSearcher", "Root"
 BY_VALUE_HITS = 16_384
 
 
+def _by_value(handle):
+    """`handle` over Serve's gRPC channel (`_by_reference=False`, a private option of Ray 2.60), or
+    `handle` itself where this Ray's handles have no such option."""
+    try:
+        return handle.options(_by_reference=False)
+    except TypeError:
+        return handle
+
+
 def _too_large(error):
     """Whether `error` is gRPC's refusal of a message over its cap."""
     code = getattr(error, "code", None)
@@ -114,7 +123,7 @@ class Root:
         self.shards = list(shards)
         # The same deployments over Serve's gRPC channel: answers come by value, without the object
         # store's round trips (the shorter way on a busy host), but capped at 4 MiB.
-        self.by_value = [s.options(_by_reference=False) for s in self.shards]
+        self.by_value = [_by_value(s) for s in self.shards]
         self.timeout_s = float(timeout_s)
         self.retries = int(retries)
         self.by_value_hits = int(by_value_hits)
