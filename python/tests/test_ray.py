@@ -2,8 +2,8 @@
 replicas a shard, answers exactly as the same collection built as one index (AND, OR, and-or, k 10
 and 1000, through the handle and HTTP); a shard replica killed under load loses and duplicates
 nothing (Serve restarts it, the root retries what it held); a shard with no live replica fails the
-request, naming the shard; `batch_search` returns `search_batch`'s frame. Skips where Ray Serve is
-not installed."""
+request, naming the shard; an answer over gRPC's cap comes by reference instead; `batch_search`
+returns `search_batch`'s frame. Skips where Ray Serve is not installed."""
 
 import importlib
 import json
@@ -92,6 +92,22 @@ def test_serve_equals_one_index(served, indexes, mode):
         assert handle.search.remote(texts, k, mode).result() == want
 
 
+@pytest.mark.parametrize("mode", ["and", "or", "and-or"])
+def test_a_client_in_the_callers_process_equals_one_index(served, indexes, mode):
+    """The root's fan-out and merge in this process, straight to the shards' replicas."""
+    one, _, texts = indexes
+    client = wray.Client("exact", timeout_s=60)
+    for k in [10, 1000]:
+        want = one.searcher("cpu").search_batch(texts, k=k, mode=mode)
+        assert client.search(texts, k, mode) == want
+        docs, scores, ids = client.search_arrays(texts, k, mode)
+        got_docs, got_scores = one.searcher("cpu").search_batch(texts, k=k, mode=mode, as_arrays=True)
+        np.testing.assert_array_equal(docs, got_docs)
+        assert scores.dtype == np.float32 and scores.tobytes() == got_scores.tobytes()
+    with pytest.raises(ValueError, match="no application 'nowhere'"):
+        wray.Client("nowhere")
+
+
 def test_serve_over_http(served, indexes):
     one, _, texts = indexes
     body = {"queries": [{"id": f"q{i}", "text": t} for i, t in enumerate(texts[:10])], "k": 5, "mode": "or"}
@@ -153,6 +169,22 @@ def test_batch_search_returns_search_batchs_frame(cluster, indexes):
         want = one.searcher("cpu").search_batch(texts, k=100, mode=mode, qids=qids, as_frame=True)
         got = wray.batch_search(path, texts, 100, mode, qids=qids, num_cpus=0.25, searcher=SEARCHER, **spread)
         pd.testing.assert_frame_equal(got, want)
+
+
+def test_an_answer_over_grpcs_cap_is_asked_again_by_reference(cluster, indexes):
+    """A root that asks for every answer by value: a shard's answer over gRPC's 4 MiB cap (552 queries
+    at k 1000, some 4.4 MB of document numbers alone) is refused and asked again by reference, exactly.
+    (The other tests cover both ways as chosen by size: k 10 by value, k 1000 by reference.)"""
+    one, two, texts = indexes
+    many = texts * 8
+    app = wray.app(two.path, num_cpus=0.25, root_cpus=0.1, searcher=SEARCHER, by_value_hits=10**9)
+    handle = serve.run(app, name="large", route_prefix="/large")
+    try:
+        want = one.searcher("cpu").search_batch(many, k=1000, mode="or")
+        assert handle.search.remote(many, 1000, "or").result() == want
+        assert handle.stats.remote().result()["too_large"] == 2, "each shard's answer asked again once"
+    finally:
+        serve.delete("large")
 
 
 def test_a_shard_with_no_live_replica_fails_the_request(served, indexes):

@@ -6,6 +6,8 @@
   (`Index.searcher(shards=[i])`), with the collection's statistics, its document numbers and scores, so
   the merge (score descending, ties to the smaller document number: the engine's order) is the whole
   index's answer, bit for bit. `build_app(args)` makes it from a Serve config file's `args`.
+- `Client(app)`: the root's fan-out and merge in the caller's process, over a running application's
+  shard deployments: one hop fewer than through the root.
 - `batch_search(path, texts, ...)`: a large query set split into chunks answered by Ray actors, returned
   as the frame `Searcher.search_batch(..., as_frame=True)` returns.
 
@@ -30,13 +32,35 @@ except ImportError as e:  # pragma: no cover - the message is the point
 
 import asyncio
 import json
+import re
+import threading
 
 import numpy as np
 
 import warpsearch
 from warpsearch.shards import merge, short_rows
 
-__all__ = ["app", "build_app", "batch_search", "ShardSearcher", "Root", "ShardUnavailable"]
+__all__ = ["app", "build_app", "Client", "batch_search", "ShardSearcher", "Root", "ShardUnavailable"]
+
+
+# The largest answer, in hits (queries × k), that a shard sends the root by value over gRPC: at 16,384
+# hits it is under gRPC's 4 MiB cap for document ids of up to some 200 bytes.
+BY_VALUE_HITS = 16_384
+
+
+def _by_value(handle):
+    """`handle` over Serve's gRPC channel (`_by_reference=False`, a private option of Ray 2.60), or
+    `handle` itself where this Ray's handles have no such option."""
+    try:
+        return handle.options(_by_reference=False)
+    except TypeError:
+        return handle
+
+
+def _too_large(error):
+    """Whether `error` is gRPC's refusal of a message over its cap."""
+    code = getattr(error, "code", None)
+    return callable(code) and getattr(code(), "name", None) == "RESOURCE_EXHAUSTED"
 
 
 class ShardUnavailable(RuntimeError):
@@ -91,28 +115,42 @@ class ShardSearcher:
 class Root:
     """The application's front: sends each request to every shard deployment (`shards`, their handles in
     shard order), merges their answers exactly, and names the shard that could not answer. A shard's
-    call that fails because its replica died is retried (`retries` times) within `timeout_s`."""
+    call that fails because its replica died is retried (`retries` times) within `timeout_s`. Answers
+    of up to `by_value_hits` hits (queries × k) come over Serve's gRPC channel, larger ones through
+    Ray's object store."""
 
-    def __init__(self, *shards, timeout_s=30.0, retries=3):
+    def __init__(self, *shards, timeout_s=30.0, retries=3, by_value_hits=BY_VALUE_HITS):
         self.shards = list(shards)
+        # The same deployments over Serve's gRPC channel: answers come by value, without the object
+        # store's round trips (the shorter way on a busy host), but capped at 4 MiB.
+        self.by_value = [_by_value(s) for s in self.shards]
         self.timeout_s = float(timeout_s)
         self.retries = int(retries)
+        self.by_value_hits = int(by_value_hits)
         self.retried = 0
+        self.too_large = 0
 
     def stats(self):
-        """{"retried": shard calls asked again after their replica died} of this root replica."""
-        return {"retried": self.retried}
+        """{"retried": shard calls asked again after their replica died, "too_large": answers asked
+        again by reference, over gRPC's cap} of this root replica."""
+        return {"retried": self.retried, "too_large": self.too_large}
 
     async def _ask(self, i, texts, k, step, timeout_s):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         errors = []
-        for _ in range(self.retries + 1):
+        # Small answers come by value and large ones by reference, which has no cap; an answer refused
+        # over the cap (ids longer than BY_VALUE_HITS allows for) is asked again by reference.
+        by_value = len(texts) * k <= self.by_value_hits
+        attempts = 0
+        while attempts <= self.retries:
             left = deadline - loop.time()
             if left <= 0:
                 break
+            attempts += 1
+            shard = self.by_value[i] if by_value else self.shards[i]
             try:
-                return await asyncio.wait_for(self.shards[i].search.remote(texts, k, step), left)
+                return await asyncio.wait_for(shard.search.remote(texts, k, step), left)
             except RayActorError as e:
                 # The replica died under the request: the router no longer picks it; ask again.
                 errors.append(type(e).__name__)
@@ -120,6 +158,10 @@ class Root:
             except asyncio.TimeoutError:
                 break
             except Exception as e:
+                if by_value and _too_large(e):
+                    by_value, attempts = False, attempts - 1
+                    self.too_large += 1
+                    continue
                 raise ShardUnavailable(
                     f"shard {i} of {len(self.shards)} failed the request, so it fails whole: {e}"
                 ) from e
@@ -205,6 +247,7 @@ def app(
     root_replicas=1,
     root_cpus=0.5,
     shard_options=None,
+    by_value_hits=BY_VALUE_HITS,
 ):
     """The Serve application of the index at `path`: a deployment `shard-i` per shard (`shards`: their
     number; default: the index's, read here, so `path` must be readable where this runs; one index is
@@ -212,6 +255,8 @@ def app(
     replica) and the searcher options `searcher` (keywords of `Index.searcher`, such as `threads`), and
     the deployment `root` (`root_replicas`, `root_cpus`; it needs no index). `shard_options`: more of
     `serve.deployment`'s options for the shards (`health_check_period_s`, `max_ongoing_requests`, …).
+    `by_value_hits`: the largest shard answer (queries × k) sent to the root over Serve's gRPC channel
+    rather than through the object store (0: none).
     `serve.run(app(path))` runs it; the handle's `search(texts, k, mode)` answers as
     `Searcher.search_batch`, and HTTP POST takes the server's /search body."""
     count = _shard_count(path) if shards is None else shards
@@ -228,7 +273,53 @@ def app(
     root = serve.deployment(Root).options(
         name="root", num_replicas=root_replicas, ray_actor_options={"num_cpus": root_cpus}
     )
-    return root.bind(*deployments, timeout_s=timeout_s, retries=retries)
+    return root.bind(*deployments, timeout_s=timeout_s, retries=retries, by_value_hits=by_value_hits)
+
+
+class Client:
+    """The root's fan-out and merge run in the caller's process, over the shard deployments of the
+    running application `app` (the name given to `serve.run` or in the Serve config): a request goes
+    straight to the shards, one hop fewer than through the root deployment, with the same answers,
+    retries and errors (`Root`'s keywords: `timeout_s`, `retries`, `by_value_hits`). `search` and
+    `search_arrays` answer as the root's handle methods, blocking; from a running event loop, await
+    `root.search(...)` and `root.search_arrays(...)` instead. Needs a connected Ray (`ray.init`)."""
+
+    def __init__(self, app="default", **root):
+        running = serve.status().applications
+        names = running[app].deployments if app in running else {}
+        count = len([n for n in names if re.fullmatch(r"shard-\d+", n)])
+        if not count:
+            raise ValueError(
+                f"Serve runs no application '{app}' with deployments shard-0, shard-1, … (it runs "
+                f"{sorted(running) or 'none'}): give the name that serve.run or the Serve config gave app's"
+            )
+        self.root = Root(*(serve.get_deployment_handle(f"shard-{i}", app) for i in range(count)), **root)
+        # An event loop a calling thread: one loop runs in one thread only.
+        self._loops = threading.local()
+
+    def _run(self, call):
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            call.close()
+            raise RuntimeError("Client's search blocks: in a running event loop, await client.root.search(...)")
+        loop = getattr(self._loops, "loop", None)
+        if loop is None:
+            loop = self._loops.loop = asyncio.new_event_loop()
+        return loop.run_until_complete(call)
+
+    def search(self, texts, k=10, mode="or", timeout_s=None):
+        """A list per query of (docid, score), best first, as `Searcher.search_batch` returns."""
+        return self._run(self.root.search(texts, k, mode, timeout_s))
+
+    def search_arrays(self, texts, k=10, mode="or", timeout_s=None):
+        """(docs, scores, ids) of one row per query, as the root's `search_arrays`."""
+        return self._run(self.root.search_arrays(texts, k, mode, timeout_s))
+
+    def stats(self):
+        return self.root.stats()
 
 
 def build_app(args):
