@@ -13,7 +13,7 @@
 #              wheels in .device/pyw and CACM in .device/cacm, the Python package's tests on this machine
 #              (its searchers' default backend, auto, runs on every GPU).
 # Then `scripts/device-latency.sh` measures one GPU against all of them (call it in the same command).
-# Output under $OUT: gpus.log, tests.log.
+# Output under $OUT: gpus.log, tests.log, python-tests.log.
 # usage: scripts/device-gpus.sh [tests] [identical] [shards] [python]   (from the repository root)
 set -uo pipefail
 source scripts/device-common.sh
@@ -97,9 +97,12 @@ if [[ " $parts " == *" python "* ]] && compgen -G "$dev/pywhl/*.whl" >/dev/null;
   if [ -d $dev/cacm ] && [ ! -d ../shared/data/cacm ]; then
     mkdir -p ../shared/data && cp -r $dev/cacm ../shared/data/cacm
   fi
+  if [ ! -f ../shared/data/queries/trec05-efficiency.txt ]; then
+    mkdir -p ../shared/data/queries && cp $queries ../shared/data/queries/
+  fi
   say "python: $(python3 -V); numpy: $(python3 -c 'import numpy; print(numpy.__version__)' 2>&1 | tail -n 1); pandas: $(python3 -c 'import pandas; print(pandas.__version__)' 2>&1 | tail -n 1)"
-  PYTHONPATH=/tmp/py WARPSEARCH_BIN=$PWD/$dev/warpsearch python3 -m pytest -q -rs python/tests >"$tmp/py.log" 2>&1 || rc=1
-  tail -n 40 "$tmp/py.log" | tee -a "$log"
+  PYTHONPATH=/tmp/py WARPSEARCH_BIN=$PWD/$dev/warpsearch python3 -m pytest -q -rfEs python/tests >"$out/python-tests.log" 2>&1 || rc=1
+  grep -E "^(FAILED|ERROR)|passed|failed" "$out/python-tests.log" | tee -a "$log"
 fi
 rm -rf "$tmp"
 say "exit $rc"
