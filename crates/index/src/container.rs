@@ -29,9 +29,12 @@ use memmap2::Mmap;
 
 use crate::error::{corrupt, IndexError, IoContext, Result};
 
-/// Version of the on-disk format this build writes; it reads this one and
-/// [`crate::meta::ENVELOPED_VERSION`], whose binary files are the same.
+/// Version of the on-disk format this build writes; it reads this one and [`ENVELOPED_VERSION`],
+/// whose binary files are the same.
 pub const FORMAT_VERSION: u32 = 2;
+/// The format version whose `meta.json` sits in the binary envelope; every later one writes it plain
+/// (`crate::meta`).
+pub const ENVELOPED_VERSION: u32 = 1;
 /// The first bytes of every enveloped file.
 pub const MAGIC: &[u8; 8] = b"WARPSRCH";
 const FOOTER_MAGIC: &[u8; 8] = b"WSFOOTER";
@@ -325,10 +328,10 @@ fn check(bytes: &[u8], path: &Path, kind: &[u8; 8]) -> Result<Range<usize>> {
         ));
     }
     let version = u32::from_le_bytes(bytes[16..20].try_into().unwrap());
-    if !(crate::meta::ENVELOPED_VERSION..=FORMAT_VERSION).contains(&version) {
+    if !(ENVELOPED_VERSION..=FORMAT_VERSION).contains(&version) {
         return bad(format!(
             "format version {version}; this build reads versions {} to {FORMAT_VERSION}: rebuild the index",
-            crate::meta::ENVELOPED_VERSION
+            ENVELOPED_VERSION
         ));
     }
     if bytes[28..32] != [0; 4] {

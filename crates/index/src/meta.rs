@@ -9,12 +9,10 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::container::ENVELOPED_VERSION;
 use crate::container::{self, FORMAT_VERSION};
 use crate::error::{corrupt, IoContext, Result};
 use crate::format::{files, IndexMeta};
-
-/// The format version whose `meta.json` sits in the binary envelope; every later one writes it plain.
-pub const ENVELOPED_VERSION: u32 = 1;
 
 /// The largest `meta.json` read: a head lists its shards in it, some 100 bytes each, so this is millions
 /// of shards, and a file past it is not an index's metadata.
