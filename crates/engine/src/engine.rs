@@ -58,9 +58,8 @@ enum Runner {
     Cpu(CpuWorkers),
     Gpu(GpuAlone),
     Hybrid(Hybrid),
-    /// A sharded index: an engine per shard (the same engines as the fan-out's), their answers
-    /// merged.
-    Shards(Arc<Shards>, Vec<Arc<Engine>>),
+    /// A sharded index: an engine per shard, their answers merged.
+    Shards(Arc<Shards<Engine>>),
     /// The same index on several GPUs, an engine each.
     Replicas(Replicas<Engine>),
 }
@@ -194,25 +193,9 @@ impl Engine {
         choice: Option<String>,
     ) -> Engine {
         let index = head.index().clone();
-        let shards: Vec<Arc<Engine>> = shards.into_iter().map(Arc::new).collect();
-        let and_shards: Option<Vec<Arc<Engine>>> = and_shards.map(|e| e.into_iter().map(Arc::new).collect());
-        let engines = shards
-            .iter()
-            .chain(and_shards.iter().flatten())
-            .cloned()
-            .collect();
         Engine {
             cpu: CpuSearcher::new(head),
-            runner: Runner::Shards(
-                Arc::new(Shards::new(
-                    index,
-                    members,
-                    boxed(shards),
-                    and_shards.map(boxed),
-                    threads,
-                )),
-                engines,
-            ),
+            runner: Runner::Shards(Arc::new(Shards::new(index, members, shards, and_shards, threads))),
             choice,
             notes: Arc::new(Notes::default()),
         }
@@ -255,7 +238,7 @@ impl Engine {
     /// own.
     fn members(&self) -> Vec<&Engine> {
         match &self.runner {
-            Runner::Shards(_, engines) => engines.iter().map(|e| &**e).collect(),
+            Runner::Shards(s) => s.engines().collect(),
             Runner::Replicas(r) => r.members().iter().collect(),
             _ => Vec::new(),
         }
@@ -283,7 +266,7 @@ impl Engine {
                     .collect();
                 h.submit_many(requests, deadline, reply);
             }
-            Runner::Shards(s, _) => s.submit(first_id, requests, deadline, reply),
+            Runner::Shards(s) => s.submit(first_id, requests, deadline, reply),
             Runner::Replicas(r) => r.submit(first_id, requests, deadline, reply),
         }
     }
@@ -396,7 +379,7 @@ impl Engine {
         match &self.runner {
             Runner::Gpu(g) => g.describe().to_string(),
             Runner::Cpu(w) => format!("cpu ({} threads)", w.threads()),
-            Runner::Shards(s, engines) => match engines[0].backend() {
+            Runner::Shards(s) => match self.members()[0].backend() {
                 Backend::Cpu => format!("cpu, {} shards ({} threads each)", s.len(), s.threads()),
                 _ => format!("{} shards, each on {}", s.len(), distinct(self.members())),
             },
@@ -507,14 +490,6 @@ impl Engine {
             _ => None,
         }
     }
-}
-
-/// Engines as what takes a shard's submissions.
-fn boxed(engines: Vec<Arc<Engine>>) -> Vec<Box<dyn Submit>> {
-    engines
-        .into_iter()
-        .map(|e| Box::new(e) as Box<dyn Submit>)
-        .collect()
 }
 
 /// The members' counters taken by `take`, added up by `add` (None where no member has any).

@@ -77,19 +77,6 @@ pub(crate) trait Submit: Send + Sync {
     );
 }
 
-/// A shared submitter (a shard's engine held by its fan-out and by the engine's statistics).
-impl<T: Submit> Submit for Arc<T> {
-    fn submit(
-        &self,
-        first_id: u64,
-        requests: Vec<Request>,
-        deadline: Option<Duration>,
-        reply: Arc<dyn Reply>,
-    ) {
-        T::submit(self, first_id, requests, deadline, reply);
-    }
-}
-
 impl Reply for Sender<Done> {
     fn send(&self, done: Done) {
         // The receiver may be gone (a caller that stopped listening); the answer is then unwanted.

@@ -1,6 +1,5 @@
-//! A sharded index's engine: one engine per shard ([`Submit`]), each over its shard's own scorer, so that each
-//! shard could run on a processor of its own (today every shard's engine is a CPU engine; a GPU per
-//! shard is an engine per shard on its own device). Every request goes to every shard as the shard's
+//! A sharded index's engine: one engine per shard ([`Submit`]), each over its shard's own scorer, so
+//! that each shard runs on a processor of its own (the CPU's threads, or its GPUs). Every request goes to every shard as the shard's
 //! query ([`warpsearch_query::shard::for_shard`]: the shard's term ordinals, weighed with the
 //! collection's statistics), and the shards' answers are merged exactly: their documents are
 //! disjoint and their scores the single index's, so the k best of their union, score descending and
@@ -21,18 +20,18 @@ use warpsearch_index::{Index, IndexError};
 use warpsearch_query::shard::for_shard;
 use warpsearch_query::{merge_top_k, Answer, Mode, Request, Scored};
 
-use crate::reply::{Done, Reply, ServedBy, Submit};
+use crate::reply::{lock, Done, Reply, ServedBy, Submit};
 
 /// The shards' engines of one sharded index.
-pub(crate) struct Shards {
+pub(crate) struct Shards<S> {
     head: Arc<Index>,
     /// The head's numbers of the shards `engines` answer for (every shard, or those the engine's
     /// configuration keeps), in the engines' order.
     members: Vec<usize>,
-    engines: Vec<Box<dyn Submit>>,
+    engines: Vec<S>,
     /// Where the engines' algorithm evaluates OR only (MaxScore, block-max WAND): an engine per shard
     /// of the same options but ranked AND, for and-or's AND step (as one index's and-or runs it).
-    and_engines: Option<Vec<Box<dyn Submit>>>,
+    and_engines: Option<Vec<S>>,
     /// Threads of each shard's engine.
     threads: usize,
 }
@@ -56,20 +55,20 @@ struct Job {
 }
 
 /// Where one shard's answers to a submission go.
-struct ShardReply {
-    shards: Weak<Shards>,
+struct ShardReply<S> {
+    shards: Weak<Shards<S>>,
     first_doc: u32,
     jobs: Arc<[Arc<Job>]>,
 }
 
-impl Shards {
+impl<S: Submit + 'static> Shards<S> {
     pub(crate) fn new(
         head: Arc<Index>,
         members: Vec<usize>,
-        engines: Vec<Box<dyn Submit>>,
-        and_engines: Option<Vec<Box<dyn Submit>>>,
+        engines: Vec<S>,
+        and_engines: Option<Vec<S>>,
         threads: usize,
-    ) -> Shards {
+    ) -> Shards<S> {
         debug_assert_eq!(members.len(), engines.len());
         Shards {
             head,
@@ -83,6 +82,11 @@ impl Shards {
     /// How many shards.
     pub(crate) fn len(&self) -> usize {
         self.engines.len()
+    }
+
+    /// Every shard's engine, and-or's AND engines after them where there are some.
+    pub(crate) fn engines(&self) -> impl Iterator<Item = &S> {
+        self.engines.iter().chain(self.and_engines.iter().flatten())
     }
 
     /// Threads of each shard's engine.
@@ -172,7 +176,7 @@ impl Shards {
     }
 }
 
-impl Reply for ShardReply {
+impl<S: Submit + 'static> Reply for ShardReply<S> {
     fn send(&self, done: Done) {
         let Some(job) = self.jobs.get(done.id as usize) else {
             return;
@@ -211,7 +215,7 @@ impl Reply for ShardReply {
     }
 }
 
-impl ShardReply {
+impl<S: Submit + 'static> ShardReply<S> {
     /// Every shard answered `job`'s step: its merged answer to the caller, or and-or's OR step.
     fn finish(&self, job: &Arc<Job>) {
         let k = job.request.k;
@@ -240,8 +244,4 @@ impl ShardReply {
             missed_deadline: missed,
         });
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
