@@ -680,7 +680,7 @@ impl EngineConfig {
         }
         let scorer = Arc::new(scorer);
         // The hybrid schedules one GPU beside the cores: it takes the first of several.
-        if devices.len() < 2 || self.backend == BackendChoice::Hybrid {
+        if self.backend == BackendChoice::Hybrid {
             return Engine::new(scorer, eopts);
         }
         on_devices(&scorer, &eopts, &devices)
@@ -699,13 +699,24 @@ impl EngineConfig {
     }
 }
 
-/// An engine with `options` on each of `devices` (two or more), as one: replicas of the index. Where
-/// the first cannot use its GPU (`auto` fell back to the CPU), that CPU engine alone.
+/// The engine with `options` on `devices`: on the one device (or, with none, as `options` say
+/// without a GPU), or on each of several, as one: replicas of the index. Where the first of several
+/// cannot use its GPU (`auto` fell back to the CPU), that CPU engine alone.
 fn on_devices(
     scorer: &Arc<Scorer>,
     options: &EngineOptions,
     devices: &[usize],
 ) -> Result<Engine, EngineError> {
+    if let [] | [_] = devices {
+        let device = devices.first().copied().unwrap_or(options.device);
+        return Engine::new(
+            scorer.clone(),
+            EngineOptions {
+                device,
+                ..options.clone()
+            },
+        );
+    }
     // Opened side by side: each GPU takes its own copy of the index.
     let opened: Vec<Result<Engine, EngineError>> = std::thread::scope(|scope| {
         let opening: Vec<_> = devices
@@ -826,19 +837,6 @@ impl EngineConfig {
             gpu: self.gpu_options(max_k),
             ..EngineOptions::default()
         };
-        // A shard's engine: on its GPUs (replicas where several), or on the CPU.
-        let shard_engine = |scorer: Arc<Scorer>, on: &[usize]| -> Result<Engine, EngineError> {
-            match on {
-                [] | [_] => Engine::new(
-                    scorer,
-                    EngineOptions {
-                        device: on.first().copied().unwrap_or(0),
-                        ..eopts.clone()
-                    },
-                ),
-                many => on_devices(&scorer, &eopts, many),
-            }
-        };
         let max_terms = self.scoring.max_query_terms as usize;
         let mut engines = Vec::with_capacity(count);
         let mut first: Option<Arc<Scorer>> = None;
@@ -848,7 +846,7 @@ impl EngineConfig {
             scorer.check(&Request::new(Query::default(), mode, max_k))?;
             let scorer = Arc::new(scorer);
             first.get_or_insert_with(|| scorer.clone());
-            engines.push(shard_engine(scorer, on)?);
+            engines.push(on_devices(&scorer, &eopts, on)?);
         }
         // and-or's AND step is ranked AND whatever the algorithm (as one index runs it): where the
         // algorithm evaluates OR only, the shards answer that step on engines of their own.
@@ -864,7 +862,7 @@ impl EngineConfig {
                             ..options
                         };
                         let scorer = Scorer::new(shard.index().clone(), and)?.with_max_query_terms(max_terms);
-                        shard_engine(Arc::new(scorer), on)
+                        on_devices(&Arc::new(scorer), &eopts, on)
                     })
                     .collect::<Result<Vec<Engine>, EngineError>>()?,
             ),
