@@ -333,18 +333,15 @@ impl Engine {
             Runner::Gpu(g) => g.memory(),
             Runner::Hybrid(h) => h.gpu_memory(),
             Runner::Shards(..) | Runner::Replicas(_) => {
-                let mut devices: Vec<(usize, GpuMemory)> = Vec::new();
-                let mut index = 0;
-                for e in self.members() {
-                    if let (Some(m), Some(d)) = (e.gpu_memory(), e.device()) {
-                        index += m.index;
-                        if !devices.iter().any(|(seen, _)| *seen == d) {
-                            devices.push((d, m));
-                        }
+                let engines = self.gpu_engines();
+                let mut devices: Vec<(usize, &GpuMemory)> = Vec::new();
+                for (d, m) in &engines {
+                    if !devices.iter().any(|(seen, _)| seen == d) {
+                        devices.push((*d, m));
                     }
                 }
-                (!devices.is_empty()).then(|| GpuMemory {
-                    index,
+                (!engines.is_empty()).then(|| GpuMemory {
+                    index: engines.iter().map(|(_, m)| m.index).sum(),
                     used: devices.iter().map(|(_, m)| m.used).sum(),
                     total: devices.iter().map(|(_, m)| m.total).sum(),
                 })
@@ -352,11 +349,12 @@ impl Engine {
         }
     }
 
-    /// The CUDA device of a GPU backend's engine (None for the others).
-    fn device(&self) -> Option<usize> {
+    /// The device and memory of every GPU backend this engine runs through (itself, or its shards'
+    /// and replicas', however nested), where the driver answers.
+    fn gpu_engines(&self) -> Vec<(usize, GpuMemory)> {
         match &self.runner {
-            Runner::Gpu(g) => Some(g.device()),
-            _ => None,
+            Runner::Gpu(g) => g.memory().map(|m| (g.device(), m)).into_iter().collect(),
+            _ => self.members().into_iter().flat_map(Engine::gpu_engines).collect(),
         }
     }
 
