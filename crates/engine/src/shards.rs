@@ -12,7 +12,7 @@
 //! `and-or` is AND over the whole collection, and OR where that finds fewer than k documents: each
 //! shard answers AND, and only when the merged AND falls short does every shard answer OR.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -48,6 +48,8 @@ struct Job {
     /// The shards' hits so far (collection docIDs), or the first failure.
     hits: Mutex<std::result::Result<Vec<Scored>, IndexError>>,
     missed: AtomicBool,
+    /// Who answered the shards' parts so far ([`served_bits`]).
+    served: AtomicU8,
     /// When the first shard took the request (its answer's time taken back from when it came).
     took: Mutex<Option<Instant>>,
     deadline: Option<Instant>,
@@ -118,6 +120,7 @@ impl<S: Submit + 'static> Shards<S> {
                     left: AtomicUsize::new(self.engines.len()),
                     hits: Mutex::new(Ok(Vec::new())),
                     missed: AtomicBool::new(false),
+                    served: AtomicU8::new(0),
                     took: Mutex::new(None),
                     deadline: deadline.map(|d| now + d),
                     reply: reply.clone(),
@@ -184,6 +187,8 @@ impl<S: Submit + 'static> Reply for ShardReply<S> {
         if done.missed_deadline {
             job.missed.store(true, Ordering::Relaxed);
         }
+        job.served
+            .fetch_or(served_bits(done.served_by), Ordering::Relaxed);
         if let Ok(answer) = &done.result {
             let took = Instant::now().checked_sub(answer.latency);
             let mut first = lock(&job.took);
@@ -240,8 +245,25 @@ impl<S: Submit + 'static> ShardReply<S> {
         job.reply.send(Done {
             id: job.id,
             result,
-            served_by: ServedBy::Cpu,
+            served_by: match job.served.load(Ordering::Relaxed) {
+                GPU => ServedBy::Gpu,
+                CPU | 0 => ServedBy::Cpu,
+                _ => ServedBy::Both,
+            },
             missed_deadline: missed,
         });
+    }
+}
+
+const CPU: u8 = 1;
+const GPU: u8 = 2;
+
+/// Who answered a shard's part, as bits that or together into who answered the merged answer: the
+/// GPU where every shard's GPU did, the CPU where every shard's CPU did, else both.
+fn served_bits(by: ServedBy) -> u8 {
+    match by {
+        ServedBy::Cpu => CPU,
+        ServedBy::Gpu => GPU,
+        ServedBy::Both => CPU | GPU,
     }
 }

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use warpsearch_codec::Codec;
-use warpsearch_engine::{BackendChoice, Engine, EngineConfig, RankingChoice};
+use warpsearch_engine::{BackendChoice, Done, Engine, EngineConfig, RankingChoice, ServedBy};
 use warpsearch_index::build::{build_from_jsonl, BuildOptions};
 use warpsearch_index::shards::{ShardSplit, Sharding};
 use warpsearch_index::{AnalyzerConfig, Bm25Params, DocOrder, Index, WriterOptions};
@@ -177,6 +177,19 @@ fn check_on(single: &Arc<Index>, sharded: &Arc<Index>, backend: BackendChoice, w
                             one[i].query
                         );
                     }
+                }
+                // Who answered: the CPU's shards say the CPU; the GPUs' shards say a GPU took part.
+                let reqs: Vec<Request> = queries(sharded, 7)
+                    .into_iter()
+                    .map(|q| Request::new(q, mode, 10))
+                    .collect();
+                let (tx, rx) = std::sync::mpsc::channel::<Done>();
+                shards.submit(0, reqs.clone(), None, Arc::new(tx));
+                let served: Vec<ServedBy> = rx.iter().map(|d| d.served_by).collect();
+                assert_eq!(served.len(), reqs.len(), "{what}");
+                match backend {
+                    BackendChoice::Cpu => assert!(served.iter().all(|&s| s == ServedBy::Cpu), "{what}"),
+                    _ => assert!(served.iter().any(|&s| s != ServedBy::Cpu), "{what}: {served:?}"),
                 }
             }
         }
