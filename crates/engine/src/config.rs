@@ -21,6 +21,7 @@ use crate::cache::{CacheChoice, CacheOptions, Completion, Policy};
 use crate::engine::{Engine, EngineOptions};
 use crate::gpus::{place_shards, GpuSet};
 use crate::hybrid::HybridOptions;
+use crate::replicas::side_by_side;
 use crate::EngineError;
 
 /// A clap value parser for a choice among `T`'s names (listed in `--help` and in errors).
@@ -718,21 +719,14 @@ fn on_devices(
         );
     }
     // Opened side by side: each GPU takes its own copy of the index.
-    let opened: Vec<Result<Engine, EngineError>> = std::thread::scope(|scope| {
-        let opening: Vec<_> = devices
-            .iter()
-            .map(|&device| {
-                let options = EngineOptions {
-                    device,
-                    ..options.clone()
-                };
-                scope.spawn(move || Engine::new(scorer.clone(), options))
-            })
-            .collect();
-        opening
-            .into_iter()
-            .map(|t| t.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-            .collect()
+    let opened = side_by_side(devices, |&device| {
+        Engine::new(
+            scorer.clone(),
+            EngineOptions {
+                device,
+                ..options.clone()
+            },
+        )
     });
     let mut engines = Vec::with_capacity(devices.len());
     for engine in opened {

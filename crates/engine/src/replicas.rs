@@ -147,24 +147,27 @@ impl<R: Replica> Replicas<R> {
         if requests.len() < CUT || rotation.len() == 1 {
             return self.members[rotation[0]].search_batch(requests);
         }
-        let parts = cut(requests.len(), rotation.len());
-        let answers: Vec<Vec<Result<Answer>>> = std::thread::scope(|scope| {
-            let running: Vec<_> = rotation
-                .iter()
-                .zip(parts)
-                .map(|(&i, range)| {
-                    let member = &self.members[i];
-                    let part = &requests[range];
-                    scope.spawn(move || member.search_batch(part))
-                })
-                .collect();
-            running
-                .into_iter()
-                .map(|t| t.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-                .collect()
-        });
-        answers.into_iter().flatten().collect()
+        let parts: Vec<_> = rotation.iter().zip(cut(requests.len(), rotation.len())).collect();
+        side_by_side(&parts, |(i, range)| {
+            self.members[**i].search_batch(&requests[range.clone()])
+        })
+        .into_iter()
+        .flatten()
+        .collect()
     }
+}
+
+/// `f` of every item, each on a thread of its own, side by side; the results in the items' order (a
+/// panic in one is resumed here).
+pub(crate) fn side_by_side<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    std::thread::scope(|scope| {
+        let f = &f;
+        let running: Vec<_> = items.iter().map(|item| scope.spawn(move || f(item))).collect();
+        running
+            .into_iter()
+            .map(|t| t.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+            .collect()
+    })
 }
 
 /// `n` items cut into `parts` contiguous ranges whose sizes differ by at most one.
