@@ -9,6 +9,21 @@ dev=.device
 bin=${BIN:-$dev/warpsearch}  # BIN=.device/warpsearch-old: an earlier build
 wiki=${WARPSEARCH_WIKI_INDEX:-/root/wiki-pfor}
 say() { echo "$@" | tee -a "$log"; }
+# run_tests <binary names…>: each test binary carried in $dev (those absent are passed over), with the
+# passages and queries where the tests look for them; its summary lines (and lines matching
+# $TEST_LINES) into $log, every test's output into $out/tests.log; rc=1 where one fails.
+run_tests() {
+  local t dir
+  dir=$(mktemp -d)
+  for t in "$@"; do
+    [ -x $dev/$t ] || continue
+    WARPSEARCH_WIKI_INDEX=$wiki WARPSEARCH_QUERIES=$dev/trec05-efficiency.txt $dev/$t --test-threads=4 --nocapture \
+      >"$dir/$t.log" 2>&1 || rc=1
+    grep -E "^test result|FAILED|panicked|skipped${TEST_LINES:+|$TEST_LINES}" "$dir/$t.log" | sed "s/^/$t: /" | tee -a "$log"
+  done
+  cat "$dir"/*.log >"$out/tests.log" 2>/dev/null
+  rm -rf "$dir"
+}
 unxz() { python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)' "$1"; }
 if [ -f $dev/wiki-rest.tar.xz ] && [ ! -f "$wiki/meta.json" ]; then
   mkdir -p "$wiki" && unxz $dev/wiki-rest.tar.xz | tar -x -C "$wiki"

@@ -29,13 +29,8 @@ tmp=$(mktemp -d)
 
 if [[ " $parts " == *" tests "* ]]; then
   say "== tests"
-  for t in ${TESTS:-gpu-tests engine-tests submit-tests}; do
-    [ -x $dev/$t ] || continue
-    WARPSEARCH_WIKI_INDEX=$wiki WARPSEARCH_QUERIES=$queries $dev/$t --test-threads=4 --nocapture \
-      >"$tmp/$t.log" 2>&1 || rc=1
-    grep -E "^test result|FAILED|panicked|skipped" "$tmp/$t.log" | sed "s/^/$t: /" | tee -a "$log"
-  done
-  cat $tmp/*-tests.log >"$out/tests.log"
+  # shellcheck disable=SC2086
+  run_tests ${TESTS:-gpu-tests engine-tests submit-tests}
 fi
 
 if [[ " $parts " == *" identical "* ]]; then

@@ -58,13 +58,7 @@ same() {
 
 if [[ " $parts " == *" tests "* ]]; then
   say "== tests"
-  for t in gpus-tests shards-tests engine-tests submit-tests gpu-tests gpu-build-tests; do
-    [ -x $dev/$t ] || continue
-    WARPSEARCH_WIKI_INDEX=$wiki WARPSEARCH_QUERIES=$queries $dev/$t --test-threads=4 --nocapture \
-      >"$tmp/$t.log" 2>&1 || rc=1
-    grep -E "^test result|FAILED|panicked|skipped|CUDA devices|replicas" "$tmp/$t.log" | sed "s/^/$t: /" | tee -a "$log"
-  done
-  cat $tmp/*-tests.log >"$out/tests.log"
+  TEST_LINES="CUDA devices|replicas" run_tests gpus-tests shards-tests engine-tests submit-tests gpu-tests gpu-build-tests
 fi
 
 if [[ " $parts " == *" identical "* ]]; then
