@@ -532,6 +532,11 @@ pub struct BenchArgs {
     /// it the queries are analysed before the clock starts and no id is looked up: the engine alone.
     #[arg(long)]
     pub text: bool,
+    /// Times the closed loop answers every query, as one submission: with several passes a long run
+    /// measures the engine's sustained rate rather than one batch's (whose last queries leave most of
+    /// the hardware idle, a larger share of a short run and of several GPUs each taking a part).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub passes: u32,
     /// Open-loop arrival rates in queries/s (Poisson arrivals), comma-separated; none: closed loop only.
     #[arg(long, value_delimiter = ',')]
     pub rates: Vec<f64>,

@@ -65,13 +65,17 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let backend = engine.describe();
     let warm = engine.warm_up(&queries, a.warmup)?.filter(|_| a.warmup > 0);
 
-    // Closed loop: every query available at once.
+    // Closed loop: every query available at once, `passes` times over.
+    let passes = a.passes as usize;
     let (answers, wall) = if a.text {
+        let lines = repeat(&lines, passes);
         closed_from_text(&engine, &index, &lines, &a.input)
     } else {
+        let queries = repeat(&queries, passes);
         let started = Instant::now();
         (answer_batch(&engine, &queries), started.elapsed())
     };
+    let closed_queries = answers.len();
     let mut latencies = Vec::with_capacity(answers.len());
     for r in answers {
         latencies.push(r?.latency);
@@ -81,12 +85,16 @@ pub fn run(a: BenchArgs) -> Result<()> {
     index.check_unchanged()?;
     let gpu = engine.take_gpu_stats();
     let cache = engine.take_cache_stats();
-    let closed_qps = queries.len() as f64 / wall.as_secs_f64();
+    let closed_qps = closed_queries as f64 / wall.as_secs_f64();
     let mut curves: Vec<(String, Vec<Duration>)> = vec![("closed loop".into(), latencies.clone())];
     let closed = Latency::of(latencies);
     println!(
-        "bench: {} queries, mode {}, k {}, backend {backend}{}",
+        "bench: {} queries{}, mode {}, k {}, backend {backend}{}",
         queries.len(),
+        match passes {
+            1 => String::new(),
+            n => format!(" ({n} passes in the closed loop)"),
+        },
         a.input.mode.name(),
         a.input.k,
         if a.text { ", from text" } else { "" }
@@ -106,7 +114,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         println!("{}", gpu_stats_line(s));
     }
     if let Some(c) = &cache {
-        println!("{}", cache_stats_line(c, gpu.as_ref(), queries.len()));
+        println!("{}", cache_stats_line(c, gpu.as_ref(), closed_queries));
         if let Some(w) = &warm {
             println!("{}", warmup_line(w, a.warmup));
         }
@@ -184,9 +192,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
             "k": a.input.k,
             "backend": backend,
             "from_text": a.text,
-            "closed_loop": {"qps": closed_qps, "latency_ms": closed.json(),
+            "passes": passes,
+            "closed_loop": {"qps": closed_qps, "queries": closed_queries, "latency_ms": closed.json(),
                             "gpu": gpu.as_ref().map(gpu_json),
-                            "cache": cache.as_ref().map(|c| cache_json(c, gpu.as_ref(), queries.len())),
+                            "cache": cache.as_ref().map(|c| cache_json(c, gpu.as_ref(), closed_queries)),
                             "warmup_cache": warm.as_ref().map(|c| cache_json(c, None, queries.len() * a.warmup)),
                             "hybrid": closed_hybrid.as_ref().map(hybrid_json),
                             "early_termination": stops.as_ref().map(Stops::json)},
@@ -195,6 +204,14 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Output::json_report(path, &report)?;
     }
     Ok(())
+}
+
+/// `items` `times` times over (a clone only where there is more than one pass).
+fn repeat<T: Clone>(items: &[T], times: usize) -> std::borrow::Cow<'_, [T]> {
+    match times {
+        1 => std::borrow::Cow::Borrowed(items),
+        n => std::borrow::Cow::Owned(items.iter().cycle().take(items.len() * n).cloned().collect()),
+    }
 }
 
 /// The query file's name, or `--query` for one query given on the command line.

@@ -69,7 +69,7 @@ fn bench_reports_closed_and_open_loop_in_json() {
         let svg = std::fs::read_to_string(dir.path().join(plot)).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("polyline"), "{plot}");
     }
-    // From text: the same queries analysed inside the closed loop.
+    // From text: the same queries analysed inside the closed loop, three times over.
     let text_json = dir.path().join("text.json");
     let (i, q) = (index.to_str().unwrap(), queries.to_str().unwrap());
     let out = warpsearch(&[
@@ -83,11 +83,18 @@ fn bench_reports_closed_and_open_loop_in_json() {
         "--backend",
         "cpu",
         "--text",
+        "--passes",
+        "3",
         "--json",
         text_json.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stdout).contains(", from text"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("3 queries (3 passes in the closed loop)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains(", from text"), "{stdout}");
     let text: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&text_json).unwrap()).unwrap();
     assert_eq!(
@@ -95,6 +102,11 @@ fn bench_reports_closed_and_open_loop_in_json() {
         (Some(true), Some(3))
     );
     assert!(text["closed_loop"]["qps"].as_f64().unwrap() > 0.0);
+    assert_eq!(
+        (text["passes"].as_u64(), text["closed_loop"]["queries"].as_u64()),
+        (Some(3), Some(9))
+    );
+    assert_eq!(report["closed_loop"]["queries"], 3);
     let bars = dir.path().join("bars.svg");
     let out = warpsearch(&[
         "bench-plot",
