@@ -5,7 +5,8 @@
 #              gpu-build-tests) where carried;
 #   identical: `search` on the first 5,000 queries, AND and OR at k 10 and 1000, on the passages
 #              ($WARPSEARCH_WIKI_INDEX) with --backend gpu and auto over --gpus 1, every GPU, and the
-#              devices in reverse order, each compared byte for byte with the CPU's run;
+#              devices in reverse order, and with queries cut finely into docID ranges, each compared
+#              byte for byte with the CPU's run;
 #   shards:    with PASSAGES (JSON lines of passages), the single index and --shards 2 and 3 built from
 #              them, then `search` of the sharded indexes on every GPU compared with the single index's
 #              CPU run (same queries, modes and k);
@@ -68,6 +69,8 @@ if [[ " $parts " == *" identical "* ]]; then
     same "$wiki" "$backend --gpus $all" --backend $backend --gpus "$all"
   done
   same "$wiki" "gpu --gpus $reverse" --backend gpu --gpus "$reverse"
+  # Queries cut into up to 16 docID ranges, whose parts prune with the best k-th key of any of them.
+  same "$wiki" "gpu, queries cut fine" --backend gpu --gpus 1 --gpu-split-or 20000 --gpu-split-and 500 --gpu-split-waves 0
   grep -E "^backend|replicas|gpu [0-9]" "$log" | sort | uniq -c | head -n 20 | tee -a "$log"
 fi
 

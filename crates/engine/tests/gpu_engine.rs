@@ -325,17 +325,32 @@ fn engine_equals_the_oracle_on_wikipedia_passages() {
             let oracle = oracle(&index, options);
             let reqs = requests(&queries, mode, k);
             let want = oracle.search_batch(&reqs);
-            // AND top-10 also with binary search only and with merging at every step.
+            // AND top-10 also with binary search only and with merging at every step; every mode
+            // and k also with queries cut into up to 16 docID ranges, whose parts share their k-th key.
             let ratios: &[u32] = if (mode, k) == (Mode::And, 10) {
                 &[2, 0, u32::MAX]
             } else {
                 &[2]
             };
-            for &merge_ratio in ratios {
-                let gopts = GpuOptions {
-                    merge_ratio,
-                    ..GpuOptions::default()
-                };
+            let mut variants: Vec<(String, GpuOptions)> = ratios
+                .iter()
+                .map(|&merge_ratio| {
+                    let gopts = GpuOptions {
+                        merge_ratio,
+                        ..GpuOptions::default()
+                    };
+                    (format!("merge ratio {merge_ratio}"), gopts)
+                })
+                .collect();
+            let cut = GpuOptions {
+                split_cost: 20_000,
+                and_split_cost: 500,
+                split_waves: 0,
+                max_parts: 16,
+                ..GpuOptions::default()
+            };
+            variants.push(("cut into parts".into(), cut));
+            for (variant, gopts) in variants {
                 let mut searcher = gpu_searcher(&gpu, &index, options, gopts);
                 let got = searcher.search_batch(&reqs);
                 let mut differ = 0;
@@ -354,11 +369,22 @@ fn engine_equals_the_oracle_on_wikipedia_passages() {
                     }
                 }
                 assert_eq!(
-                differ, 0,
-                "{mode:?} k {k} merge ratio {merge_ratio}: {differ} of 5000 queries differ from the oracle"
-            );
-                assert_eq!(searcher.take_stats().failed_queries, 0);
-                eprintln!("wiki {mode:?} k {k} merge ratio {merge_ratio}: 5000 queries equal the oracle");
+                    differ, 0,
+                    "{mode:?} k {k} {variant}: {differ} of 5000 queries differ from the oracle"
+                );
+                let stats = searcher.take_stats();
+                assert_eq!(stats.failed_queries, 0);
+                if variant == "cut into parts" {
+                    assert!(
+                        stats.queries > 5000,
+                        "{variant}: no query was cut ({})",
+                        stats.queries
+                    );
+                }
+                eprintln!(
+                    "wiki {mode:?} k {k} {variant}: 5000 queries ({} parts) equal the oracle",
+                    stats.queries
+                );
             }
         }
     }

@@ -72,6 +72,8 @@ struct QueryDesc {
     u32 doc_hi;       // one CTA each, whose top-k lists the host merges
     float fixed_scale; // the query's fixed point (crates/query/src/fixed.rs): 2^s
     float fixed_unit;  // and 2^-s
+    u32 share;        // a query cut into parts: its key in ba.shared_keys, the best k-th key any of its
+                      // parts has found (each part prunes with it); NO_SHARE: one part
 };
 
 struct IndexArgs {
@@ -109,6 +111,7 @@ struct BatchArgs {
     u32* scratch_tf;      // per CTA: CHUNK * BLOCK_LEN decoded frequencies
     u64* topbuf;          // per CTA: TOPK_CAP keys
     u64* phase_cycles;    // per CTA: 8 counters, or null (no instrumentation)
+    u64* shared_keys;     // per query cut into parts (QueryDesc::share): a key, zeroed before launch
 };
 
 // The index build's block-bound kernel's arguments (build.cu): the lists sorted by term, their offsets

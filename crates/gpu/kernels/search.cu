@@ -41,7 +41,11 @@ __device__ __forceinline__ void search_body(const IndexArgs& ix, const BatchArgs
             s.doc_lo = qd.doc_lo;
             s.doc_hi = qd.doc_hi;
         }
-        topk_reset(&s.top);
+        // Early termination stops where the bound equals the threshold, exact only when the threshold's
+        // documents precede the rest of the range (its own keys do, another part's may not): with it,
+        // a query's parts share nothing.
+        bool share = qd.share != NO_SHARE && !ba.early;
+        topk_reset(&s.top, share ? ba.shared_keys + qd.share : (u64*)0);
         if (MODE == MODE_AND)
             and_query(ix, ba, terms, qd.num_terms, &s, buf, dec_doc, dec_tf, clk);
         else

@@ -1,5 +1,8 @@
 #line 2 "kernels/topk.cu"
 // The running top-k of one CTA: keys in a global buffer, a threshold key below which nothing can enter.
+// The parts of a query cut into docID ranges share their best k-th key through global memory: a part's
+// k-th key has k documents at or above it, so no document below it is in the query's top k, whichever
+// part holds it (keys are distinct, and a key orders by score, then docID, as the merged answer does).
 
 struct TopShared {
     u32 count;        // keys in the buffer
@@ -11,6 +14,7 @@ struct TopShared {
     u32 need;
     u32 shift_done;
     u32 failed;
+    u64* shared;      // the query's key shared by its parts (QueryDesc::share), or null
 };
 
 // Finds T such that exactly `k` of buf[0..count) are >= T (keys are distinct), by MSB radix select over
@@ -77,18 +81,37 @@ __device__ u32 compact_keys(u64* buf, u32 count, u64 t, TopShared* ts) {
     return out;
 }
 
-__device__ void topk_reset(TopShared* ts) {
-    if (threadIdx.x == 0) { ts->count = 0; ts->full = 0; ts->thresh = 0; ts->failed = 0; }
+// `shared`: the key this query's parts share, or null (a query of one part).
+__device__ void topk_reset(TopShared* ts, u64* shared = (u64*)0) {
+    if (threadIdx.x == 0) { ts->count = 0; ts->full = 0; ts->thresh = 0; ts->failed = 0; ts->shared = shared; }
     __syncthreads();
 }
 
-// Shrinks the buffer to the top k and raises the threshold. All threads call it.
+// Takes the key the query's other parts found where it is above this CTA's threshold. Thread 0 only, at
+// a point where no thread reads `full` or `thresh` for a decision all must share before the next
+// barrier (topk_push reads `thresh` and is right with the old value or the new).
+__device__ __forceinline__ void topk_borrow(TopShared* ts) {
+    if (ts->shared == 0) return;
+    u64 other = *(volatile u64*)ts->shared;
+    if (other > ts->thresh) { ts->thresh = other; ts->full = 1; }
+}
+
+// Shrinks the buffer to the top k and raises the threshold (to the query's other parts' k-th key where
+// that is higher), offering this part's k-th key to them. All threads call it.
 __device__ void topk_shrink(u64* buf, u32 k, TopShared* ts) {
     u32 count = ts->count;
     if (count <= k) return;
     u64 t = radix_select(buf, count, k, ts);
     u32 kept = compact_keys(buf, count, t, ts);
-    if (threadIdx.x == 0) { ts->count = kept; ts->full = 1; if (t > ts->thresh) ts->thresh = t; }
+    if (threadIdx.x == 0) {
+        ts->count = kept;
+        ts->full = 1;
+        if (t > ts->thresh) ts->thresh = t;
+        if (ts->shared) {
+            u64 other = atomicMax((unsigned long long*)ts->shared, (unsigned long long)ts->thresh);
+            if (other > ts->thresh) ts->thresh = other;
+        }
+    }
     __syncthreads();
 }
 
@@ -98,9 +121,11 @@ __device__ void topk_shrink(u64* buf, u32 k, TopShared* ts) {
 // `count` is ts->count as every thread read it with no push since (or the shrink would diverge), and a
 // barrier separates every thread's read of it from the first push after this call (topk_make_room's
 // own; or_windows' after a window's adds).
+// It also takes the other parts' key (topk_borrow), as the pushes that follow may read either threshold.
 __device__ void topk_make_room_at(u64* buf, u32 k, TopShared* ts, u32 incoming, u32 count) {
     u32 eager = max(2u * k, 512u);
     if (count > eager || count + incoming > TOPK_CAP) topk_shrink(buf, k, ts);
+    if (threadIdx.x == 0) topk_borrow(ts);
 }
 
 __device__ void topk_make_room(u64* buf, u32 k, TopShared* ts, u32 incoming) {

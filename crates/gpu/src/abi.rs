@@ -138,7 +138,13 @@ pub struct QueryDesc {
     pub fixed_scale: f32,
     /// `Fixed::unit`: a fixed-point sum, rounded to `f32`, times this is the score before the prior.
     pub fixed_unit: f32,
+    /// A query cut into parts: its entry of [`BatchArgs::shared_keys`], which all its parts share;
+    /// [`NO_SHARE`]: a query of one part.
+    pub share: u32,
 }
+
+/// [`QueryDesc::share`] of a query of one part (`NO_SHARE`).
+pub const NO_SHARE: u32 = u32::MAX;
 
 /// The kernels' index arguments (mirrors `struct IndexArgs`): device addresses of the index arrays
 /// and of the per-search arrays, the codec and the ranking's constants. Passed by value.
@@ -215,6 +221,8 @@ pub struct BatchArgs {
     pub topbuf: u64,
     /// Per CTA: [`PHASE_COUNTERS`] u64, or 0 (no instrumentation).
     pub phase_cycles: u64,
+    /// Per query cut into parts: the best k-th key of its parts so far (u64, zeroed before launch).
+    pub shared_keys: u64,
 }
 
 /// The index build's block-bound kernel's arguments (mirrors `struct BoundArgs`): the lists sorted by
@@ -278,9 +286,9 @@ layouts! {
         slot_term: 28, weight: 32, bound_scale: 36,
     }
     QueryDesc {
-        size: 32,
+        size: 36,
         term_begin: 0, num_terms: 4, out_slot: 8, slack: 12, doc_lo: 16, doc_hi: 20,
-        fixed_scale: 24, fixed_unit: 28,
+        fixed_scale: 24, fixed_unit: 28, share: 32,
     }
     IndexArgs {
         size: 88,
@@ -288,10 +296,10 @@ layouts! {
         prior: 56, gs: 64, codec: 72, num_docs: 76, k1p1: 80, prior_max: 84,
     }
     BatchArgs {
-        size: 112,
+        size: 120,
         queries: 0, terms: 8, num_queries: 16, k: 20, mode: 24, early: 28, window: 32,
         small_or: 36, merge_ratio: 40, _pad: 44, next_query: 48, out_doc: 56, out_score: 64, out_count: 72,
-        scratch_doc: 80, scratch_tf: 88, topbuf: 96, phase_cycles: 104,
+        scratch_doc: 80, scratch_tf: 88, topbuf: 96, phase_cycles: 104, shared_keys: 112,
     }
     BoundArgs {
         size: 80,
@@ -320,6 +328,7 @@ pub fn defines(threads: u32, min_ctas_and: u32, min_ctas_or: u32) -> Vec<String>
         ("MODE_AND", format!("{MODE_AND}u")),
         ("MODE_OR", format!("{MODE_OR}u")),
         ("COUNT_FAILED", format!("{COUNT_FAILED:#x}u")),
+        ("NO_SHARE", format!("{NO_SHARE:#x}u")),
         ("PH_SELECT", PH_SELECT.to_string()),
         ("PH_DECODE", PH_DECODE.to_string()),
         ("PH_INTERSECT", PH_INTERSECT.to_string()),
@@ -443,6 +452,7 @@ mod tests {
             doc_hi: u32::MAX,
             fixed_scale: 1024.0,
             fixed_unit: 1.0 / 1024.0,
+            share: 7,
         };
         let want = le(&[
             (1, 4),
@@ -453,6 +463,7 @@ mod tests {
             (u32::MAX as u64, 4),
             (1024f32.to_bits() as u64, 4),
             ((1.0f32 / 1024.0).to_bits() as u64, 4),
+            (7, 4),
         ]);
         assert_eq!(bytemuck::bytes_of(&q), &want[..]);
     }
@@ -505,10 +516,11 @@ mod tests {
             scratch_tf: 0x80,
             topbuf: 0x90,
             phase_cycles: 0,
+            shared_keys: 0xa0,
         };
         let mut words = vec![(0x10, 8), (0x20, 8)];
         words.extend([3, 10, 1, 1, 16384, 4096, 2, 0].map(|v| (v, 4)));
-        words.extend([0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0].map(|v| (v, 8)));
+        words.extend([0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0, 0xa0].map(|v| (v, 8)));
         assert_eq!(bytemuck::bytes_of(&ba), &le(&words)[..]);
     }
 
@@ -561,7 +573,7 @@ mod tests {
     #[test]
     fn layout_checks_assert_every_kernel_field() {
         let c = layout_checks(128);
-        assert!(c.contains("static_assert(sizeof(BatchArgs) == 112"));
+        assert!(c.contains("static_assert(sizeof(BatchArgs) == 120"));
         assert!(c.contains("__builtin_offsetof(BatchArgs, next_query) == 48"));
         assert!(!c.contains("_pad"), "the padding is the host's name only");
         assert!(c.contains("#if __has_builtin(__builtin_offsetof)"));

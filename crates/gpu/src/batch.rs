@@ -9,6 +9,7 @@ use warpsearch_index::Index;
 use warpsearch_query::plan::{bound_slack, term_weights};
 use warpsearch_query::{DocRange, Fixed, Query, Request, Scorer};
 
+use crate::abi::NO_SHARE;
 pub use crate::abi::{QueryDesc, TermDesc};
 use crate::cache::Capacity;
 use crate::error::GpuError;
@@ -24,12 +25,20 @@ pub struct Prepared {
     pub terms: Vec<TermDesc>,
     /// The caller's query index of each out_slot (one per part).
     pub slots: Vec<usize>,
+    /// Queries cut into parts, each with a key its parts share ([`QueryDesc::share`]).
+    pub shared: u32,
 }
 
 impl Prepared {
-    /// Bytes the batch's descriptors take on the device.
+    /// Bytes the batch's descriptors take on the device: the queries', padded to the terms' 8-byte
+    /// alignment, the terms', and the shared keys'.
     pub fn bytes(&self) -> usize {
-        std::mem::size_of_val(self.queries.as_slice()) + std::mem::size_of_val(self.terms.as_slice())
+        self.terms_at() + std::mem::size_of_val(self.terms.as_slice()) + 8 * self.shared as usize
+    }
+
+    /// Where the terms start in the descriptors' bytes (after the queries, 8-byte aligned).
+    pub fn terms_at(&self) -> usize {
+        std::mem::size_of_val(self.queries.as_slice()).next_multiple_of(8)
     }
 }
 
@@ -296,6 +305,13 @@ pub fn prepare<R: Borrow<Request> + Sync>(
         out.terms.extend_from_slice(&b.terms);
         let span = hi + 1 - lo;
         let parts = (parts as u64).min(span);
+        let share = match parts {
+            1 => NO_SHARE,
+            _ => {
+                out.shared += 1;
+                out.shared - 1
+            }
+        };
         for part in 0..parts {
             let (doc_lo, doc_hi) = if parts == 1 && ranges.is_none() {
                 (0, u32::MAX)
@@ -314,6 +330,7 @@ pub fn prepare<R: Borrow<Request> + Sync>(
                 doc_hi,
                 fixed_scale: b.fixed.scale(),
                 fixed_unit: b.fixed.unit(),
+                share,
             });
             out.slots.push(i);
         }

@@ -200,7 +200,10 @@ impl GpuSearcher {
         }
         let qbytes: &[u8] = bytemuck::cast_slice(&p.queries);
         let tbytes: &[u8] = bytemuck::cast_slice(&p.terms);
-        let total = qbytes.len() + tbytes.len();
+        // Queries, terms (8-byte aligned) and the shared keys, zeroed by the same copy.
+        let tat = p.terms_at();
+        let kat = tat + tbytes.len();
+        let total = p.bytes();
         let gpu = self.gpu.clone();
         self.slots[s].reserve_desc(&gpu, total)?;
         let ix = self.index_args(&self.slots[s].stream);
@@ -212,9 +215,11 @@ impl GpuSearcher {
         let n = p.queries.len();
         let h = slot.h_desc.as_mut_slice();
         h[..qbytes.len()].copy_from_slice(qbytes);
-        h[qbytes.len()..total].copy_from_slice(tbytes);
+        h[qbytes.len()..tat].fill(0);
+        h[tat..kat].copy_from_slice(tbytes);
+        h[kat..total].fill(0);
         let desc = ptr(&slot.desc, &slot.stream);
-        let tptr = desc + qbytes.len() as u64;
+        let tptr = desc + tat as u64;
         let ba = BatchArgs {
             queries: desc,
             terms: tptr,
@@ -238,8 +243,8 @@ impl GpuSearcher {
             } else {
                 0
             },
+            shared_keys: desc + kat as u64,
         };
-        debug_assert_eq!(qbytes.len() % 8, 0, "TermDesc needs 8-byte alignment");
         let st = &slot.stream;
         // The staged blocks are in the slot's pinned buffer ([`GpuSearcher::gather`]).
         slot.events[0].record(st)?;

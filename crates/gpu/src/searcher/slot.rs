@@ -66,7 +66,9 @@ impl Slot {
     ) -> Result<Self, GpuError> {
         let stream = gpu.ctx.new_stream()?;
         let ctas = grid as usize;
-        let desc_bytes = batch * (std::mem::size_of::<QueryDesc>() + 8 * std::mem::size_of::<TermDesc>());
+        // Per query: its descriptor, its shared key and eight terms (more grow it: reserve_desc).
+        let desc_bytes =
+            8 + batch * (std::mem::size_of::<QueryDesc>() + 8 + 8 * std::mem::size_of::<TermDesc>());
         let event = || gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT));
         Ok(Slot {
             desc: stream.alloc_zeros(desc_bytes)?,
