@@ -5,7 +5,7 @@
 # machine), backend of BACKENDS (default "gpu auto hybrid cpu"), mode of MODES (default "and or"), round
 # (ROUNDS, default 1) and variant of VARIANTS (default "base=.device/warpsearch-base;new=.device/warpsearch":
 # `name=binary [bench options]`, separated by `;`), `warpsearch bench --loads LOADS` (default
-# 0.1,0.3,0.5,0.7,0.9 of the run's own closed-loop throughput; LOADS=none: the closed loop alone), top-10,
+# 0.1,0.3,0.5,0.7,0.9 of the run's own closed-loop throughput; LOADS=none: the closed loop alone), top-K (default 10),
 # Poisson arrivals, DURATION seconds a load (default 1), over the TREC 2005 queries REPEAT times (default
 # 2; on synth the first 20,000 once). Writes a row per run and load to $OUT/latency.tsv, the log to
 # $OUT/latency.log (both appended to) and every JSON report in $OUT/latency[-$TAG].tar.gz. Plot the reports here with
@@ -64,7 +64,7 @@ for collection in ${*:-wiki}; do
           read -r bin opts <<<"${v#*=}"
           json=$out/latency/$collection-$name-$backend-$mode-$round.json
           say "[${SECONDS}s] $collection $name (${bin} ${opts}) $backend $mode, round $round"
-          run() { $bin bench --index "$index" --queries "$tmp/q.txt" --mode $mode --k 10 --backend $backend \
+          run() { $bin bench --index "$index" --queries "$tmp/q.txt" --mode $mode --k "${K:-10}" --backend $backend \
             --warmup 1 $opts "$@" >>"$log" 2>&1 || rc=1; }
           if [ "${LOADS:-}" = none ]; then
             run --json "$json"

@@ -2,8 +2,9 @@
 # What HTTP adds to a query's latency: for each mode of MODES (default "and or") and open-loop arrival
 # rate of RATES (default 10000,50000,100000 queries/s, Poisson), the in-process `warpsearch bench
 # --backend B` (BACKEND, default auto) and `warpsearch serve --backend B` driven by `warpsearch load` with
-# one query a request (the generator on GEN_THREADS threads, default 4), on the passages with the TREC
-# 2005 queries, top-10, DURATION seconds a rate (default 2). Writes a row per run and rate to
+# one query a request (the generator on GEN_THREADS threads, default 4, with CONNECTIONS connections,
+# default 512; SERVE_OPTS: more options of `serve`), on the passages with the TREC 2005 queries, top-10,
+# DURATION seconds a rate (default 2). Writes a row per run and rate to
 # $OUT/serve-latency.tsv, the log to $OUT/serve-latency.log; the table is printed last.
 # usage: scripts/device-serve-latency.sh   (from the repository root)
 set -uo pipefail
@@ -32,7 +33,7 @@ for mode in ${MODES:-and or}; do
   $bin bench --index "$wiki" --queries "$queries" --mode $mode --k 10 --backend $backend --warmup 1 \
     --rates "$rates" --duration "${DURATION:-2}" --json "$work/bench.json" >>"$log" 2>&1
   rows "$work/bench.json" $mode in-process | tee -a "$tsv"
-  $bin serve --index "$wiki" --backend $backend --addr 127.0.0.1:0 >"$work/serve.out" 2>>"$log" &
+  $bin serve --index "$wiki" --backend $backend --addr 127.0.0.1:0 ${SERVE_OPTS:-} >"$work/serve.out" 2>>"$log" &
   pid=$! url=""
   for _ in $(seq 600); do
     url=$(sed -n 's/^listening on //p' "$work/serve.out")
@@ -42,7 +43,7 @@ for mode in ${MODES:-and or}; do
   done
   if [ -z "$url" ]; then say "serve did not start"; stop_server; continue; fi
   $bin --threads "${GEN_THREADS:-4}" load --url "$url" --queries "$queries" --mode $mode --k 10 --batch 1 \
-    --warmup 0 --rates "$rates" --duration "${DURATION:-2}" --json "$work/load.json" >>"$log" 2>&1
+    --connections "${CONNECTIONS:-512}" --warmup 0 --rates "$rates" --duration "${DURATION:-2}" --json "$work/load.json" >>"$log" 2>&1
   rows "$work/load.json" $mode http | tee -a "$tsv"
   stop_server
 done
