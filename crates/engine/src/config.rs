@@ -654,7 +654,7 @@ impl EngineConfig {
             )));
         }
         if index.is_sharded() {
-            return self.open_sharded(index, options, mode, max_k, name);
+            return self.open_sharded(index, options, mode, max_k, train, name);
         }
         if self.shards.is_some() {
             return Err(EngineError::Config(format!(
@@ -754,13 +754,15 @@ impl EngineConfig {
     /// The engine of a sharded index (its head `index`): an engine per shard (of `shards` where
     /// given), each over the shard's scorer with `options`. On the CPU each has an equal share of the
     /// threads (at least one each); on GPUs the shards are spread over `--gpus` ([`place_shards`]),
-    /// each shard's GPUs its replicas. `hybrid` and the list cache are refused.
+    /// each shard's GPUs its replicas. With a list cache, each shard's engine caches its own lists in
+    /// an even share of `--gpu-memory` of each GPU it is on. `hybrid` is refused.
     fn open_sharded(
         &self,
         index: Arc<Index>,
         options: warpsearch_query::SearchOptions,
         mode: Mode,
         max_k: usize,
+        train: Option<TrainLog>,
         name: Namer,
     ) -> Result<Engine, EngineError> {
         let all = index.shards().len();
@@ -801,14 +803,6 @@ impl EngineConfig {
                 name("backend")
             )));
         }
-        if self.cache.policy.is_some() {
-            return Err(EngineError::Config(format!(
-                "{}: the GPU list cache is not available on a sharded index ({}); each shard's \
-                 lists are placed whole on its GPU, so leave it out",
-                name("gpu-cache"),
-                index.dir().display()
-            )));
-        }
         let devices = self.devices(name)?;
         if devices.is_empty() && self.backend == BackendChoice::Gpu {
             return Err(EngineError::GpuRequired(warpsearch_gpu::GpuError::Unavailable(
@@ -832,6 +826,21 @@ impl EngineConfig {
             ..EngineOptions::default()
         };
         let max_terms = self.scoring.max_query_terms as usize;
+        // Each shard's options: with a list cache, its own plan over its lists, in its share of the
+        // memory of the GPU it is on (the shards placed there divide it evenly).
+        let shard_options = |shard: &Index, on: &[usize]| -> Result<EngineOptions, EngineError> {
+            let sharing = on
+                .first()
+                .map_or(1, |d| placed.iter().filter(|p| p.first() == Some(d)).count());
+            let mut config = self.clone();
+            config.gpu.memory = self.gpu.memory.map(|m| m / sharing);
+            let mut eopts = eopts.clone();
+            if let Some((budget, cache)) = config.cache_options(shard, mode, max_k, train.clone(), name)? {
+                eopts.gpu.cache = Some(budget);
+                eopts.cache = Some(cache);
+            }
+            Ok(eopts)
+        };
         let mut engines = Vec::with_capacity(count);
         let mut first: Option<Arc<Scorer>> = None;
         for (&i, on) in members.iter().zip(&placed) {
@@ -840,7 +849,7 @@ impl EngineConfig {
             scorer.check(&Request::new(Query::default(), mode, max_k))?;
             let scorer = Arc::new(scorer);
             first.get_or_insert_with(|| scorer.clone());
-            engines.push(on_devices(&scorer, &eopts, on)?);
+            engines.push(on_devices(&scorer, &shard_options(shard.index(), on)?, on)?);
         }
         // and-or's AND step is ranked AND whatever the algorithm (as one index runs it): where the
         // algorithm evaluates OR only, the shards answer that step on engines of their own.
@@ -856,7 +865,7 @@ impl EngineConfig {
                             ..options
                         };
                         let scorer = Scorer::new(shard.index().clone(), and)?.with_max_query_terms(max_terms);
-                        on_devices(&Arc::new(scorer), &eopts, on)
+                        on_devices(&Arc::new(scorer), &shard_options(shard.index(), on)?, on)
                     })
                     .collect::<Result<Vec<Engine>, EngineError>>()?,
             ),

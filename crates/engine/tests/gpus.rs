@@ -11,7 +11,7 @@ mod common;
 use std::sync::Arc;
 
 use warpsearch_codec::Codec;
-use warpsearch_engine::{BackendChoice, Collect, Engine, EngineConfig, EngineOptions, GpuSet};
+use warpsearch_engine::{BackendChoice, Collect, Engine, EngineConfig, EngineOptions, GpuSet, Policy};
 use warpsearch_gpu::testing::say;
 use warpsearch_gpu::GpuOptions;
 use warpsearch_index::Index;
@@ -170,6 +170,42 @@ fn replicas_across_two_gpus() {
         err.to_string().contains(&format!("no CUDA device {present}")),
         "{err}"
     );
+}
+
+/// Replicas on two GPUs, each with a list cache of its own (at most half of each list cached, the
+/// rest staged with each batch): answers equal the oracle's.
+#[test]
+fn replicas_with_list_caches() {
+    let present = warpsearch_gpu::device_count();
+    if present < 2 {
+        say(&format!("skipped: {present} CUDA devices, two needed"));
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (index, _) = random_index(tmp.path(), 47, Codec::SimdBp, None);
+    // VFB's training log; the dynamic policy learns from the stream.
+    let train = tmp.path().join("train.txt");
+    std::fs::write(&train, "t0 t1\nt2\nt3 t4 t5\nt1 t6\nt0\n").unwrap();
+    for policy in [Policy::Vfb, Policy::Dynamic] {
+        let mut config = EngineConfig {
+            backend: BackendChoice::Gpu,
+            ..EngineConfig::default()
+        };
+        config.gpu.gpus = GpuSet::First(2);
+        config.gpu.memory = Some(8 << 20);
+        config.cache.policy = Some(policy);
+        config.cache.buffer = Some(1 << 20);
+        config.cache.ratio = Some(0.5);
+        config.cache.train = (policy == Policy::Vfb).then(|| train.clone());
+        let engine = config.open(index.clone(), Mode::AndOr, 1000).unwrap();
+        assert!(
+            engine.describe().starts_with("2 replicas"),
+            "{}",
+            engine.describe()
+        );
+        check(&engine, &index, &mixed_requests(&index, 17), policy.name());
+        assert_eq!(engine.fallback_queries(), 0, "{:?}", engine.take_notes());
+    }
 }
 
 /// A replica whose GPU fails every batch: its share of the first batch is answered on its CPU

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use warpsearch_codec::Codec;
-use warpsearch_engine::{BackendChoice, Done, Engine, EngineConfig, RankingChoice, ServedBy};
+use warpsearch_engine::{BackendChoice, Done, Engine, EngineConfig, Policy, RankingChoice, ServedBy};
 use warpsearch_index::build::{build_from_jsonl, BuildOptions};
 use warpsearch_index::shards::{ShardSplit, Sharding};
 use warpsearch_index::{AnalyzerConfig, Bm25Params, DocOrder, Index, WriterOptions};
@@ -80,8 +80,11 @@ fn build(dir: &Path, input: &Path, name: &str, alpha: Option<f32>, shards: Optio
 }
 
 fn engine(index: &Arc<Index>, ranking: RankingChoice, algorithm: Algorithm, mode: Mode) -> Engine {
-    engine_on(index, BackendChoice::Cpu, ranking, algorithm, mode)
+    engine_on(index, BackendChoice::Cpu, ranking, algorithm, mode, &|_| {})
 }
+
+/// Settings an engine is opened with beyond its backend, ranking and algorithm.
+type Configure = dyn Fn(&mut EngineConfig);
 
 fn engine_on(
     index: &Arc<Index>,
@@ -89,6 +92,7 @@ fn engine_on(
     ranking: RankingChoice,
     algorithm: Algorithm,
     mode: Mode,
+    configure: &Configure,
 ) -> Engine {
     let mut config = EngineConfig {
         backend,
@@ -97,6 +101,7 @@ fn engine_on(
     };
     config.scoring.ranking = ranking;
     config.scoring.algorithm = algorithm;
+    configure(&mut config);
     config.open(index.clone(), mode, 1000).unwrap()
 }
 
@@ -135,6 +140,17 @@ fn check(single: &Arc<Index>, sharded: &Arc<Index>, what: &str) {
 
 /// [`check`] with the shards' engines on `backend` (on the GPUs, the algorithm is the GPU's own).
 fn check_on(single: &Arc<Index>, sharded: &Arc<Index>, backend: BackendChoice, what: &str) {
+    check_with(single, sharded, backend, &|_| {}, what)
+}
+
+/// [`check_on`] with the shards' engines opened with `configure` too.
+fn check_with(
+    single: &Arc<Index>,
+    sharded: &Arc<Index>,
+    backend: BackendChoice,
+    configure: &Configure,
+    what: &str,
+) {
     assert!(sharded.is_sharded(), "{what}: not sharded");
     let rankings = match single.static_scores() {
         Some(_) => vec![RankingChoice::Bm25, RankingChoice::Bm25Static],
@@ -149,7 +165,7 @@ fn check_on(single: &Arc<Index>, sharded: &Arc<Index>, backend: BackendChoice, w
                 _ => vec![Algorithm::Auto, Algorithm::MaxScore, Algorithm::BlockMaxWand],
             };
             for algorithm in algorithms {
-                let shards = engine_on(sharded, backend, ranking, algorithm, mode);
+                let shards = engine_on(sharded, backend, ranking, algorithm, mode, configure);
                 if backend != BackendChoice::Cpu {
                     assert!(
                         shards.has_gpu(),
@@ -257,6 +273,52 @@ fn shards_on_the_gpus_equal_the_single_index() {
             BackendChoice::Gpu,
             &format!("GPU, seed {seed}, {n} documents, {split:?}"),
         );
+    }
+}
+
+/// Each shard's engine with a list cache of its own (at most half of each list's blocks cached, the
+/// rest staged with each batch), in its share of the GPU's memory: answers equal the single index's.
+#[test]
+fn shards_with_list_caches_on_the_gpus_equal_the_single_index() {
+    let present = warpsearch_gpu::device_count();
+    if present == 0 {
+        warpsearch_gpu::testing::say("skipped: no CUDA device for the cached shards");
+        return;
+    }
+    for policy in [Policy::Vfb, Policy::Dynamic] {
+        for (seed, n, split) in [
+            (5, 1000, ShardSplit::Count(2)),
+            (13, 700, ShardSplit::Starts(vec![0, 1, 129, 600, 699])),
+        ] {
+            let tmp = tempfile::tempdir().unwrap();
+            let input = collection(tmp.path(), seed, n);
+            let single = build(tmp.path(), &input, "one", None, None);
+            let sharding = Sharding {
+                split: split.clone(),
+                parallel: true,
+            };
+            let sharded = build(tmp.path(), &input, "shards", None, Some(sharding));
+            // VFB's training log; the dynamic policy learns from the stream.
+            let train = tmp.path().join("train.txt");
+            std::fs::write(&train, "t0 t1\nt2\nearly t5\nsolo t0\nt3 t4 t5\n").unwrap();
+            let cached = move |c: &mut EngineConfig| {
+                c.gpu.memory = Some(8 << 20);
+                c.cache.policy = Some(policy);
+                c.cache.buffer = Some(1 << 20);
+                c.cache.ratio = Some(0.5);
+                c.cache.train = (policy == Policy::Vfb).then(|| train.clone());
+            };
+            check_with(
+                &single,
+                &sharded,
+                BackendChoice::Gpu,
+                &cached,
+                &format!(
+                    "cached ({}), seed {seed}, {n} documents, {split:?}",
+                    policy.name()
+                ),
+            );
+        }
     }
 }
 
