@@ -7,7 +7,7 @@ use std::sync::Arc;
 use pyo3::exceptions::{PyIndexError, PyUserWarning};
 use pyo3::prelude::*;
 use warpsearch_index::build::{build_from_jsonl, BuildOptions, BuildReport};
-use warpsearch_index::shards::{ShardSplit, Sharding};
+use warpsearch_index::shards::{ShardPart, ShardSplit, Sharding};
 use warpsearch_index::{ciff, AnalyzerConfig, Bm25Params, Codec, DocOrder, Index, WriterOptions};
 
 use crate::cache::CacheArgs;
@@ -49,7 +49,9 @@ impl PyIndex {
     /// 'text'} or BEIR's {'_id', 'title', 'text'}; a generator is streamed); or from a CIFF file
     /// (`ciff`). The options of `warpsearch index`: `id_field` and `fields` (a list) name the fields
     /// to read, `store=True` keeps the documents for `Index.doc`, `shards=N` writes a sharded index
-    /// (`--shards N`, docs/shards.md). `progress=True` shows a tqdm bar
+    /// (`--shards N`, docs/shards.md), and with it `part="head"` or `part=i` builds one part of it
+    /// (`--part`: the head first, then each shard, by other processes or hosts; these return None, and
+    /// the index opens once every shard is built). `progress=True` shows a tqdm bar
     /// where tqdm is installed (notebooks too). What the command prints as notes (skipped lines,
     /// documents without terms) comes as `UserWarning`s.
     // One keyword argument per option of `warpsearch index`.
@@ -59,7 +61,7 @@ impl PyIndex {
         input=None, *, output, ciff=None, force=false, codec="simdbp", analyzer=None, stemmer="porter",
         keep_stopwords=false, title=false, k1=0.9, b=0.4, static_scores=None, doc_order="input",
         alpha=0.5, memory_mb=2048, skip_bad=false, progress=false, id_field=None, fields=None, store=false,
-        shards=None
+        shards=None, part=None
     ))]
     fn build(
         py: Python<'_>,
@@ -84,7 +86,20 @@ impl PyIndex {
         fields: Option<Vec<String>>,
         store: bool,
         shards: Option<usize>,
-    ) -> PyResult<PyIndex> {
+        part: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Option<PyIndex>> {
+        let part = match &part {
+            None => ShardPart::All,
+            Some(p) if shards.is_none() => {
+                return Err(value_error(format!(
+                    "part={p} needs shards=N: it names a part of a sharded index"
+                )))
+            }
+            Some(p) => match p.extract::<usize>() {
+                Ok(i) => ShardPart::Shard(i),
+                Err(_) => p.extract::<String>()?.parse().map_err(value_error)?,
+            },
+        };
         let writer = WriterOptions {
             codec: codec.parse::<Codec>().map_err(value_error)?,
             analyzer: AnalyzerConfig::with_options(analyzer.unwrap_or("english"), stemmer, keep_stopwords)
@@ -116,6 +131,7 @@ impl PyIndex {
                 opts.shards = shards.map(|n| Sharding {
                     split: ShardSplit::Count(n),
                     parallel: true,
+                    part,
                 });
                 let static_scores = opts.static_scores.is_some();
                 let (report, input) = match input.extract::<PathBuf>() {
@@ -161,7 +177,10 @@ impl PyIndex {
                 ))
             }
         }
-        PyIndex::open_at(py, output)
+        match part {
+            ShardPart::All => PyIndex::open_at(py, output).map(Some),
+            _ => Ok(None),
+        }
     }
 
     /// A searcher over this index: `backend` auto, cpu, gpu or hybrid (as `warpsearch search

@@ -3,7 +3,8 @@ replicas a shard, answers exactly as the same collection built as one index (AND
 and 1000, through the handle and HTTP); a shard replica killed under load loses and duplicates
 nothing (Serve restarts it, the root retries what it held); a shard with no live replica fails the
 request, naming the shard; an answer over gRPC's cap comes by reference instead; `batch_search`
-returns `search_batch`'s frame. Skips where Ray Serve is not installed."""
+returns `search_batch`'s frame; `build` writes a sharded index with a task a part. Skips where Ray
+Serve is not installed."""
 
 import importlib
 import json
@@ -159,6 +160,18 @@ def test_a_replica_killed_under_load_loses_and_duplicates_nothing(served, indexe
     )
     # Whether a request was on the replica as it died is up to timing: said, not asserted.
     print(f"{len(answers)} requests answered; the root asked a shard again: {handle.stats.remote().result()}")
+
+
+def test_build_writes_the_sharded_index_with_a_task_a_part(cluster, indexes, tmp_path):
+    """The head by one task, then a task a shard: the index answers as the one built in one call."""
+    one, two, texts = indexes
+    source = tmp_path / "docs.jsonl"
+    source.write_text("".join(json.dumps(d) + "\n" for d in random_docs(1200, seed=3)))
+    built = wray.build(source, tmp_path / "parts", 2, num_cpus=0.25, analyzer="whitespace")
+    assert built.shards == 2
+    for mode in ["and", "or", "and-or"]:
+        want = two.searcher("cpu", threads=1).search_batch(texts, k=100, mode=mode)
+        assert built.searcher("cpu", threads=1).search_batch(texts, k=100, mode=mode) == want
 
 
 def test_batch_search_returns_search_batchs_frame(cluster, indexes):

@@ -4,6 +4,7 @@ ties across shards, a term in the last shard only and shards smaller than k; and
 its shards (`searcher(shards=[...])`) give answers whose merge (`warpsearch.shards`) is the whole
 index's, as `warpsearch.ray`'s shard deployments do."""
 
+import json
 import math
 import random
 
@@ -189,3 +190,27 @@ def test_unknown_shards_are_refused(random_pair):
         one.searcher("cpu", shards=[0])
     with pytest.raises(OverflowError):
         sharded.searcher("cpu", shards=[-1])
+
+
+def test_a_sharded_index_built_part_by_part_answers_as_one(random_pair, tmp_path):
+    """The head (`part="head"`), then each shard on its own, the last first (as other processes or hosts
+    would, `warpsearch.ray.build`): the index answers as the one built whole; it does not open before
+    its last shard is built, and a part without shards=N is refused."""
+    one, _, texts = random_pair
+    source = tmp_path / "docs.jsonl"
+    source.write_text("".join(json.dumps(d) + "\n" for d in random_docs()))
+    out = tmp_path / "parts"
+    assert warpsearch.Index.build(source, output=out, analyzer="whitespace", shards=SHARDS, part="head") is None
+    for i in reversed(range(SHARDS)):
+        with pytest.raises(ValueError, match="is not built yet"):
+            warpsearch.Index.open(out)
+        assert warpsearch.Index.build(source, output=out, analyzer="whitespace", shards=SHARDS, part=i) is None
+    parts = warpsearch.Index.open(out)
+    assert parts.shards == SHARDS
+    for mode in MODES:
+        want = one.searcher("cpu", threads=2).search_batch(texts, k=1000, mode=mode)
+        assert parts.searcher("cpu", threads=2).search_batch(texts, k=1000, mode=mode) == want
+    with pytest.raises(ValueError, match="needs shards=N"):
+        warpsearch.Index.build(source, output=tmp_path / "x", part="head")
+    with pytest.raises(ValueError, match="not a part"):
+        warpsearch.Index.build(source, output=tmp_path / "x", shards=2, part="tail")

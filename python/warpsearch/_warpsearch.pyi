@@ -48,9 +48,12 @@ class Index:
         fields: Optional[Sequence[str]] = None,
         store: bool = False,
         shards: Optional[int] = None,
-    ) -> "Index":
+        part: Union[Literal["head", "all"], int, None] = None,
+    ) -> Optional["Index"]:
         """Builds an index at `output` (as `warpsearch index`) from a collection file or directory, any
-        iterable of document dicts (streamed), or a CIFF file, and opens it."""
+        iterable of document dicts (streamed), or a CIFF file, and opens it. With `shards=N`, `part`
+        builds one part of the sharded index (`"head"` first, then each shard `i`, by other processes or
+        hosts, from the same input and options) and returns None."""
 
     def searcher(
         self,

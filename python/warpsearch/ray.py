@@ -10,6 +10,8 @@
   shard deployments: one hop fewer than through the root.
 - `batch_search(path, texts, ...)`: a large query set split into chunks answered by Ray actors, returned
   as the frame `Searcher.search_batch(..., as_frame=True)` returns.
+- `build(input, output, shards)`: a sharded index built by Ray tasks, the head first (the collection's
+  statistics), then every shard by a task of its own, at once: the files one build writes.
 
 What Ray gives and what this module adds: Serve's controller restarts a replica that dies (its actor
 exits or fails its health check) and its router stops sending requests to it. A request that was running
@@ -430,3 +432,24 @@ def batch_search(
         rows = [(np.empty((0, k), np.int64), np.empty((0, k), np.float32), np.empty((0, k), object))]
     docs, scores, ids = (np.concatenate(c) for c in zip(*rows))
     return _frame(qids, docs, scores, ids)
+
+
+def _build_part(input, output, shards, part, options):
+    warpsearch.Index.build(input, output=output, shards=shards, part=part, **options)
+
+
+def build(input, output, shards, *, num_cpus=1, **options):
+    """Builds the sharded index of `shards` shards at `output` from the collection at `input` with Ray
+    tasks (`ray.init` first, or Ray starts a local cluster), and opens it: one task writes the head (one
+    pass over the collection for its statistics, dictionary and documents: `part="head"`), then a task
+    a shard, all at once, each analysing its own documents only (`part=i`). Each task has `num_cpus`
+    CPUs and `Index.build`'s `options` (analyzer, codec, store, ...). `input` and `output` must be paths
+    every node reads and writes (a shared filesystem); the files are those one `Index.build(...,
+    shards=shards)` writes, build identities aside."""
+    if shards < 1:
+        raise ValueError(f"shards={shards}: a sharded index has at least one shard")
+    task = ray.remote(_build_part).options(num_cpus=num_cpus)
+    input, output = str(input), str(output)
+    ray.get(task.remote(input, output, shards, "head", options))
+    ray.get([task.remote(input, output, shards, i, options) for i in range(shards)])
+    return warpsearch.Index.open(output)

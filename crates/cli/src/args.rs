@@ -147,6 +147,14 @@ pub struct IndexArgs {
     /// Write the shards one after another instead of each on a thread of its own (the same bytes).
     #[arg(long, requires = "shards")]
     pub shards_sequential: bool,
+    /// Build one part of the sharded index, so that processes or hosts share the work: `head` first
+    /// (one pass over the collection for its statistics, dictionary and documents), then each shard
+    /// `0` to `N-1` into the head's --output (each analyses its own documents only; in any order, at
+    /// once), every part from the same --input and options; the files are one build's. `all`: the
+    /// whole index.
+    #[arg(long, requires = "shards", default_value = "all",
+          value_parser = clap::value_parser!(warpsearch_index::shards::ShardPart))]
+    pub part: warpsearch_index::shards::ShardPart,
 }
 
 /// `index --build-on`.

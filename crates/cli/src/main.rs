@@ -140,6 +140,7 @@ fn run_index(a: IndexArgs) -> Result<()> {
             opts.shards = a.shards.map(|n| Sharding {
                 split: ShardSplit::Count(n as usize),
                 parallel: !a.shards_sequential,
+                part: a.part,
             });
             opts.build_on = a.build_on.into();
             if a.build_on != args::BuildOnArg::Cpu {

@@ -1,5 +1,6 @@
 //! `index --shards N` on CACM: `search` writes the same runs and JSON (documents, score bits) from the
-//! shards as from one index, in every mode at k 10 and 1,000, however the shards were written;
+//! shards as from one index, in every mode at k 10 and 1,000, however the shards were written (on
+//! threads, one after another, or part by part with `--part`);
 //! `serve` answers the same hits; `bench`, `inspect` and `doc` take the sharded directory; `export`
 //! and `--backend gpu` refuse it with a message that says what to do.
 
@@ -28,6 +29,15 @@ fn cacm_sharded_answers_as_one_index() {
         &dir.path().join("three"),
         &["--title", "--shards", "3", "--shards-sequential"],
     );
+    // Part by part (`--part`): the head, then each shard, the last first, as other hosts would.
+    let two = dir.path().join("two");
+    for part in ["head", "1", "0"] {
+        index_with(
+            &docs,
+            &two,
+            &["--title", "--store", "--shards", "2", "--part", part],
+        );
+    }
     let run = |index: &Path, mode: &str, k: usize, format: &str| {
         let out = search(index, &topics, mode, k, "cpu", &["--format", format]);
         assert!(out.status.success(), "{}", text(&out.stderr));
@@ -45,6 +55,10 @@ fn cacm_sharded_answers_as_one_index() {
                 assert!(
                     want == run(&three, mode, k, format),
                     "3 shards, {mode} k {k} {format}"
+                );
+                assert!(
+                    want == run(&two, mode, k, format),
+                    "2 shards built part by part, {mode} k {k} {format}"
                 );
             }
         }

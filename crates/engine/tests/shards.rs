@@ -13,7 +13,7 @@ use std::sync::Arc;
 use warpsearch_codec::Codec;
 use warpsearch_engine::{BackendChoice, Done, Engine, EngineConfig, Policy, RankingChoice, ServedBy};
 use warpsearch_index::build::{build_from_jsonl, BuildOptions};
-use warpsearch_index::shards::{ShardSplit, Sharding};
+use warpsearch_index::shards::{ShardPart, ShardSplit, Sharding};
 use warpsearch_index::{AnalyzerConfig, Bm25Params, DocOrder, Index, WriterOptions};
 use warpsearch_query::{Algorithm, Mode, Query, Request, Scored};
 
@@ -234,6 +234,7 @@ fn shards_equal_the_single_index_on_random_collections() {
             Some(Sharding {
                 split: split.clone(),
                 parallel: seed % 2 == 1,
+                part: ShardPart::All,
             }),
         );
         check(
@@ -265,6 +266,7 @@ fn shards_on_the_gpus_equal_the_single_index() {
         let sharding = Sharding {
             split: split.clone(),
             parallel: true,
+            part: ShardPart::All,
         };
         let sharded = build(tmp.path(), &input, "shards", None, Some(sharding));
         check_on(
@@ -296,6 +298,7 @@ fn shards_with_list_caches_on_the_gpus_equal_the_single_index() {
             let sharding = Sharding {
                 split: split.clone(),
                 parallel: true,
+                part: ShardPart::All,
             };
             let sharded = build(tmp.path(), &input, "shards", None, Some(sharding));
             // VFB's training log; the dynamic policy learns from the stream.

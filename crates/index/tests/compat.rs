@@ -31,6 +31,7 @@ fn build_now(out: &Path, store: bool, shards: usize) -> Index {
         opts.shards = Some(warpsearch_index::shards::Sharding {
             split: warpsearch_index::shards::ShardSplit::Count(shards),
             parallel: true,
+            part: warpsearch_index::shards::ShardPart::All,
         });
     }
     build_from_jsonl(&compat("docs.jsonl"), out, &opts).unwrap();

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use warpsearch_index::build::{build_from_jsonl, BuildOptions};
 use warpsearch_index::format::files;
-use warpsearch_index::shards::{ShardSplit, Sharding};
+use warpsearch_index::shards::{ShardPart, ShardSplit, Sharding};
 use warpsearch_index::testdata::without_build_id;
 use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, Index, IndexError, WriterOptions};
 
@@ -60,7 +60,11 @@ fn build(dir: &Path, name: &str, shards: Option<Sharding>) -> std::result::Resul
 }
 
 fn sharding(split: ShardSplit, parallel: bool) -> Option<Sharding> {
-    Some(Sharding { split, parallel })
+    Some(Sharding {
+        split,
+        parallel,
+        part: ShardPart::All,
+    })
 }
 
 /// Every file under `dir`, by its path relative to `dir`, with its build identities zeroed
@@ -144,6 +148,100 @@ fn parallel_and_sequential_sharded_builds_write_the_same_bytes() {
         for ((name, x), (_, y)) in fa.iter().zip(&fb) {
             assert!(x == y, "{split:?}: {name} differs");
         }
+    }
+}
+
+/// The head built alone (`--part head`), then each shard on its own (`--part i`, here on threads of
+/// their own, the last first, as separate processes or hosts would): the same files as one build,
+/// build identities aside, in input order and in global-score order; the index opens only once
+/// every shard is built, and a part that does not fit its head is refused.
+#[test]
+fn a_sharded_index_built_part_by_part_is_the_whole_builds() {
+    let tmp = tempfile::tempdir().unwrap();
+    collection(tmp.path(), 1500, 9);
+    for (split, alpha) in [
+        (ShardSplit::Count(4), None),
+        (ShardSplit::Starts(vec![0, 128, 1024]), Some(0.4)),
+    ] {
+        let opts = |part: ShardPart| {
+            let mut o = options(
+                tmp.path(),
+                Some(Sharding {
+                    split: split.clone(),
+                    parallel: true,
+                    part,
+                }),
+            );
+            o.reorder_alpha = alpha;
+            o
+        };
+        let input = tmp.path().join("in.jsonl");
+        let whole = tmp.path().join("whole");
+        build_from_jsonl(&input, &whole, &opts(ShardPart::All)).unwrap();
+        let parts = tmp.path().join("parts");
+        build_from_jsonl(&input, &parts, &opts(ShardPart::Head)).unwrap();
+        let err = Index::open(&parts)
+            .err()
+            .expect("no shard is built yet")
+            .to_string();
+        assert!(
+            err.contains("is not built yet") && err.contains("--part 0"),
+            "{err}"
+        );
+        let n = match &split {
+            ShardSplit::Count(n) => *n,
+            ShardSplit::Starts(s) => s.len(),
+        };
+        std::thread::scope(|scope| {
+            for i in (0..n).rev() {
+                let (input, parts, o) = (&input, &parts, opts(ShardPart::Shard(i)));
+                scope.spawn(move || build_from_jsonl(input, parts, &o).unwrap());
+            }
+        });
+        let (fa, fb) = (files_of(&whole), files_of(&parts));
+        assert_eq!(
+            fa.iter().map(|f| &f.0).collect::<Vec<_>>(),
+            fb.iter().map(|f| &f.0).collect::<Vec<_>>(),
+            "{split:?}"
+        );
+        for ((name, x), (_, y)) in fa.iter().zip(&fb) {
+            assert!(x == y, "{split:?} alpha {alpha:?}: {name} differs");
+        }
+        Index::open(&parts).unwrap();
+        // A part built again needs --force; a part that does not fit its head is refused, named.
+        let mut again = opts(ShardPart::Shard(0));
+        again.writer.force = false;
+        let again = build_from_jsonl(&input, &parts, &again).err().unwrap();
+        assert!(again.to_string().contains("--force"), "{again}");
+        let beyond = build_from_jsonl(&input, &parts, &opts(ShardPart::Shard(n)))
+            .err()
+            .unwrap();
+        assert!(
+            beyond.to_string().contains(&format!("has shards 0 to {}", n - 1)),
+            "{beyond}"
+        );
+        let mut other = opts(ShardPart::Shard(1));
+        other.writer.codec = Codec::EliasFano;
+        other.writer.force = true;
+        let codec = build_from_jsonl(&input, &parts, &other).err().unwrap();
+        assert!(codec.to_string().contains("same options"), "{codec}");
+        let mut count = opts(ShardPart::Shard(1));
+        count.shards.as_mut().unwrap().split = ShardSplit::Count(7);
+        let split_err = build_from_jsonl(&input, &parts, &count).err().unwrap();
+        assert!(
+            split_err.to_string().contains("--shards the head was built with"),
+            "{split_err}"
+        );
+        // An input missing some of a shard's documents.
+        let text = std::fs::read_to_string(&input).unwrap();
+        let short = tmp.path().join("short.jsonl");
+        std::fs::write(&short, text.lines().take(1400).collect::<Vec<_>>().join("\n")).unwrap();
+        let mut last = opts(ShardPart::Shard(n - 1));
+        last.writer.force = true;
+        let missing = build_from_jsonl(&short, &parts, &last).err().unwrap();
+        assert!(missing.to_string().contains("documents of shard"), "{missing}");
+        // The index is still whole: the refused builds replaced nothing.
+        Index::open(&parts).unwrap();
     }
 }
 

@@ -70,7 +70,22 @@ pub fn analyze(
     bytes: &[u8],
     parts: usize,
 ) -> Result<AnalyzedDoc, String> {
+    analyze_if(analyzer, schema, bytes, parts, |_| true).map(|doc| doc.expect("every id is kept"))
+}
+
+/// [`analyze`] for a line whose id `keep` accepts (the line is parsed for its id only, its text left
+/// unanalysed, where it does not: None).
+pub fn analyze_if(
+    analyzer: &AnalyzerConfig,
+    schema: &Schema,
+    bytes: &[u8],
+    parts: usize,
+    keep: impl Fn(&str) -> bool,
+) -> Result<Option<AnalyzedDoc>, String> {
     let raw = schema.parse(bytes)?;
+    if !keep(&raw.id) {
+        return Ok(None);
+    }
     let mut all = String::new();
     let mut tokens: Vec<(u32, u32)> = Vec::new();
     for text in &raw.texts {
@@ -115,7 +130,7 @@ pub fn analyze(
         spans[*at as usize] = (start, text.len() as u32, d.2);
         *at += 1;
     }
-    Ok((
+    Ok(Some((
         raw.id,
         DocTerms {
             text,
@@ -123,7 +138,7 @@ pub fn analyze(
             parts: bounds,
         },
         len,
-    ))
+    )))
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ pub mod invert;
 pub mod lists;
 pub mod runs;
 pub mod schema;
+mod shard;
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -28,6 +29,7 @@ use rustc_hash::FxHashMap;
 use crate::error::{IndexError, IoContext, Result};
 use crate::format::{DocOrder, IndexMeta};
 use crate::order::{check_alpha, global_order, permuted};
+use crate::shards::ShardPart;
 use crate::store::StoreWriter;
 use crate::writer::{check_output, DocIds, DocTable, IndexWriter, WriterOptions};
 use analyze::{analyze, AnalyzedDoc};
@@ -177,7 +179,7 @@ struct Analyzed {
 /// lines or `id<TAB>text` lines, plain or compressed, their format detected from the first line.
 pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Result<BuildReport> {
     check_alpha(opts.reorder_alpha)?;
-    check_output(output, opts.writer.force)?;
+    check_target(output, opts)?;
     let input::Inputs {
         files,
         skipped: skipped_files,
@@ -223,7 +225,7 @@ pub fn build_from_lines(
     opts: &BuildOptions,
 ) -> Result<BuildReport> {
     check_alpha(opts.reorder_alpha)?;
-    check_output(output, opts.writer.force)?;
+    check_target(output, opts)?;
     let (tx, rx) = crossbeam_channel::bounded::<Vec<input::Line>>(4);
     std::thread::scope(|scope| {
         let producer = scope.spawn(move || -> Result<()> {
@@ -275,7 +277,22 @@ struct Source<'a> {
     finished: Box<dyn FnOnce() -> Result<()> + 'a>,
 }
 
+/// Fails early where the build may not write `output`: a shard's part writes into a head that
+/// must exist (its own directory is checked when it is created); anything else replaces `output` only
+/// with `force`.
+fn check_target(output: &Path, opts: &BuildOptions) -> Result<()> {
+    match opts.shards.as_ref().map(|s| s.part) {
+        Some(ShardPart::Shard(_)) => Ok(()),
+        _ => check_output(output, opts.writer.force),
+    }
+}
+
 fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<BuildReport> {
+    if let Some(sharding) = &opts.shards {
+        if let ShardPart::Shard(i) = sharding.part {
+            return shard::build_shard(source, output, opts, sharding, i);
+        }
+    }
     let Source {
         names,
         batches: rx,
@@ -486,6 +503,7 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
             sharding,
             terms_written: &watch.terms_written,
         })?;
+        let shards = meta.shards.as_ref().map_or(0, |s| s.len());
         return Ok(BuildReport {
             meta,
             schema,
@@ -501,9 +519,20 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
             write_time: write_started.elapsed(),
             device: None,
             device_phases: Vec::new(),
-            notes: match opts.build_on {
-                BuildOn::Cpu => Vec::new(),
-                _ => vec!["a sharded index is inverted on the CPU".into()],
+            notes: {
+                let mut notes = match opts.build_on {
+                    BuildOn::Cpu => Vec::new(),
+                    _ => vec!["a sharded index is inverted on the CPU".into()],
+                };
+                if sharding.part == ShardPart::Head {
+                    notes.push(format!(
+                        "the head alone: build shards 0 to {} with --part i (the same --input, \
+                         --output, --shards and options), then open {}",
+                        shards.saturating_sub(1),
+                        output.display()
+                    ));
+                }
+                notes
             },
         });
     }

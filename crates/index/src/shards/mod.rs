@@ -28,7 +28,7 @@ pub use crate::reader::Shard;
 use crate::reader::{Index, ABSENT};
 
 pub(crate) use write::{write, ShardedOutput};
-pub use write::{ShardSplit, Sharding};
+pub use write::{ShardPart, ShardSplit, Sharding};
 
 /// The statistics of the collection a head describes: what each of its shards must score with.
 pub fn collection_stats(head: &Index) -> CollectionStats {
@@ -116,6 +116,21 @@ pub(crate) fn check_head(head: &Index) -> Result<()> {
 pub(crate) fn open_shards(head: &Index) -> Result<Vec<Shard>> {
     let entries = head.meta().shards.clone().unwrap_or_default();
     let n = entries.len();
+    // A head built alone (`index --part head`) lists shards still to be built: the first is named.
+    if let Some((i, dir)) = entries
+        .iter()
+        .map(|e| head.dir().join(&e.dir))
+        .enumerate()
+        .find(|(_, dir)| !dir.exists())
+    {
+        return Err(IndexError::Invalid(format!(
+            "{}: shard {i} of {n} is not built yet ({} is missing): build it with `warpsearch index \
+             --input … --output {} --shards {n} --part {i}` (the head's input and options)",
+            head.dir().display(),
+            dir.display(),
+            head.dir().display()
+        )));
+    }
     let opened: Vec<Shard> = entries
         .par_iter()
         .enumerate()

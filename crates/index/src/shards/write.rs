@@ -32,6 +32,48 @@ pub struct Sharding {
     /// Write the shards each on a thread of its own, in parallel; else one after another on the
     /// build's thread. Both write the same bytes.
     pub parallel: bool,
+    /// The part of the sharded index this build writes (`index --part`).
+    pub part: ShardPart,
+}
+
+/// The part of a sharded index a build writes: all of it, or one part, so that several processes
+/// or hosts build it (the head first, then each shard, in any order and at once), with the same bytes
+/// as one build (build identities aside).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ShardPart {
+    /// The head and every shard.
+    #[default]
+    All,
+    /// The head alone (`--part head`): one pass over the collection for its statistics, dictionary
+    /// and documents. The index opens once every shard it lists is built.
+    Head,
+    /// Shard i into the head's directory (`--part i`): its documents only are analysed, found by id
+    /// in the head's table.
+    Shard(usize),
+}
+
+impl std::str::FromStr for ShardPart {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "all" => Ok(ShardPart::All),
+            "head" => Ok(ShardPart::Head),
+            n => n.parse().map(ShardPart::Shard).map_err(|_| {
+                format!("'{s}' is not a part of a sharded index: use head, a shard's number (from 0), or all")
+            }),
+        }
+    }
+}
+
+impl std::fmt::Display for ShardPart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ShardPart::All => f.write_str("all"),
+            ShardPart::Head => f.write_str("head"),
+            ShardPart::Shard(i) => write!(f, "{i}"),
+        }
+    }
 }
 
 impl Sharding {
@@ -40,6 +82,7 @@ impl Sharding {
         Sharding {
             split: ShardSplit::Count(n),
             parallel: true,
+            part: ShardPart::All,
         }
     }
 }
@@ -121,6 +164,12 @@ pub(crate) fn write(o: ShardedOutput<'_>) -> Result<IndexMeta> {
     };
     let count = ranges.len() as u32;
     let mut writers = Vec::with_capacity(ranges.len());
+    // The head alone: its shards are built by later builds (`--part i`), which read their documents'
+    // rows from the head's table.
+    let tables = match o.sharding.part {
+        ShardPart::Head => Vec::new(),
+        _ => tables,
+    };
     for (i, (table, &(first_doc, _))) in tables.into_iter().zip(&ranges).enumerate() {
         let shard = ShardOf {
             shard: i as u32,
@@ -144,6 +193,7 @@ pub(crate) fn write(o: ShardedOutput<'_>) -> Result<IndexMeta> {
 
     // Each term's whole list, renumbered, recorded in the head and cut into the shards' parts.
     let (mut docs, mut freqs) = (Vec::new(), Vec::new());
+    let writers_of = writers.len();
     let mut each_term = |term: &[u8],
                          list: &mut Vec<Posting>,
                          head: &mut IndexWriter,
@@ -164,7 +214,7 @@ pub(crate) fn write(o: ShardedOutput<'_>) -> Result<IndexMeta> {
         }
         let cf = freqs.iter().map(|&f| f as u64).sum();
         head.push_head(term, docs.len() as u32, cf)?;
-        for (s, &(a, b)) in ranges.iter().enumerate() {
+        for (s, &(a, b)) in ranges.iter().enumerate().take(writers_of) {
             let lo = docs.partition_point(|&d| (d as u64) < a);
             let hi = docs.partition_point(|&d| (d as u64) < b);
             if lo < hi {
