@@ -15,6 +15,12 @@
 #                                     # passages), then --build-on gpu vs cpu at 16 threads, timed, twice
 #                                     # each, and the two indexes compared byte for byte
 #     scripts/device-build.sh all     # both
+#     scripts/device-build.sh peers   # tantivy (.device/build/bin/tantivy-peer, bench/peers/tantivy) on
+#                                     # the passages with 16 indexing threads fed by 16 parsing threads,
+#                                     # and with its default writer fed by one thread, between warpsearch's
+#                                     # CPU and GPU builds at 16 threads
+#     scripts/device-build.sh large   # the passages repeated REPEAT times (default 10) with new ids,
+#                                     # about 5 GB: warpsearch's CPU and GPU builds and tantivy's, 16 threads
 # Logs and a summary go under $OUT (or ./device-out); the passages and indexes stay in /root.
 set -uo pipefail
 mode=${1:?usage: scripts/device-build.sh pack FILE | unpack | cpu | gpu | all}
@@ -95,7 +101,7 @@ build() {
   local start end
   start=$(date +%s.%N)
   $bin --threads "$threads" index --input "$passages" --output /root/build-$name --title --force \
-    --build-on "$on" >"$out/build-$name.log" 2>&1
+    --build-on "$on" ${BUILD_OPTS:-} >"$out/build-$name.log" 2>&1
   local rc=$?
   end=$(date +%s.%N)
   local wall
@@ -130,5 +136,56 @@ if [ "$mode" = gpu ] || [ "$mode" = all ]; then
   if grep -q "on the CPU;" "$out/build-gpu16-2.log"; then
     say "WARNING: --build-on gpu inverted on the CPU (see its note): the comparison above is CPU vs CPU"
   fi
+fi
+# tantivy NAME INPUT [THREADS]: one timed tantivy build into /root/tantivy-NAME.
+tantivy() {
+  local name=$1 input=$2 threads=${3:-}
+  local start end
+  [ -x $dev/bin/tantivy-peer ] || { say "no $dev/bin/tantivy-peer: build bench/peers/tantivy and carry it"; return; }
+  rm -rf /root/tantivy-$name
+  start=$(date +%s.%N)
+  $dev/bin/tantivy-peer index "$input" /root/tantivy-$name $threads >"$out/tantivy-$name.log" 2>&1
+  local rc=$?
+  end=$(date +%s.%N)
+  local wall
+  wall=$(python3 -c "print(f'{$end - $start:.1f}')")
+  say "tantivy $name: threads ${threads:-default}: rc $rc, ${wall} s wall; $(tail -n 1 "$out/tantivy-$name.log")"
+  printf "%-14s threads %-3s tantivy %6s s\n" "tantivy-$name" "${threads:-def}" "$wall" >>"$summary"
+}
+
+if [ "$mode" = peers ]; then
+  # tantivy reads one file: the parts concatenated.
+  cat "$passages"/passages-*.jsonl >/root/passages.jsonl
+  for round in 1 2; do
+    build cpu16-$round 16 cpu
+    tantivy t16-$round /root/passages.jsonl 16
+    build gpu16-$round 16 gpu
+  done
+  tantivy default /root/passages.jsonl
+fi
+
+if [ "$mode" = large ]; then
+  large=/root/passages-large
+  rm -rf $large && mkdir -p $large
+  say "== the passages ${REPEAT:-10} times over with new ids"
+  python3 - "$passages" $large "${REPEAT:-10}" <<'PY'
+import glob, os, sys
+src, dst, times = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with open(os.path.join(dst, "all.jsonl"), "wb") as out:
+    for r in range(times):
+        new = b'"id": "r%d-' % r
+        for path in sorted(glob.glob(os.path.join(src, "passages-*.jsonl"))):
+            with open(path, "rb") as f:
+                for line in f:
+                    out.write(line.replace(b'"id": "', new, 1))
+PY
+  say "$(wc -l <$large/all.jsonl) documents, $(du -sh $large | cut -f1)"
+  saved=$passages
+  passages=$large
+  # Inverted in memory (not spilled), so that the GPU build takes the postings.
+  BUILD_OPTS="--memory-mb ${LARGE_MEMORY_MB:-60000}" build large-cpu16 16 cpu
+  BUILD_OPTS="--memory-mb ${LARGE_MEMORY_MB:-60000}" build large-gpu16 16 gpu
+  tantivy large-t16 $large/all.jsonl 16
+  passages=$saved
 fi
 cat "$summary" | tee -a "$log"
