@@ -247,6 +247,19 @@ fn shards_equal_the_single_index_on_random_collections() {
 
 /// The shards on the GPUs (`--gpus auto`: on one GPU every shard; on two, spread, and one shard
 /// replicated on both) answer as the single index does.
+/// The random collection of `n` documents (`seed`) built in `dir` as one index and as shards cut at
+/// `split`.
+fn one_and_sharded(dir: &Path, seed: u64, n: usize, split: &ShardSplit) -> (Arc<Index>, Arc<Index>) {
+    let input = collection(dir, seed, n);
+    let single = build(dir, &input, "one", None, None);
+    let sharding = Sharding {
+        split: split.clone(),
+        parallel: true,
+        part: ShardPart::All,
+    };
+    (single, build(dir, &input, "shards", None, Some(sharding)))
+}
+
 #[test]
 fn shards_on_the_gpus_equal_the_single_index() {
     let present = warpsearch_gpu::device_count();
@@ -261,14 +274,7 @@ fn shards_on_the_gpus_equal_the_single_index() {
         (13, 700, ShardSplit::Starts(vec![0, 1, 129, 600, 699])),
     ] {
         let tmp = tempfile::tempdir().unwrap();
-        let input = collection(tmp.path(), seed, n);
-        let single = build(tmp.path(), &input, "one", None, None);
-        let sharding = Sharding {
-            split: split.clone(),
-            parallel: true,
-            part: ShardPart::All,
-        };
-        let sharded = build(tmp.path(), &input, "shards", None, Some(sharding));
+        let (single, sharded) = one_and_sharded(tmp.path(), seed, n, &split);
         check_on(
             &single,
             &sharded,
@@ -293,14 +299,7 @@ fn shards_with_list_caches_on_the_gpus_equal_the_single_index() {
             (13, 700, ShardSplit::Starts(vec![0, 1, 129, 600, 699])),
         ] {
             let tmp = tempfile::tempdir().unwrap();
-            let input = collection(tmp.path(), seed, n);
-            let single = build(tmp.path(), &input, "one", None, None);
-            let sharding = Sharding {
-                split: split.clone(),
-                parallel: true,
-                part: ShardPart::All,
-            };
-            let sharded = build(tmp.path(), &input, "shards", None, Some(sharding));
+            let (single, sharded) = one_and_sharded(tmp.path(), seed, n, &split);
             // VFB's training log; the dynamic policy learns from the stream.
             let train = tmp.path().join("train.txt");
             std::fs::write(&train, "t0 t1\nt2\nearly t5\nsolo t0\nt3 t4 t5\n").unwrap();

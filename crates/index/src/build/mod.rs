@@ -277,6 +277,47 @@ struct Source<'a> {
     finished: Box<dyn FnOnce() -> Result<()> + 'a>,
 }
 
+/// The schema of a collection, detected from the first line of its first batch; an error names that
+/// line.
+fn detect_schema(
+    batch: &[input::Line],
+    choice: &schema::FieldChoice,
+    names: &[PathBuf],
+) -> Result<schema::Schema> {
+    schema::Schema::detect(batch.first().map(|l| &l.bytes[..]), choice).map_err(|what| {
+        let (file, line) = batch.first().map_or((0, 1), |l| (l.file, l.line));
+        IndexError::Input {
+            path: names[file as usize].clone(),
+            line,
+            what,
+        }
+    })
+}
+
+/// A line the build cannot take (`what` is wrong with it): with `skip_bad`, counted in `skipped` and,
+/// the first ten, in `reasons`; else the error that stops the build, naming the line.
+fn bad_line(
+    skip_bad: bool,
+    path: PathBuf,
+    line: u64,
+    what: &str,
+    skipped: &mut u64,
+    reasons: &mut Vec<String>,
+) -> Option<IndexError> {
+    if !skip_bad {
+        return Some(IndexError::Input {
+            path,
+            line,
+            what: format!("{what} (or pass --skip-bad to skip such lines)"),
+        });
+    }
+    *skipped += 1;
+    if reasons.len() < 10 {
+        reasons.push(format!("{}:{line}: {what}", path.display()));
+    }
+    None
+}
+
 /// Fails early where the build may not write `output`: a shard's part writes into a head that
 /// must exist (its own directory is checked when it is created); anything else replaces `output` only
 /// with `force`.
@@ -364,15 +405,10 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
     loop {
         let next = batches.next();
         if let (None, Some(batch)) = (&schema, &next) {
-            match schema::Schema::detect(batch.first().map(|l| &l.bytes[..]), &choice) {
+            match detect_schema(batch, &choice, &names) {
                 Ok(s) => schema = Some(s),
-                Err(what) => {
-                    let (file, line) = batch.first().map_or((0, 1), |l| (l.file, l.line));
-                    failure = Some(IndexError::Input {
-                        path: names[file as usize].clone(),
-                        line,
-                        what,
-                    });
+                Err(e) => {
+                    failure = Some(e);
                     break;
                 }
             }
@@ -719,18 +755,16 @@ impl Ingest {
             };
             if let Some(what) = problem {
                 let path = names[a.file as usize].clone();
-                if !opts.skip_bad {
-                    failure = Some(IndexError::Input {
-                        path,
-                        line: a.line,
-                        what: format!("{what} (or pass --skip-bad to skip such lines)"),
-                    });
+                failure = bad_line(
+                    opts.skip_bad,
+                    path,
+                    a.line,
+                    &what,
+                    &mut self.skipped,
+                    &mut self.skip_reasons,
+                );
+                if failure.is_some() {
                     break;
-                }
-                self.skipped += 1;
-                if self.skip_reasons.len() < 10 {
-                    self.skip_reasons
-                        .push(format!("{}:{}: {what}", path.display(), a.line));
                 }
             }
         }

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::analyze::analyze_if;
-use super::{schema, BuildOptions, BuildReport, Source};
+use super::{bad_line, detect_schema, schema, BuildOptions, BuildReport, Source};
 use crate::error::{IndexError, Result};
 use crate::format::{files, ShardOf};
 use crate::reader::Index;
@@ -107,15 +107,10 @@ pub(super) fn build_shard(
     let mut failure = None;
     for batch in batches.iter() {
         if schema.is_none() {
-            match schema::Schema::detect(batch.first().map(|l| &l.bytes[..]), &choice) {
+            match detect_schema(&batch, &choice, &names) {
                 Ok(s) => schema = Some(s),
-                Err(what) => {
-                    let (file, line) = batch.first().map_or((0, 1), |l| (l.file, l.line));
-                    failure = Some(IndexError::Input {
-                        path: names[file as usize].clone(),
-                        line,
-                        what,
-                    });
+                Err(e) => {
+                    failure = Some(e);
                     break;
                 }
             }
@@ -154,17 +149,16 @@ pub(super) fn build_shard(
                 }
                 Err(what) => {
                     let path = names[l.file as usize].clone();
-                    if !opts.skip_bad {
-                        failure = Some(IndexError::Input {
-                            path,
-                            line: l.line,
-                            what: format!("{what} (or pass --skip-bad to skip such lines)"),
-                        });
+                    failure = bad_line(
+                        opts.skip_bad,
+                        path,
+                        l.line,
+                        &what,
+                        &mut skipped,
+                        &mut skip_reasons,
+                    );
+                    if failure.is_some() {
                         break;
-                    }
-                    skipped += 1;
-                    if skip_reasons.len() < 10 {
-                        skip_reasons.push(format!("{}:{}: {what}", path.display(), l.line));
                     }
                 }
             }
