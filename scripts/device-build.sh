@@ -21,6 +21,7 @@
 #                                     # CPU and GPU builds at 16 threads
 #     scripts/device-build.sh large   # the passages repeated REPEAT times (default 10) with new ids,
 #                                     # about 5 GB: warpsearch's CPU and GPU builds and tantivy's, 16 threads
+#                                     # (large-input: that collection only, in /root/passages-large)
 # Logs and a summary go under $OUT (or ./device-out); the passages and indexes stay in /root.
 set -uo pipefail
 mode=${1:?usage: scripts/device-build.sh pack FILE | unpack | cpu | gpu | all}
@@ -164,7 +165,7 @@ if [ "$mode" = peers ]; then
   tantivy default /root/passages.jsonl
 fi
 
-if [ "$mode" = large ]; then
+if [ "$mode" = large ] || [ "$mode" = large-input ]; then
   large=/root/passages-large
   rm -rf $large && mkdir -p $large
   say "== the passages ${REPEAT:-10} times over with new ids"
@@ -180,6 +181,7 @@ with open(os.path.join(dst, "all.jsonl"), "wb") as out:
                     out.write(line.replace(b'"id": "', new, 1))
 PY
   say "$(wc -l <$large/all.jsonl) documents, $(du -sh $large | cut -f1)"
+  [ "$mode" = large-input ] && exit 0
   saved=$passages
   passages=$large
   # Inverted in memory (not spilled), so that the GPU build takes the postings.

@@ -133,20 +133,46 @@ fn each_shard_holds_the_single_index_lists_of_its_documents() {
     }
 }
 
+/// Shards written in parallel or one after another, and from spilled runs or from the partitions in
+/// memory (in input and global-score order): the same bytes.
 #[test]
-fn parallel_and_sequential_sharded_builds_write_the_same_bytes() {
+fn parallel_sequential_and_in_memory_sharded_builds_write_the_same_bytes() {
     let tmp = tempfile::tempdir().unwrap();
     collection(tmp.path(), 1500, 5);
-    for split in [ShardSplit::Count(4), ShardSplit::Starts(vec![0, 128, 1024])] {
-        let a = build(tmp.path(), "parallel", sharding(split.clone(), true)).unwrap();
-        let b = build(tmp.path(), "sequential", sharding(split.clone(), false)).unwrap();
-        let (fa, fb) = (files_of(&a), files_of(&b));
-        assert_eq!(
-            fa.iter().map(|f| &f.0).collect::<Vec<_>>(),
-            fb.iter().map(|f| &f.0).collect::<Vec<_>>()
-        );
-        for ((name, x), (_, y)) in fa.iter().zip(&fb) {
-            assert!(x == y, "{split:?}: {name} differs");
+    for (split, alpha) in [
+        (ShardSplit::Count(4), None),
+        (ShardSplit::Starts(vec![0, 128, 1024]), None),
+        (ShardSplit::Count(3), Some(0.4)),
+    ] {
+        let with = |name: &str, parallel: bool, budget: Option<usize>| {
+            let mut o = options(tmp.path(), sharding(split.clone(), parallel));
+            o.reorder_alpha = alpha;
+            if let Some(b) = budget {
+                o.memory_budget = b;
+            }
+            let out = tmp.path().join(name);
+            let report = build_from_jsonl(&tmp.path().join("in.jsonl"), &out, &o).unwrap();
+            (out, report.runs)
+        };
+        let (a, runs) = with("parallel", true, None);
+        assert!(runs > 0, "the small budget spills");
+        let (b, _) = with("sequential", false, None);
+        let (c, runs) = with("memory", true, Some(1 << 30));
+        assert_eq!(runs, 0, "nothing spilled: the lists come from memory");
+        let fa = files_of(&a);
+        for other in [&b, &c] {
+            let fb = files_of(other);
+            assert_eq!(
+                fa.iter().map(|f| &f.0).collect::<Vec<_>>(),
+                fb.iter().map(|f| &f.0).collect::<Vec<_>>()
+            );
+            for ((name, x), (_, y)) in fa.iter().zip(&fb) {
+                assert!(
+                    x == y,
+                    "{split:?} alpha {alpha:?}: {name} differs in {}",
+                    other.display()
+                );
+            }
         }
     }
 }

@@ -526,15 +526,41 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
     let mut writer_opts = opts.writer;
     writer_opts.doc_order = doc_order;
     if let Some(sharding) = &opts.shards {
-        // The shards' writer merges sorted runs, each cut at the shard boundaries.
-        let runs = partitions.spill_all()?;
+        // The shards' writer takes each term's list, cut at the shard boundaries, from the merge of
+        // the sorted runs where the partitions spilled, else from the partitions themselves.
+        let spilled = partitions.spilled();
+        let runs = if spilled {
+            partitions.spill_all()?
+        } else {
+            Vec::new()
+        };
+        let (term_order, _) = if spilled {
+            Default::default()
+        } else {
+            partitions.term_order()
+        };
+        let lists: Vec<invert::Lists> = if spilled {
+            Vec::new()
+        } else {
+            partitions.parts.par_iter_mut().map(|p| p.take_lists()).collect()
+        };
+        let source = match spilled {
+            true => crate::shards::ListSource::Runs {
+                runs: &runs,
+                max_open: opts.max_open_runs,
+            },
+            false => crate::shards::ListSource::Memory {
+                partitions: &partitions,
+                lists: &lists,
+                order: &term_order,
+            },
+        };
         let meta = crate::shards::write(crate::shards::ShardedOutput {
             output,
             writer: writer_opts,
             table,
             stored: store.map(|s| s.finish(order)).transpose()?,
-            runs: &runs,
-            max_open_runs: opts.max_open_runs,
+            lists: source,
             new_id: new_id.as_deref(),
             sharding,
             terms_written: &watch.terms_written,

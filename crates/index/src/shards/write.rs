@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::bm25::mean_doc_len;
+use crate::build::invert::{Lists, Partitions};
 use crate::build::runs::{self, Posting};
 use crate::error::{IndexError, Result};
 use crate::format::{files, CollectionStats, IndexMeta, ShardEntry, ShardOf, StaticRange};
@@ -126,11 +127,49 @@ pub(crate) struct ShardedOutput<'a> {
     pub writer: WriterOptions,
     pub table: DocTable,
     pub stored: Option<StoredDocs>,
-    pub runs: &'a [PathBuf],
-    pub max_open_runs: usize,
+    pub lists: ListSource<'a>,
     pub new_id: Option<&'a [u32]>,
     pub sharding: &'a Sharding,
     pub terms_written: &'a AtomicU64,
+}
+
+/// Where a sharded build's lists come from, each term's in input docID order, terms in byte order:
+/// the runs the partitions spilled, merged; or, where nothing was spilled, the partitions' own lists
+/// (no run written and read back).
+pub(crate) enum ListSource<'a> {
+    /// Sorted runs on disk, merged at most `max_open` at once.
+    Runs { runs: &'a [PathBuf], max_open: usize },
+    /// `lists[p]` of partition p, terms in `order` (partition, term number).
+    Memory {
+        partitions: &'a Partitions,
+        lists: &'a [Lists],
+        order: &'a [(u32, u32)],
+    },
+}
+
+impl ListSource<'_> {
+    /// Calls `emit` with every term and its list, in byte order of the terms.
+    fn for_each(&self, mut emit: impl FnMut(&[u8], &mut Vec<Posting>) -> Result<()>) -> Result<()> {
+        match self {
+            ListSource::Runs { runs, max_open } => runs::merge(runs, *max_open, emit),
+            ListSource::Memory {
+                partitions,
+                lists,
+                order,
+            } => {
+                let mut list = Vec::new();
+                for &(p, t) in order.iter() {
+                    list.clear();
+                    list.extend_from_slice(lists[p as usize].of(t));
+                    emit(
+                        partitions.parts[p as usize].names()[t as usize].as_bytes(),
+                        &mut list,
+                    )?;
+                }
+                Ok(())
+            }
+        }
+    }
 }
 
 /// One term's part of a list, for a shard's writer: the term, docIDs from the shard's first, and
@@ -227,7 +266,7 @@ pub(crate) fn write(o: ShardedOutput<'_>) -> Result<IndexMeta> {
     };
 
     if !o.sharding.parallel {
-        runs::merge(o.runs, o.max_open_runs, |term, list| {
+        o.lists.for_each(|term, list| {
             each_term(term, list, &mut head, &mut |s, (term, d, f)| {
                 writers[s].add_term(&term, &d, &f)
             })
@@ -249,7 +288,7 @@ pub(crate) fn write(o: ShardedOutput<'_>) -> Result<IndexMeta> {
                     w.finish()
                 }));
             }
-            let merged = runs::merge(o.runs, o.max_open_runs, |term, list| {
+            let merged = o.lists.for_each(|term, list| {
                 each_term(term, list, &mut head, &mut |s, part| {
                     // A shard's writer stops taking parts only when it failed: its error is reported
                     // when it is joined below.
