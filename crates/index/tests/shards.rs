@@ -87,6 +87,25 @@ fn files_of(dir: &Path) -> Vec<(String, Vec<u8>)> {
     out
 }
 
+/// Panics unless the directories `a` and `b` hold the same files, subdirectories included, with the
+/// same bytes (build identities aside).
+fn same_files(a: &Path, b: &Path, what: &str) {
+    let (fa, fb) = (files_of(a), files_of(b));
+    assert_eq!(
+        fa.iter().map(|f| &f.0).collect::<Vec<_>>(),
+        fb.iter().map(|f| &f.0).collect::<Vec<_>>(),
+        "{what}"
+    );
+    for ((name, x), (_, y)) in fa.iter().zip(&fb) {
+        assert!(
+            x == y,
+            "{what}: {name} differs between {} and {}",
+            a.display(),
+            b.display()
+        );
+    }
+}
+
 #[test]
 fn each_shard_holds_the_single_index_lists_of_its_documents() {
     let tmp = tempfile::tempdir().unwrap();
@@ -159,20 +178,8 @@ fn parallel_sequential_and_in_memory_sharded_builds_write_the_same_bytes() {
         let (b, _) = with("sequential", false, None);
         let (c, runs) = with("memory", true, Some(1 << 30));
         assert_eq!(runs, 0, "nothing spilled: the lists come from memory");
-        let fa = files_of(&a);
         for other in [&b, &c] {
-            let fb = files_of(other);
-            assert_eq!(
-                fa.iter().map(|f| &f.0).collect::<Vec<_>>(),
-                fb.iter().map(|f| &f.0).collect::<Vec<_>>()
-            );
-            for ((name, x), (_, y)) in fa.iter().zip(&fb) {
-                assert!(
-                    x == y,
-                    "{split:?} alpha {alpha:?}: {name} differs in {}",
-                    other.display()
-                );
-            }
+            same_files(&a, other, &format!("{split:?} alpha {alpha:?}"));
         }
     }
 }
@@ -224,15 +231,7 @@ fn a_sharded_index_built_part_by_part_is_the_whole_builds() {
                 scope.spawn(move || build_from_jsonl(input, parts, &o).unwrap());
             }
         });
-        let (fa, fb) = (files_of(&whole), files_of(&parts));
-        assert_eq!(
-            fa.iter().map(|f| &f.0).collect::<Vec<_>>(),
-            fb.iter().map(|f| &f.0).collect::<Vec<_>>(),
-            "{split:?}"
-        );
-        for ((name, x), (_, y)) in fa.iter().zip(&fb) {
-            assert!(x == y, "{split:?} alpha {alpha:?}: {name} differs");
-        }
+        same_files(&whole, &parts, &format!("{split:?} alpha {alpha:?}"));
         Index::open(&parts).unwrap();
         // A part built again needs --force; a part that does not fit its head is refused, named.
         let mut again = opts(ShardPart::Shard(0));
