@@ -70,22 +70,22 @@ pub fn analyze(
     bytes: &[u8],
     parts: usize,
 ) -> Result<AnalyzedDoc, String> {
-    analyze_if(analyzer, schema, bytes, parts, |_| true).map(|doc| doc.expect("every id is kept"))
+    analyze_if(analyzer, schema, bytes, parts, |_| Some(())).map(|doc| doc.expect("every id is kept").1)
 }
 
-/// [`analyze`] for a line whose id `keep` accepts (the line is parsed for its id only, its text left
-/// unanalysed, where it does not: None).
-pub fn analyze_if(
+/// [`analyze`] for a line whose id `keep` accepts, with what `keep` made of the id; None where it
+/// does not (the line parsed for its id only, its text left unanalysed).
+pub fn analyze_if<K>(
     analyzer: &AnalyzerConfig,
     schema: &Schema,
     bytes: &[u8],
     parts: usize,
-    keep: impl Fn(&str) -> bool,
-) -> Result<Option<AnalyzedDoc>, String> {
+    keep: impl Fn(&str) -> Option<K>,
+) -> Result<Option<(K, AnalyzedDoc)>, String> {
     let raw = schema.parse(bytes)?;
-    if !keep(&raw.id) {
+    let Some(kept) = keep(&raw.id) else {
         return Ok(None);
-    }
+    };
     let mut all = String::new();
     let mut tokens: Vec<(u32, u32)> = Vec::new();
     for text in &raw.texts {
@@ -131,13 +131,16 @@ pub fn analyze_if(
         *at += 1;
     }
     Ok(Some((
-        raw.id,
-        DocTerms {
-            text,
-            spans,
-            parts: bounds,
-        },
-        len,
+        kept,
+        (
+            raw.id,
+            DocTerms {
+                text,
+                spans,
+                parts: bounds,
+            },
+            len,
+        ),
     )))
 }
 

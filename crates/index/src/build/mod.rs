@@ -529,20 +529,13 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
         // The shards' writer takes each term's list, cut at the shard boundaries, from the merge of
         // the sorted runs where the partitions spilled, else from the partitions themselves.
         let spilled = partitions.spilled();
-        let runs = if spilled {
-            partitions.spill_all()?
-        } else {
-            Vec::new()
-        };
-        let (term_order, _) = if spilled {
-            Default::default()
-        } else {
-            partitions.term_order()
-        };
-        let lists: Vec<invert::Lists> = if spilled {
-            Vec::new()
-        } else {
-            partitions.parts.par_iter_mut().map(|p| p.take_lists()).collect()
+        let (runs, term_order, lists): (_, _, Vec<invert::Lists>) = match spilled {
+            true => (partitions.spill_all()?, Vec::new(), Vec::new()),
+            false => (
+                Vec::new(),
+                partitions.term_order().0,
+                partitions.parts.par_iter_mut().map(|p| p.take_lists()).collect(),
+            ),
         };
         let source = match spilled {
             true => crate::shards::ListSource::Runs {

@@ -14,7 +14,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use super::analyze::analyze_if;
 use super::{bad_line, detect_schema, schema, BuildOptions, BuildReport, Source};
 use crate::error::{IndexError, Result};
-use crate::format::{files, ShardOf};
+use crate::format::ShardOf;
 use crate::reader::Index;
 use crate::shards::{collection_stats, Sharding};
 use crate::writer::{DocIds, DocTable, IndexWriter, WriterOptions};
@@ -36,8 +36,8 @@ pub(super) fn build_shard(
             head_dir.display()
         ))
     })?;
-    let m = head.meta().clone();
-    let Some(entries) = m.shards.clone() else {
+    let m = head.meta();
+    let Some(entries) = &m.shards else {
         return Err(IndexError::Invalid(format!(
             "{} is not the head of a sharded index: build one with `warpsearch index --shards N --part \
              head`, then each shard with `--part i`",
@@ -118,13 +118,12 @@ pub(super) fn build_shard(
         let s = schema.as_ref().expect("detected from the first batch");
         let analyzed: Vec<_> = batch
             .par_iter()
-            .map(|l| analyze_if(&analyzer, s, &l.bytes, 1, |id| member(id).is_some()))
+            .map(|l| analyze_if(&analyzer, s, &l.bytes, 1, member))
             .collect();
         for (l, a) in batch.iter().zip(analyzed) {
             match a {
                 Ok(None) => {}
-                Ok(Some((id, terms, len))) => {
-                    let d = member(&id).expect("kept because the head numbers it");
+                Ok(Some((d, (id, terms, len)))) => {
                     // The first line of an id is its document, as in the head's build.
                     if !seen.insert(d) {
                         continue;
@@ -224,7 +223,6 @@ pub(super) fn build_shard(
         writer.add_term(term.as_bytes(), &docs, &freqs)?;
     }
     let meta = writer.finish()?;
-    debug_assert!(out.join(files::META.0).exists());
     Ok(BuildReport {
         meta,
         schema,
