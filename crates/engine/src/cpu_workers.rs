@@ -88,7 +88,8 @@ impl CpuWorkers {
         self.threads.len()
     }
 
-    /// Queues `requests`; query i's answer goes to `reply` with id `first_id + i`.
+    /// Queues `requests` (not empty: [`crate::Engine::submit`] passes none); query i's answer goes
+    /// to `reply` with id `first_id + i`.
     pub fn submit(
         &self,
         first_id: u64,
@@ -96,9 +97,6 @@ impl CpuWorkers {
         deadline: Option<Duration>,
         reply: Arc<dyn Reply>,
     ) {
-        if requests.is_empty() {
-            return;
-        }
         // As many threads as the submission has queries (a busy thread looks at the queue again when
         // its query is answered): a submission of 2 queries wakes 2 of 16 sleeping threads, not all.
         let wake = requests.len().min(self.threads.len());

@@ -255,6 +255,10 @@ impl Engine {
         deadline: Option<Duration>,
         reply: Arc<dyn Reply>,
     ) {
+        // An empty submission has no answer to give: no runner sees one.
+        if requests.is_empty() {
+            return;
+        }
         match &self.runner {
             Runner::Cpu(w) => w.submit(first_id, requests, deadline, reply),
             Runner::Gpu(g) => g.submit(first_id, requests, deadline, reply),

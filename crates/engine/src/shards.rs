@@ -96,8 +96,8 @@ impl<S: Submit + 'static> Shards<S> {
         self.threads
     }
 
-    /// Sends `requests` (analysed against the head) to every shard; request i's merged answer goes to
-    /// `reply` with id `first_id + i`.
+    /// Sends `requests` (analysed against the head; not empty: [`crate::Engine::submit`] passes none)
+    /// to every shard; request i's merged answer goes to `reply` with id `first_id + i`.
     pub(crate) fn submit(
         self: &Arc<Self>,
         first_id: u64,
@@ -105,9 +105,6 @@ impl<S: Submit + 'static> Shards<S> {
         deadline: Option<Duration>,
         reply: Arc<dyn Reply>,
     ) {
-        if requests.is_empty() {
-            return;
-        }
         let now = Instant::now();
         let jobs: Arc<[Arc<Job>]> = requests
             .into_iter()
