@@ -9,12 +9,15 @@
 //! use) comes from `rust-stemmers`. `whitespace` splits on white space only and changes nothing, for
 //! pre-tokenized text (Anserini's `-pretokenized`).
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::fmt;
 
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use unicode_segmentation::UnicodeSegmentation;
+
+use crate::strmap::StrMap;
 
 /// Lucene's `EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`.
 pub const LUCENE_ENGLISH_STOPWORDS: [&str; 33] = [
@@ -23,10 +26,44 @@ pub const LUCENE_ENGLISH_STOPWORDS: [&str; 33] = [
     "was", "will", "with",
 ];
 
-/// Whether `token` is one of [`LUCENE_ENGLISH_STOPWORDS`] (none is longer than five bytes, which spares
-/// most tokens the comparisons).
+/// Whether `token` is one of [`LUCENE_ENGLISH_STOPWORDS`]: a `match`, which compares by length first and
+/// then a few bytes, where a scan of the list called `memcmp` once per word of the token's length.
 fn is_stopword(token: &str) -> bool {
-    token.len() <= 5 && LUCENE_ENGLISH_STOPWORDS.contains(&token)
+    matches!(
+        token,
+        "a" | "an"
+            | "and"
+            | "are"
+            | "as"
+            | "at"
+            | "be"
+            | "but"
+            | "by"
+            | "for"
+            | "if"
+            | "in"
+            | "into"
+            | "is"
+            | "it"
+            | "no"
+            | "not"
+            | "of"
+            | "on"
+            | "or"
+            | "such"
+            | "that"
+            | "the"
+            | "their"
+            | "then"
+            | "there"
+            | "these"
+            | "they"
+            | "this"
+            | "to"
+            | "was"
+            | "will"
+            | "with"
+    )
 }
 
 /// Longest token StandardTokenizer emits; longer runs are split.
@@ -130,24 +167,40 @@ impl AnalyzerConfig {
     /// lowercased (standard), or the text's white-space-separated pieces. [`AnalyzerConfig::finish_token`]
     /// makes each into at most one term; the two are [`AnalyzerConfig::for_each_term`].
     pub fn for_each_token(&self, text: &str, mut emit: impl FnMut(&str)) {
+        let mut lower = String::new();
+        self.for_each_piece(text, |piece| emit(self.token_of(piece, &mut lower)));
+    }
+
+    /// Calls `emit` with every piece of `text` as the tokenizer cuts it, before it becomes a token
+    /// ([`AnalyzerConfig::token_of`]): the words, each longer one cut into pieces of
+    /// [`MAX_TOKEN_CHARS`] (standard), or the white-space-separated pieces.
+    fn for_each_piece<'t>(&self, text: &'t str, mut emit: impl FnMut(&'t str)) {
         match self.tokenizer {
             Tokenizer::Whitespace => text.split_whitespace().for_each(emit),
             Tokenizer::Standard => {
-                let mut lower = String::new();
                 for word in text.unicode_words() {
-                    for piece in split_long(word) {
-                        lower.clear();
-                        let piece = strip_possessive(piece);
-                        if piece.is_ascii() {
-                            // ASCII lowercases byte by byte: the same as `to_lowercase`, without its tables.
-                            lower.push_str(piece);
-                            lower.make_ascii_lowercase();
-                        } else {
-                            lower.extend(piece.chars().flat_map(char::to_lowercase));
-                        }
-                        emit(&lower);
-                    }
+                    split_long(word).for_each(&mut emit);
                 }
+            }
+        }
+    }
+
+    /// The token of a piece: the piece itself (whitespace), or its possessive removed and lowercased
+    /// into `buf` (standard).
+    fn token_of<'p>(&self, piece: &'p str, buf: &'p mut String) -> &'p str {
+        match self.tokenizer {
+            Tokenizer::Whitespace => piece,
+            Tokenizer::Standard => {
+                buf.clear();
+                let piece = strip_possessive(piece);
+                if piece.is_ascii() {
+                    // ASCII lowercases byte by byte: the same as `to_lowercase`, without its tables.
+                    buf.push_str(piece);
+                    buf.make_ascii_lowercase();
+                } else {
+                    buf.extend(piece.chars().flat_map(char::to_lowercase));
+                }
+                buf
             }
         }
     }
@@ -162,25 +215,38 @@ impl AnalyzerConfig {
     /// Calls `emit` with the term of `token` (one of [`AnalyzerConfig::for_each_token`]'s), or not at
     /// all where the token is empty or a stopword: the stem, or the token unchanged without a stemmer.
     pub fn finish_token(&self, token: &str, emit: &mut impl FnMut(&str)) {
-        if token.is_empty() || (self.stopwords && is_stopword(token)) {
+        if self.stemmer == Stemmer::None {
+            if let Some(term) = self.term_of(token) {
+                emit(&term);
+            }
             return;
         }
-        match self.stemmer {
-            Stemmer::None => emit(token),
-            stemmer => STEMS.with(|caches| {
-                let mut caches = caches.borrow_mut();
-                let cache = &mut caches[(stemmer == Stemmer::Porter2) as usize];
-                if let Some(stemmed) = cache.get(token) {
-                    return emit(stemmed);
-                }
-                if cache.len() > 1 << 20 {
-                    cache.clear();
-                }
-                let stemmed: Box<str> = stem(stemmer, token).into();
-                emit(&stemmed);
-                cache.insert(token.into(), stemmed);
-            }),
+        STEMS.with(|caches| {
+            let mut caches = caches.borrow_mut();
+            let cache = &mut caches[(self.stemmer == Stemmer::Porter2) as usize];
+            if let Some(stemmed) = cache.get(token) {
+                return emit(stemmed);
+            }
+            let Some(term) = self.term_of(token) else {
+                return;
+            };
+            if cache.len() > 1 << 20 {
+                cache.clear();
+            }
+            emit(&term);
+            cache.insert(token.into(), term.into());
+        })
+    }
+
+    /// The term of `token`, uncached: None where the token is empty or a stopword.
+    fn term_of<'t>(&self, token: &'t str) -> Option<Cow<'t, str>> {
+        if token.is_empty() || (self.stopwords && is_stopword(token)) {
+            return None;
         }
+        Some(match self.stemmer {
+            Stemmer::None => Cow::Borrowed(token),
+            stemmer => Cow::Owned(stem(stemmer, token)),
+        })
     }
 }
 
@@ -218,10 +284,14 @@ fn split_long(word: &str) -> impl Iterator<Item = &str> {
         if rest.is_empty() {
             return None;
         }
-        let cut = rest
-            .char_indices()
-            .nth(MAX_TOKEN_CHARS)
-            .map_or(rest.len(), |(i, _)| i);
+        // A word of at most MAX_TOKEN_CHARS bytes has at most as many characters: no need to count them.
+        let cut = if rest.len() <= MAX_TOKEN_CHARS {
+            rest.len()
+        } else {
+            rest.char_indices()
+                .nth(MAX_TOKEN_CHARS)
+                .map_or(rest.len(), |(i, _)| i)
+        };
         let (piece, tail) = rest.split_at(cut);
         rest = tail;
         Some(piece)
@@ -237,16 +307,115 @@ fn strip_possessive(token: &str) -> &str {
     }
 }
 
+/// Pieces of text already met (words as cut, before they are lowercased), each mapped to the number
+/// of its term (or to [`Vocabulary::STOP`]), and the terms by number: analysis through a vocabulary
+/// lowercases and stems each distinct piece once, and hands out numbers, by which a document's terms
+/// are counted without comparing strings.
+#[derive(Debug)]
+pub struct Vocabulary {
+    analyzer: AnalyzerConfig,
+    pieces: StrMap<u32>,
+    names: StrMap<u32>,
+    terms: Vec<Box<str>>,
+}
+
+impl Vocabulary {
+    /// What a stopword's (or an empty token's) number is: it has no term.
+    pub const STOP: u32 = u32::MAX;
+
+    /// An empty vocabulary of `analyzer`'s terms.
+    pub fn new(analyzer: AnalyzerConfig) -> Vocabulary {
+        Vocabulary {
+            analyzer,
+            pieces: StrMap::default(),
+            names: StrMap::default(),
+            terms: Vec::new(),
+        }
+    }
+
+    /// The analyzer whose terms it numbers.
+    pub fn analyzer(&self) -> AnalyzerConfig {
+        self.analyzer
+    }
+
+    /// Calls `emit` with the number of every term of `text`, in order: the terms of
+    /// [`AnalyzerConfig::for_each_term`]. A piece of text (a word as cut) makes the same term wherever it
+    /// is met, so pieces are looked up as cut, before they are lowercased.
+    pub fn for_each_term(&mut self, text: &str, mut emit: impl FnMut(u32)) {
+        let analyzer = self.analyzer;
+        let mut lower = String::new();
+        analyzer.for_each_piece(text, |piece| {
+            let n = match self.pieces.get(piece) {
+                Some(&n) => n,
+                None => {
+                    let n = self.number(analyzer.token_of(piece, &mut lower));
+                    self.pieces.insert(piece, n);
+                    n
+                }
+            };
+            if n != Self::STOP {
+                emit(n);
+            }
+        });
+    }
+
+    /// The number of the term of a token not met before, the term numbered where new.
+    fn number(&mut self, token: &str) -> u32 {
+        match self.analyzer.term_of(token) {
+            None => Self::STOP,
+            Some(term) => match self.names.get(&term) {
+                Some(&n) => n,
+                None => {
+                    let n = self.terms.len() as u32;
+                    self.names.insert(&term, n);
+                    self.terms.push(term.into());
+                    n
+                }
+            },
+        }
+    }
+
+    /// The term numbered `n`.
+    pub fn term(&self, n: u32) -> &str {
+        &self.terms[n as usize]
+    }
+
+    /// Terms numbered.
+    pub fn len(&self) -> usize {
+        self.terms.len()
+    }
+
+    /// Whether no term is numbered yet.
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty()
+    }
+
+    /// Distinct pieces met.
+    pub fn pieces(&self) -> usize {
+        self.pieces.len()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn stopwords_are_at_most_five_bytes() {
-        assert!(LUCENE_ENGLISH_STOPWORDS
-            .iter()
-            .all(|w| w.len() <= 5 && is_stopword(w)));
-        assert!(!is_stopword("theirs") && !is_stopword("them"));
+    fn the_stopword_match_is_the_list() {
+        // Every word of the list, and every prefix and extension of one, is a stopword exactly when listed.
+        for w in LUCENE_ENGLISH_STOPWORDS {
+            let mut near: Vec<String> = (0..w.len()).map(|i| w[..i].to_owned()).collect();
+            near.extend(["s", "e", "a", "y"].map(|x| format!("{w}{x}")));
+            near.push(w.to_uppercase());
+            near.push(w.to_owned());
+            for t in near {
+                assert_eq!(
+                    is_stopword(&t),
+                    LUCENE_ENGLISH_STOPWORDS.contains(&t.as_str()),
+                    "{t:?}"
+                );
+            }
+        }
     }
 
     #[test]
@@ -282,6 +451,64 @@ mod tests {
             AnalyzerConfig::whitespace().terms(" The  of\tX's "),
             ["The", "of", "X's"]
         );
+    }
+
+    #[test]
+    fn a_vocabulary_numbers_the_analyzers_terms() {
+        use rand::{Rng, SeedableRng};
+        let pool = [
+            "The",
+            "the",
+            "THE",
+            "running",
+            "Runs",
+            "Einstein's",
+            "O’Neil’s",
+            "it's",
+            "3.14",
+            "U.S.A.",
+            "can't",
+            "foo_bar",
+            "naïve",
+            "ÉCOLE",
+            "straße",
+            "東京",
+            "a",
+            "of",
+            "x",
+            "generously",
+            "ponies",
+            "İstanbul",
+        ];
+        let long = "y".repeat(300);
+        let analyzers = [
+            AnalyzerConfig::english(),
+            AnalyzerConfig::with_options("english", "porter2", false).unwrap(),
+            AnalyzerConfig::with_options("english", "none", true).unwrap(),
+            AnalyzerConfig::whitespace(),
+        ];
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(7);
+        for analyzer in analyzers {
+            // One vocabulary for every text: later texts meet its pieces again.
+            let mut v = Vocabulary::new(analyzer);
+            for _ in 0..300 {
+                let n = rng.random_range(0..40);
+                let text: Vec<&str> = (0..n)
+                    .map(|_| match rng.random_range(0..30) {
+                        0 => long.as_str(),
+                        1 => ", ",
+                        2 => "\n",
+                        i => pool[i % pool.len()],
+                    })
+                    .collect();
+                let text = text.join(" ");
+                let mut numbers = Vec::new();
+                v.for_each_term(&text, |n| numbers.push(n));
+                let got: Vec<&str> = numbers.iter().map(|&n| v.term(n)).collect();
+                assert_eq!(got, analyzer.terms(&text), "{analyzer} on {text:?}");
+            }
+            assert!(v.len() <= v.pieces());
+        }
     }
 
     #[test]

@@ -42,6 +42,7 @@ pub mod reader;
 pub mod replace;
 pub mod shards;
 pub mod store;
+pub(crate) mod strmap;
 pub mod synth;
 pub mod termdict;
 #[doc(hidden)]

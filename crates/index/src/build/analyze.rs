@@ -2,14 +2,16 @@
 //! its distinct terms counted and grouped by the inversion partition that owns each term
 //! ([`super::invert`]), so that every partition reads only its own terms of a batch.
 //!
-//! The terms' bytes live in one buffer per document instead of a string each: a document's tokens
-//! cost two allocations, not one per token.
+//! Each thread analyses through a [`Vocabulary`] of its own: a distinct token is stemmed once, and a
+//! document's terms are counted by their numbers there, without comparing strings. The terms' bytes
+//! live in one buffer per document instead of a string each.
 
+use std::cell::RefCell;
 use std::hash::Hasher;
 
 use rustc_hash::FxHasher;
 
-use crate::analyzer::AnalyzerConfig;
+use crate::analyzer::{AnalyzerConfig, Vocabulary};
 
 use super::schema::Schema;
 use super::MAX_DOC_LEN;
@@ -19,8 +21,8 @@ use super::MAX_DOC_LEN;
 pub struct DocTerms {
     /// The distinct terms' bytes, concatenated.
     text: String,
-    /// Per distinct term: start and end in `text`, and its frequency; partition by partition, in byte
-    /// order within each.
+    /// Per distinct term: start and end in `text`, and its frequency; partition by partition, in no
+    /// order within each that the inversion depends on (it numbers terms itself and writes them by name).
     spans: Vec<(u32, u32, u32)>,
     /// `spans[parts[p]..parts[p + 1]]` are the terms of partition p.
     parts: Vec<u32>,
@@ -86,62 +88,89 @@ pub fn analyze_if<K>(
     let Some(kept) = keep(&raw.id) else {
         return Ok(None);
     };
-    let mut all = String::new();
-    let mut tokens: Vec<(u32, u32)> = Vec::new();
-    for text in &raw.texts {
-        analyzer.for_each_term(text, |t| {
-            let start = all.len() as u32;
-            all.push_str(t);
-            tokens.push((start, all.len() as u32));
-        });
-    }
-    if tokens.len() > MAX_DOC_LEN as usize {
-        return Err(format!(
-            "document has {} tokens; at most {MAX_DOC_LEN} are supported: split it",
-            tokens.len()
-        ));
-    }
-    let len = tokens.len() as u32;
-    let word = |&(s, e): &(u32, u32)| &all[s as usize..e as usize];
-    tokens.sort_unstable_by(|a, b| word(a).cmp(word(b)));
-    // Distinct terms with counts, and each one's partition.
-    let mut distinct: Vec<(u32, u32, u32, u32)> = Vec::new(); // (start, end, tf, partition)
-    for t in &tokens {
+    let terms = VOCABULARY.with(|v| {
+        let mut v = v.borrow_mut();
+        let (vocabulary, partitions, numbers) = &mut *v;
+        // One vocabulary per analyzer and partition count; reset between documents when it has grown
+        // large, which bounds a thread's memory on a collection of many distinct words.
+        if vocabulary.as_ref().map(Vocabulary::analyzer) != Some(*analyzer)
+            || partitions.0 != parts
+            || vocabulary.as_ref().is_some_and(|v| v.pieces() > MAX_PIECES)
+        {
+            *vocabulary = Some(Vocabulary::new(*analyzer));
+            *partitions = (parts, Vec::new());
+        }
+        let vocabulary = vocabulary.as_mut().expect("made above");
+        numbers.clear();
+        for text in &raw.texts {
+            vocabulary.for_each_term(text, |n| numbers.push(n));
+        }
+        if numbers.len() > MAX_DOC_LEN as usize {
+            return Err(format!(
+                "document has {} tokens; at most {MAX_DOC_LEN} are supported: split it",
+                numbers.len()
+            ));
+        }
+        // Each term's partition, computed once per term the vocabulary numbers.
+        let of = &mut partitions.1;
+        for n in of.len()..vocabulary.len() {
+            of.push(partition_of(vocabulary.term(n as u32), parts) as u32);
+        }
+        Ok(group(vocabulary, of, numbers, parts))
+    })?;
+    Ok(Some((kept, (raw.id, terms.0, terms.1))))
+}
+
+/// Most distinct pieces of text a thread's vocabulary holds before it starts again.
+const MAX_PIECES: usize = 1 << 20;
+
+thread_local! {
+    /// A thread's vocabulary, each of its terms' partitions (for a partition count), and a buffer for a
+    /// document's term numbers.
+    #[allow(clippy::type_complexity)]
+    static VOCABULARY: RefCell<(Option<Vocabulary>, (usize, Vec<u32>), Vec<u32>)> = RefCell::default();
+}
+
+/// A document's terms (`numbers`, in its order, emptied) as distinct terms with their frequencies,
+/// grouped by partition (`of` gives each term's), with the document's length.
+fn group(vocabulary: &Vocabulary, of: &[u32], numbers: &mut [u32], parts: usize) -> (DocTerms, u32) {
+    let len = numbers.len() as u32;
+    numbers.sort_unstable();
+    // Distinct terms with counts.
+    let mut distinct: Vec<(u32, u32)> = Vec::new();
+    for &n in numbers.iter() {
         match distinct.last_mut() {
-            Some(last) if word(&(last.0, last.1)) == word(t) => last.2 += 1,
-            _ => distinct.push((t.0, t.1, 1, partition_of(word(t), parts) as u32)),
+            Some(last) if last.0 == n => last.1 += 1,
+            _ => distinct.push((n, 1)),
         }
     }
-    // Grouped by partition (a counting sort, stable: byte order within each), into a compact text.
+    // Grouped by partition (a counting sort), into a compact text.
     let mut bounds = vec![0u32; parts + 1];
     for d in &distinct {
-        bounds[d.3 as usize + 1] += 1;
+        bounds[of[d.0 as usize] as usize + 1] += 1;
     }
     for p in 0..parts {
         bounds[p + 1] += bounds[p];
     }
     let mut next = bounds.clone();
     let mut spans = vec![(0, 0, 0); distinct.len()];
-    let mut text = String::with_capacity(distinct.iter().map(|d| (d.1 - d.0) as usize).sum());
-    for d in &distinct {
+    let term = |n: u32| vocabulary.term(n);
+    let mut text = String::with_capacity(distinct.iter().map(|d| term(d.0).len()).sum());
+    for &(n, tf) in &distinct {
         let start = text.len() as u32;
-        text.push_str(word(&(d.0, d.1)));
-        let at = &mut next[d.3 as usize];
-        spans[*at as usize] = (start, text.len() as u32, d.2);
+        text.push_str(term(n));
+        let at = &mut next[of[n as usize] as usize];
+        spans[*at as usize] = (start, text.len() as u32, tf);
         *at += 1;
     }
-    Ok(Some((
-        kept,
-        (
-            raw.id,
-            DocTerms {
-                text,
-                spans,
-                parts: bounds,
-            },
-            len,
-        ),
-    )))
+    (
+        DocTerms {
+            text,
+            spans,
+            parts: bounds,
+        },
+        len,
+    )
 }
 
 #[cfg(test)]
@@ -157,11 +186,8 @@ mod tests {
             assert_eq!((id.as_str(), len, terms.len(), terms.max_tf()), ("d", 10, 7, 3));
             let mut all = Vec::new();
             for p in 0..parts {
-                let mut previous = "";
                 for (t, tf) in terms.part(p) {
                     assert_eq!(partition_of(t, parts), p);
-                    assert!(t > previous, "byte order within a partition");
-                    previous = t;
                     all.push((t.to_owned(), tf));
                 }
             }

@@ -12,9 +12,9 @@
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
-use rustc_hash::FxHashMap;
 
 use crate::error::Result;
+use crate::strmap::StrMap;
 
 use super::analyze::DocTerms;
 use super::runs::{Posting, RunWriter};
@@ -27,7 +27,7 @@ const TERM_COST: usize = 64;
 /// The postings of the terms of one partition, as added.
 #[derive(Default)]
 pub struct Partition {
-    dict: FxHashMap<Box<str>, u32>,
+    dict: StrMap<u32>,
     names: Vec<Box<str>>,
     /// Per posting: the term's number in this partition, the document, the frequency.
     pub(crate) term: Vec<u32>,
@@ -60,9 +60,8 @@ impl Partition {
                 Some(&id) => id,
                 None => {
                     let id = self.names.len() as u32;
-                    let name: Box<str> = term.into();
-                    self.dict.insert(name.clone(), id);
-                    self.names.push(name);
+                    self.dict.insert(term, id);
+                    self.names.push(term.into());
                     self.bytes += TERM_COST + 2 * term.len();
                     id
                 }
