@@ -22,6 +22,13 @@
 #     scripts/device-build.sh large   # the passages repeated REPEAT times (default 10) with new ids,
 #                                     # about 5 GB: warpsearch's CPU and GPU builds and tantivy's, 16 threads
 #                                     # (large-input: that collection only, in /root/passages-large)
+#     scripts/device-build.sh ab      # .device/build/bin/warpsearch-base (an earlier build) against this
+#                                     # one, CPU and GPU at 16 threads, alternating, twice, on the passages
+#                                     # and on /root/passages-large where large-input made it; each pair
+#                                     # of indexes compared byte for byte
+#     scripts/device-build.sh pisa    # PISA (bench/peers/pisa_index.py; pyterrier-pisa's and tbb's wheels
+#                                     # in .device/build/bin/whl) at 16 threads on the passages, and on
+#                                     # /root/passages-large where it is there
 # Logs and a summary go under $OUT (or ./device-out); the passages and indexes stay in /root.
 set -uo pipefail
 mode=${1:?usage: scripts/device-build.sh pack FILE | unpack | cpu | gpu | all}
@@ -163,6 +170,49 @@ if [ "$mode" = peers ]; then
     build gpu16-$round 16 gpu
   done
   tantivy default /root/passages.jsonl
+fi
+
+if [ "$mode" = ab ]; then
+  [ -x $dev/bin/warpsearch-base ] || { say "no $dev/bin/warpsearch-base: copy the earlier build there"; exit 1; }
+  this=$bin
+  saved=$passages
+  for input in "$passages" /root/passages-large; do
+    [ -d "$input" ] || continue
+    passages=$input
+    tag=$(basename "$input")
+    for round in 1 2; do
+      for on in cpu gpu; do
+        bin=$dev/bin/warpsearch-base
+        build "base-$tag-$on-$round" 16 $on
+        bin=$this
+        build "this-$tag-$on-$round" 16 $on
+      done
+    done
+    for on in cpu gpu; do
+      say "$tag $on, base vs this: $(same /root/build-base-$tag-$on-2 /root/build-this-$tag-$on-2)"
+    done
+  done
+  passages=$saved
+fi
+
+# pisa NAME INPUT: PISA's build at 16 threads (bench/peers/pisa_index.py), its JSON line in the summary.
+pisa() {
+  local name=$1 input=$2
+  if [ ! -d /tmp/site/pyterrier_pisa ]; then
+    python3 -c 'import glob, sys, zipfile; [zipfile.ZipFile(w).extractall("/tmp/site") for w in glob.glob(sys.argv[1] + "/*.whl")]' $dev/bin/whl
+  fi
+  local tbb
+  tbb=$(dirname "$(ls /tmp/site/tbb-*.data/data/lib/libtbb.so.2 2>/dev/null | head -n 1)")
+  PYTHONPATH=/tmp/site:bench/peers LD_LIBRARY_PATH=$tbb${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+    python3 bench/peers/pisa_index.py "$input" /root/pisa-$name 16 --fields ${PISA_FIELDS:-title,contents} \
+    >"$out/pisa-$name.log" 2>"$out/pisa-$name.err"
+  say "pisa $name: rc $?; $(tail -n 1 "$out/pisa-$name.log")"
+  printf "%-14s threads 16  pisa %s\n" "pisa-$name" "$(tail -n 1 "$out/pisa-$name.log")" >>"$summary"
+}
+
+if [ "$mode" = pisa ]; then
+  pisa passages "$passages"
+  [ -d /root/passages-large ] && pisa large /root/passages-large
 fi
 
 if [ "$mode" = large ] || [ "$mode" = large-input ]; then
