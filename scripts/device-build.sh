@@ -25,7 +25,7 @@
 #     scripts/device-build.sh ab      # .device/build/bin/warpsearch-base (an earlier build) against this
 #                                     # one, CPU and GPU at 16 threads, alternating, twice, on the passages
 #                                     # and on /root/passages-large where large-input made it; each pair
-#                                     # of indexes compared byte for byte
+#                                     # of indexes compared byte for byte (AB_INPUTS: other directories)
 #     scripts/device-build.sh pisa    # PISA (bench/peers/pisa_index.py; pyterrier-pisa's and tbb's wheels
 #                                     # in .device/build/bin/whl) at 16 threads on the passages, and on
 #                                     # /root/passages-large where it is there
@@ -176,7 +176,7 @@ if [ "$mode" = ab ]; then
   [ -x $dev/bin/warpsearch-base ] || { say "no $dev/bin/warpsearch-base: copy the earlier build there"; exit 1; }
   this=$bin
   saved=$passages
-  for input in "$passages" /root/passages-large; do
+  for input in ${AB_INPUTS:-$passages /root/passages-large}; do
     [ -d "$input" ] || continue
     passages=$input
     tag=$(basename "$input")
