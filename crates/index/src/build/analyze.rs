@@ -95,7 +95,7 @@ pub fn analyze_if<K>(
         // large, which bounds a thread's memory on a collection of many distinct words.
         if vocabulary.as_ref().map(Vocabulary::analyzer) != Some(*analyzer)
             || partitions.0 != parts
-            || vocabulary.as_ref().is_some_and(|v| v.pieces() > MAX_PIECES)
+            || vocabulary.as_ref().is_some_and(|v| v.len() > MAX_TERMS)
         {
             *vocabulary = Some(Vocabulary::new(*analyzer));
             *partitions = (parts, Vec::new());
@@ -121,8 +121,8 @@ pub fn analyze_if<K>(
     Ok(Some((kept, (raw.id, terms.0, terms.1))))
 }
 
-/// Most distinct pieces of text a thread's vocabulary holds before it starts again.
-const MAX_PIECES: usize = 1 << 20;
+/// Most distinct terms a thread's vocabulary holds before it starts again.
+const MAX_TERMS: usize = 1 << 22;
 
 thread_local! {
     /// A thread's vocabulary, each of its terms' partitions (for a partition count), and a buffer for a
