@@ -48,6 +48,7 @@ pub mod termdict;
 #[doc(hidden)]
 #[cfg(any(test, feature = "testing"))]
 pub mod testdata;
+pub(crate) mod words;
 pub mod writer;
 
 pub use analyzer::AnalyzerConfig;
