@@ -15,7 +15,6 @@ use std::fmt;
 
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
-use unicode_segmentation::UnicodeSegmentation;
 
 use crate::strmap::StrMap;
 
@@ -178,9 +177,7 @@ impl AnalyzerConfig {
         match self.tokenizer {
             Tokenizer::Whitespace => text.split_whitespace().for_each(emit),
             Tokenizer::Standard => {
-                for word in text.unicode_words() {
-                    split_long(word).for_each(&mut emit);
-                }
+                crate::words::for_each_word(text, |word| split_long(word).for_each(&mut emit));
             }
         }
     }

@@ -61,13 +61,6 @@ static CLASS: [u8; 256] = {
 
 /// Calls `emit` with every word of `text`, in order: exactly `text.unicode_words()` (UAX #29 word
 /// boundaries, the segments holding a letter or digit), with ASCII text cut without the Unicode tables.
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "the analyzer's replacement for `unicode_words`, not yet called"
-    )
-)]
 pub(crate) fn for_each_word<'a>(text: &'a str, mut emit: impl FnMut(&'a str)) {
     let bytes = text.as_bytes();
     let n = bytes.len();
