@@ -26,6 +26,7 @@
 #                                     # one, CPU and GPU at 16 threads, alternating, twice, on the passages
 #                                     # and on /root/passages-large where large-input made it; each pair
 #                                     # of indexes compared byte for byte (AB_INPUTS: other directories)
+#     scripts/device-build.sh same-dirs A B   # compares two index directories built before
 #     scripts/device-build.sh pisa    # PISA (bench/peers/pisa_index.py; pyterrier-pisa's and tbb's wheels
 #                                     # in .device/build/bin/whl) at 16 threads on the passages, and on
 #                                     # /root/passages-large where it is there
@@ -83,17 +84,22 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>
 summary=$out/build-summary.txt
 : >"$summary"
 
-# Every index file's bytes, build identity (header bytes 20..28) and checksum (footer bytes -16..-12)
-# zeroed, compared between two index directories.
+# Every index file's bytes, build identities aside, compared between two index directories: in a binary
+# file the header's identity (bytes 20..28) and the footer's checksum (bytes -16..-12) zeroed, in
+# meta.json the values of "build_id", "set" and "checksum" (as crates/index/src/testdata.rs does).
 same() {
   python3 - "$1" "$2" <<'PY'
-import os, sys
+import os, re, sys
 a, b = sys.argv[1], sys.argv[2]
 def norm(p):
     d = bytearray(open(p, 'rb').read())
-    if len(d) >= 56:
-        d[20:28] = bytes(8)
-        d[-16:-12] = bytes(4)
+    if d.startswith(b"WARPSRCH"):
+        if len(d) >= 56:
+            d[20:28] = bytes(8)
+            d[-16:-12] = bytes(4)
+        return bytes(d)
+    for key, n in [(b'"build_id": "', 16), (b'"set": "', 16), (b'"checksum": "', 8)]:
+        d = re.sub(re.escape(key) + b'.{%d}' % n, lambda m: key + b'0' * n, bytes(d), flags=re.S)
     return bytes(d)
 fa, fb = sorted(os.listdir(a)), sorted(os.listdir(b))
 bad = [f for f in fa if f not in fb or norm(os.path.join(a, f)) != norm(os.path.join(b, f))]
@@ -102,6 +108,9 @@ if fa != fb or bad:
 print("identical,", len(fa), "files")
 PY
 }
+
+# same-dirs A B: only compares two index directories built before.
+if [ "$mode" = same-dirs ]; then say "$2 vs $3: $(same "$2" "$3")"; exit 0; fi
 
 # build NAME THREADS ON: one timed build into /root/build-NAME; its summary line into the summary.
 build() {
