@@ -35,7 +35,7 @@ impl CpuSearcher {
     /// The top k of `request` under `mode` (and-or's passes are answered apart by other backends'
     /// fallbacks) among the documents of `part`.
     pub fn search_part(&self, request: &Request, mode: Mode, part: Part) -> Result<Vec<Scored>> {
-        self.scorer.check(request)?;
+        self.scorer.check_shape(request)?;
         let plan = self.scorer.plan(&request.query, part)?;
         let options = self.scorer.options();
         let k = request.k;
@@ -74,7 +74,7 @@ impl CpuSearcher {
         if !self.scorer.early_termination() {
             return Ok(None);
         }
-        self.scorer.check(request)?;
+        self.scorer.check_shape(request)?;
         let plan = self.scorer.plan(&request.query, Part::WHOLE)?;
         let mode = if request.mode == Mode::Or {
             Mode::Or

@@ -851,26 +851,6 @@ impl EngineConfig {
             first.get_or_insert_with(|| scorer.clone());
             engines.push(on_devices(&scorer, &shard_options(shard.index(), on)?, on)?);
         }
-        // and-or's AND step is ranked AND whatever the algorithm (as one index runs it): where the
-        // algorithm evaluates OR only, the shards answer that step on engines of their own.
-        let and_engines = match options.algorithm.refuses(Mode::And) {
-            Some(_) => Some(
-                members
-                    .iter()
-                    .zip(&placed)
-                    .map(|(&i, on)| {
-                        let shard = &index.shards()[i];
-                        let and = warpsearch_query::SearchOptions {
-                            algorithm: warpsearch_query::Algorithm::Daat,
-                            ..options
-                        };
-                        let scorer = Scorer::new(shard.index().clone(), and)?.with_max_query_terms(max_terms);
-                        on_devices(&Arc::new(scorer), &shard_options(shard.index(), on)?, on)
-                    })
-                    .collect::<Result<Vec<Engine>, EngineError>>()?,
-            ),
-            None => None,
-        };
         let first = first.expect("a sharded index has at least one shard");
         let head = Arc::new(Scorer::for_head(index, &first));
         let on_gpus = engines.iter().all(Engine::has_gpu);
@@ -884,7 +864,7 @@ impl EngineConfig {
                  serve these options)"
             ),
         });
-        Ok(Engine::sharded(head, members, engines, and_engines, each, choice))
+        Ok(Engine::sharded(head, members, engines, each, choice))
     }
 }
 

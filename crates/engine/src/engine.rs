@@ -181,21 +181,18 @@ impl Engine {
 
     /// The engine of a sharded index: `head` is the scorer of its head (requests are analysed
     /// against it), `shards` an engine per shard of `members` (the head's shard numbers, in that
-    /// order), each over that shard's scorer with the same options, run on `threads` threads each;
-    /// `and_shards`, where their algorithm evaluates OR only, the same with ranked AND, for and-or's
-    /// AND step.
+    /// order), each over that shard's scorer with the same options, run on `threads` threads each.
     pub(crate) fn sharded(
         head: Arc<Scorer>,
         members: Vec<usize>,
         shards: Vec<Engine>,
-        and_shards: Option<Vec<Engine>>,
         threads: usize,
         choice: Option<String>,
     ) -> Engine {
         let index = head.index().clone();
         Engine {
             cpu: CpuSearcher::new(head),
-            runner: Runner::Shards(Arc::new(Shards::new(index, members, shards, and_shards, threads))),
+            runner: Runner::Shards(Arc::new(Shards::new(index, members, shards, threads))),
             choice,
             notes: Arc::new(Notes::default()),
         }

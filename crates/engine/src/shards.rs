@@ -29,9 +29,6 @@ pub(crate) struct Shards<S> {
     /// configuration keeps), in the engines' order.
     members: Vec<usize>,
     engines: Vec<S>,
-    /// Where the engines' algorithm evaluates OR only (MaxScore, block-max WAND): an engine per shard
-    /// of the same options but ranked AND, for and-or's AND step (as one index's and-or runs it).
-    and_engines: Option<Vec<S>>,
     /// Threads of each shard's engine.
     threads: usize,
 }
@@ -64,19 +61,12 @@ struct ShardReply<S> {
 }
 
 impl<S: Submit + 'static> Shards<S> {
-    pub(crate) fn new(
-        head: Arc<Index>,
-        members: Vec<usize>,
-        engines: Vec<S>,
-        and_engines: Option<Vec<S>>,
-        threads: usize,
-    ) -> Shards<S> {
+    pub(crate) fn new(head: Arc<Index>, members: Vec<usize>, engines: Vec<S>, threads: usize) -> Shards<S> {
         debug_assert_eq!(members.len(), engines.len());
         Shards {
             head,
             members,
             engines,
-            and_engines,
             threads,
         }
     }
@@ -86,9 +76,9 @@ impl<S: Submit + 'static> Shards<S> {
         self.engines.len()
     }
 
-    /// Every shard's engine, and-or's AND engines after them where there are some.
+    /// Every shard's engine.
     pub(crate) fn engines(&self) -> impl Iterator<Item = &S> {
-        self.engines.iter().chain(self.and_engines.iter().flatten())
+        self.engines.iter()
     }
 
     /// Threads of each shard's engine.
@@ -124,17 +114,6 @@ impl<S: Submit + 'static> Shards<S> {
                 })
             })
             .collect();
-        if self.and_engines.is_some() && jobs.iter().any(|j| j.request.mode == Mode::AndOr) {
-            // and-or's AND step goes to other engines: a submission to the shards holds one step.
-            let (and_or, rest): (Vec<_>, Vec<_>) =
-                jobs.iter().cloned().partition(|j| j.request.mode == Mode::AndOr);
-            for part in [and_or, rest] {
-                if !part.is_empty() {
-                    self.send(Arc::from(part), deadline);
-                }
-            }
-            return;
-        }
         self.send(jobs, deadline);
     }
 
@@ -145,16 +124,9 @@ impl<S: Submit + 'static> Shards<S> {
             (Mode::AndOr, true) => Mode::Or,
             (mode, _) => mode,
         };
-        // One submission holds requests of one step: and-or's AND step (ranked AND) goes to the
-        // AND engines where the engines' algorithm evaluates OR only.
-        let and_step = jobs
-            .first()
-            .is_some_and(|j| j.request.mode == Mode::AndOr && mode_of(j) == Mode::And);
-        let engines = match (&self.and_engines, and_step) {
-            (Some(and), true) => and,
-            _ => &self.engines,
-        };
-        for (engine, &i) in engines.iter().zip(&self.members) {
+        // and-or's steps go as plain AND and OR requests: a shard's engine answers AND with ranked
+        // AND whatever its algorithm, as one index's and-or does.
+        for (engine, &i) in self.engines.iter().zip(&self.members) {
             let shard = &self.head.shards()[i];
             let requests = jobs
                 .iter()

@@ -162,7 +162,14 @@ fn check_with(
             let algorithms = match mode {
                 _ if backend != BackendChoice::Cpu => vec![Algorithm::Auto],
                 Mode::And => vec![Algorithm::Auto, Algorithm::Daat, Algorithm::Exhaustive],
-                _ => vec![Algorithm::Auto, Algorithm::MaxScore, Algorithm::BlockMaxWand],
+                Mode::Or => vec![Algorithm::Auto, Algorithm::MaxScore, Algorithm::BlockMaxWand],
+                // and-or's steps reach each shard as plain AND and OR, whatever the algorithm.
+                Mode::AndOr => vec![
+                    Algorithm::Auto,
+                    Algorithm::Daat,
+                    Algorithm::MaxScore,
+                    Algorithm::BlockMaxWand,
+                ],
             };
             for algorithm in algorithms {
                 let shards = engine_on(sharded, backend, ranking, algorithm, mode, configure);

@@ -112,8 +112,20 @@ impl Scorer {
     }
 
     /// Why `request` cannot be answered with these options (k out of range, an algorithm that does
-    /// not evaluate its mode, more distinct terms than [`Scorer::max_query_terms`]), if it cannot.
+    /// not evaluate its mode, more distinct terms than [`Scorer::max_query_terms`]), if it cannot: what
+    /// every front door (the CLI's options, the server's requests, Python's calls) checks.
     pub fn check(&self, request: &Request) -> Result<()> {
+        self.check_shape(request)?;
+        match self.options.algorithm.refuses(request.mode) {
+            Some(why) => Err(IndexError::Invalid(why)),
+            None => Ok(()),
+        }
+    }
+
+    /// [`Scorer::check`] but the algorithm's modes: what a backend checks of each request. A backend
+    /// answers AND with ranked AND whatever the algorithm (as and-or's AND step always is), so that
+    /// the shards of an index can answer and-or's two steps apart on one engine each.
+    pub fn check_shape(&self, request: &Request) -> Result<()> {
         if request.k == 0 || request.k > MAX_K {
             return Err(IndexError::Invalid(format!(
                 "k = {} is out of range: use 1 to {MAX_K}",
@@ -128,10 +140,7 @@ impl Scorer {
                 self.max_terms
             )));
         }
-        match self.options.algorithm.refuses(request.mode) {
-            Some(why) => Err(IndexError::Invalid(why)),
-            None => Ok(()),
-        }
+        Ok(())
     }
 
     /// The plan of `query` restricted to `part`.
