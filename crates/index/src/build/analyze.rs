@@ -90,7 +90,7 @@ pub fn analyze_if<K>(
     };
     let terms = VOCABULARY.with(|v| {
         let mut v = v.borrow_mut();
-        let (vocabulary, partitions, numbers) = &mut *v;
+        let (vocabulary, partitions, numbers, keys) = &mut *v;
         // One vocabulary per analyzer and partition count; reset between documents when it has grown
         // large, which bounds a thread's memory on a collection of many distinct words.
         if vocabulary.as_ref().map(Vocabulary::analyzer) != Some(*analyzer)
@@ -116,7 +116,7 @@ pub fn analyze_if<K>(
         for n in of.len()..vocabulary.len() {
             of.push(partition_of(vocabulary.term(n as u32), parts) as u32);
         }
-        Ok(group(vocabulary, of, numbers, parts))
+        Ok(group(vocabulary, of, numbers, keys, parts))
     })?;
     Ok(Some((kept, (raw.id, terms.0, terms.1))))
 }
@@ -125,43 +125,52 @@ pub fn analyze_if<K>(
 const MAX_TERMS: usize = 1 << 22;
 
 thread_local! {
-    /// A thread's vocabulary, each of its terms' partitions (for a partition count), and a buffer for a
-    /// document's term numbers.
+    /// A thread's vocabulary, each of its terms' partitions (for a partition count), and buffers for a
+    /// document's term numbers and their sort keys.
     #[allow(clippy::type_complexity)]
-    static VOCABULARY: RefCell<(Option<Vocabulary>, (usize, Vec<u32>), Vec<u32>)> = RefCell::default();
+    static VOCABULARY: RefCell<(Option<Vocabulary>, (usize, Vec<u32>), Vec<u32>, Vec<u64>)> = RefCell::default();
 }
 
-/// A document's terms (`numbers`, in its order, emptied) as distinct terms with their frequencies,
-/// grouped by partition (`of` gives each term's), with the document's length.
-fn group(vocabulary: &Vocabulary, of: &[u32], numbers: &mut [u32], parts: usize) -> (DocTerms, u32) {
-    let len = numbers.len() as u32;
-    numbers.sort_unstable();
-    // Distinct terms with counts.
-    let mut distinct: Vec<(u32, u32)> = Vec::new();
-    for &n in numbers.iter() {
-        match distinct.last_mut() {
-            Some(last) if last.0 == n => last.1 += 1,
-            _ => distinct.push((n, 1)),
-        }
-    }
-    // Grouped by partition (a counting sort), into a compact text.
+/// A document's terms (`numbers`, in its order) as distinct terms with their frequencies, grouped by
+/// partition (`of` gives each term's), with the document's length: the terms sorted by (partition,
+/// number) in `keys`, a buffer, so that each run of one key is a distinct term and its frequency, in
+/// partition order, and the outputs are allocated once at their sizes.
+fn group(
+    vocabulary: &Vocabulary,
+    of: &[u32],
+    numbers: &[u32],
+    keys: &mut Vec<u64>,
+    parts: usize,
+) -> (DocTerms, u32) {
+    keys.clear();
+    keys.extend(
+        numbers
+            .iter()
+            .map(|&n| (u64::from(of[n as usize]) << 32) | u64::from(n)),
+    );
+    keys.sort_unstable();
+    // Runs of one key: (term number, frequency, partition).
+    let runs = || {
+        let mut rest = &keys[..];
+        std::iter::from_fn(move || {
+            let &key = rest.first()?;
+            let run = rest.iter().take_while(|&&k| k == key).count();
+            rest = &rest[run..];
+            Some((key as u32, run as u32, (key >> 32) as usize))
+        })
+    };
+    let (distinct, bytes) = runs().fold((0, 0), |(d, b), (n, _, _)| (d + 1, b + vocabulary.term(n).len()));
     let mut bounds = vec![0u32; parts + 1];
-    for d in &distinct {
-        bounds[of[d.0 as usize] as usize + 1] += 1;
+    let mut spans = Vec::with_capacity(distinct);
+    let mut text = String::with_capacity(bytes);
+    for (n, tf, p) in runs() {
+        let start = text.len() as u32;
+        text.push_str(vocabulary.term(n));
+        spans.push((start, text.len() as u32, tf));
+        bounds[p + 1] += 1;
     }
     for p in 0..parts {
         bounds[p + 1] += bounds[p];
-    }
-    let mut next = bounds.clone();
-    let mut spans = vec![(0, 0, 0); distinct.len()];
-    let term = |n: u32| vocabulary.term(n);
-    let mut text = String::with_capacity(distinct.iter().map(|d| term(d.0).len()).sum());
-    for &(n, tf) in &distinct {
-        let start = text.len() as u32;
-        text.push_str(term(n));
-        let at = &mut next[of[n as usize] as usize];
-        spans[*at as usize] = (start, text.len() as u32, tf);
-        *at += 1;
     }
     (
         DocTerms {
@@ -169,7 +178,7 @@ fn group(vocabulary: &Vocabulary, of: &[u32], numbers: &mut [u32], parts: usize)
             spans,
             parts: bounds,
         },
-        len,
+        numbers.len() as u32,
     )
 }
 
