@@ -3,7 +3,7 @@
 # rate of RATES (default 10000,50000,100000 queries/s, Poisson), the in-process `warpsearch bench
 # --backend B` (BACKEND, default auto) and `warpsearch serve --backend B` driven by `warpsearch load` with
 # one query a request (the generator on GEN_THREADS threads, default 4, with CONNECTIONS connections,
-# default 512; SERVE_OPTS: more options of `serve`), on the passages with the TREC 2005 queries, top-10,
+# default 512; SERVE_OPTS: more options of `serve`; ENGINE_CPUS and GEN_CPUS: cores to pin each to), on the passages with the TREC 2005 queries, top-10,
 # DURATION seconds a rate (default 2). Writes a row per run and rate to
 # $OUT/serve-latency.tsv, the log to $OUT/serve-latency.log; the table is printed last.
 # usage: scripts/device-serve-latency.sh   (from the repository root)
@@ -26,14 +26,23 @@ for o in r["open_loop"]:
     l = o["latency_ms"]
     print("%s\t%s\t%.0f\t%.0f\t%.3f\t%.3f\t%.3f" % (sys.argv[2], sys.argv[3], o["rate"], o["achieved_qps"], l["p50"], l["p99"], l["p99.9"]))
 ' "$@"; }
+# ENGINE_CPUS / GEN_CPUS: cores (a taskset list) for the engine (in-process bench and serve) and for
+# the load generator, so that the two do not share cores; unset, neither is pinned.
+# (taskset execs the command: a server started through it keeps the pid `$!` names.)
+engine_pin=() gen_pin=()
+if command -v taskset >/dev/null; then
+  [ -n "${ENGINE_CPUS:-}" ] && engine_pin=(taskset -c "$ENGINE_CPUS")
+  [ -n "${GEN_CPUS:-}" ] && gen_pin=(taskset -c "$GEN_CPUS")
+fi
+[ -n "${ENGINE_CPUS:-}${GEN_CPUS:-}" ] && say "engine on cores ${ENGINE_CPUS:-any}, generator on ${GEN_CPUS:-any}$(command -v taskset >/dev/null || echo ' (no taskset here: not pinned)')"
 pid=""
 stop_server() { [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null && wait "$pid"; pid=""; }
 trap stop_server EXIT
 for mode in ${MODES:-and or}; do
-  $bin bench --index "$wiki" --queries "$queries" --mode $mode --k 10 --backend $backend --warmup 1 \
+  "${engine_pin[@]}" $bin bench --index "$wiki" --queries "$queries" --mode $mode --k 10 --backend $backend --warmup 1 \
     --rates "$rates" --duration "${DURATION:-2}" --json "$work/bench.json" >>"$log" 2>&1
   rows "$work/bench.json" $mode in-process | tee -a "$tsv"
-  $bin serve --index "$wiki" --backend $backend --addr 127.0.0.1:0 ${SERVE_OPTS:-} >"$work/serve.out" 2>>"$log" &
+  "${engine_pin[@]}" $bin serve --index "$wiki" --backend $backend --addr 127.0.0.1:0 ${SERVE_OPTS:-} >"$work/serve.out" 2>>"$log" &
   pid=$! url=""
   for _ in $(seq 600); do
     url=$(sed -n 's/^listening on //p' "$work/serve.out")
@@ -42,7 +51,7 @@ for mode in ${MODES:-and or}; do
     sleep 0.5
   done
   if [ -z "$url" ]; then say "serve did not start"; stop_server; continue; fi
-  $bin --threads "${GEN_THREADS:-4}" load --url "$url" --queries "$queries" --mode $mode --k 10 --batch 1 \
+  "${gen_pin[@]}" $bin --threads "${GEN_THREADS:-4}" load --url "$url" --queries "$queries" --mode $mode --k 10 --batch 1 \
     --connections "${CONNECTIONS:-512}" --warmup 0 --rates "$rates" --duration "${DURATION:-2}" --json "$work/load.json" >>"$log" 2>&1
   rows "$work/load.json" $mode http | tee -a "$tsv"
   stop_server

@@ -123,8 +123,9 @@ impl Scorer {
     }
 
     /// [`Scorer::check`] but the algorithm's modes: what a backend checks of each request. A backend
-    /// answers AND with ranked AND whatever the algorithm (as and-or's AND step always is), so that
-    /// the shards of an index can answer and-or's two steps apart on one engine each.
+    /// answers AND with ranked AND whatever the algorithm, and OR with MaxScore where the algorithm is
+    /// daat (as and-or's two steps always are), so that the shards of an index can answer and-or's
+    /// steps apart on one engine each.
     pub fn check_shape(&self, request: &Request) -> Result<()> {
         if request.k == 0 || request.k > MAX_K {
             return Err(IndexError::Invalid(format!(
