@@ -452,6 +452,7 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
             None => break,
         }
     }
+    analyze::release_vocabularies();
     drop(rx);
     // The producer's failure is the cause of what the loop saw (input cut short).
     finished()?;

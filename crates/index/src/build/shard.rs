@@ -166,6 +166,7 @@ pub(super) fn build_shard(
             break;
         }
     }
+    super::analyze::release_vocabularies();
     drop(batches);
     finished()?;
     if let Some(e) = failure {
