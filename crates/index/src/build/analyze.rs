@@ -88,17 +88,24 @@ pub fn analyze_if<K>(
     let Some(kept) = keep(&raw.id) else {
         return Ok(None);
     };
-    let terms = VOCABULARY.with(|v| {
-        let mut v = v.borrow_mut();
-        let (vocabulary, partitions, numbers, keys) = &mut *v;
+    let terms = ANALYSIS.with(|a| {
+        let mut a = a.borrow_mut();
+        let Analysis {
+            vocabulary,
+            parts: held_parts,
+            partition,
+            numbers,
+            keys,
+        } = &mut *a;
         // One vocabulary per analyzer and partition count; reset between documents when it has grown
         // large, which bounds a thread's memory on a collection of many distinct words.
         if vocabulary.as_ref().map(Vocabulary::analyzer) != Some(*analyzer)
-            || partitions.0 != parts
+            || *held_parts != parts
             || vocabulary.as_ref().is_some_and(|v| v.len() > MAX_TERMS)
         {
             *vocabulary = Some(Vocabulary::new(*analyzer));
-            *partitions = (parts, Vec::new());
+            *held_parts = parts;
+            partition.clear();
         }
         let vocabulary = vocabulary.as_mut().expect("made above");
         numbers.clear();
@@ -112,31 +119,43 @@ pub fn analyze_if<K>(
             ));
         }
         // Each term's partition, computed once per term the vocabulary numbers.
-        let of = &mut partitions.1;
-        for n in of.len()..vocabulary.len() {
-            of.push(partition_of(vocabulary.term(n as u32), parts) as u32);
+        for n in partition.len()..vocabulary.len() {
+            partition.push(partition_of(vocabulary.term(n as u32), parts) as u32);
         }
-        Ok(group(vocabulary, of, numbers, keys, parts))
+        Ok(group(vocabulary, partition, numbers, keys, parts))
     })?;
     Ok(Some((kept, (raw.id, terms.0, terms.1))))
 }
 
-/// Most distinct terms a thread's vocabulary holds before it starts again (some 160 MiB with its maps and pieces).
+/// Most distinct terms a thread's vocabulary holds before it starts again (some 160 MiB with its
+/// maps and pieces).
 const MAX_TERMS: usize = 1 << 21;
+
+/// A thread's state of analysis, kept from one document to the next.
+#[derive(Default)]
+struct Analysis {
+    /// The thread's vocabulary (None before its first document).
+    vocabulary: Option<Vocabulary>,
+    /// The partition count `partition` is for.
+    parts: usize,
+    /// Each numbered term's partition.
+    partition: Vec<u32>,
+    /// A document's term numbers, in its order (a buffer).
+    numbers: Vec<u32>,
+    /// Their sort keys (a buffer).
+    keys: Vec<u64>,
+}
+
+thread_local! {
+    static ANALYSIS: RefCell<Analysis> = RefCell::default();
+}
 
 /// Frees the vocabularies of the current pool's threads and of the caller: they would otherwise stay
 /// with the threads after a build (up to some 160 MiB each), in a process that goes on to search.
 pub fn release_vocabularies() {
-    let free = || VOCABULARY.with(|v| *v.borrow_mut() = Default::default());
+    let free = || ANALYSIS.with(|a| *a.borrow_mut() = Analysis::default());
     rayon::broadcast(|_| free());
     free();
-}
-
-thread_local! {
-    /// A thread's vocabulary, each of its terms' partitions (for a partition count), and buffers for a
-    /// document's term numbers and their sort keys.
-    #[allow(clippy::type_complexity)]
-    static VOCABULARY: RefCell<(Option<Vocabulary>, (usize, Vec<u32>), Vec<u32>, Vec<u64>)> = RefCell::default();
 }
 
 /// A document's terms (`numbers`, in its order) as distinct terms with their frequencies, grouped by
@@ -204,7 +223,7 @@ mod tests {
             2,
         )
         .unwrap();
-        let held = || VOCABULARY.with(|v| v.borrow().0.as_ref().map_or(0, Vocabulary::len));
+        let held = || ANALYSIS.with(|a| a.borrow().vocabulary.as_ref().map_or(0, Vocabulary::len));
         assert_eq!(held(), 2);
         release_vocabularies();
         assert_eq!(held(), 0);
