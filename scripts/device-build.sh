@@ -60,11 +60,11 @@ if [ "$mode" = pack ]; then
   exit 0
 fi
 
-out=${OUT:-device-out}
-mkdir -p "$out" "$passages"
+# The shared helpers (say, unxz, pisa_setup); this script's own places after them.
+source scripts/device-common.sh
+dev=.device/build
+mkdir -p "$passages"
 log=$out/device-build.log
-say() { echo "$@" | tee -a "$log"; }
-unxz() { python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)' "$1"; }
 # Each part becomes passages/passages-N.jsonl; a directory input is read in path order, so the
 # documents keep the single file's order.
 for i in $(seq 1 $parts); do
@@ -207,12 +207,9 @@ fi
 # pisa NAME INPUT: PISA's build at 16 threads (bench/peers/pisa_index.py), its JSON line in the summary.
 pisa() {
   local name=$1 input=$2
-  if [ ! -d /tmp/site/pyterrier_pisa ]; then
-    python3 -c 'import glob, sys, zipfile; [zipfile.ZipFile(w).extractall("/tmp/site") for w in glob.glob(sys.argv[1] + "/*.whl")]' $dev/bin/whl
-  fi
-  local tbb
-  tbb=$(dirname "$(ls /tmp/site/tbb-*.data/data/lib/libtbb.so.2 2>/dev/null | head -n 1)")
-  PYTHONPATH=/tmp/site:bench/peers LD_LIBRARY_PATH=$tbb${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+  pisa_setup $dev/bin/whl
+  [ -n "$pisa_ready" ] || { say "pisa $name: no PISA (carry its wheels in $dev/bin/whl)"; return; }
+  PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}bench/peers \
     python3 bench/peers/pisa_index.py "$input" /root/pisa-$name 16 --fields ${PISA_FIELDS:-title,contents} \
     >"$out/pisa-$name.log" 2>"$out/pisa-$name.err"
   say "pisa $name: rc $?; $(tail -n 1 "$out/pisa-$name.log")"

@@ -34,15 +34,17 @@ for part in $dev/wiki-postings.bin.xz $dev/part1/wiki-postings.bin.xz; do
   fi
 done
 
-# pisa_setup: PISA from two carried wheels (pyterrier-pisa and tbb), unpacked rather than pip-installed: the
-# scripts load only PISA's compiled module, which needs libtbb beside it. Sets pisa_ready to 1 when present.
+# pisa_setup [DIR]: PISA from two carried wheels (pyterrier-pisa and tbb, in DIR, default $dev/whl),
+# unpacked rather than pip-installed: the scripts load only PISA's compiled module, which needs libtbb
+# beside it. Sets pisa_ready to 1 when present.
 pisa_setup() {
+  local whl=${1:-$dev/whl}
   pisa_ready=""
-  if ! compgen -G "$dev/whl/*.whl" >/dev/null; then  # or an installed pyterrier-pisa (a local try-out)
+  if ! compgen -G "$whl/*.whl" >/dev/null; then  # or an installed pyterrier-pisa (a local try-out)
     python3 -c 'import importlib.util as u, sys; sys.exit(u.find_spec("pyterrier_pisa") is None)' 2>/dev/null && pisa_ready=1
     return 0
   fi
-  python3 -c 'import glob, sys, zipfile; [zipfile.ZipFile(w).extractall("/tmp/site") for w in glob.glob(sys.argv[1] + "/*.whl")]' $dev/whl
+  python3 -c 'import glob, sys, zipfile; [zipfile.ZipFile(w).extractall("/tmp/site") for w in glob.glob(sys.argv[1] + "/*.whl")]' "$whl"
   local tbb
   tbb=$(dirname "$(ls /tmp/site/tbb-*.data/data/lib/libtbb.so.2)")
   export PYTHONPATH=/tmp/site LD_LIBRARY_PATH=$tbb${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
