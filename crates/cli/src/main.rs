@@ -144,9 +144,9 @@ fn run_index(a: IndexArgs) -> Result<()> {
             });
             opts.build_on = a.build_on.into();
             if a.build_on != args::BuildOnArg::Cpu {
-                match warpsearch_gpu::GpuBuilder::open(0) {
-                    Ok(gpu) => opts.device = Some(std::sync::Arc::new(gpu)),
-                    Err(e) => opts.no_device = Some(e.to_string()),
+                match warpsearch_engine::devices::build_device(0) {
+                    Ok(gpu) => opts.device = Some(gpu),
+                    Err(e) => opts.no_device = Some(e),
                 }
             }
             let report = build_from_jsonl(input, &a.output, &opts)?;

@@ -117,7 +117,7 @@ fn cacm_sharded_answers_as_one_index() {
     );
     // The shards on the GPUs answer as the single index; without a device, `gpu` says there is none.
     let gpu = search(&four, &topics, "or", 10, "gpu", &[]);
-    if warpsearch_gpu::device_count() == 0 {
+    if warpsearch_engine::devices::gpu_count() == 0 {
         assert!(!gpu.status.success());
         assert!(
             text(&gpu.stderr).contains("no CUDA device"),

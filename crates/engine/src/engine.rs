@@ -316,6 +316,20 @@ impl Engine {
         self.cpu.scorer()
     }
 
+    /// Where early termination stops each request on the CPU (the docID whose bound stopped it; None
+    /// where its lists ran to their end), or None where these options never stop early (no global-score
+    /// order). The queries run again, on every core.
+    pub fn early_stops(&self, requests: &[Request]) -> Result<Option<Vec<Option<u32>>>> {
+        if !self.cpu.scorer().early_termination() {
+            return Ok(None);
+        }
+        requests
+            .par_iter()
+            .map(|r| self.cpu.stop_doc(r))
+            .collect::<Result<Vec<_>>>()
+            .map(Some)
+    }
+
     /// Whether a GPU answers queries.
     pub fn has_gpu(&self) -> bool {
         match &self.runner {

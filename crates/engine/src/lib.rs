@@ -17,6 +17,8 @@
 //!   stealing, deadlines, GPU batch sizing, queries split by docID range); [`cost`]: the per-query
 //!   cost prediction it schedules by, learned online.
 //!
+//! - [`devices`]: the GPUs outside answering queries (how many, the index build's device, `gpu-check`).
+//!
 //! The engine never prints: what a user should hear of (the automatic choice, a fallback) comes back as
 //! text from [`Engine::choice`] and [`Engine::take_notes`], for the binary to show.
 
@@ -27,6 +29,7 @@ pub mod cache;
 pub mod config;
 pub mod cost;
 mod cpu_workers;
+pub mod devices;
 pub mod engine;
 mod gpu_alone;
 pub mod gpus;
@@ -55,6 +58,12 @@ pub enum EngineError {
     /// `--backend gpu` was asked for and the GPU cannot serve these options.
     #[error("--backend gpu: {0}")]
     GpuRequired(warpsearch_gpu::GpuError),
+    /// No GPU could be opened (`gpu-check`).
+    #[error("no usable GPU: {0}")]
+    NoGpu(warpsearch_gpu::GpuError),
+    /// A GPU measurement failed (`gpu-check`).
+    #[error(transparent)]
+    Gpu(#[from] warpsearch_gpu::GpuError),
     /// A setting is out of range or inconsistent (the message names it).
     #[error("{0}")]
     Config(String),

@@ -81,6 +81,9 @@ impl GpuStats {
         (all > 0).then(|| self.cached_blocks as f64 / all as f64)
     }
 
+    /// The kernel phases [`GpuStats::phase_shares`] names, in order.
+    pub const PHASES: [&'static str; 5] = PHASES;
+
     /// Each kernel phase's share of the timed CTA cycles ([`PHASES`]), or `None` when not instrumented.
     pub fn phase_shares(&self) -> Option<Vec<(&'static str, f64)>> {
         let total: u64 = self.phase_cycles.iter().sum();

@@ -3,9 +3,7 @@
 //! stops, so the earlier queries stop, the more it can save over caching whole lists.
 
 use anyhow::Result;
-use rayon::prelude::*;
 use serde_json::{json, Value};
-use warpsearch_cpu::CpuSearcher;
 use warpsearch_engine::Engine;
 use warpsearch_query::Request;
 
@@ -20,15 +18,10 @@ impl Stops {
     /// Where `requests` stop on `engine`'s index; `None` where queries do not stop early (no
     /// global-score order for these options). The queries run again on the CPU.
     pub fn of(engine: &Engine, requests: &[Request]) -> Result<Option<Stops>> {
-        let cpu = CpuSearcher::new(engine.scorer().clone());
-        if !cpu.scorer().early_termination() {
+        let Some(stops) = engine.early_stops(requests)? else {
             return Ok(None);
-        }
-        let docs = cpu.scorer().index().num_docs().max(1) as f64;
-        let stops = requests
-            .par_iter()
-            .map(|r| cpu.stop_doc(r))
-            .collect::<warpsearch_index::Result<Vec<Option<u32>>>>()?;
+        };
+        let docs = engine.scorer().index().num_docs().max(1) as f64;
         let mut shares: Vec<f64> = stops.iter().flatten().map(|&d| d as f64 / docs * 100.0).collect();
         shares.sort_unstable_by(f64::total_cmp);
         Ok(Some(Stops {

@@ -37,16 +37,11 @@ pub fn gpu_stats_line(s: &GpuStats) -> String {
     line
 }
 
-pub fn gpu_json(s: &warpsearch_gpu::GpuStats) -> Value {
+pub fn gpu_json(s: &GpuStats) -> Value {
     // Zero shares when the kernel was not instrumented.
     let phases: serde_json::Map<String, Value> = s
         .phase_shares()
-        .unwrap_or_else(|| {
-            warpsearch_gpu::stats::PHASES
-                .iter()
-                .map(|&name| (name, 0.0))
-                .collect()
-        })
+        .unwrap_or_else(|| GpuStats::PHASES.iter().map(|&name| (name, 0.0)).collect())
         .into_iter()
         .map(|(name, share)| (name.to_string(), json!(share)))
         .collect();
