@@ -15,7 +15,7 @@ queries=$dev/trec05-efficiency.txt
 backend=${BACKEND:-auto}
 rates=${RATES:-10000,50000,100000}
 tsv=$out/serve-latency.tsv
-printf "mode\tpath\trate\tachieved\tp50_ms\tp99_ms\tp99.9_ms\n" >"$tsv"
+printf "mode\tpath\trate\tachieved\tp50_ms\tp99_ms\tp99.9_ms\tserver_took_p99_ms\tsend_lag_p99_ms\twaited_for_connection\n" >"$tsv"
 work=$(mktemp -d)
 say "cores: $(nproc); date: $(date -u +%FT%TZ); binary: $bin; backend: $backend; rates: $rates"
 # rows <json> <mode> <path>: a row per open-loop rate of a `bench` or `load` report.
@@ -24,7 +24,12 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 for o in r["open_loop"]:
     l = o["latency_ms"]
-    print("%s\t%s\t%.0f\t%.0f\t%.3f\t%.3f\t%.3f" % (sys.argv[2], sys.argv[3], o["rate"], o["achieved_qps"], l["p50"], l["p99"], l["p99.9"]))
+    # The server's own measure, the generator's lag and its waits for a connection (HTTP runs only).
+    took = (o.get("server_took_ms") or {}).get("p99")
+    lag = (o.get("send_lag_ms") or {}).get("p99")
+    extra = ["%.3f" % x if isinstance(x, (int, float)) else "-" for x in (took, lag)]
+    extra.append(str(o.get("waited_for_connection", "-")))
+    print("%s\t%s\t%.0f\t%.0f\t%.3f\t%.3f\t%.3f\t%s" % (sys.argv[2], sys.argv[3], o["rate"], o["achieved_qps"], l["p50"], l["p99"], l["p99.9"], "\t".join(extra)))
 ' "$@"; }
 # ENGINE_CPUS / GEN_CPUS: cores (a taskset list) for the engine (in-process bench and serve) and for
 # the load generator, so that the two do not share cores; unset, neither is pinned.

@@ -509,6 +509,10 @@ pub struct ServeArgs {
     /// closed and the server stops.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub shutdown_grace: std::time::Duration,
+    /// Threads that read requests, parse and analyse their queries, and write responses (the async
+    /// runtime's; default: one per core). The engine's own threads are apart from these.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub http_threads: Option<u16>,
     #[command(flatten)]
     pub engine: EngineConfig,
 }

@@ -51,7 +51,11 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let engine = crate::shared::engine::open_engine(&config, index.clone(), Mode::AndOr, a.max_k)?;
     let backend = engine.describe();
     let app = warpsearch_server::router(engine, config.scoring.ranking.into(), &server);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = a.http_threads {
+        runtime.worker_threads(n.into());
+    }
+    let runtime = runtime
         .enable_all()
         .build()
         .context("starting the async runtime")?;
