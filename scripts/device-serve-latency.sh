@@ -24,7 +24,7 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 for o in r["open_loop"]:
     l = o["latency_ms"]
-    # The server's own measure, the generator's lag and its waits for a connection (HTTP runs only).
+    # The server took, the generator lag and its waits for a connection (HTTP runs only).
     took = (o.get("server_took_ms") or {}).get("p99")
     lag = (o.get("send_lag_ms") or {}).get("p99")
     extra = ["%.3f" % x if isinstance(x, (int, float)) else "-" for x in (took, lag)]
