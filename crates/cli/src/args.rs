@@ -132,6 +132,10 @@ pub struct IndexArgs {
     /// the same, byte for byte, whichever builds it.
     #[arg(long, value_enum, default_value_t = BuildOnArg::Cpu)]
     pub build_on: BuildOnArg,
+    /// GPU memory the build's inversion may take, in MiB (default: 90% of what is free); postings
+    /// beyond it are inverted in several passes, each over whole partitions of the terms.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub gpu_memory_mb: Option<u64>,
     /// Skip (and count) bad input lines instead of stopping at the first.
     #[arg(long)]
     pub skip_bad: bool,

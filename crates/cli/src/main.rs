@@ -143,8 +143,11 @@ fn run_index(a: IndexArgs) -> Result<()> {
                 part: a.part,
             });
             opts.build_on = a.build_on.into();
+            if a.gpu_memory_mb.is_some() && a.build_on == args::BuildOnArg::Cpu {
+                anyhow::bail!("--gpu-memory-mb bounds the GPU build: use it with --build-on gpu or auto");
+            }
             if a.build_on != args::BuildOnArg::Cpu {
-                match warpsearch_engine::devices::build_device(0) {
+                match warpsearch_engine::devices::build_device(0, a.gpu_memory_mb.map(|m| m << 20)) {
                     Ok(gpu) => opts.device = Some(gpu),
                     Err(e) => opts.no_device = Some(e),
                 }
@@ -182,7 +185,11 @@ fn run_index(a: IndexArgs) -> Result<()> {
                     .iter()
                     .map(|(name, t)| format!("{name} {:.2} s", t.as_secs_f64()))
                     .collect();
-                eprintln!("on the GPU: {}", phases.join(", "));
+                let passes = match report.device_passes {
+                    1 => String::new(),
+                    n => format!(" in {n} passes"),
+                };
+                eprintln!("on the GPU{passes}: {}", phases.join(", "));
             }
             for note in &report.notes {
                 eprintln!("note: {note}");

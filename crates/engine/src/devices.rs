@@ -17,10 +17,14 @@ pub fn gpu_count() -> usize {
     warpsearch_gpu::device_count()
 }
 
-/// The device an index build inverts its postings on (`--build-on gpu|auto`), or why there is none.
-pub fn build_device(ordinal: usize) -> Result<Arc<dyn DeviceInverter>, String> {
+/// The device an index build inverts its postings on (`--build-on gpu|auto`), each pass within
+/// `memory_budget` bytes of it where one is given, or why there is none.
+pub fn build_device(ordinal: usize, memory_budget: Option<u64>) -> Result<Arc<dyn DeviceInverter>, String> {
     match GpuBuilder::open(ordinal) {
-        Ok(gpu) => Ok(Arc::new(gpu)),
+        Ok(gpu) => Ok(Arc::new(match memory_budget {
+            Some(bytes) => gpu.with_memory_budget(bytes),
+            None => gpu,
+        })),
         Err(e) => Err(e.to_string()),
     }
 }

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use warpsearch_index::build::{build_from_jsonl, BuildOn, BuildOptions, DeviceInverter};
+use warpsearch_index::build::{build_from_jsonl, BuildOn, BuildOptions, DeviceInverter, InvertJob, Inverted};
 use warpsearch_index::testdata::{edge_collection, same_index_files};
 use warpsearch_index::{AnalyzerConfig, Codec};
 
@@ -14,21 +14,44 @@ fn options(codec: Codec) -> BuildOptions {
     warpsearch_index::testdata::title_options(codec)
 }
 
-/// Builds `input` on the CPU and on the GPU and checks the GPU inverted and wrote the CPU's files.
+/// The GPU taking at most `max` postings a pass, so that a small collection is inverted in passes.
+struct Capped {
+    gpu: Arc<warpsearch_gpu::GpuBuilder>,
+    max: u64,
+}
+
+impl DeviceInverter for Capped {
+    fn describe(&self) -> String {
+        self.gpu.describe()
+    }
+    fn min_postings(&self) -> u64 {
+        0
+    }
+    fn invert(&self, job: &InvertJob<'_>) -> Result<Inverted, Box<dyn std::error::Error + Send + Sync>> {
+        assert!(job.num_postings <= self.max, "a pass over the cap");
+        self.gpu.invert(job)
+    }
+    fn max_postings(&self, job: &InvertJob<'_>) -> Option<u64> {
+        Some(self.max.min(self.gpu.max_postings(job)?))
+    }
+}
+
+/// Builds `input` on the CPU and on the GPU and checks the GPU inverted and wrote the CPU's files;
+/// returns the passes it took.
 fn cpu_and_gpu_agree(
     input: &Path,
     dir: &Path,
     name: &str,
     opts: &BuildOptions,
-    gpu: &Arc<warpsearch_gpu::GpuBuilder>,
-) {
+    gpu: &Arc<dyn DeviceInverter>,
+) -> usize {
     let cpu = dir.join(format!("{name}-cpu"));
     let on_gpu = dir.join(format!("{name}-gpu"));
     let report = build_from_jsonl(input, &cpu, opts).unwrap();
     assert_eq!(report.device, None);
     let mut g = opts.clone();
     g.build_on = BuildOn::Gpu;
-    g.device = Some(gpu.clone() as Arc<dyn DeviceInverter>);
+    g.device = Some(gpu.clone());
     let report = build_from_jsonl(input, &on_gpu, &g).unwrap();
     // A fallback to the CPU would compare the CPU with itself: it is a failure here.
     assert!(report.notes.is_empty(), "{name}: {:?}", report.notes);
@@ -40,11 +63,17 @@ fn cpu_and_gpu_agree(
         assert_eq!(names.last(), Some(&"copy the lists back"), "{name}: {names:?}");
     }
     same_index_files(&cpu, &on_gpu);
+    report.device_passes
+}
+
+/// The GPU builder as the build takes it.
+fn device(gpu: Arc<warpsearch_gpu::GpuBuilder>) -> Arc<dyn DeviceInverter> {
+    gpu
 }
 
 #[test]
 fn gpu_build_writes_the_cpu_files() {
-    let Some(gpu) = warpsearch_gpu::testing::builder() else {
+    let Some(gpu) = warpsearch_gpu::testing::builder().map(device) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -70,7 +99,7 @@ fn gpu_build_writes_the_cpu_files() {
 /// pass and the scan's chunks run more than once.
 #[test]
 fn gpu_build_of_many_tiles_writes_the_cpu_files() {
-    let Some(gpu) = warpsearch_gpu::testing::builder() else {
+    let Some(gpu) = warpsearch_gpu::testing::builder().map(device) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -95,7 +124,7 @@ fn spilled_gpu_build_says_it_merged_on_the_cpu() {
     let mut opts = options(Codec::SimdBp);
     opts.memory_budget = 5_000;
     opts.build_on = BuildOn::Gpu;
-    opts.device = Some(gpu as Arc<dyn DeviceInverter>);
+    opts.device = Some(device(gpu));
     let report = build_from_jsonl(&input, &dir.path().join("idx"), &opts).unwrap();
     assert_eq!(report.device, None);
     assert!(
@@ -119,5 +148,57 @@ fn passages_gpu_build_writes_the_cpu_files() {
         },
     };
     let dir = tempfile::tempdir().unwrap();
-    cpu_and_gpu_agree(&input, dir.path(), "passages", &options(Codec::SimdBp), &gpu);
+    let opts = options(Codec::SimdBp);
+    cpu_and_gpu_agree(&input, dir.path(), "passages", &opts, &device(gpu.clone()));
+    // In passes, as a collection larger than the device's memory is.
+    let postings = build_from_jsonl(&input, &dir.path().join("count"), &opts)
+        .unwrap()
+        .meta
+        .num_postings;
+    let capped: Arc<dyn DeviceInverter> = Arc::new(Capped {
+        gpu,
+        max: postings / 5,
+    });
+    let passes = cpu_and_gpu_agree(&input, dir.path(), "passages-passes", &opts, &capped);
+    assert!(passes >= 5, "{passes} passes");
+}
+
+/// Postings over what one pass takes (a cap, and the builder's own memory budget) are inverted in
+/// passes over whole partitions, with the CPU's files.
+#[test]
+fn gpu_build_in_passes_writes_the_cpu_files() {
+    let Some(gpu) = warpsearch_gpu::testing::builder() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("docs.jsonl");
+    let statics = edge_collection(&input, 20_000, 12);
+    let plain = options(Codec::SimdBp);
+    let postings = build_from_jsonl(&input, &dir.path().join("count"), &plain)
+        .unwrap()
+        .meta
+        .num_postings;
+    let mut ordered = options(Codec::EliasFano);
+    ordered.static_scores = Some(statics);
+    ordered.reorder_alpha = Some(0.4);
+    for (name, opts) in [("plain", &plain), ("gs", &ordered)] {
+        for parts in [2, 7] {
+            let capped: Arc<dyn DeviceInverter> = Arc::new(Capped {
+                gpu: gpu.clone(),
+                max: postings / parts,
+            });
+            let passes = cpu_and_gpu_agree(&input, dir.path(), &format!("{name}-{parts}"), opts, &capped);
+            assert!(
+                passes > parts as usize - 1,
+                "{name}: {passes} passes for a cap of 1/{parts}"
+            );
+        }
+    }
+    // The builder's memory budget: a pass takes 28 bytes a posting beside its terms and documents.
+    let budgeted = warpsearch_gpu::GpuBuilder::open(0)
+        .unwrap()
+        .with_min_postings(0)
+        .with_memory_budget(postings / 3 * 28 + (postings + 20_000) * 12);
+    let passes = cpu_and_gpu_agree(&input, dir.path(), "budget", &plain, &device(Arc::new(budgeted)));
+    assert!(passes >= 2, "{passes} passes within a third of the memory");
 }

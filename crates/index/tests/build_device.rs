@@ -15,6 +15,8 @@ use warpsearch_index::{Codec, BLOCK_LEN};
 /// loosened largest score.
 struct Reference {
     fail: bool,
+    /// Postings it takes in one pass (None: any number).
+    max: Option<u64>,
 }
 
 impl DeviceInverter for Reference {
@@ -24,9 +26,15 @@ impl DeviceInverter for Reference {
     fn min_postings(&self) -> u64 {
         1000
     }
+    fn max_postings(&self, _job: &InvertJob<'_>) -> Option<u64> {
+        self.max
+    }
     fn invert(&self, job: &InvertJob<'_>) -> Result<Inverted, Box<dyn std::error::Error + Send + Sync>> {
         if self.fail {
             return Err("device lost".into());
+        }
+        if self.max.is_some_and(|m| job.num_postings > m) {
+            return Err(format!("{} postings in one pass, over {:?}", job.num_postings, self.max).into());
         }
         let mut tuples: Vec<(u32, u32, u32)> = Vec::new();
         for p in &job.parts {
@@ -71,7 +79,7 @@ fn options(codec: Codec) -> BuildOptions {
 fn with_device(opts: &BuildOptions, on: BuildOn, fail: bool) -> BuildOptions {
     let mut o = opts.clone();
     o.build_on = on;
-    o.device = Some(Arc::new(Reference { fail }));
+    o.device = Some(Arc::new(Reference { fail, max: None }));
     o
 }
 
@@ -163,4 +171,69 @@ fn auto_uses_the_device_only_from_its_threshold_and_says_why_not() {
         report.notes
     );
     same_index_files(&dir.path().join("large"), &dir.path().join("none"));
+}
+
+/// Postings over what the device takes at once are inverted in passes over whole partitions, and the
+/// files are the CPU's whatever the number of passes; a partition alone over the limit is inverted on
+/// the CPU, with a note saying why.
+#[test]
+fn a_device_inverts_in_passes_what_it_cannot_take_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("docs.jsonl");
+    let statics = edge_collection(&input, 900, 11);
+    for codec in [Codec::SimdBp, Codec::PForDelta] {
+        let mut ordered = options(codec);
+        ordered.static_scores = Some(statics.clone());
+        ordered.reorder_alpha = Some(0.4);
+        for (name, opts) in [("plain", options(codec)), ("gs", ordered)] {
+            let cpu = dir.path().join(format!("{codec}-{name}-cpu"));
+            let postings = build(&input, &cpu, &opts).meta.num_postings;
+            let mut passes_seen = Vec::new();
+            // From one pass (the limit at the postings) to many (a small share of them).
+            for share in [1.0, 0.99, 0.5, 0.2, 0.07] {
+                let max = ((postings as f64 * share) as u64).max(1);
+                let mut o = opts.clone();
+                o.build_on = BuildOn::Gpu;
+                o.device = Some(Arc::new(Reference {
+                    fail: false,
+                    max: Some(max),
+                }));
+                let dev = dir.path().join(format!("{codec}-{name}-{max}"));
+                let report = build(&input, &dev, &o);
+                if report.device.is_none() {
+                    // Only where one partition alone is over the limit.
+                    assert!(
+                        report.notes.iter().any(|n| n.contains("one partition holds")),
+                        "{max}: {:?}",
+                        report.notes
+                    );
+                } else {
+                    assert!(report.notes.is_empty(), "{:?}", report.notes);
+                    passes_seen.push(report.device_passes);
+                }
+                same_index_files(&cpu, &dev);
+            }
+            assert_eq!(passes_seen.first(), Some(&1), "{passes_seen:?}");
+            assert!(passes_seen.iter().any(|&p| p >= 3), "{passes_seen:?}");
+        }
+    }
+    // A limit below every partition: the CPU, and why.
+    let mut o = options(Codec::SimdBp);
+    o.build_on = BuildOn::Gpu;
+    o.device = Some(Arc::new(Reference {
+        fail: false,
+        max: Some(1),
+    }));
+    let report = build(&input, &dir.path().join("tiny"), &o);
+    assert_eq!(report.device, None);
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n.contains("one partition holds") && n.contains("CPU")),
+        "{:?}",
+        report.notes
+    );
+    let cpu = dir.path().join(format!("{}-plain-cpu", Codec::SimdBp));
+    same_index_files(&cpu, &dir.path().join("tiny"));
 }

@@ -6,8 +6,10 @@
 //! df (so that `ln` rounds as the CPU's writer's) and encodes the blocks on its cores.
 //!
 //! The lists and bounds equal the CPU build's bit for bit (`tests/build.rs` compares the files), so the
-//! index is the same whoever builds it. It does not stream: the tuples must fit the device's memory
-//! (about 32 bytes a posting); a build that does not fit, or fails, is inverted on the CPU instead, as
+//! index is the same whoever builds it. A pass's tuples must fit the device's memory (28 bytes a
+//! posting, within [`GpuBuilder::with_memory_budget`] where one is set): more postings than that, or
+//! than the sort takes at once (2^31), are inverted in passes over whole partitions
+//! (`warpsearch_index::build::invert_in_passes`); a build that fails is inverted on the CPU instead, as
 //! `warpsearch_index::build` decides.
 
 use std::sync::Arc;
@@ -31,6 +33,9 @@ use crate::options::KernelOptions;
 /// Postings from which `--build-on auto` builds on the GPU: below, uploading the tuples and opening
 /// the device cost more than the counting sort on the cores (a rule of thumb, not a measurement).
 pub const AUTO_MIN_POSTINGS: u64 = 20_000_000;
+
+/// Postings the sort takes at once: below 2^31, whose keys' positions fit its u32 counts.
+const SORT_MAX: u64 = u32::MAX as u64 / 2;
 
 /// Device bytes a posting takes during the build: the rank keys, docIDs, frequencies and two pairs of
 /// sort buffers, u32 each.
@@ -57,6 +62,8 @@ pub struct GpuBuilder {
     kernels: BuildKernels,
     name: String,
     min_postings: u64,
+    /// Device bytes a pass may take (None: what is free).
+    memory_budget: Option<u64>,
 }
 
 impl GpuBuilder {
@@ -90,6 +97,7 @@ impl GpuBuilder {
             kernels,
             name,
             min_postings: AUTO_MIN_POSTINGS,
+            memory_budget: None,
         })
     }
 
@@ -97,6 +105,24 @@ impl GpuBuilder {
     pub fn with_min_postings(mut self, min_postings: u64) -> Self {
         self.min_postings = min_postings;
         self
+    }
+
+    /// The same builder, its passes within `bytes` of device memory (where less is free, within that),
+    /// so that a build leaves the rest to others (a server searching on the same GPU).
+    pub fn with_memory_budget(mut self, bytes: u64) -> Self {
+        self.memory_budget = Some(bytes);
+        self
+    }
+
+    /// Postings one pass over a job like `job` can take: 90% of the free memory (or the budget, where
+    /// smaller) less what its terms and documents take, at [`BYTES_PER_POSTING`] each, and fewer than
+    /// the sort's 2^31; None where the driver does not say what is free (the pass then says why).
+    pub fn pass_postings(&self, job: &InvertJob<'_>) -> Option<u64> {
+        self.ctx.bind_to_thread().ok()?;
+        let (free, _) = cudarc::driver::result::mem_get_info().ok()?;
+        let usable = (free as u64 / 10 * 9).min(self.memory_budget.unwrap_or(u64::MAX));
+        let fixed = (job.num_terms as u64 + job.lens.len() as u64) * 12;
+        Some((usable.saturating_sub(fixed) / BYTES_PER_POSTING).min(SORT_MAX - 1))
     }
 
     /// [`DeviceInverter::invert`] with the GPU's own error.
@@ -109,7 +135,7 @@ impl GpuBuilder {
                 ..Inverted::default()
             });
         }
-        if n64 >= u32::MAX as u64 / 2 {
+        if n64 >= SORT_MAX {
             return Err(GpuError::Unsupported(format!(
                 "{n64} postings: the GPU build sorts at most 2^31 at once"
             )));
@@ -117,11 +143,16 @@ impl GpuBuilder {
         self.ctx.bind_to_thread()?;
         let (free, _) = cudarc::driver::result::mem_get_info()?;
         let need = n64 * BYTES_PER_POSTING + (t as u64 + job.lens.len() as u64) * 12;
-        if need > free as u64 {
+        let usable = (free as u64).min(self.memory_budget.unwrap_or(u64::MAX));
+        if need > usable {
             return Err(GpuError::Unsupported(format!(
-                "the {n64} postings need {:.1} GiB of device memory and {:.1} GiB are free",
+                "the {n64} postings need {:.1} GiB of device memory and {:.1} GiB are free{}",
                 need as f64 / (1u64 << 30) as f64,
-                free as f64 / (1u64 << 30) as f64
+                free as f64 / (1u64 << 30) as f64,
+                match self.memory_budget {
+                    Some(b) => format!(" (the budget: {:.1} GiB)", b as f64 / (1u64 << 30) as f64),
+                    None => String::new(),
+                }
             )));
         }
         let n = n64 as u32;
@@ -294,5 +325,9 @@ impl DeviceInverter for GpuBuilder {
 
     fn invert(&self, job: &InvertJob<'_>) -> Result<Inverted, Box<dyn std::error::Error + Send + Sync>> {
         Ok(self.invert_on(job)?)
+    }
+
+    fn max_postings(&self, job: &InvertJob<'_>) -> Option<u64> {
+        self.pass_postings(job)
     }
 }

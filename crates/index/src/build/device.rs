@@ -8,6 +8,7 @@
 //! writes them the same way.
 
 use std::fmt;
+use std::time::Duration;
 
 use crate::bm25::Bm25;
 
@@ -111,4 +112,112 @@ pub trait DeviceInverter: Send + Sync {
     /// The job's lists sorted by rank, then final docID, with their block bounds; an error (said in a
     /// note, after which the CPU inverts) where the device cannot.
     fn invert(&self, job: &InvertJob<'_>) -> Result<Inverted, Box<dyn std::error::Error + Send + Sync>>;
+
+    /// Postings one [`DeviceInverter::invert`] of a job like `job` (its terms and documents) can take
+    /// now; a job with more is inverted in passes over whole partitions ([`invert_in_passes`]). None:
+    /// no limit.
+    fn max_postings(&self, _job: &InvertJob<'_>) -> Option<u64> {
+        None
+    }
+}
+
+/// What a device returned for a job inverted in passes: the list of rank r (among all the job's
+/// terms) is pass `at[r].0`'s list of rank `at[r].1` (among that pass's terms).
+#[derive(Debug, Default)]
+pub struct InvertedPasses {
+    /// Each pass's lists, by its own ranks.
+    pub passes: Vec<Inverted>,
+    /// Per rank of the job: its pass and its rank there.
+    pub at: Vec<(u32, u32)>,
+}
+
+impl InvertedPasses {
+    /// The device's time, phase by phase, summed over the passes (in the first pass's order).
+    pub fn phases(&self) -> Vec<(&'static str, Duration)> {
+        let mut sum: Vec<(&'static str, Duration)> = Vec::new();
+        for (name, t) in self.passes.iter().flat_map(|p| &p.phases) {
+            match sum.iter_mut().find(|(n, _)| n == name) {
+                Some((_, total)) => *total += *t,
+                None => sum.push((name, *t)),
+            }
+        }
+        sum
+    }
+}
+
+/// Inverts `job` on `device`: at once where it fits [`DeviceInverter::max_postings`], else in passes
+/// of consecutive whole partitions, each within it. A term lies in one partition only, so the passes'
+/// lists are disjoint and need no merge: each pass numbers its own terms in the job's rank order, and
+/// [`InvertedPasses::at`] finds every rank's list. An error where one partition alone is over the limit.
+pub fn invert_in_passes(
+    device: &dyn DeviceInverter,
+    job: &InvertJob<'_>,
+) -> Result<InvertedPasses, Box<dyn std::error::Error + Send + Sync>> {
+    let terms = job.num_terms as usize;
+    let limit = device.max_postings(job).unwrap_or(u64::MAX);
+    if job.num_postings <= limit {
+        return Ok(InvertedPasses {
+            passes: vec![device.invert(job)?],
+            at: (0..job.num_terms).map(|r| (0, r)).collect(),
+        });
+    }
+    let mut groups = Vec::new();
+    let (mut start, mut held) = (0, 0u64);
+    for (i, part) in job.parts.iter().enumerate() {
+        let n = part.doc.len() as u64;
+        if n > limit {
+            return Err(format!(
+                "one partition holds {n} postings, more than the {limit} the device takes in one pass"
+            )
+            .into());
+        }
+        if held + n > limit {
+            groups.push(start..i);
+            (start, held) = (i, 0);
+        }
+        held += n;
+    }
+    groups.push(start..job.parts.len());
+    let mut out = InvertedPasses {
+        passes: Vec::with_capacity(groups.len()),
+        at: vec![(u32::MAX, u32::MAX); terms],
+    };
+    for (pass, group) in groups.into_iter().enumerate() {
+        let parts = &job.parts[group];
+        // The pass's terms in the job's rank order: a term's rank in the pass is its place there.
+        let mut ranks: Vec<u32> = parts.iter().flat_map(|p| p.rank.iter().copied()).collect();
+        ranks.sort_unstable();
+        let local: Vec<Vec<u32>> = parts
+            .iter()
+            .map(|p| {
+                p.rank
+                    .iter()
+                    .map(|r| ranks.binary_search(r).expect("a rank of the pass") as u32)
+                    .collect()
+            })
+            .collect();
+        let sub = InvertJob {
+            parts: parts
+                .iter()
+                .zip(&local)
+                .map(|(p, rank)| TupleSlices { rank, ..*p })
+                .collect(),
+            num_terms: ranks.len() as u32,
+            num_postings: parts.iter().map(|p| p.doc.len() as u64).sum(),
+            new_id: job.new_id,
+            lens: job.lens,
+            bm25: job.bm25,
+        };
+        out.passes.push(device.invert(&sub)?);
+        for (j, &r) in ranks.iter().enumerate() {
+            match out.at.get_mut(r as usize) {
+                Some(at) if at.0 == u32::MAX => *at = (pass as u32, j as u32),
+                _ => return Err(format!("rank {r} is out of range or in two partitions").into()),
+            }
+        }
+    }
+    if out.at.iter().any(|a| a.0 == u32::MAX) {
+        return Err("a rank is in no partition".into());
+    }
+    Ok(out)
 }

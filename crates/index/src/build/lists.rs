@@ -8,7 +8,7 @@ use crate::error::{IndexError, Result};
 use crate::writer::{EncodedList, IndexWriter, ListEncoder};
 use crate::BLOCK_LEN;
 
-use super::device::Inverted;
+use super::device::InvertedPasses;
 use super::invert::{Lists, Partitions};
 use super::runs::{self, Posting};
 
@@ -77,34 +77,45 @@ pub fn write_partitions(
     )
 }
 
-/// Writes the lists a device inverted, terms in `order` (rank r is `order[r]`), with its bounds; an
-/// error where their shape is not that of `order`'s lists.
+/// Writes the lists a device inverted (in one pass or several), terms in `order` (rank r is
+/// `order[r]`), with its bounds; an error where their shape is not that of `order`'s lists.
 pub fn write_inverted(
     writer: &mut IndexWriter,
     partitions: &Partitions,
     order: &[(u32, u32)],
-    inv: &Inverted,
+    inv: &InvertedPasses,
     written: impl FnMut(u64),
 ) -> Result<()> {
     let bad = |what: &str| IndexError::Invalid(format!("the device's inverted lists are malformed: {what}"));
-    let n = inv.docs.len();
-    if inv.starts.len() != order.len() + 1
-        || inv.starts.first() != Some(&0)
-        || inv.starts.last() != Some(&(n as u64))
-        || inv.starts.windows(2).any(|w| w[0] >= w[1])
-        || inv.tfs.len() != n
-    {
-        return Err(bad("list offsets"));
+    if inv.at.len() != order.len() {
+        return Err(bad("ranks"));
     }
-    // First block of each list.
-    let mut block_starts = Vec::with_capacity(order.len() + 1);
-    block_starts.push(0usize);
-    for w in inv.starts.windows(2) {
-        let blocks = ((w[1] - w[0]) as usize).div_ceil(BLOCK_LEN);
-        block_starts.push(block_starts.last().unwrap() + blocks);
+    // Each pass's terms, and the first block of each of its lists.
+    let mut terms = vec![0usize; inv.passes.len()];
+    for &(pass, _) in &inv.at {
+        *terms.get_mut(pass as usize).ok_or_else(|| bad("passes"))? += 1;
     }
-    if *block_starts.last().unwrap() != inv.block_max.len() {
-        return Err(bad("block bounds"));
+    let mut block_starts = Vec::with_capacity(inv.passes.len());
+    for (pass, &t) in inv.passes.iter().zip(&terms) {
+        let n = pass.docs.len();
+        if pass.starts.len() != t + 1
+            || pass.starts.first() != Some(&0)
+            || pass.starts.last() != Some(&(n as u64))
+            || pass.starts.windows(2).any(|w| w[0] >= w[1])
+            || pass.tfs.len() != n
+        {
+            return Err(bad("list offsets"));
+        }
+        let mut starts = Vec::with_capacity(t + 1);
+        starts.push(0usize);
+        for w in pass.starts.windows(2) {
+            let blocks = ((w[1] - w[0]) as usize).div_ceil(BLOCK_LEN);
+            starts.push(starts.last().unwrap() + blocks);
+        }
+        if *starts.last().unwrap() != pass.block_max.len() {
+            return Err(bad("block bounds"));
+        }
+        block_starts.push(starts);
     }
     write_in_order(
         writer,
@@ -112,9 +123,11 @@ pub fn write_inverted(
         |encoder, r| {
             let (p, t) = order[r];
             let name = &partitions.parts[p as usize].names()[t as usize];
-            let (s, e) = (inv.starts[r] as usize, inv.starts[r + 1] as usize);
-            let bounds = &inv.block_max[block_starts[r]..block_starts[r + 1]];
-            encoder.encode_with_bounds(name.as_bytes(), &inv.docs[s..e], &inv.tfs[s..e], bounds)
+            let (pass, j) = (inv.at[r].0 as usize, inv.at[r].1 as usize);
+            let (lists, blocks) = (&inv.passes[pass], &block_starts[pass]);
+            let (s, e) = (lists.starts[j] as usize, lists.starts[j + 1] as usize);
+            let bounds = &lists.block_max[blocks[j]..blocks[j + 1]];
+            encoder.encode_with_bounds(name.as_bytes(), &lists.docs[s..e], &lists.tfs[s..e], bounds)
         },
         written,
     )

@@ -33,7 +33,9 @@ use crate::shards::ShardPart;
 use crate::store::StoreWriter;
 use crate::writer::{check_output, DocIds, DocTable, IndexWriter, WriterOptions};
 use analyze::{analyze, AnalyzedDoc};
-pub use device::{BuildOn, DeviceInverter, InvertJob, Inverted, TupleSlices};
+pub use device::{
+    invert_in_passes, BuildOn, DeviceInverter, InvertJob, Inverted, InvertedPasses, TupleSlices,
+};
 use invert::Partitions;
 
 /// The least memory for postings the command line accepts, in MiB: below it a build spills a run every
@@ -165,6 +167,9 @@ pub struct BuildReport {
     pub device: Option<String>,
     /// The device's time, phase by phase ([`Inverted::phases`]); empty where the CPU inverted.
     pub device_phases: Vec<(&'static str, Duration)>,
+    /// Passes the device inverted the postings in (more than one where they outgrew what it takes at
+    /// once, [`DeviceInverter::max_postings`]); 0 where the CPU inverted.
+    pub device_passes: usize,
     /// Where the CPU inverted although [`BuildOptions::build_on`] named a device, why.
     pub notes: Vec<String>,
 }
@@ -575,6 +580,7 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
             write_time: write_started.elapsed(),
             device: None,
             device_phases: Vec::new(),
+            device_passes: 0,
             notes: {
                 let mut notes = match opts.build_on {
                     BuildOn::Cpu => Vec::new(),
@@ -610,6 +616,7 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
     let mut notes = Vec::new();
     let mut device_used = None;
     let mut device_phases = Vec::new();
+    let mut device_passes = 0;
     let lists_started = Instant::now();
     let mut lists_time = Duration::ZERO;
     if partitions.spilled() {
@@ -667,7 +674,7 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
                 lens: writer.doc_lens(),
                 bm25: *writer.bm25(),
             };
-            match d.invert(&job) {
+            match invert_in_passes(d.as_ref(), &job) {
                 Ok(inv) => Some((d.describe(), inv)),
                 Err(e) => {
                     notes.push(format!("the GPU build failed ({e}): inverted on the CPU instead"));
@@ -679,7 +686,8 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
             Some((name, inv)) => {
                 lists_time = lists_started.elapsed();
                 device_used = Some(name);
-                device_phases = inv.phases.clone();
+                device_phases = inv.phases();
+                device_passes = inv.passes.len();
                 lists::write_inverted(&mut writer, &partitions, &term_order, &inv, written)?;
             }
             None => {
@@ -714,6 +722,7 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
         write_time: write_started.elapsed(),
         device: device_used,
         device_phases,
+        device_passes,
         notes,
     })
 }

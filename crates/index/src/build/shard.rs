@@ -239,6 +239,7 @@ pub(super) fn build_shard(
         write_time: write_started.elapsed(),
         device: None,
         device_phases: Vec::new(),
+        device_passes: 0,
         notes: vec![format!(
             "shard {shard} of {}: {} documents from {first}, written into {}",
             entries.len(),
