@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use pyo3::exceptions::{PyIndexError, PyUserWarning};
 use pyo3::prelude::*;
-use warpsearch_index::build::{build_from_jsonl, BuildOptions, BuildReport};
+use warpsearch_index::build::{build_from_jsonl, BuildOn, BuildOptions, BuildReport};
 use warpsearch_index::shards::{ShardPart, ShardSplit, Sharding};
 use warpsearch_index::{ciff, AnalyzerConfig, Bm25Params, Codec, DocOrder, Index, WriterOptions};
 
@@ -51,7 +51,9 @@ impl PyIndex {
     /// to read, `store=True` keeps the documents for `Index.doc`, `shards=N` writes a sharded index
     /// (`--shards N`, docs/shards.md), and with it `part="head"` or `part=i` builds one part of it
     /// (`--part`: the head first, then each shard, by other processes or hosts; these return None, and
-    /// the index opens once every shard is built). `progress=True` shows a tqdm bar
+    /// the index opens once every shard is built). `build_on="gpu"` (or `"auto"`) inverts the postings
+    /// on the first GPU (`--build-on`), within `gpu_memory_mb` of its memory where given, the same index
+    /// byte for byte; without a usable GPU the CPU does, with a warning. `progress=True` shows a tqdm bar
     /// where tqdm is installed (notebooks too). What the command prints as notes (skipped lines,
     /// documents without terms) comes as `UserWarning`s.
     // One keyword argument per option of `warpsearch index`.
@@ -61,7 +63,7 @@ impl PyIndex {
         input=None, *, output, ciff=None, force=false, codec="simdbp", analyzer=None, stemmer="porter",
         keep_stopwords=false, title=false, k1=0.9, b=0.4, static_scores=None, doc_order="input",
         alpha=0.5, memory_mb=2048, skip_bad=false, progress=false, id_field=None, fields=None, store=false,
-        shards=None, part=None
+        shards=None, part=None, build_on="cpu", gpu_memory_mb=None
     ))]
     fn build(
         py: Python<'_>,
@@ -87,7 +89,15 @@ impl PyIndex {
         store: bool,
         shards: Option<usize>,
         part: Option<Bound<'_, PyAny>>,
+        build_on: &str,
+        gpu_memory_mb: Option<u64>,
     ) -> PyResult<Option<PyIndex>> {
+        let build_on = BuildOn::by_name(build_on).map_err(value_error)?;
+        if gpu_memory_mb.is_some() && build_on == BuildOn::Cpu {
+            return Err(value_error(
+                "gpu_memory_mb bounds the GPU build: use it with build_on='gpu' or 'auto'",
+            ));
+        }
         let part = match &part {
             None => ShardPart::All,
             Some(p) if shards.is_none() => {
@@ -133,6 +143,14 @@ impl PyIndex {
                     parallel: true,
                     part,
                 });
+                opts.build_on = build_on;
+                if build_on != BuildOn::Cpu {
+                    let budget = gpu_memory_mb.map(|m| m.saturating_mul(1 << 20));
+                    match warpsearch_engine::devices::build_device(0, budget) {
+                        Ok(gpu) => opts.device = Some(gpu),
+                        Err(e) => opts.no_device = Some(e),
+                    }
+                }
                 let static_scores = opts.static_scores.is_some();
                 let (report, input) = match input.extract::<PathBuf>() {
                     Ok(path) => {
@@ -162,6 +180,11 @@ impl PyIndex {
                 if shards.is_some() {
                     return Err(value_error(
                         "shards applies to input only: a sharded index is built from documents, not CIFF",
+                    ));
+                }
+                if build_on != BuildOn::Cpu {
+                    return Err(value_error(
+                        "build_on applies to input only: a CIFF file's postings are inverted already",
                     ));
                 }
                 let opts = ciff::ImportOptions {
@@ -423,6 +446,8 @@ fn build_notes(report: &BuildReport, input: &std::path::Path, static_scores: boo
             report.empty_docs
         ));
     }
+    // What the command prints as `note:` lines: where the CPU stood in for the GPU, and why.
+    notes.extend(report.notes.iter().cloned());
     if static_scores && (report.static_missing > 0 || report.static_unknown > 0) {
         notes.push(format!(
             "{} documents had no static score (0 used); {} static-score lines named unknown documents",

@@ -183,6 +183,8 @@ def test_build_refuses_an_existing_output_without_force(small, tmp_path):
         ({"b": 2.0}, ValueError, "BM25 needs k1 > 0"),
         ({"doc_order": "random"}, ValueError, "unknown doc_order 'random'"),
         ({"doc_order": "global-score", "alpha": 1.5}, ValueError, r"must lie in \[0, 1\]"),
+        ({"build_on": "tpu"}, ValueError, "unknown build target 'tpu': expected cpu, gpu or auto"),
+        ({"gpu_memory_mb": 512}, ValueError, "gpu_memory_mb bounds the GPU build"),
     ],
 )
 def test_bad_build_options(tmp_path, kwargs, exc, message):

@@ -49,11 +49,15 @@ class Index:
         store: bool = False,
         shards: Optional[int] = None,
         part: Union[Literal["head", "all"], int, None] = None,
+        build_on: Literal["cpu", "gpu", "auto"] = "cpu",
+        gpu_memory_mb: Optional[int] = None,
     ) -> Optional["Index"]:
         """Builds an index at `output` (as `warpsearch index`) from a collection file or directory, any
         iterable of document dicts (streamed), or a CIFF file, and opens it. With `shards=N`, `part`
         builds one part of the sharded index (`"head"` first, then each shard `i`, by other processes or
-        hosts, from the same input and options) and returns None."""
+        hosts, from the same input and options) and returns None. `build_on="gpu"` inverts the postings
+        on the first GPU (within `gpu_memory_mb` of it, in passes where they need more), the same index
+        byte for byte; without a usable GPU the CPU does, with a warning saying why."""
 
     def searcher(
         self,

@@ -6,11 +6,22 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use warpsearch_gpu::kernels::{Decoder, KernelBench};
-use warpsearch_gpu::{Gpu, GpuBuilder};
+use warpsearch_gpu::{Gpu, GpuBuilder, GpuError};
 use warpsearch_index::build::DeviceInverter;
 use warpsearch_index::{Codec, Index};
 
-use crate::{EngineError, KernelConfig};
+use crate::KernelConfig;
+
+/// What stops `gpu-check`.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// GPU 0 could not be opened (no driver, no device, the kernels do not compile).
+    #[error("no usable GPU: {0}")]
+    NoGpu(GpuError),
+    /// A measurement failed on the GPU.
+    #[error(transparent)]
+    Gpu(#[from] GpuError),
+}
 
 /// CUDA devices present (0 without a driver).
 pub fn gpu_count() -> usize {
@@ -37,8 +48,8 @@ pub fn gpu_check(
     index: Option<&Index>,
     reps: usize,
     mut say: impl FnMut(String),
-) -> Result<(), EngineError> {
-    let gpu = Gpu::open_with(0, &kernels.options()).map_err(EngineError::NoGpu)?;
+) -> Result<(), CheckError> {
+    let gpu = Gpu::open_with(0, &kernels.options()).map_err(CheckError::NoGpu)?;
     let gpu = Arc::new(gpu);
     say(format!("device: {}", gpu.describe()));
     say(format!(

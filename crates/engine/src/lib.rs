@@ -58,12 +58,6 @@ pub enum EngineError {
     /// `--backend gpu` was asked for and the GPU cannot serve these options.
     #[error("--backend gpu: {0}")]
     GpuRequired(warpsearch_gpu::GpuError),
-    /// No GPU could be opened (`gpu-check`).
-    #[error("no usable GPU: {0}")]
-    NoGpu(warpsearch_gpu::GpuError),
-    /// A GPU measurement failed (`gpu-check`).
-    #[error(transparent)]
-    Gpu(#[from] warpsearch_gpu::GpuError),
     /// A setting is out of range or inconsistent (the message names it).
     #[error("{0}")]
     Config(String),
