@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 15 on a shared machine (bench/RESULTS.md's development-machine figures): `warpsearch serve
+"""The server on a shared machine (bench/RESULTS.md's development-machine figures): `warpsearch serve
 --backend cpu` driven by `warpsearch load` against the in-process `warpsearch bench`, on a machine where
 other people's jobs come and go. Before each run it waits for 10 s with the machine at least 92% idle,
 and it logs, for every run, the cores other processes kept busy meanwhile (the machine's busy cores from

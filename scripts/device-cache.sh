@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13 on the lent GPU machine: the list cache's GPU tests, then the synthetic 25M collection with a
+# On the lent GPU machine: the list cache's GPU tests, then the synthetic 25M collection with a
 # quarter, a tenth … of the index in GPU memory (bench/RESULTS.md, the list cache).
 #
 # Parts (arguments, in order; default: all of them):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 15's Python package on the lent machine: `search_batch` against the CLI on the passages
+# The Python package on the lent machine: `search_batch` against the CLI on the passages
 # (bench/python_search_batch.py), for the wheel in .device/pywhl ("new") and, where carried, the one in
 # .device/pywhl-old ("old"), in alternation, ROUNDS rounds (default 2); then the GIL thread's CPU time per
 # call for each (bench/python_gil_cost.py). THREADS="15" adds runs of the new wheel's searcher on that many

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 15's server load test: `warpsearch serve` driven over HTTP by `warpsearch load`, against the
+# The server's load test: `warpsearch serve` driven over HTTP by `warpsearch load`, against the
 # in-process `warpsearch bench` on the same index, queries, mode and k (top-10 on the Wikipedia passages
 # with the TREC 2005 efficiency queries). For each backend (BACKENDS, default "hybrid gpu"; the server's
 # `--backend gpu` is the hybrid scheduler required to have the GPU) and mode (MODES, default "and or"):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14 on the lent GPU machine: the GPU engine's speed on the synthetic 25M collection, against the
+# On the lent GPU machine: the GPU engine's speed on the synthetic 25M collection, against the
 # binary of an earlier commit when one is carried as .device/warpsearch-old (bench/RESULTS.md).
 # Needs the passages unpacked on the machine (a call carrying .device/part1 first): `synth --like`
 # calibrates against them.

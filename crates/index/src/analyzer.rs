@@ -18,52 +18,26 @@ use serde::{Deserialize, Serialize};
 
 use crate::strmap::StrMap;
 
-/// Lucene's `EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`.
-pub const LUCENE_ENGLISH_STOPWORDS: [&str; 33] = [
+/// The stopword list and its `match`, written from one list of words so that the two cannot differ.
+macro_rules! stopwords {
+    ($($word:literal),* $(,)?) => {
+        /// Lucene's `EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`.
+        pub const LUCENE_ENGLISH_STOPWORDS: [&str; [$($word),*].len()] = [$($word),*];
+
+        /// Whether `token` is one of [`LUCENE_ENGLISH_STOPWORDS`]: a `match`, which compares by length
+        /// first and then a few bytes, where a scan of the list called `memcmp` once per word of the
+        /// token's length.
+        fn is_stopword(token: &str) -> bool {
+            matches!(token, $($word)|*)
+        }
+    };
+}
+
+stopwords!(
     "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no",
     "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to",
     "was", "will", "with",
-];
-
-/// Whether `token` is one of [`LUCENE_ENGLISH_STOPWORDS`]: a `match`, which compares by length first and
-/// then a few bytes, where a scan of the list called `memcmp` once per word of the token's length.
-fn is_stopword(token: &str) -> bool {
-    matches!(
-        token,
-        "a" | "an"
-            | "and"
-            | "are"
-            | "as"
-            | "at"
-            | "be"
-            | "but"
-            | "by"
-            | "for"
-            | "if"
-            | "in"
-            | "into"
-            | "is"
-            | "it"
-            | "no"
-            | "not"
-            | "of"
-            | "on"
-            | "or"
-            | "such"
-            | "that"
-            | "the"
-            | "their"
-            | "then"
-            | "there"
-            | "these"
-            | "they"
-            | "this"
-            | "to"
-            | "was"
-            | "will"
-            | "with"
-    )
-}
+);
 
 /// Longest token StandardTokenizer emits; longer runs are split.
 pub const MAX_TOKEN_CHARS: usize = 255;

@@ -299,28 +299,30 @@ fn detect_schema(
     })
 }
 
-/// A line the build cannot take (`what` is wrong with it): with `skip_bad`, counted in `skipped` and,
-/// the first ten, in `reasons`; else the error that stops the build, naming the line.
-fn bad_line(
-    skip_bad: bool,
-    path: PathBuf,
-    line: u64,
-    what: &str,
-    skipped: &mut u64,
-    reasons: &mut Vec<String>,
-) -> Option<IndexError> {
-    if !skip_bad {
-        return Some(IndexError::Input {
-            path,
-            line,
-            what: format!("{what} (or pass --skip-bad to skip such lines)"),
-        });
+/// Lines the build skipped (`--skip-bad`): how many, and the first ten, each with what is wrong.
+#[derive(Default)]
+struct Skipped {
+    count: u64,
+    reasons: Vec<String>,
+}
+
+impl Skipped {
+    /// A line the build cannot take (`what` is wrong with line `line` of `path`): with `skip_bad`,
+    /// counted; else the error that stops the build, naming the line.
+    fn line(&mut self, skip_bad: bool, path: PathBuf, line: u64, what: &str) -> Option<IndexError> {
+        if !skip_bad {
+            return Some(IndexError::Input {
+                path,
+                line,
+                what: format!("{what} (or pass --skip-bad to skip such lines)"),
+            });
+        }
+        self.count += 1;
+        if self.reasons.len() < 10 {
+            self.reasons.push(format!("{}:{line}: {what}", path.display()));
+        }
+        None
     }
-    *skipped += 1;
-    if reasons.len() < 10 {
-        reasons.push(format!("{}:{line}: {what}", path.display()));
-    }
-    None
 }
 
 /// Fails early where the build may not write `output`: a shard's part writes into a head that
@@ -398,8 +400,7 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
         seen_ids: FxHashMap::default(),
         lens: Vec::new(),
         max_tfs: Vec::new(),
-        skipped: 0,
-        skip_reasons: Vec::new(),
+        skipped: Skipped::default(),
         empty_docs: 0,
     };
     let mut failure: Option<IndexError> = None;
@@ -471,7 +472,6 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
         lens,
         max_tfs,
         skipped,
-        skip_reasons,
         empty_docs,
         ..
     } = ingest;
@@ -568,8 +568,8 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
         return Ok(BuildReport {
             meta,
             schema,
-            skipped,
-            skip_reasons,
+            skipped: skipped.count,
+            skip_reasons: skipped.reasons,
             skipped_files: Vec::new(),
             empty_docs,
             runs: runs.len(),
@@ -710,8 +710,8 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
     Ok(BuildReport {
         meta,
         schema,
-        skipped,
-        skip_reasons,
+        skipped: skipped.count,
+        skip_reasons: skipped.reasons,
         skipped_files: Vec::new(),
         empty_docs,
         runs,
@@ -736,8 +736,7 @@ struct Ingest {
     seen_ids: FxHashMap<u64, u32>,
     lens: Vec<u32>,
     max_tfs: Vec<u32>,
-    skipped: u64,
-    skip_reasons: Vec<String>,
+    skipped: Skipped,
     empty_docs: u64,
 }
 
@@ -784,14 +783,7 @@ impl Ingest {
             };
             if let Some(what) = problem {
                 let path = names[a.file as usize].clone();
-                failure = bad_line(
-                    opts.skip_bad,
-                    path,
-                    a.line,
-                    &what,
-                    &mut self.skipped,
-                    &mut self.skip_reasons,
-                );
+                failure = self.skipped.line(opts.skip_bad, path, a.line, &what);
                 if failure.is_some() {
                     break;
                 }

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::analyze::analyze_if;
-use super::{bad_line, detect_schema, schema, BuildOptions, BuildReport, Source};
+use super::{detect_schema, schema, BuildOptions, BuildReport, Skipped, Source};
 use crate::error::{IndexError, Result};
 use crate::format::ShardOf;
 use crate::reader::Index;
@@ -103,7 +103,7 @@ pub(super) fn build_shard(
     let mut schema: Option<schema::Schema> = None;
     let mut lists: FxHashMap<String, Vec<(u32, u32)>> = FxHashMap::default();
     let mut seen: FxHashSet<u32> = FxHashSet::default();
-    let (mut skipped, mut skip_reasons) = (0u64, Vec::new());
+    let mut skipped = Skipped::default();
     let mut failure = None;
     for batch in batches.iter() {
         if schema.is_none() {
@@ -148,14 +148,7 @@ pub(super) fn build_shard(
                 }
                 Err(what) => {
                     let path = names[l.file as usize].clone();
-                    failure = bad_line(
-                        opts.skip_bad,
-                        path,
-                        l.line,
-                        &what,
-                        &mut skipped,
-                        &mut skip_reasons,
-                    );
+                    failure = skipped.line(opts.skip_bad, path, l.line, &what);
                     if failure.is_some() {
                         break;
                     }
@@ -227,8 +220,8 @@ pub(super) fn build_shard(
     Ok(BuildReport {
         meta,
         schema,
-        skipped,
-        skip_reasons,
+        skipped: skipped.count,
+        skip_reasons: skipped.reasons,
         skipped_files: Vec::new(),
         empty_docs: head.doc_lens()[a..b].iter().filter(|&&l| l == 0).count() as u64,
         runs: 0,
