@@ -123,6 +123,14 @@ def without_build_id(data):
     return re.sub(rb'("(?:build_id|set|checksum)": ")([0-9a-f]+)', zero, bytes(data))
 
 
+def assert_same_index(a, b):
+    """The index directories `a` and `b` hold the same files, byte for byte, build identities aside."""
+    names = sorted(p.name for p in a.iterdir())
+    assert sorted(p.name for p in b.iterdir()) == names
+    for name in names:
+        assert without_build_id((b / name).read_bytes()) == without_build_id((a / name).read_bytes()), name
+
+
 @pytest.mark.parametrize(
     "args, kwargs",
     [
@@ -138,12 +146,7 @@ def test_build_writes_the_cli_index(cli, cacm, tmp_path, args, kwargs):
     cli("index", "--input", cacm / "docs.jsonl", "-o", tmp_path / "cli", *args)
     index = warpsearch.Index.build(input=cacm / "docs.jsonl", output=tmp_path / "py", **kwargs)
     assert index.num_docs == 3204
-    names = sorted(p.name for p in (tmp_path / "cli").iterdir())
-    assert sorted(p.name for p in (tmp_path / "py").iterdir()) == names
-    for name in names:
-        cli_bytes = (tmp_path / "cli" / name).read_bytes()
-        py_bytes = (tmp_path / "py" / name).read_bytes()
-        assert without_build_id(py_bytes) == without_build_id(cli_bytes), name
+    assert_same_index(tmp_path / "cli", tmp_path / "py")
 
 
 def test_build_on_the_gpu_writes_the_cpu_index(cli, cacm, tmp_path):
@@ -158,12 +161,7 @@ def test_build_on_the_gpu_writes_the_cpu_index(cli, cacm, tmp_path):
     else:
         # A GPU inverted CACM's postings, in one pass: nothing stood in for it.
         assert not fell_back, notes
-    names = sorted(p.name for p in (tmp_path / "cli").iterdir())
-    assert sorted(p.name for p in (tmp_path / "gpu").iterdir()) == names
-    for name in names:
-        cli_bytes = (tmp_path / "cli" / name).read_bytes()
-        gpu_bytes = (tmp_path / "gpu" / name).read_bytes()
-        assert without_build_id(gpu_bytes) == without_build_id(cli_bytes), name
+    assert_same_index(tmp_path / "cli", tmp_path / "gpu")
 
 
 def test_analyze_equals_cli_analyze(cli, cacm_cli_index, query_files):
