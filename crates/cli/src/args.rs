@@ -128,8 +128,9 @@ pub struct IndexArgs {
     /// Where the postings are inverted: cpu (every core, --threads), gpu (the first GPU sorts them by
     /// term and computes the block bounds while the cores analyse and encode; the CPU, with a note,
     /// where there is no GPU, the postings were spilled past --memory-mb, or the GPU fails), or auto
-    /// (the GPU where there is one and the collection has 20 million postings or more). The index is
-    /// the same, byte for byte, whichever builds it.
+    /// (the GPU where there is one, the collection has 20 million postings or more and the build runs
+    /// on one thread: on two or more the cores were the faster in every measurement). The index is the
+    /// same, byte for byte, whichever builds it.
     #[arg(long, value_enum, default_value_t = BuildOnArg::Cpu)]
     pub build_on: BuildOnArg,
     /// GPU memory the build's inversion may take, in MiB (default: 90% of what is free); postings

@@ -136,7 +136,7 @@ fn a_failed_device_build_finishes_on_the_cpu_and_says_so() {
 }
 
 #[test]
-fn auto_uses_the_device_only_from_its_threshold_and_says_why_not() {
+fn auto_uses_the_device_only_from_its_threshold_on_one_thread_and_says_why_not() {
     let dir = tempfile::tempdir().unwrap();
     let small = dir.path().join("small.jsonl");
     edge_collection(&small, 20, 6);
@@ -154,12 +154,34 @@ fn auto_uses_the_device_only_from_its_threshold_and_says_why_not() {
     );
     let large = dir.path().join("large.jsonl");
     edge_collection(&large, 400, 7);
-    let report = build(
-        &large,
-        &dir.path().join("large"),
-        &with_device(&opts, BuildOn::Auto, false),
-    );
+    // On one thread, past the threshold: the device.
+    let threads = |n| rayon::ThreadPoolBuilder::new().num_threads(n).build().unwrap();
+    let report = threads(1).install(|| {
+        build(
+            &large,
+            &dir.path().join("large"),
+            &with_device(&opts, BuildOn::Auto, false),
+        )
+    });
     assert_eq!(report.device.as_deref(), Some("reference"));
+    // On two threads or more the cores invert faster: the CPU, and why.
+    let report = threads(2).install(|| {
+        build(
+            &large,
+            &dir.path().join("two"),
+            &with_device(&opts, BuildOn::Auto, false),
+        )
+    });
+    assert_eq!(report.device, None);
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n.contains("on 2 threads the cores invert faster")),
+        "{:?}",
+        report.notes
+    );
+    same_index_files(&dir.path().join("large"), &dir.path().join("two"));
     // Asked for a GPU where there is none: the CPU, and why.
     let mut none = opts.clone();
     none.build_on = BuildOn::Gpu;

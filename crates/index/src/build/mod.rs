@@ -299,6 +299,10 @@ fn detect_schema(
     })
 }
 
+/// Threads up to which `--build-on auto` inverts on the device: from two on, the CPU build was the
+/// faster in every measurement (bench/RESULTS.md, "Building an index").
+const AUTO_MAX_THREADS: usize = 1;
+
 /// Lines the build skipped (`--skip-bad`): how many, and the first ten, each with what is wrong.
 #[derive(Default)]
 struct Skipped {
@@ -650,6 +654,13 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
                 notes.push(format!(
                     "{postings} postings are fewer than the {} from which the GPU pays: inverted on the CPU",
                     d.min_postings()
+                ));
+                None
+            }
+            (Some(_), BuildOn::Auto) if rayon::current_num_threads() > AUTO_MAX_THREADS => {
+                notes.push(format!(
+                    "on {} threads the cores invert faster than the GPU: inverted on the CPU",
+                    rayon::current_num_threads()
                 ));
                 None
             }
