@@ -146,10 +146,7 @@ impl PyIndex {
                 opts.build_on = build_on;
                 if build_on != BuildOn::Cpu {
                     let budget = gpu_memory_mb.map(|m| m.saturating_mul(1 << 20));
-                    match warpsearch_engine::devices::build_device(0, budget) {
-                        Ok(gpu) => opts.device = Some(gpu),
-                        Err(e) => opts.no_device = Some(e),
-                    }
+                    opts.device = Some(warpsearch_engine::devices::build_device(0, budget));
                 }
                 let static_scores = opts.static_scores.is_some();
                 let (report, input) = match input.extract::<PathBuf>() {

@@ -2,12 +2,13 @@
 //! inverts on, and `gpu-check`'s measurements of one. The binary reaches the GPU crate only through
 //! the engine, so that what it can do with a GPU is what the engine offers.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 use warpsearch_gpu::kernels::{Decoder, KernelBench};
 use warpsearch_gpu::{Gpu, GpuBuilder, GpuError};
-use warpsearch_index::build::DeviceInverter;
+use warpsearch_index::build::{DeviceInverter, InvertJob, Inverted};
 use warpsearch_index::{Codec, Index};
 
 use crate::KernelConfig;
@@ -29,14 +30,81 @@ pub fn gpu_count() -> usize {
 }
 
 /// The device an index build inverts its postings on (`--build-on gpu|auto`), each pass within
-/// `memory_budget` bytes of it where one is given, or why there is none.
-pub fn build_device(ordinal: usize, memory_budget: Option<u64>) -> Result<Arc<dyn DeviceInverter>, String> {
-    match GpuBuilder::open(ordinal) {
-        Ok(gpu) => Ok(Arc::new(match memory_budget {
-            Some(bytes) => gpu.with_memory_budget(bytes),
-            None => gpu,
-        })),
-        Err(e) => Err(e.to_string()),
+/// `memory_budget` bytes of it where one is given. It opens on a thread of its own while the build
+/// reads and analyses (a build needs it only once its postings are counted), so that the driver's
+/// start and the kernels' compilation overlap the analysis; where it cannot open, the build says why
+/// and inverts on the CPU ([`DeviceInverter::ready`]).
+pub fn build_device(ordinal: usize, memory_budget: Option<u64>) -> Arc<dyn DeviceInverter> {
+    let open = move || {
+        GpuBuilder::open(ordinal)
+            .map(|gpu| match memory_budget {
+                Some(bytes) => gpu.with_memory_budget(bytes),
+                None => gpu,
+            })
+            .map_err(|e| e.to_string())
+    };
+    let opened = OnceLock::new();
+    let thread = match std::thread::Builder::new()
+        .name("warpsearch-gpu-open".into())
+        .spawn(open)
+    {
+        Ok(handle) => Some(handle),
+        Err(e) => {
+            let _ = opened.set(Err(format!("no thread to open the GPU on: {e}")));
+            None
+        }
+    };
+    Arc::new(Opening {
+        opened,
+        thread: Mutex::new(thread),
+    })
+}
+
+/// A GPU being opened for a build ([`build_device`]).
+struct Opening {
+    opened: OnceLock<Result<GpuBuilder, String>>,
+    thread: Mutex<Option<JoinHandle<Result<GpuBuilder, String>>>>,
+}
+
+impl Opening {
+    /// The opened GPU, waiting for it the first time; or why it did not open.
+    fn gpu(&self) -> Result<&GpuBuilder, &str> {
+        self.opened
+            .get_or_init(|| {
+                let handle = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+                match handle {
+                    Some(h) => h
+                        .join()
+                        .unwrap_or_else(|_| Err("opening the GPU panicked".into())),
+                    None => Err("the GPU was not opened".into()),
+                }
+            })
+            .as_ref()
+            .map_err(String::as_str)
+    }
+}
+
+impl DeviceInverter for Opening {
+    fn describe(&self) -> String {
+        self.gpu()
+            .map_or_else(|e| format!("no GPU ({e})"), DeviceInverter::describe)
+    }
+
+    /// A constant: `auto` decides by it without waiting for the GPU.
+    fn min_postings(&self) -> u64 {
+        warpsearch_gpu::build::AUTO_MIN_POSTINGS
+    }
+
+    fn invert(&self, job: &InvertJob<'_>) -> Result<Inverted, Box<dyn std::error::Error + Send + Sync>> {
+        self.gpu().map_err(|e| e.to_string())?.invert(job)
+    }
+
+    fn max_postings(&self, job: &InvertJob<'_>) -> Option<u64> {
+        self.gpu().ok()?.max_postings(job)
+    }
+
+    fn ready(&self) -> Result<(), String> {
+        self.gpu().map(|_| ()).map_err(str::to_string)
     }
 }
 

@@ -259,3 +259,44 @@ fn a_device_inverts_in_passes_what_it_cannot_take_at_once() {
     let cpu = dir.path().join(format!("{}-plain-cpu", Codec::SimdBp));
     same_index_files(&cpu, &dir.path().join("tiny"));
 }
+
+/// A device that could not be made ready (one opened beside the analysis that failed to open).
+struct Unready;
+
+impl DeviceInverter for Unready {
+    fn describe(&self) -> String {
+        "unready".into()
+    }
+    fn min_postings(&self) -> u64 {
+        0
+    }
+    fn invert(&self, _job: &InvertJob<'_>) -> Result<Inverted, Box<dyn std::error::Error + Send + Sync>> {
+        panic!("a device that is not ready is never asked to invert")
+    }
+    fn ready(&self) -> Result<(), String> {
+        Err("the driver is gone".into())
+    }
+}
+
+#[test]
+fn a_device_that_does_not_open_leaves_the_build_to_the_cpu_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("docs.jsonl");
+    edge_collection(&input, 300, 13);
+    let opts = options(Codec::SimdBp);
+    build(&input, &dir.path().join("cpu"), &opts);
+    let mut o = opts.clone();
+    o.build_on = BuildOn::Gpu;
+    o.device = Some(Arc::new(Unready));
+    let report = build(&input, &dir.path().join("unready"), &o);
+    assert_eq!(report.device, None);
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n == "no GPU to build on (the driver is gone): inverted on the CPU"),
+        "{:?}",
+        report.notes
+    );
+    same_index_files(&dir.path().join("cpu"), &dir.path().join("unready"));
+}

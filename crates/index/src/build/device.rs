@@ -113,6 +113,12 @@ pub trait DeviceInverter: Send + Sync {
     /// note, after which the CPU inverts) where the device cannot.
     fn invert(&self, job: &InvertJob<'_>) -> Result<Inverted, Box<dyn std::error::Error + Send + Sync>>;
 
+    /// Waits until the device can invert (one opened beside the analysis), or says why it cannot; the
+    /// build then inverts on the CPU with a note saying so.
+    fn ready(&self) -> Result<(), String> {
+        Ok(())
+    }
+
     /// Postings one [`DeviceInverter::invert`] of a job like `job` (its terms and documents) can take
     /// now; a job with more is inverted in passes over whole partitions ([`invert_in_passes`]). None:
     /// no limit.

@@ -664,7 +664,13 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
                 ));
                 None
             }
-            (Some(d), _) => Some(d),
+            (Some(d), _) => match d.ready() {
+                Ok(()) => Some(d),
+                Err(why) => {
+                    notes.push(format!("no GPU to build on ({why}): inverted on the CPU"));
+                    None
+                }
+            },
         };
         let inverted = device.and_then(|d| {
             let job = InvertJob {
