@@ -145,8 +145,7 @@ impl PyIndex {
                 });
                 opts.build_on = build_on;
                 if build_on != BuildOn::Cpu {
-                    let budget = gpu_memory_mb.map(|m| m.saturating_mul(1 << 20));
-                    opts.device = Some(warpsearch_engine::devices::build_device(0, budget));
+                    opts.device = Some(warpsearch_engine::devices::build_device(0, gpu_memory_mb));
                 }
                 let static_scores = opts.static_scores.is_some();
                 let (report, input) = match input.extract::<PathBuf>() {

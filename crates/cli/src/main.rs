@@ -147,8 +147,7 @@ fn run_index(a: IndexArgs) -> Result<()> {
                 anyhow::bail!("--gpu-memory-mb bounds the GPU build: use it with --build-on gpu or auto");
             }
             if a.build_on != args::BuildOnArg::Cpu {
-                let budget = a.gpu_memory_mb.map(|m| m << 20);
-                opts.device = Some(warpsearch_engine::devices::build_device(0, budget));
+                opts.device = Some(warpsearch_engine::devices::build_device(0, a.gpu_memory_mb));
             }
             let report = build_from_jsonl(input, &a.output, &opts)?;
             let m = &report.meta;

@@ -30,15 +30,15 @@ pub fn gpu_count() -> usize {
 }
 
 /// The device an index build inverts its postings on (`--build-on gpu|auto`), each pass within
-/// `memory_budget` bytes of it where one is given. It opens on a thread of its own while the build
+/// `memory_mb` MiB of it where one is given (`--gpu-memory-mb`). It opens on a thread of its own while the build
 /// reads and analyses (a build needs it only once its postings are counted), so that the driver's
 /// start and the kernels' compilation overlap the analysis; where it cannot open, the build says why
 /// and inverts on the CPU ([`DeviceInverter::ready`]).
-pub fn build_device(ordinal: usize, memory_budget: Option<u64>) -> Arc<dyn DeviceInverter> {
+pub fn build_device(ordinal: usize, memory_mb: Option<u64>) -> Arc<dyn DeviceInverter> {
     let open = move || {
         GpuBuilder::open(ordinal)
-            .map(|gpu| match memory_budget {
-                Some(bytes) => gpu.with_memory_budget(bytes),
+            .map(|gpu| match memory_mb {
+                Some(mb) => gpu.with_memory_budget(mb.saturating_mul(1 << 20)),
                 None => gpu,
             })
             .map_err(|e| e.to_string())

@@ -41,6 +41,12 @@ const SORT_MAX: u64 = u32::MAX as u64 / 2;
 /// sort buffers, u32 each.
 const BYTES_PER_POSTING: u64 = 7 * 4;
 
+/// Device bytes a job takes beside its postings: per term its list's offset, idf and first block,
+/// per document its length and new number, u32 each (12 bytes a term or a document, a bound).
+fn fixed_bytes(job: &InvertJob<'_>) -> u64 {
+    (job.num_terms as u64 + job.lens.len() as u64) * 12
+}
+
 /// The build kernels of one context (`kernels/build.cu`), for the launches of `crate::launch`.
 pub(crate) struct BuildKernels {
     pub rank_keys: CudaFunction,
@@ -120,9 +126,13 @@ impl GpuBuilder {
     pub fn pass_postings(&self, job: &InvertJob<'_>) -> Option<u64> {
         self.ctx.bind_to_thread().ok()?;
         let (free, _) = cudarc::driver::result::mem_get_info().ok()?;
-        let usable = (free as u64 / 10 * 9).min(self.memory_budget.unwrap_or(u64::MAX));
-        let fixed = (job.num_terms as u64 + job.lens.len() as u64) * 12;
-        Some((usable.saturating_sub(fixed) / BYTES_PER_POSTING).min(SORT_MAX - 1))
+        let usable = self.within_budget(free as u64 / 10 * 9);
+        Some((usable.saturating_sub(fixed_bytes(job)) / BYTES_PER_POSTING).min(SORT_MAX - 1))
+    }
+
+    /// `free` bytes of device memory, or the budget where smaller.
+    fn within_budget(&self, free: u64) -> u64 {
+        free.min(self.memory_budget.unwrap_or(u64::MAX))
     }
 
     /// [`DeviceInverter::invert`] with the GPU's own error.
@@ -142,8 +152,8 @@ impl GpuBuilder {
         }
         self.ctx.bind_to_thread()?;
         let (free, _) = cudarc::driver::result::mem_get_info()?;
-        let need = n64 * BYTES_PER_POSTING + (t as u64 + job.lens.len() as u64) * 12;
-        let usable = (free as u64).min(self.memory_budget.unwrap_or(u64::MAX));
+        let need = n64 * BYTES_PER_POSTING + fixed_bytes(job);
+        let usable = self.within_budget(free as u64);
         if need > usable {
             return Err(GpuError::Unsupported(format!(
                 "the {n64} postings need {:.1} GiB of device memory and {:.1} GiB are free{}",
