@@ -77,9 +77,14 @@ fn options(codec: Codec) -> BuildOptions {
 }
 
 fn with_device(opts: &BuildOptions, on: BuildOn, fail: bool) -> BuildOptions {
+    on_device(opts, on, Reference { fail, max: None })
+}
+
+/// `opts` inverting on `device` where `on` says.
+fn on_device(opts: &BuildOptions, on: BuildOn, device: impl DeviceInverter + 'static) -> BuildOptions {
     let mut o = opts.clone();
     o.build_on = on;
-    o.device = Some(Arc::new(Reference { fail, max: None }));
+    o.device = Some(Arc::new(device));
     o
 }
 
@@ -214,12 +219,11 @@ fn a_device_inverts_in_passes_what_it_cannot_take_at_once() {
             // From one pass (the limit at the postings) to many (a small share of them).
             for share in [1.0, 0.99, 0.5, 0.2, 0.07] {
                 let max = ((postings as f64 * share) as u64).max(1);
-                let mut o = opts.clone();
-                o.build_on = BuildOn::Gpu;
-                o.device = Some(Arc::new(Reference {
+                let device = Reference {
                     fail: false,
                     max: Some(max),
-                }));
+                };
+                let o = on_device(&opts, BuildOn::Gpu, device);
                 let dev = dir.path().join(format!("{codec}-{name}-{max}"));
                 let report = build(&input, &dev, &o);
                 if report.device.is_none() {
@@ -240,12 +244,11 @@ fn a_device_inverts_in_passes_what_it_cannot_take_at_once() {
         }
     }
     // A limit below every partition: the CPU, and why.
-    let mut o = options(Codec::SimdBp);
-    o.build_on = BuildOn::Gpu;
-    o.device = Some(Arc::new(Reference {
+    let device = Reference {
         fail: false,
         max: Some(1),
-    }));
+    };
+    let o = on_device(&options(Codec::SimdBp), BuildOn::Gpu, device);
     let report = build(&input, &dir.path().join("tiny"), &o);
     assert_eq!(report.device, None);
     assert!(
@@ -285,9 +288,7 @@ fn a_device_that_does_not_open_leaves_the_build_to_the_cpu_and_says_why() {
     edge_collection(&input, 300, 13);
     let opts = options(Codec::SimdBp);
     build(&input, &dir.path().join("cpu"), &opts);
-    let mut o = opts.clone();
-    o.build_on = BuildOn::Gpu;
-    o.device = Some(Arc::new(Unready));
+    let o = on_device(&opts, BuildOn::Gpu, Unready);
     let report = build(&input, &dir.path().join("unready"), &o);
     assert_eq!(report.device, None);
     assert!(
