@@ -187,9 +187,6 @@ pub struct CostModel {
     pub cpu_error: ErrorStat,
     /// Mean relative error of GPU predictions (per batch, after warm-up).
     pub gpu_error: ErrorStat,
-    /// Running means of ln(predicted CPU seconds) and ln(GPU work) of recent queries: what a typical
-    /// query costs on each processor, for [`CostModel::suitability`].
-    typical: Option<(f64, f64)>,
 }
 
 fn slot(mode: Mode) -> usize {
@@ -213,7 +210,6 @@ impl Default for CostModel {
             gpu: [gpu.clone(), gpu],
             cpu_error: ErrorStat::default(),
             gpu_error: ErrorStat::default(),
-            typical: None,
         }
     }
 }
@@ -238,20 +234,6 @@ impl CostModel {
     /// Predicted seconds of a GPU batch of `work` postings under `mode`.
     pub fn gpu_batch(&self, mode: Mode, work: f64) -> f64 {
         self.gpu[slot(mode)].predict(&[1.0, work / MEGA]).max(1e-5)
-    }
-
-    /// How much better `f` suits the GPU than a typical query does, in natural log units: its CPU
-    /// cost relative to the typical query's, over its GPU work relative to the typical query's
-    /// (positive: relatively dearer on the CPU). Relative costs need no calibration of one processor
-    /// against the other; which processor has time to spare is the stealing's business. Updates the
-    /// running typical costs.
-    pub fn suitability(&mut self, mode: Mode, f: &Features) -> f64 {
-        let cpu = self.cpu(mode, f).ln();
-        let work = (1.0 + f.gpu_work(mode)).ln();
-        let (tc, tw) = *self.typical.get_or_insert((cpu, work));
-        const RATE: f64 = 0.01;
-        self.typical = Some((tc + RATE * (cpu - tc), tw + RATE * (work - tw)));
-        (cpu - tc) - (work - tw)
     }
 
     /// Learns from a query measured at `seconds` on one CPU core.

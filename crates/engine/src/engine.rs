@@ -14,12 +14,11 @@ use warpsearch_query::{Answer, Request, Scorer};
 
 use crate::backend::{Backend, BackendChoice};
 use crate::cache::{CacheCtl, CacheOptions, CacheStats};
-use crate::cpu_workers::CpuWorkers;
-use crate::gpu_alone::GpuAlone;
-use crate::hybrid::{Hybrid, HybridOptions, HybridStats};
+use crate::hybrid::{HybridOptions, HybridStats};
 use crate::notes::Notes;
 use crate::replicas::{Replica, Replicas};
-use crate::reply::{Collect, Reply, Submit};
+use crate::reply::{wait_for, Reply, Submit};
+use crate::scheduler::Scheduler;
 use crate::shards::Shards;
 use crate::EngineError;
 
@@ -55,9 +54,8 @@ impl Default for EngineOptions {
 
 /// What runs the queries.
 enum Runner {
-    Cpu(CpuWorkers),
-    Gpu(GpuAlone),
-    Hybrid(Hybrid),
+    /// One index on this machine's processors, in the setting the backend asks.
+    One(Scheduler),
     /// A sharded index: an engine per shard, their answers merged.
     Shards(Arc<Shards<Engine>>),
     /// The same index on several GPUs, an engine each.
@@ -81,15 +79,15 @@ impl Engine {
     pub fn new(scorer: Arc<Scorer>, options: EngineOptions) -> std::result::Result<Engine, EngineError> {
         let cpu = CpuSearcher::new(scorer.clone());
         let notes = Arc::new(Notes::default());
+        let threads = match options.cpu_threads {
+            0 => rayon::current_num_threads(),
+            n => n,
+        };
         let cpu_backend = |choice: Option<String>| -> std::result::Result<Engine, EngineError> {
-            let threads = match options.cpu_threads {
-                0 => rayon::current_num_threads(),
-                n => n,
-            };
-            let workers = CpuWorkers::start(&cpu, threads).map_err(EngineError::Threads)?;
+            let scheduler = Scheduler::cpu_only(cpu.clone(), threads).map_err(EngineError::Threads)?;
             Ok(Engine {
                 cpu: cpu.clone(),
-                runner: Runner::Cpu(workers),
+                runner: Runner::One(scheduler),
                 choice,
                 notes: notes.clone(),
             })
@@ -126,25 +124,24 @@ impl Engine {
             Ok((g, ctl))
         });
         let hybrid = |gpu: Option<(GpuSearcher, Option<Arc<CacheCtl>>)>| {
-            Hybrid::with_cache(
+            Scheduler::hybrid_with(
                 cpu.clone(),
                 gpu,
                 options.hybrid.unwrap_or_default(),
                 notes.clone(),
             )
         };
-        let (runner, choice) = match (gpu, options.backend) {
-            (Ok((g, ctl)), BackendChoice::Gpu) => {
-                let gpu = GpuAlone::start(g, ctl, cpu.clone(), notes.clone());
-                (Runner::Gpu(gpu), None)
-            }
+        let gpu_only = |(g, ctl): (GpuSearcher, Option<Arc<CacheCtl>>)| {
+            Scheduler::gpu_only(cpu.clone(), g, ctl, threads, notes.clone()).map_err(EngineError::Threads)
+        };
+        let (scheduler, choice) = match (gpu, options.backend) {
+            (Ok(g), BackendChoice::Gpu) => (gpu_only(g)?, None),
             // The GPU backend answers more queries a second than the hybrid, and at the same rate
             // sooner but for light loads of cheap queries (docs/decisions/029-continuous-gpu-calls.md);
             // the CPU answers what it fails.
-            (Ok((g, ctl)), BackendChoice::Auto) => {
-                let line = format!("backend auto: gpu; {}", g.describe());
-                let gpu = GpuAlone::start(g, ctl, cpu.clone(), notes.clone());
-                (Runner::Gpu(gpu), Some(line))
+            (Ok(g), BackendChoice::Auto) => {
+                let line = format!("backend auto: gpu; {}", g.0.describe());
+                (gpu_only(g)?, Some(line))
             }
             (Ok(g), choice) => {
                 let line = format!(
@@ -152,25 +149,22 @@ impl Engine {
                     choice.name(),
                     g.0.describe()
                 );
-                (Runner::Hybrid(hybrid(Some(g))), Some(line))
+                (hybrid(Some(g)), Some(line))
             }
             (Err(e), BackendChoice::Gpu) => return Err(EngineError::GpuRequired(e)),
             (Err(e), BackendChoice::Hybrid) => {
                 let h = hybrid(None);
+                let workers = h.hybrid_options().map_or(0, |o| o.cpu_workers);
                 let line = format!(
-                    "backend hybrid: the CPU alone, {} workers, long queries split among them ({e})",
-                    h.options().cpu_workers
+                    "backend hybrid: the CPU alone, {workers} workers, long queries split among them ({e})"
                 );
-                (Runner::Hybrid(h), Some(line))
+                (h, Some(line))
             }
             (Err(e), _) => {
-                let threads = match options.cpu_threads {
-                    0 => rayon::current_num_threads(),
-                    n => n,
-                };
                 return cpu_backend(Some(format!("backend auto: CPU on {threads} threads ({e})")));
             }
         };
+        let runner = Runner::One(scheduler);
         Ok(Engine {
             cpu,
             runner,
@@ -257,16 +251,7 @@ impl Engine {
             return;
         }
         match &self.runner {
-            Runner::Cpu(w) => w.submit(first_id, requests, deadline, reply),
-            Runner::Gpu(g) => g.submit(first_id, requests, deadline, reply),
-            Runner::Hybrid(h) => {
-                let requests = requests
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, r)| (first_id + i as u64, r))
-                    .collect();
-                h.submit_many(requests, deadline, reply);
-            }
+            Runner::One(s) => s.submit(first_id, requests, deadline, reply),
             Runner::Shards(s) => s.submit(first_id, requests, deadline, reply),
             Runner::Replicas(r) => r.submit(first_id, requests, deadline, reply),
         }
@@ -280,26 +265,16 @@ impl Engine {
             return Vec::new();
         }
         match &self.runner {
-            Runner::Gpu(g) => return g.search_batch(requests),
-            Runner::Replicas(r) => return r.search_batch(requests),
-            _ => {}
+            Runner::One(s) => s.search_batch(requests),
+            Runner::Replicas(r) => r.search_batch(requests),
+            Runner::Shards(_) => wait_for(requests, |owned, reply| self.submit(0, owned, None, reply)),
         }
-        let owned: Vec<Request> = if requests.len() > 4096 {
-            requests.par_iter().cloned().collect()
-        } else {
-            requests.to_vec()
-        };
-        let collect = Arc::new(Collect::new(requests.len()));
-        self.submit(0, owned, None, collect.clone());
-        collect.wait()
     }
 
     /// The backend that runs queries.
     pub fn backend(&self) -> Backend {
-        match self.runner {
-            Runner::Cpu(_) => Backend::Cpu,
-            Runner::Gpu(_) => Backend::Gpu,
-            Runner::Hybrid(_) => Backend::Hybrid,
+        match &self.runner {
+            Runner::One(s) => s.backend(),
             Runner::Shards(..) | Runner::Replicas(_) => self.members()[0].backend(),
         }
     }
@@ -333,9 +308,7 @@ impl Engine {
     /// Whether a GPU answers queries.
     pub fn has_gpu(&self) -> bool {
         match &self.runner {
-            Runner::Cpu(_) => false,
-            Runner::Gpu(_) => true,
-            Runner::Hybrid(h) => h.has_gpu(),
+            Runner::One(s) => s.has_gpu(),
             Runner::Shards(..) | Runner::Replicas(_) => self.members().iter().any(|e| e.has_gpu()),
         }
     }
@@ -344,9 +317,7 @@ impl Engine {
     /// the driver does not answer); over several GPUs, their sums (a device counted once).
     pub fn gpu_memory(&self) -> Option<GpuMemory> {
         match &self.runner {
-            Runner::Cpu(_) => None,
-            Runner::Gpu(g) => g.memory(),
-            Runner::Hybrid(h) => h.gpu_memory(),
+            Runner::One(s) => s.gpu_memory(),
             Runner::Shards(..) | Runner::Replicas(_) => {
                 let engines = self.gpu_engines();
                 let mut devices: Vec<(usize, &GpuMemory)> = Vec::new();
@@ -368,7 +339,7 @@ impl Engine {
     /// and replicas', however nested), where the driver answers.
     fn gpu_engines(&self) -> Vec<(usize, GpuMemory)> {
         match &self.runner {
-            Runner::Gpu(g) => g.memory().map(|m| (g.device(), m)).into_iter().collect(),
+            Runner::One(s) => s.device().zip(s.gpu_memory()).into_iter().collect(),
             _ => self.members().into_iter().flat_map(Engine::gpu_engines).collect(),
         }
     }
@@ -382,7 +353,7 @@ impl Engine {
     /// scheduler's rates; None for the other backends).
     pub fn capacity(&self) -> Option<f64> {
         match &self.runner {
-            Runner::Hybrid(h) => Some(h.capacity()),
+            Runner::One(s) => s.capacity(),
             _ => None,
         }
     }
@@ -390,8 +361,19 @@ impl Engine {
     /// The backend in a few words, for reports.
     pub fn describe(&self) -> String {
         match &self.runner {
-            Runner::Gpu(g) => g.describe().to_string(),
-            Runner::Cpu(w) => format!("cpu ({} threads)", w.threads()),
+            Runner::One(s) => match (s.hybrid_options(), s.describe_gpu()) {
+                (None, Some(gpu)) => gpu.to_string(),
+                (None, None) => format!("cpu ({} threads)", s.cpu_threads()),
+                (Some(h), gpu) => format!(
+                    "hybrid ({} CPU workers{})",
+                    h.cpu_workers,
+                    match (gpu, h.host_threads.unwrap_or(0)) {
+                        (None, _) => ", no GPU".to_string(),
+                        (Some(_), 0) => " and the GPU".to_string(),
+                        (Some(_), n) => format!(" and the GPU, with {n} host threads of its own"),
+                    }
+                ),
+            },
             Runner::Shards(s) => match self.members()[0].backend() {
                 Backend::Cpu => format!("cpu, {} shards ({} threads each)", s.len(), s.threads()),
                 _ => format!("{} shards, each on {}", s.len(), distinct(self.members())),
@@ -401,23 +383,14 @@ impl Engine {
                 r.members().len(),
                 distinct(self.members())
             ),
-            Runner::Hybrid(h) => format!(
-                "hybrid ({} CPU workers{})",
-                h.options().cpu_workers,
-                match (h.has_gpu(), h.options().host_threads.unwrap_or(0)) {
-                    (false, _) => ", no GPU".to_string(),
-                    (true, 0) => " and the GPU".to_string(),
-                    (true, n) => format!(" and the GPU, with {n} host threads of its own"),
-                }
-            ),
         }
     }
 
     /// How many requests one [`Engine::search_batch`] call should carry: the GPU pipelines kernel
     /// batches within one call, the CPU bounds the results held at once.
     pub fn batch_hint(&self) -> usize {
-        match self.runner {
-            Runner::Cpu(_) => 4096,
+        match &self.runner {
+            Runner::One(s) if s.backend() == Backend::Cpu => 4096,
             Runner::Shards(..) => self.members()[0].batch_hint(),
             _ => 1 << 20,
         }
@@ -440,18 +413,14 @@ impl Engine {
         Ok(self.take_cache_stats())
     }
 
-    /// On the GPU backend, waits until the dynamic cache policy has taken in the queries run so far
+    /// With a list cache, waits until the dynamic cache policy has taken in the queries run so far
     /// and made the plan they call for (one per epoch of them; a last partial epoch waits for more),
     /// then applies a plan made, if it is worth its copies, and waits for them. Within a call, plans
     /// land behind its last batch once made, and the GPU never waits for one: a plan of a warm-up
-    /// pass would otherwise land only behind the next call (in a closed loop, the next pass). The
-    /// hybrid applies its plans as they come.
+    /// pass would otherwise land only behind the next call (in a closed loop, the next pass).
     pub fn settle_cache(&self) {
-        if let Runner::Gpu(g) = &self.runner {
-            if let Some(ctl) = g.cache() {
-                ctl.settle();
-                g.with_searcher(GpuSearcher::apply_ready_plan);
-            }
+        if let Runner::One(s) = &self.runner {
+            s.settle_cache();
         }
         for e in self.members() {
             e.settle_cache();
@@ -475,31 +444,27 @@ impl Engine {
     /// The GPU's counters since the last call (None without a GPU).
     pub fn take_gpu_stats(&self) -> Option<GpuStats> {
         match &self.runner {
-            Runner::Gpu(g) => Some(g.take_stats()),
-            Runner::Hybrid(h) if h.has_gpu() => Some(h.take_gpu_stats()),
+            Runner::One(s) => s.take_gpu_stats(),
             Runner::Shards(..) | Runner::Replicas(_) => {
                 sum(self.members(), Engine::take_gpu_stats, GpuStats::add)
             }
-            _ => None,
         }
     }
 
     /// The list cache's counters since the last call (None without a list cache).
     pub fn take_cache_stats(&self) -> Option<CacheStats> {
         match &self.runner {
-            Runner::Gpu(g) => g.cache().map(|c| c.take_stats()),
-            Runner::Hybrid(h) => h.cache().map(|c| c.take_stats()),
+            Runner::One(s) => s.cache().map(|c| c.take_stats()),
             Runner::Shards(..) | Runner::Replicas(_) => {
                 sum(self.members(), Engine::take_cache_stats, CacheStats::add)
             }
-            _ => None,
         }
     }
 
     /// The hybrid scheduler's counters since the last call (None for the other backends).
     pub fn take_hybrid_stats(&self) -> Option<HybridStats> {
         match &self.runner {
-            Runner::Hybrid(h) => Some(h.take_stats()),
+            Runner::One(s) => s.take_stats(),
             _ => None,
         }
     }

@@ -28,15 +28,15 @@ pub mod backend;
 pub mod cache;
 pub mod config;
 pub mod cost;
-mod cpu_workers;
 pub mod devices;
 pub mod engine;
-mod gpu_alone;
+mod exec;
 pub mod gpus;
 pub mod hybrid;
 mod notes;
 mod replicas;
 pub mod reply;
+pub mod scheduler;
 mod shards;
 pub mod split;
 
@@ -48,8 +48,9 @@ pub use config::{
 };
 pub use engine::{Engine, EngineOptions};
 pub use gpus::GpuSet;
-pub use hybrid::{Hybrid, HybridOptions, HybridStats};
+pub use hybrid::{HybridOptions, HybridStats};
 pub use reply::{Collect, Done, Reply, ServedBy, Slots};
+pub use scheduler::Scheduler;
 pub use warpsearch_gpu::{CacheBudget, GpuMemory, GpuOptions, GpuStats};
 
 /// What can go wrong when an engine is made.

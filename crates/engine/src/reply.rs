@@ -198,6 +198,22 @@ impl Collect {
     }
 }
 
+/// `requests` handed (as an owned copy, made on every core when large) to `submit` with a [`Collect`],
+/// and their answers in order once every one is in.
+pub(crate) fn wait_for(
+    requests: &[Request],
+    submit: impl FnOnce(Vec<Request>, Arc<dyn Reply>),
+) -> Vec<Result<Answer>> {
+    let owned: Vec<Request> = if requests.len() > 4096 {
+        requests.par_iter().cloned().collect()
+    } else {
+        requests.to_vec()
+    };
+    let collect = Arc::new(Collect::new(requests.len()));
+    submit(owned, collect.clone());
+    collect.wait()
+}
+
 impl<T: Send> Collect<T> {
     /// Waits for `n` answers and keeps `keep(answer)` of each (called on the answering thread).
     pub fn with(n: usize, keep: impl Fn(Done) -> T + Send + Sync + 'static) -> Collect<T> {

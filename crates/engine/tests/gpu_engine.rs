@@ -14,8 +14,8 @@ use warpsearch_codec::Codec;
 
 use warpsearch_cpu::CpuSearcher;
 use warpsearch_engine::{
-    Backend, BackendChoice, CacheBudget, CacheOptions, Completion, Engine, EngineOptions, Hybrid,
-    HybridOptions, Policy,
+    Backend, BackendChoice, CacheBudget, CacheOptions, Completion, Engine, EngineOptions, HybridOptions,
+    Policy, Scheduler,
 };
 use warpsearch_gpu::testing::{gpu, say};
 use warpsearch_gpu::{Gpu, GpuError, GpuOptions, GpuSearcher};
@@ -550,7 +550,7 @@ fn hybrid_with_the_gpu_equals_the_oracle() {
         let scorer = Arc::new(Scorer::new(index.clone(), options).unwrap());
         for share in [None, Some(0.3), Some(0.5), Some(1.0)] {
             let searcher = GpuSearcher::new(gpu.clone(), scorer.clone(), GpuOptions::default()).unwrap();
-            let hybrid = Hybrid::new(
+            let hybrid = Scheduler::hybrid(
                 CpuSearcher::new(scorer.clone()),
                 Some(searcher),
                 HybridOptions {
@@ -569,7 +569,7 @@ fn hybrid_with_the_gpu_equals_the_oracle() {
                     check_hybrid(&hybrid, &reqs, &want, &what);
                 }
             }
-            let stats = hybrid.take_stats();
+            let stats = hybrid.take_stats().unwrap();
             assert_eq!(stats.gpu_fallbacks, 0);
             if share.is_some() {
                 assert!(
@@ -598,7 +598,7 @@ fn hybrid_reruns_failed_gpu_tasks_on_the_cpu() {
         ..GpuOptions::default()
     };
     let searcher = GpuSearcher::new(gpu, scorer.clone(), failing).unwrap();
-    let hybrid = Hybrid::new(
+    let hybrid = Scheduler::hybrid(
         CpuSearcher::new(scorer),
         Some(searcher),
         HybridOptions {
@@ -632,7 +632,7 @@ fn hybrid_reruns_failed_gpu_tasks_on_the_cpu() {
                 assert!(same(&g.unwrap().hits, &oracle.search(r).unwrap()), "{mode:?}");
             }
         }
-        let stats = hybrid.take_stats();
+        let stats = hybrid.take_stats().unwrap();
         fallbacks += stats.gpu_fallbacks;
         gpu_queries += stats.gpu_queries;
         if fallbacks > 0 {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use warpsearch_codec::Codec;
 use warpsearch_cpu::CpuSearcher;
-use warpsearch_engine::{Backend, BackendChoice, Engine, EngineOptions, Hybrid, HybridOptions};
+use warpsearch_engine::{Backend, BackendChoice, Engine, EngineOptions, HybridOptions, Scheduler};
 use warpsearch_query::{Mode, Ranking, Scorer, SearchOptions};
 
 use common::{check_hybrid, oracle, random_index, random_queries, requests, same};
@@ -38,7 +38,10 @@ fn workers_for_a_gpu_do_not_apply_without_one() {
         ..HybridOptions::default()
     };
     assert_eq!(
-        Hybrid::new(cpu.clone(), None, gpu_only).options().cpu_workers,
+        Scheduler::hybrid(cpu.clone(), None, gpu_only)
+            .hybrid_options()
+            .unwrap()
+            .cpu_workers,
         cores
     );
     let both = HybridOptions {
@@ -46,7 +49,13 @@ fn workers_for_a_gpu_do_not_apply_without_one() {
         gpu_cpu_workers: Some(1),
         ..HybridOptions::default()
     };
-    assert_eq!(Hybrid::new(cpu, None, both).options().cpu_workers, 3);
+    assert_eq!(
+        Scheduler::hybrid(cpu, None, both)
+            .hybrid_options()
+            .unwrap()
+            .cpu_workers,
+        3
+    );
 }
 
 #[test]
@@ -64,7 +73,7 @@ fn hybrid_on_the_cpu_equals_the_oracle_whole_and_split() {
             let oracle = oracle(&index, search);
             let cpu = CpuSearcher::new(Arc::new(Scorer::new(index.clone(), search).unwrap()));
             for split in [false, true] {
-                let hybrid = Hybrid::new(cpu.clone(), None, options(split));
+                let hybrid = Scheduler::hybrid(cpu.clone(), None, options(split));
                 for mode in [Mode::And, Mode::Or, Mode::AndOr] {
                     for k in [1, 10, 1000] {
                         let reqs = requests(&queries, mode, k);
@@ -73,7 +82,7 @@ fn hybrid_on_the_cpu_equals_the_oracle_whole_and_split() {
                         check_hybrid(&hybrid, &reqs, &want, &what);
                     }
                 }
-                let stats = hybrid.take_stats();
+                let stats = hybrid.take_stats().unwrap();
                 assert_eq!(stats.gpu_queries + stats.both_queries, 0);
                 if split {
                     assert!(stats.splits > 0, "seed {seed}: nothing was split");
@@ -120,7 +129,7 @@ fn a_closed_loop_of_many_chunks_equals_the_oracle() {
     let search = SearchOptions::new(&index);
     let oracle = oracle(&index, search);
     let cpu = CpuSearcher::new(Arc::new(Scorer::new(index.clone(), search).unwrap()));
-    let hybrid = Hybrid::new(cpu, None, options(false));
+    let hybrid = Scheduler::hybrid(cpu, None, options(false));
     for mode in [Mode::And, Mode::Or] {
         let one = requests(&queries, mode, 10);
         let want_one: Vec<_> = one.iter().map(|r| oracle.search(r).unwrap()).collect();
@@ -133,5 +142,9 @@ fn a_closed_loop_of_many_chunks_equals_the_oracle() {
             assert!(same(hits, &want_one[i % one.len()]), "{mode:?}: query {i}");
         }
     }
-    assert_eq!(hybrid.take_stats().cpu_queries, 6000, "each counted once");
+    assert_eq!(
+        hybrid.take_stats().unwrap().cpu_queries,
+        6000,
+        "each counted once"
+    );
 }

@@ -242,7 +242,7 @@ impl Metrics {
             }
             let mut guard = self.hybrid.lock().expect("no thread panics under this lock");
             let h = &mut *guard;
-            let sums: [(&str, &mut u64, u64, &str); 8] = [
+            let sums: [(&str, &mut u64, u64, &str); 7] = [
                 (
                     "splits",
                     &mut h.splits,
@@ -253,25 +253,19 @@ impl Metrics {
                     "steals_by_cpu",
                     &mut h.steals_by_cpu,
                     new.steals_by_cpu,
-                    "Tasks a CPU worker took from the GPU queue.",
+                    "Queries the CPU took from the GPU's queue.",
                 ),
                 (
                     "steals_by_gpu",
                     &mut h.steals_by_gpu,
                     new.steals_by_gpu,
-                    "Tasks the GPU took from the CPU queue.",
-                ),
-                (
-                    "urgent",
-                    &mut h.urgent,
-                    new.urgent,
-                    "Tasks run first for being past half their deadline.",
+                    "Queries the GPU took from the CPU's queue.",
                 ),
                 (
                     "gpu_batches",
                     &mut h.gpu_batches,
                     new.gpu_batches,
-                    "GPU batches (gpu_tasks / gpu_batches: the mean batch size).",
+                    "GPU calls (gpu_tasks / gpu_batches: the mean call size).",
                 ),
                 (
                     "gpu_tasks",

@@ -56,8 +56,8 @@ pub fn hybrid_stats_line(h: &HybridStats) -> String {
     let total = (h.cpu_queries + h.gpu_queries + h.both_queries).max(1) as f64;
     format!(
         "hybrid: queries by CPU {:.1}%, GPU {:.1}%, split over both {:.1}%; {} splits; prediction error \
-         CPU {:.0}% (per query), GPU {:.0}% (per batch); steals: CPU took {}, GPU took {}; {} urgent; \
-         {} GPU batches of {:.1} tasks; {} GPU failures rerun on the CPU; {} deadline misses",
+         CPU {:.0}% (per query), GPU {:.0}% (per call); the CPU took {} from the GPU's queue, the GPU {} from the CPU's; \
+         {} GPU calls of {:.1} tasks; {} GPU failures rerun on the CPU; {} deadline misses",
         100.0 * h.cpu_queries as f64 / total,
         100.0 * h.gpu_queries as f64 / total,
         100.0 * h.both_queries as f64 / total,
@@ -66,7 +66,6 @@ pub fn hybrid_stats_line(h: &HybridStats) -> String {
         100.0 * h.gpu_prediction_error,
         h.steals_by_cpu,
         h.steals_by_gpu,
-        h.urgent,
         h.gpu_batches,
         h.gpu_tasks as f64 / h.gpu_batches.max(1) as f64,
         h.gpu_fallbacks,
@@ -77,7 +76,7 @@ pub fn hybrid_stats_line(h: &HybridStats) -> String {
 pub fn hybrid_json(h: &HybridStats) -> Value {
     json!({"cpu_queries": h.cpu_queries, "gpu_queries": h.gpu_queries, "both_queries": h.both_queries,
            "splits": h.splits, "steals_by_cpu": h.steals_by_cpu, "steals_by_gpu": h.steals_by_gpu,
-           "urgent": h.urgent, "deadline_misses": h.deadline_misses, "gpu_batches": h.gpu_batches,
+           "deadline_misses": h.deadline_misses, "gpu_batches": h.gpu_batches,
            "gpu_tasks": h.gpu_tasks, "gpu_fallbacks": h.gpu_fallbacks,
            "cpu_prediction_error": h.cpu_prediction_error, "gpu_prediction_error": h.gpu_prediction_error})
 }

@@ -74,30 +74,25 @@ impl Rates {
     }
 }
 
+/// Queries a GPU call of the rates `r` takes at most: as many as its predicted time fits in `target`
+/// seconds (at least twice the latency floor), at least one and at most `max`.
+pub(super) fn call_size(r: &Rates, target: f64, max: usize) -> usize {
+    let target = target.max(2.0 * r.gpu_latency);
+    let n = ((target - r.gpu_latency).max(0.0) * r.gpu_rate) as usize;
+    n.clamp(1, max.max(1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hybrid::queues::Policy;
 
-    /// The batches a full queue of tasks with deadlines gets, against a GPU of `floor` seconds and
-    /// `rate` tasks per second, starting from the default rates.
-    fn batches(floor: f64, rate: f64, target: f64, rounds: usize) -> Vec<usize> {
+    /// The calls a full queue gets against a GPU of `floor` seconds and `rate` tasks per second,
+    /// starting from the default rates.
+    fn calls(floor: f64, rate: f64, target: f64, rounds: usize) -> Vec<usize> {
         let mut r = Rates::default();
         let mut sizes = Vec::new();
         for _ in 0..rounds {
-            let policy = Policy {
-                urgency: 0.5,
-                max_batch: 8192,
-                batch_target: target,
-                gpu_rate: r.gpu_rate,
-                cpu_rate: 1000.0,
-                gpu_latency: r.gpu_latency,
-            };
-            // As `next_for_gpu` cuts a batch: it grows while its predicted time fits the target.
-            let mut n = 1;
-            while n < policy.max_batch && policy.batch_time(n + 1) <= target.max(2.0 * r.gpu_latency) {
-                n += 1;
-            }
+            let n = call_size(&r, target, 8192);
             r.observe_gpu_batch(n, floor + n as f64 / rate);
             sizes.push(n);
         }
@@ -105,22 +100,21 @@ mod tests {
     }
 
     #[test]
-    fn batches_grow_to_the_target_from_the_default_rate() {
+    fn calls_grow_to_the_target_from_the_default_rate() {
         // The passages' GPU: a 1 ms floor, 285,000 OR queries per second; a 20 ms target fits 5,415.
-        let sizes = batches(0.001, 285_000.0, 0.020, 40);
+        let sizes = calls(0.001, 285_000.0, 0.020, 40);
         assert!(sizes[0] < 256, "{sizes:?}");
         let last = *sizes.last().unwrap();
         assert!((5300..=5415).contains(&last), "{sizes:?}");
         // The 25M collection's: 5 ms and 8,000 per second; 20 ms fits 120.
-        let sizes = batches(0.005, 8_000.0, 0.020, 40);
+        let sizes = calls(0.005, 8_000.0, 0.020, 40);
         let last = *sizes.last().unwrap();
         assert!((110..=125).contains(&last), "{sizes:?}");
         // A long target on it: 400 ms fits 3,160.
-        let sizes = batches(0.005, 8_000.0, 0.400, 40);
+        let sizes = calls(0.005, 8_000.0, 0.400, 40);
         let last = *sizes.last().unwrap();
         assert!((3000..=3200).contains(&last), "{sizes:?}");
     }
-
     #[test]
     fn batches_of_mixed_sizes_fit_the_floor_and_the_rate() {
         let mut r = Rates::default();

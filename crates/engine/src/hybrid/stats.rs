@@ -13,17 +13,15 @@ pub struct HybridStats {
     pub both_queries: u64,
     /// Queries split into docID-range parts.
     pub splits: u64,
-    /// Tasks a CPU worker took from the GPU queue.
+    /// Queries the CPU took from the GPU's queue (they had waited for the GPU).
     pub steals_by_cpu: u64,
-    /// Tasks the GPU took from the CPU queue.
+    /// Queries the GPU took from the CPU's queue (the CPU lagged).
     pub steals_by_gpu: u64,
-    /// Tasks run first because they were past the urgency point of their deadline.
-    pub urgent: u64,
     /// Queries answered after their deadline.
     pub deadline_misses: u64,
-    /// GPU batches and the tasks they carried.
+    /// GPU calls.
     pub gpu_batches: u64,
-    /// Tasks sent to the GPU.
+    /// Tasks the GPU calls carried.
     pub gpu_tasks: u64,
     /// Tasks the GPU failed that the CPU ran again.
     pub gpu_fallbacks: u64,
@@ -60,7 +58,6 @@ counters!(
     splits,
     steals_by_cpu,
     steals_by_gpu,
-    urgent,
     deadline_misses,
     gpu_batches,
     gpu_tasks,

@@ -11,7 +11,7 @@ use warpsearch_cpu::CpuSearcher;
 use warpsearch_index::build::{build_from_jsonl, BuildOptions};
 use warpsearch_index::{AnalyzerConfig, Bm25Params, DocOrder, Index, WriterOptions};
 
-use warpsearch_engine::{Hybrid, Reply};
+use warpsearch_engine::{Reply, Scheduler};
 use warpsearch_query::{Algorithm, Mode, Query, Request, Scored, Scorer, SearchOptions};
 
 pub struct Rng(pub u64);
@@ -116,14 +116,14 @@ pub fn same(a: &[Scored], b: &[Scored]) -> bool {
 /// The hybrid answers every request of `reqs` with `want`'s documents and score bits: in a closed loop
 /// (all at once), then one query at a time (every worker idle, so long queries are split), each
 /// answered once and with its own id.
-pub fn check_hybrid(hybrid: &Hybrid, reqs: &[Request], want: &[Vec<Scored>], what: &str) {
+pub fn check_hybrid(hybrid: &Scheduler, reqs: &[Request], want: &[Vec<Scored>], what: &str) {
     for (i, (g, w)) in hybrid.search_batch(reqs).iter().zip(want).enumerate() {
         assert!(same(&g.as_ref().unwrap().hits, w), "{what}: query {i}");
     }
     let (tx, rx) = channel();
     for (i, r) in reqs.iter().enumerate() {
         let reply: Arc<dyn Reply> = Arc::new(tx.clone());
-        hybrid.submit_many(vec![(i as u64, r.clone())], Some(Duration::from_secs(60)), reply);
+        hybrid.submit(i as u64, vec![r.clone()], Some(Duration::from_secs(60)), reply);
         let done = rx.recv().unwrap();
         assert_eq!(done.id, i as u64);
         assert!(

@@ -1,0 +1,338 @@
+//! A query's way into the hybrid: its features and predicted costs, the processor predicted to finish
+//! it first, and whether to split it.
+//!
+//! A query is split only when there is spare capacity (at least two CPU threads idle), into as many
+//! parts as threads are idle (at most `split_parts`): intra-query parallelism shortens one query's
+//! latency at the price of some repeated work (every part sets up its own cursors), which a loaded
+//! system cannot afford. A burst of many queries (a closed loop) is never split.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+
+use warpsearch_index::Index;
+use warpsearch_query::{DocRange, Mode, Request};
+
+use super::stats::bump;
+use super::{lock, Router};
+use crate::cost::{CostModel, Features};
+use crate::exec::cpu::CpuExecutor;
+use crate::exec::gather::Gather;
+use crate::exec::gpu::GpuExecutor;
+use crate::exec::{Batch, Task};
+use crate::reply::{Done, Reply, ServedBy};
+
+/// What a query is predicted to cost.
+struct Estimate {
+    features: Features,
+    /// Seconds on one CPU core.
+    cpu: f64,
+    /// Seconds it adds to a GPU call.
+    gpu: f64,
+    /// Seconds of a GPU call's fixed cost (at least the measured latency of a small call).
+    intercept: f64,
+}
+
+fn estimate(
+    router: &Router,
+    model: &CostModel,
+    gpu_latency: f64,
+    request: &Request,
+    features: Features,
+) -> Estimate {
+    let mode = request.mode;
+    // A query that matches nothing is answered at once by whichever processor takes it.
+    let (cpu, gpu) = if request.query.matches_nothing(mode) {
+        (1e-6, 0.0)
+    } else if router.has_gpu {
+        (model.cpu(mode, &features), model.gpu_marginal(mode, &features))
+    } else {
+        (model.cpu(mode, &features), f64::INFINITY)
+    };
+    Estimate {
+        features,
+        cpu,
+        gpu,
+        intercept: model.gpu_batch(mode, 0.0).max(gpu_latency),
+    }
+}
+
+/// What each processor has to do before it can start a new query, as the router assigns queries.
+struct Loads {
+    has_gpu: bool,
+    margin: f64,
+    /// Whether the queries are a large batch, whose caller waits for its last answer: they then go
+    /// where they finish soonest counting the CPU's queue, not only to free threads.
+    whole_batch: bool,
+    /// CPU threads free (a query given to one starts at once), the threads, and the predicted seconds
+    /// on one core of what the CPU has queued.
+    cpu_free: usize,
+    workers: f64,
+    cpu_backlog: f64,
+    /// Queries the GPU has queued or running, and its measured rate.
+    gpu_queries: f64,
+    gpu_rate: f64,
+}
+
+/// Which executor takes a query.
+#[derive(Clone, Copy, PartialEq)]
+enum To {
+    Cpu,
+    Gpu,
+}
+
+impl Loads {
+    fn now(router: &Router, cpu: &CpuExecutor, gpu: Option<&GpuExecutor>, whole_batch: bool) -> Loads {
+        let r = *lock(&router.rates);
+        Loads {
+            has_gpu: gpu.is_some(),
+            margin: router.options.margin.max(0.0),
+            whole_batch,
+            cpu_free: cpu.free(),
+            workers: cpu.threads().max(1) as f64,
+            cpu_backlog: cpu.handle().backlog(),
+            gpu_queries: gpu.map_or(0, GpuExecutor::load) as f64,
+            gpu_rate: r.gpu_rate.max(1e-9),
+        }
+    }
+
+    /// The processor predicted to finish `e` first, its load counted. The CPU takes a query only when
+    /// it is predicted to finish it sooner by the margin, and, but for a large batch, only on a free
+    /// thread: a query queued behind another on a core waits for all of it, where the GPU answers
+    /// many at once (and a thread with nothing to do takes from the GPU's queue when it holds more
+    /// than its next call).
+    fn choose(&mut self, e: &Estimate) -> To {
+        if !self.has_gpu {
+            return To::Cpu;
+        }
+        let gpu_done = e.intercept + self.gpu_queries / self.gpu_rate + e.gpu;
+        let cpu_done = match (self.cpu_free, self.whole_batch) {
+            (0, false) => f64::INFINITY,
+            (0, true) => self.cpu_backlog / self.workers + e.cpu,
+            _ => e.cpu,
+        };
+        if cpu_done * (1.0 + self.margin) < gpu_done {
+            match self.cpu_free {
+                0 => self.cpu_backlog += e.cpu,
+                _ => self.cpu_free -= 1,
+            }
+            To::Cpu
+        } else {
+            self.gpu_queries += 1.0;
+            To::Gpu
+        }
+    }
+}
+
+/// Counts each answer by who gave it (before it is sent, so that a caller woken by the last answer
+/// reads counters that include it).
+struct Counted {
+    reply: Arc<dyn Reply>,
+    router: Arc<Router>,
+}
+
+impl Counted {
+    fn count(&self, done: &Done) {
+        let c = &self.router.counters;
+        bump(
+            match done.served_by {
+                ServedBy::Cpu => &c.cpu_queries,
+                ServedBy::Gpu => &c.gpu_queries,
+                ServedBy::Both => &c.both_queries,
+            },
+            1,
+        );
+        if done.missed_deadline {
+            bump(&c.deadline_misses, 1);
+        }
+    }
+}
+
+impl Reply for Counted {
+    fn send(&self, done: Done) {
+        self.count(&done);
+        self.reply.send(done);
+    }
+
+    fn send_many(&self, done: Vec<Done>) {
+        for d in &done {
+            self.count(d);
+        }
+        self.reply.send_many(done);
+    }
+
+    fn wanted(&self) -> bool {
+        self.reply.wanted()
+    }
+}
+
+/// Tasks routed together per look at the executors' loads in a burst.
+const BURST_CHUNK: usize = 1024;
+
+/// Routes `requests` (request i's answer goes to `reply` with id `first_id + i`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn submit(
+    router: &Arc<Router>,
+    cpu: &CpuExecutor,
+    gpu: Option<&GpuExecutor>,
+    index: &Arc<Index>,
+    first_id: u64,
+    requests: Vec<Request>,
+    deadline: Option<Duration>,
+    reply: Arc<dyn Reply>,
+) {
+    let reply: Arc<dyn Reply> = Arc::new(Counted {
+        reply,
+        router: router.clone(),
+    });
+    let submitted = Instant::now();
+    let estimates = |requests: &[Request]| -> Vec<Estimate> {
+        let features: Vec<Features> = requests.iter().map(|r| Features::of(index, &r.query)).collect();
+        let gpu_latency = lock(&router.rates).gpu_latency;
+        let model = lock(&router.model);
+        requests
+            .iter()
+            .zip(features)
+            .map(|(r, f)| estimate(router, &model, gpu_latency, r, f))
+            .collect()
+    };
+    if requests.len() == 1 {
+        let e = estimates(&requests).pop().expect("one estimate");
+        let request = requests.into_iter().next().expect("one request");
+        submit_one(
+            router, cpu, gpu, index, first_id, request, e, submitted, deadline, reply,
+        );
+        return;
+    }
+    let whole_batch = requests.len() > BURST_CHUNK;
+    // A burst (a closed loop): never split; routed and queued a chunk at a time, so that the
+    // executors start on the first while the rest are made, each chunk against the loads as the
+    // chunks before it left them.
+    let route = |(c, chunk): (usize, Vec<Request>)| {
+        let e = estimates(&chunk);
+        let mut loads = Loads::now(router, cpu, gpu, whole_batch);
+        let (mut to_cpu, mut to_gpu) = (Vec::new(), Vec::new());
+        for (i, (request, e)) in chunk.into_iter().zip(e).enumerate() {
+            let task = Task {
+                learn: Some(e.features),
+                cost: e.cpu,
+                ..Task::whole(first_id + (c * BURST_CHUNK + i) as u64, request)
+            };
+            match loads.choose(&e) {
+                To::Cpu => to_cpu.push(task),
+                To::Gpu => to_gpu.push(task),
+            }
+        }
+        if !to_gpu.is_empty() {
+            let gpu = gpu.expect("the GPU is chosen only where there is one");
+            gpu.submit(Batch::tasks(to_gpu, submitted, deadline, reply.clone()));
+        }
+        if !to_cpu.is_empty() {
+            cpu.submit(Batch::tasks(to_cpu, submitted, deadline, reply.clone()));
+        }
+    };
+    let here = requests.len() <= BURST_CHUNK || rayon::current_thread_index().is_some();
+    let chunks = || {
+        let mut requests = requests.into_iter().peekable();
+        std::iter::from_fn(move || {
+            requests.peek()?;
+            Some(requests.by_ref().take(BURST_CHUNK).collect::<Vec<_>>())
+        })
+        .enumerate()
+    };
+    // A burst of several chunks is routed on all cores (in no set order: every answer goes to its
+    // id). One chunk (a server's request) is routed where it is submitted, and so is a burst
+    // submitted from a rayon thread: that thread may hold a lock (the Python package's engine) that
+    // a job stolen while it waits would take again.
+    if here {
+        chunks().for_each(route);
+    } else {
+        chunks().par_bridge().for_each(route);
+    }
+}
+
+/// Routes one query: whole, or split when there is spare capacity and it is long.
+#[allow(clippy::too_many_arguments)]
+fn submit_one(
+    router: &Router,
+    cpu: &CpuExecutor,
+    gpu: Option<&GpuExecutor>,
+    index: &Index,
+    id: u64,
+    request: Request,
+    e: Estimate,
+    submitted: Instant,
+    deadline: Option<Duration>,
+    reply: Arc<dyn Reply>,
+) {
+    let options = &router.options;
+    let idle = cpu.free();
+    // Spare capacity: at least two threads free (so that the parts run at once, side by side).
+    let split = idle > 1
+        && request.mode != Mode::AndOr
+        && !request.query.matches_nothing(request.mode)
+        && options
+            .split_above
+            .is_some_and(|limit| e.cpu > limit.as_secs_f64());
+    if !split {
+        let task = Task {
+            learn: Some(e.features),
+            cost: e.cpu,
+            ..Task::whole(id, request)
+        };
+        let batch = Batch::tasks(vec![task], submitted, deadline, reply);
+        match (Loads::now(router, cpu, gpu, false).choose(&e), gpu) {
+            (To::Gpu, Some(gpu)) => gpu.submit(batch),
+            _ => cpu.submit(batch),
+        }
+        return;
+    }
+    let cpu_parts = idle.clamp(1, options.split_parts.max(1));
+    // The GPU's share of a split query: its part (latency a + s·g) should end when the CPU parts
+    // ((1 − s)·c / P) do; or the share the options fix. A GPU with a list cache takes whole queries
+    // only.
+    let gpu_share = match (gpu.is_some() && !router.cached, options.split_gpu_share) {
+        (false, _) => 0.0,
+        (true, Some(share)) => share.clamp(0.0, 1.0),
+        (true, None) => {
+            let per_part = e.cpu / cpu_parts as f64;
+            ((per_part - e.intercept) / (e.gpu + per_part)).clamp(0.0, 0.9)
+        }
+    };
+    let gpu_part = gpu_share >= 0.05;
+    // A GPU share of every document leaves nothing to the CPU.
+    let cpu_parts = if gpu_share >= 1.0 { 0 } else { cpu_parts };
+    let parts = cpu_parts + usize::from(gpu_part);
+    bump(&router.counters.splits, 1);
+    let num_docs = index.num_docs();
+    let gather = Arc::new(Gather::new(id, request.k, parts, submitted, deadline, reply));
+    let part = |range: DocRange, share: f64| Task {
+        id,
+        request: request.clone(),
+        range,
+        gather: Some(gather.clone()),
+        learn: None,
+        cost: e.cpu * share,
+    };
+    let cut = ((gpu_share * num_docs as f64) as u32).min(num_docs);
+    let start = if gpu_part { cut } else { 0 };
+    let span = (num_docs - start) as u64;
+    let tasks: Vec<Task> = (0..cpu_parts as u64)
+        .map(|p| {
+            let lo = start + (span * p / cpu_parts as u64) as u32;
+            let hi = start + (span * (p + 1) / cpu_parts as u64) as u32;
+            part(
+                DocRange::half_open(lo, hi),
+                (hi - lo) as f64 / num_docs.max(1) as f64,
+            )
+        })
+        .collect();
+    if let (true, Some(gpu)) = (gpu_part, gpu) {
+        let task = part(DocRange::half_open(0, cut), gpu_share);
+        gpu.submit(Batch::tasks(vec![task], submitted, deadline, gather.clone()));
+    }
+    if !tasks.is_empty() {
+        cpu.submit(Batch::tasks(tasks, submitted, deadline, gather));
+    }
+}
