@@ -4,8 +4,8 @@
 //! query's parts) is answered by all threads at once. Against a pool task per query (rayon's injector,
 //! an `Arc` per query) this leaves a query's overhead at one shared counter. A large batch (a closed
 //! loop's) is claimed and answered a few queries at a time, so that the threads do not take turns on
-//! its counters at every query; a thread with nothing to do first takes what the GPU's queue holds
-//! beyond its next call, where the scheduler lets it ([`CpuExecutor::set_steal`]), then watches the
+//! its counters at every query; a thread with nothing to do first takes the oldest batch the GPU's
+//! queue holds where more than one waits, if the scheduler lets it ([`CpuExecutor::set_steal`]), then watches the
 //! queue briefly before it sleeps, so that a query arriving meanwhile waits for no wake-up. A batch
 //! whose reply is no longer wanted has its unclaimed queries dropped when a thread reaches it.
 

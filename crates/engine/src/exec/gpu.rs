@@ -166,8 +166,9 @@ impl GpuExecutor {
         self.shared.ready.notify_one();
     }
 
-    /// What a CPU thread with nothing to do takes from this queue: the newest batch, where more than
-    /// one waits (the next call's stays for the GPU); `learn` hears how many queries it took.
+    /// What a CPU thread with nothing to do takes from this queue: the oldest batch, where more than
+    /// one waits (those behind it still make the GPU's next call), since the oldest has waited
+    /// longest; `learn` hears how many queries it took.
     pub fn stealer(&self, learn: Arc<dyn Learn>) -> Steal {
         let shared = Arc::downgrade(&self.shared);
         Box::new(move || {
@@ -176,7 +177,7 @@ impl GpuExecutor {
             if st.queue.len() < 2 {
                 return None;
             }
-            let batch = st.queue.pop_back()?;
+            let batch = st.queue.pop_front()?;
             drop(st);
             s.queued.fetch_sub(batch.len(), Ordering::Relaxed);
             learn.stolen(batch.len());

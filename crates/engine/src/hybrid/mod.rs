@@ -6,8 +6,8 @@
 //!   ([`crate::cost`]) from what the executors measure ([`crate::exec::Learn`]).
 //! - A query goes to the processor that is predicted to finish it first, counting what the GPU already
 //!   has ([`route`]); the CPU takes it only on a free thread and when it finishes it sooner by a
-//!   margin. A CPU thread with nothing to do takes batches the GPU's queue holds beyond its next
-//!   call; the GPU with nothing to do takes what the CPU's queue holds beyond what its threads soon
+//!   margin. A CPU thread with nothing to do takes the oldest batch the GPU's queue holds where more
+//!   than one waits; the GPU with nothing to do takes what the CPU's queue holds beyond what its threads soon
 //!   reach.
 //! - A query predicted to take long on one core is split by docID range when CPU threads are idle: a
 //!   GPU part and CPU parts, each later part starting from the best k-th score found so far; the
