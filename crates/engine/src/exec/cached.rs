@@ -10,12 +10,11 @@ use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 use warpsearch_cpu::CpuSearcher;
-use warpsearch_gpu::{CallId, GpuSearcher};
+use warpsearch_gpu::{CallId, GpuError, GpuSearcher};
 use warpsearch_index::{IndexError, Result};
 use warpsearch_query::{Answer, DocRange, Request};
 
 use crate::cache::{kth, CacheCtl};
-use crate::notes::Failures;
 use crate::split::{complete, gpu_request, take_answer, Partial, Split};
 
 /// The fewest queries a chunk holds (fewer chunks than [`CacheCtl::chunks`] for a short call), so that
@@ -39,24 +38,28 @@ struct Sent {
     submit: Duration,
 }
 
-/// What the CPU does for a chunk: completions (with the GPU's part and its latency), failures and
-/// queries the GPU cannot take (none); and the GPU's whole answers with their k-th scores, for the
+/// What the CPU does for a chunk: completions (with the GPU's part and its latency) and queries the
+/// GPU cannot take (none); and the GPU's whole answers with their k-th scores, for the
 /// dynamic policy.
 struct Work {
     jobs: Vec<(usize, Option<(Partial, Duration)>)>,
     seen: Vec<(usize, Option<f32>)>,
 }
 
+/// A query's answer from a cached call: final (the GPU's, completed on the CPU where the cache lacked
+/// part of it, or the CPU's where the GPU could not start it), or what the GPU failed with (the
+/// caller's fallback answers it on the CPU).
+pub(crate) type Cached = std::result::Result<Result<Answer>, GpuError>;
+
 /// Answers every request, in order, exactly once: the GPU's parts, completed on the CPU; what the GPU
-/// fails (counted in `failures`) or cannot take, on the CPU.
+/// cannot take, on the CPU; what it fails, left to the caller with its error.
 pub(crate) fn search_batch(
     gpu: &mut GpuSearcher,
     cpu: &CpuSearcher,
     ctl: &CacheCtl,
     requests: &[Request],
-    failures: &mut Failures,
-) -> Vec<Result<Answer>> {
-    let mut out: Vec<Option<Result<Answer>>> = (0..requests.len()).map(|_| None).collect();
+) -> Vec<Cached> {
+    let mut out: Vec<Option<Cached>> = (0..requests.len()).map(|_| None).collect();
     let (tx, rx) = channel::<(usize, Result<Answer>)>();
     let all = DocRange {
         first: 0,
@@ -93,34 +96,38 @@ pub(crate) fn search_batch(
             // The previous chunk computed while this one was split and sent: its answers, then its
             // CPU work beside this chunk's kernels.
             if let Some(prev) = in_flight.replace(sent) {
-                let work = collect(gpu, requests, prev, all, &mut out, failures);
+                let work = collect(gpu, requests, prev, all, &mut out);
                 spawn_work(scope, cpu, ctl, requests, work, tx.clone());
             }
         }
         if let Some(last) = in_flight.take() {
-            let work = collect(gpu, requests, last, all, &mut out, failures);
+            let work = collect(gpu, requests, last, all, &mut out);
             spawn_work(scope, cpu, ctl, requests, work, tx.clone());
         }
     });
     drop(tx);
     for (i, r) in rx {
-        out[i] = Some(r);
+        out[i] = Some(Ok(r));
     }
     out.into_iter()
-        .map(|a| a.unwrap_or_else(|| Err(IndexError::Invalid("a query was left unanswered (a bug)".into()))))
+        .map(|a| {
+            a.unwrap_or_else(|| {
+                Ok(Err(IndexError::Invalid(
+                    "a query was left unanswered (a bug)".into(),
+                )))
+            })
+        })
         .collect()
 }
 
-/// Waits for chunk `sent`'s GPU answers (its queries' ranges cut from `all`): the whole ones go to
-/// `out`; the rest, with the queries the GPU failed (counted in `failures`) or never took, become the
-/// CPU's work.
+/// Waits for chunk `sent`'s GPU answers (its queries' ranges cut from `all`): the whole ones and the
+/// failures go to `out`; the rest, with the queries the GPU never took, become the CPU's work.
 fn collect(
     gpu: &mut GpuSearcher,
     requests: &[Request],
     sent: Sent,
     all: DocRange,
-    out: &mut [Option<Result<Answer>>],
-    failures: &mut Failures,
+    out: &mut [Option<Cached>],
 ) -> Work {
     let waited = Instant::now();
     let mut answers = gpu.wait(sent.call).into_iter();
@@ -148,12 +155,9 @@ fn collect(
             }
             (Ok(a), None) => {
                 work.seen.push((at, kth(&reqs[i], Some(&a.hits))));
-                out[at] = Some(Ok(a));
+                out[at] = Some(Ok(Ok(a)));
             }
-            (Err(e), _) => {
-                failures.add(&e);
-                work.jobs.push((at, None))
-            }
+            (Err(e), _) => out[at] = Some(Err(e)),
         }
     }
     for i in (0..sent.len).filter(|&i| sent.splits[i] == Split::Cpu) {

@@ -235,12 +235,15 @@ impl From<std::result::Result<Answer, GpuError>> for Gpu {
 }
 
 /// A call with a list cache: its queries split by what the cache covers, the GPU's parts completed
-/// on the cores ([`cached::search_batch`]), every answer final.
+/// on the cores ([`cached::search_batch`]); what the GPU failed is left to [`fall_back`].
 fn cached_call(s: &Shared, gpu: &mut GpuSearcher, ctl: &CacheCtl, requests: &[Request]) -> Vec<Gpu> {
-    let mut failures = Failures::default();
-    let out = cached::search_batch(gpu, &s.cpu_searcher, ctl, requests, &mut failures);
-    failures.note(&s.notes);
-    out.into_iter().map(Gpu::Final).collect()
+    cached::search_batch(gpu, &s.cpu_searcher, ctl, requests)
+        .into_iter()
+        .map(|a| match a {
+            Ok(answer) => Gpu::Final(answer),
+            Err(e) => Gpu::Answer(Err(e)),
+        })
+        .collect()
 }
 
 /// Every query of a call that panicked, as failed.
