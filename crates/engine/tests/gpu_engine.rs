@@ -646,6 +646,64 @@ fn hybrid_reruns_failed_gpu_tasks_on_the_cpu() {
     );
 }
 
+/// Failure injection with a list cache: every GPU batch fails; the GPU and the hybrid answer each query
+/// once, with the oracle's documents, on the CPU, and say so (a cached call leaves its failures to the
+/// one fallback every setting shares).
+#[test]
+fn failed_cached_batches_are_answered_by_the_cpu() {
+    let Some(_gpu) = gpu() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (index, v) = random_index(tmp.path(), 4077, Codec::SimdBp, None);
+    let queries = random_queries(&index, v, 4077);
+    let options = SearchOptions::new(&index);
+    let oracle = oracle(&index, options);
+    let whole = warpsearch_gpu::residency::device_bytes(&index) as u64;
+    let failing = GpuOptions {
+        fail_batches: true,
+        ..GpuOptions::default()
+    };
+    for backend in [BackendChoice::Gpu, BackendChoice::Hybrid] {
+        let train = requests(&queries, Mode::Or, 10);
+        let engine = cached_engine(
+            failing,
+            &index,
+            options,
+            backend,
+            whole / 4,
+            whole / 4,
+            Policy::Vfb,
+            Completion::Transfer,
+            1.0,
+            train,
+        );
+        for mode in [Mode::And, Mode::Or] {
+            let reqs = requests(&queries, mode, 10);
+            let got = engine.search_batch(&reqs);
+            assert_eq!(got.len(), reqs.len());
+            for (r, a) in reqs.iter().zip(got) {
+                assert!(
+                    same(&a.unwrap().hits, &oracle.search(r).unwrap()),
+                    "{backend:?} {mode:?}"
+                );
+            }
+        }
+        if engine.fallback_queries() > 0 {
+            let notes = engine.take_notes();
+            assert!(
+                notes.iter().any(|n| n.contains("answered on the CPU")),
+                "{backend:?}: {notes:?}"
+            );
+        }
+        say(&format!(
+            "cached, failing, {backend:?}: {} queries answered on the CPU after the GPU failed them",
+            engine.fallback_queries()
+        ));
+        if backend == BackendChoice::Gpu {
+            assert!(engine.fallback_queries() > 0, "no query reached the failing GPU");
+        }
+    }
+}
+
 /// An engine on `backend` whose GPU (`base` otherwise) caches part of the index: `cache` bytes of
 /// list cache (S_c) and `stage` bytes of staging buffers (S_b), filled by `policy` from `train`.
 #[allow(clippy::too_many_arguments)]
