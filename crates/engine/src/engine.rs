@@ -237,8 +237,8 @@ impl Engine {
 
     /// Queues `requests` and returns at once; request i's answer (exactly one) goes to `reply` with id
     /// `first_id + i`, from the engine's thread that finished it, as soon as it is ready. `deadline`:
-    /// the time allowed from now (None: none, as in a closed loop); the hybrid schedules by it, and
-    /// every answer says whether it was missed.
+    /// the time allowed from now (None: none, as in a closed loop); every answer says whether it was
+    /// missed.
     pub fn submit(
         &self,
         first_id: u64,
