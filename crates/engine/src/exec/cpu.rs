@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use warpsearch_cpu::CpuSearcher;
 use warpsearch_index::{IndexError, Result};
-use warpsearch_query::{Answer, Mode, Part, Request};
+use warpsearch_query::{Answer, DocRange, Mode, Part, Request};
 
 use super::{Batch, Items, Learn, Task};
 use crate::cost::Features;
@@ -92,8 +92,8 @@ impl CpuQueue {
         self.0.push(batch);
     }
 
-    /// Up to `max` queries of the newest batch, not yet claimed by a thread, as a batch of their own
-    /// with the same reply (for the GPU, where the CPU lags).
+    /// Up to `max` queries of the newest batch of whole queries, not yet claimed by a thread, as a
+    /// batch of their own with the same reply (for the GPU, where the CPU lags).
     pub fn take(&self, max: usize) -> Option<Batch> {
         self.0.take(max)
     }
@@ -213,11 +213,19 @@ impl Queue {
     }
 
     fn take(&self, max: usize) -> Option<Batch> {
+        // Whole queries only: a split query's parts are the CPU's, and a GPU with a list cache
+        // answers every query over all its documents.
+        let whole = |j: &&Arc<Job>| match &j.batch.items {
+            Items::Queries(_) => true,
+            Items::Tasks(tasks) => tasks
+                .iter()
+                .all(|t| t.gather.is_none() && t.range == DocRange::ALL),
+        };
         let job = lock(&self.state)
             .jobs
             .iter()
             .rev()
-            .find(|j| !j.claimed())?
+            .find(|j| !j.claimed() && whole(j))?
             .clone();
         let n = job.batch.len();
         // The threads work on the oldest batch: the newest one's first queries are the furthest
@@ -418,4 +426,68 @@ fn caught<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
 /// One query's answer; a panic answers it with an error and leaves the thread serving.
 fn answer(cpu: &CpuSearcher, request: &Request) -> Result<Answer> {
     caught(|| cpu.answer(request))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::gather::Gather;
+    use crate::reply::Collect;
+    use warpsearch_query::Query;
+
+    /// A queue with no threads: what is queued stays until taken.
+    fn queue() -> Queue {
+        Queue {
+            state: Mutex::default(),
+            ready: Condvar::new(),
+            pushed: AtomicUsize::new(0),
+            threads: 1,
+            idle: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
+            backlog: AtomicU64::new(0),
+            steal: OnceLock::new(),
+            learn: OnceLock::new(),
+        }
+    }
+
+    fn task(id: u64) -> Task {
+        Task {
+            cost: 0.001,
+            ..Task::whole(id, Request::new(Query::from_ids(&[Some(1)]), Mode::Or, 10))
+        }
+    }
+
+    #[test]
+    fn the_gpu_takes_whole_queries_only_and_each_once() {
+        let q = queue();
+        let reply = Arc::new(Collect::new(8));
+        q.push(Batch::tasks(
+            (0..5).map(task).collect(),
+            Instant::now(),
+            None,
+            reply.clone(),
+        ));
+        // A split query's parts, queued after: the newest batch, but not the GPU's to take.
+        let gather = Arc::new(Gather::new(9, 10, 2, Instant::now(), None, reply.clone()));
+        let parts = (0..2)
+            .map(|p| Task {
+                range: DocRange::half_open(p * 10, p * 10 + 10),
+                gather: Some(gather.clone()),
+                ..task(9)
+            })
+            .collect();
+        q.push(Batch::tasks(parts, Instant::now(), None, gather));
+        assert_eq!(q.waiting.load(Ordering::Relaxed), 7);
+        let first = q.take(3).expect("whole queries to take");
+        let Items::Tasks(taken) = &first.items else {
+            panic!("tasks")
+        };
+        assert_eq!(taken.iter().map(|t| t.id).collect::<Vec<_>>(), [0, 1, 2]);
+        let second = q.take(3).expect("the rest");
+        assert_eq!(second.len(), 2);
+        // Every whole query taken once; the parts stay, and with them their cost.
+        assert!(q.take(3).is_none());
+        assert_eq!(q.waiting.load(Ordering::Relaxed), 2);
+        assert_eq!(q.backlog.load(Ordering::Relaxed), 2 * nanos(&task(0)));
+    }
 }
