@@ -100,8 +100,8 @@ impl Loads {
     /// The processor predicted to finish `e` first, its load counted. The CPU takes a query only when
     /// it is predicted to finish it sooner by the margin, and, but for a large batch, only on a free
     /// thread: a query queued behind another on a core waits for all of it, where the GPU answers
-    /// many at once (and a thread with nothing to do takes from the GPU's queue when it holds more
-    /// than its next call).
+    /// many at once (and a thread with nothing to do takes the oldest batch of the GPU's queue where
+    /// more than one waits).
     fn choose(&mut self, e: &Estimate) -> To {
         if !self.has_gpu {
             return To::Cpu;
@@ -334,5 +334,95 @@ fn submit_one(
     }
     if !tasks.is_empty() {
         cpu.submit(Batch::tasks(tasks, submitted, deadline, gather));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A query predicted at `cpu` seconds on a core and `gpu` seconds of a GPU call, whose latency
+    /// floor is 1 ms.
+    fn query(cpu: f64, gpu: f64) -> Estimate {
+        Estimate {
+            features: Features {
+                shortest: 1,
+                second: 0,
+                sum: 1,
+                terms: 1,
+            },
+            cpu,
+            gpu,
+            intercept: 0.001,
+        }
+    }
+
+    /// Loads with a GPU answering 100,000 queries a second, `free` CPU threads of 4, and `backlog`
+    /// seconds queued on the CPU.
+    fn loads(free: usize, backlog: f64, whole_batch: bool) -> Loads {
+        Loads {
+            has_gpu: true,
+            margin: 0.2,
+            whole_batch,
+            cpu_free: free,
+            workers: 4.0,
+            cpu_backlog: backlog,
+            gpu_queries: 0.0,
+            gpu_rate: 100_000.0,
+        }
+    }
+
+    #[test]
+    fn the_cpu_takes_a_query_on_a_free_thread_only_when_it_finishes_it_sooner_by_the_margin() {
+        // 0.5 ms on a core against the GPU's 1 ms floor: the CPU, while it has a free thread.
+        let mut l = loads(2, 0.0, false);
+        assert!(l.choose(&query(0.0005, 0.0)) == To::Cpu);
+        assert!(l.choose(&query(0.0005, 0.0)) == To::Cpu);
+        assert_eq!(l.cpu_free, 0);
+        // No thread free: the GPU, however cheap the query is on a core.
+        assert!(l.choose(&query(0.0005, 0.0)) == To::Gpu);
+        assert_eq!(l.gpu_queries, 1.0);
+        // 0.9 ms is sooner than the GPU's 1 ms, but not by 20%: the GPU.
+        let mut l = loads(4, 0.0, false);
+        assert!(l.choose(&query(0.0009, 0.0)) == To::Gpu);
+        assert_eq!(l.cpu_free, 4);
+    }
+
+    #[test]
+    fn the_gpu_queue_counts_in_its_completion() {
+        // 5 ms on a core loses to an idle GPU (1 ms) and wins against 1,000 queries queued there
+        // (1 + 10 ms).
+        let mut l = loads(1, 0.0, false);
+        assert!(l.choose(&query(0.005, 0.0)) == To::Gpu);
+        let mut l = loads(1, 0.0, false);
+        l.gpu_queries = 1000.0;
+        assert!(l.choose(&query(0.005, 0.0)) == To::Cpu);
+    }
+
+    #[test]
+    fn a_large_batch_queues_on_the_cpu_while_it_finishes_sooner_there() {
+        // No thread free, 4 ms queued on 4 threads: 1 ms to wait, plus 0.1 ms, against the GPU's
+        // 1 ms floor and its queue.
+        let mut l = loads(0, 0.004, true);
+        l.gpu_queries = 1000.0;
+        assert!(l.choose(&query(0.0001, 0.0)) == To::Cpu);
+        assert!((l.cpu_backlog - 0.0041).abs() < 1e-12);
+        // The same query of an open loop's submission waits for no queue on the CPU: the GPU.
+        let mut l = loads(0, 0.004, false);
+        l.gpu_queries = 1000.0;
+        assert!(l.choose(&query(0.0001, 0.0)) == To::Gpu);
+        // A batch shares out between the two: of 2,000 queries of 0.1 ms on a core, some go to each.
+        let mut l = loads(0, 0.0, true);
+        let to_cpu = (0..2000)
+            .filter(|_| l.choose(&query(0.0001, 0.00001)) == To::Cpu)
+            .count();
+        assert!(to_cpu > 0 && to_cpu < 2000, "{to_cpu} of 2,000 to the CPU");
+    }
+
+    #[test]
+    fn without_a_gpu_every_query_goes_to_the_cpu() {
+        let mut l = loads(0, 10.0, false);
+        l.has_gpu = false;
+        assert!(l.choose(&query(1.0, 0.0)) == To::Cpu);
     }
 }
