@@ -62,7 +62,7 @@ pub struct Metrics {
     /// queries it answered.
     latency_buckets: [[AtomicU64; BUCKETS.len() + 1]; BACKENDS.len()],
     latency_sum_us: [AtomicU64; BACKENDS.len()],
-    /// The hybrid scheduler's counts since start ([`warpsearch_engine::Hybrid::take_stats`] resets them).
+    /// The hybrid scheduler's counts since start ([`warpsearch_engine::Engine::take_hybrid_stats`] resets them).
     hybrid: Mutex<HybridStats>,
 }
 

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// What the scheduler did since it started (or since [`crate::Hybrid::take_stats`]).
+/// What the scheduler did since it started (or since [`crate::Scheduler::take_stats`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct HybridStats {
     /// Queries answered by the CPU alone.
