@@ -8,7 +8,7 @@
 //!   relative, and costs span five orders of magnitude), where `x` holds 1, the logs `a, b, c` of the
 //!   shortest list, the second and the sum (each `ln(1 + postings)`), their squares and products (a
 //!   query's time bends with its lists' lengths: MaxScore prunes long lists harder), the terms, and
-//!   one indicator each for 2, 3, 4 and 5 or more terms ([`CPU_FEATURES`]);
+//!   one indicator each for 2, 3, 4 and 5 or more terms (`CPU_FEATURES`);
 //! - GPU: `batch time = a + b · Σ work(q)` per mode, fitted on each batch's measured time, where
 //!   `work(q)` is the postings the kernel touches (the shortest list's for AND, every list's for OR);
 //!   a query's marginal GPU cost is `b · work(q)`.

@@ -1,4 +1,4 @@
-//! [`Scheduler`]: the one way a query runs. It owns the two executors ([`crate::exec`]) and decides
+//! [`Scheduler`]: the one way a query runs. It owns the two executors (`crates/engine/src/exec/`) and decides
 //! which takes each query; its settings are the backends:
 //!
 //! - the CPU alone: every submission goes to the CPU executor whole;

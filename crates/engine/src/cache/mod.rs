@@ -86,7 +86,7 @@ pub struct CacheOptions {
     /// The share of the cache the dynamic policy leaves free, for lists to grow into while their old
     /// prefixes are still in place (a list that finds no room keeps its old prefix).
     pub headroom: f64,
-    /// The GPU backend sends a call's queries in this many chunks (of at least [`run::MIN_CHUNK`]
+    /// The GPU backend sends a call's queries in this many chunks (of at least 256
     /// queries and at most a GPU batch, so a call longer than a batch has more): chunk i+1 is split
     /// and sent while chunk i computes, and chunk i's partial answers are completed on the CPU while
     /// chunk i+1 computes (docs/references.md#pruned-list-caching section 3.1). 1: a call of at most a batch is one chunk, its

@@ -3,15 +3,15 @@
 //! docs/references.md#griffin section 3.2's intra-query split).
 //!
 //! - Every query's cost on each processor is predicted from its features and learned online
-//!   ([`crate::cost`]) from what the executors measure ([`crate::exec::Learn`]).
-//! - A query goes to the processor that is predicted to finish it first, counting what the GPU already
-//!   has ([`route`]); the CPU takes it only on a free thread and when it finishes it sooner by a
-//!   margin. A CPU thread with nothing to do takes the oldest batch the GPU's queue holds where more
-//!   than one waits; the GPU with nothing to do takes what the CPU's queue holds beyond what its threads soon
-//!   reach.
+//!   ([`crate::cost`]) from what the executors measure (`exec::Learn`).
+//! - A query goes to the processor predicted to finish it first, counting what the GPU already has
+//!   (`route.rs`); the CPU takes it only when it finishes it sooner by a margin, and, but for a large
+//!   batch, only on a free thread. A CPU thread with nothing to do takes the oldest batch of the GPU's
+//!   queue where more than one waits; the GPU with nothing to do takes whole queries the CPU's queue
+//!   holds beyond what its threads soon reach.
 //! - A query predicted to take long on one core is split by docID range when CPU threads are idle: a
 //!   GPU part and CPU parts, each later part starting from the best k-th score found so far; the
-//!   parts' top-k lists merge exactly ([`crate::exec::gather`]).
+//!   parts' top-k lists merge exactly (`exec/gather.rs`).
 //! - The GPU's calls grow until their predicted time reaches the latency target.
 
 mod rates;
