@@ -1,13 +1,13 @@
 //! The engine over HTTP (axum on tokio), for `warpsearch serve`. `POST /search` and `GET /search` answer
-//! queries through the engine's front door ([`searcher`]) (with `docs`, each hit carries its stored
+//! queries through the engine's front door (`searcher.rs`) (with `docs`, each hit carries its stored
 //! document), `GET /doc/{docid}` answers one stored document (an index built with `index --store`),
-//! `GET /health` says it is ready, `GET /metrics` exposes the counters ([`metrics()`]);
+//! `GET /health` says it is ready, `GET /metrics` exposes the counters (`metrics.rs`);
 //! `docs/openapi.yaml` describes every endpoint. Requests are
-//! checked field by field ([`request`]); beyond the queries in flight the configuration allows, or when
-//! those in flight would take longer than its shedding window to answer ([`pace`]), a request is refused
+//! checked field by field (`request.rs`); beyond the queries in flight the configuration allows, or when
+//! those in flight would take longer than its shedding window to answer (`pace.rs`), a request is refused
 //! with 429 and `Retry-After: 1`. A request's queries count against `--max-in-flight` until its
-//! response is written ([`respond`]), and a request whose client went away has its queries not yet
-//! started dropped ([`conn`], [`searcher`]). [`serve`] runs the connections ([`listen`]): capped,
+//! response is written (`respond.rs`), and a request whose client went away has its queries not yet
+//! started dropped (`conn.rs`, `searcher.rs`). [`serve`] runs the connections (`listen.rs`): capped,
 //! timed, and closed within a grace period when told to stop. [`JsonHits`] is the JSON a ranked list
 //! is written as (the CLI's `--format json` too).
 
