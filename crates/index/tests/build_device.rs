@@ -92,6 +92,15 @@ fn build(input: &Path, out: &Path, opts: &BuildOptions) -> warpsearch_index::bui
     build_from_jsonl(input, out, opts).unwrap()
 }
 
+/// Asserts that one of the report's notes holds every one of `words`.
+fn says(report: &warpsearch_index::build::BuildReport, words: &[&str]) {
+    assert!(
+        report.notes.iter().any(|n| words.iter().all(|w| n.contains(w))),
+        "no note says {words:?}: {:?}",
+        report.notes
+    );
+}
+
 #[test]
 fn device_lists_are_written_as_the_cpu_lists() {
     let dir = tempfile::tempdir().unwrap();
@@ -129,14 +138,7 @@ fn a_failed_device_build_finishes_on_the_cpu_and_says_so() {
         &with_device(&opts, BuildOn::Gpu, true),
     );
     assert_eq!(report.device, None);
-    assert!(
-        report
-            .notes
-            .iter()
-            .any(|n| n.contains("device lost") && n.contains("CPU")),
-        "{:?}",
-        report.notes
-    );
+    says(&report, &["device lost", "CPU"]);
     same_index_files(&dir.path().join("cpu"), &dir.path().join("failed"));
 }
 
@@ -152,11 +154,7 @@ fn auto_uses_the_device_only_from_its_threshold_on_one_thread_and_says_why_not()
         &with_device(&opts, BuildOn::Auto, false),
     );
     assert_eq!(report.device, None);
-    assert!(
-        report.notes.iter().any(|n| n.contains("fewer than")),
-        "{:?}",
-        report.notes
-    );
+    says(&report, &["fewer than"]);
     let large = dir.path().join("large.jsonl");
     edge_collection(&large, 400, 7);
     // On one thread, past the threshold: the device.
@@ -178,25 +176,12 @@ fn auto_uses_the_device_only_from_its_threshold_on_one_thread_and_says_why_not()
         )
     });
     assert_eq!(report.device, None);
-    assert!(
-        report
-            .notes
-            .iter()
-            .any(|n| n.contains("on 2 threads the cores invert faster")),
-        "{:?}",
-        report.notes
-    );
+    says(&report, &["on 2 threads the cores invert faster"]);
     same_index_files(&dir.path().join("large"), &dir.path().join("two"));
     // Asked for a GPU where there is none: the CPU, and why.
-    let mut none = opts.clone();
-    none.build_on = BuildOn::Gpu;
-    none.no_device = Some("no CUDA device".into());
+    let none = on_device(&opts, BuildOn::Gpu, Unready("no CUDA device"));
     let report = build(&large, &dir.path().join("none"), &none);
-    assert!(
-        report.notes.iter().any(|n| n.contains("no CUDA device")),
-        "{:?}",
-        report.notes
-    );
+    says(&report, &["no CUDA device"]);
     same_index_files(&dir.path().join("large"), &dir.path().join("none"));
 }
 
@@ -251,20 +236,14 @@ fn a_device_inverts_in_passes_what_it_cannot_take_at_once() {
     let o = on_device(&options(Codec::SimdBp), BuildOn::Gpu, device);
     let report = build(&input, &dir.path().join("tiny"), &o);
     assert_eq!(report.device, None);
-    assert!(
-        report
-            .notes
-            .iter()
-            .any(|n| n.contains("one partition holds") && n.contains("CPU")),
-        "{:?}",
-        report.notes
-    );
+    says(&report, &["one partition holds", "CPU"]);
     let cpu = dir.path().join(format!("{}-plain-cpu", Codec::SimdBp));
     same_index_files(&cpu, &dir.path().join("tiny"));
 }
 
-/// A device that could not be made ready (one opened beside the analysis that failed to open).
-struct Unready;
+/// A device that could not be made ready (one opened beside the analysis that failed to open), and
+/// why.
+struct Unready(&'static str);
 
 impl DeviceInverter for Unready {
     fn describe(&self) -> String {
@@ -277,7 +256,7 @@ impl DeviceInverter for Unready {
         panic!("a device that is not ready is never asked to invert")
     }
     fn ready(&self) -> Result<(), String> {
-        Err("the driver is gone".into())
+        Err(self.0.into())
     }
 }
 
@@ -288,7 +267,7 @@ fn a_device_that_does_not_open_leaves_the_build_to_the_cpu_and_says_why() {
     edge_collection(&input, 300, 13);
     let opts = options(Codec::SimdBp);
     build(&input, &dir.path().join("cpu"), &opts);
-    let o = on_device(&opts, BuildOn::Gpu, Unready);
+    let o = on_device(&opts, BuildOn::Gpu, Unready("the driver is gone"));
     let report = build(&input, &dir.path().join("unready"), &o);
     assert_eq!(report.device, None);
     assert!(

@@ -81,9 +81,8 @@ pub struct BuildOptions {
     /// device where it pays.
     pub build_on: BuildOn,
     /// The device that inverts where [`BuildOptions::build_on`] asks for it (None: there is none).
+    /// One that cannot invert says why through [`DeviceInverter::ready`], in the report's notes.
     pub device: Option<Arc<dyn DeviceInverter>>,
-    /// Why there is no device, said in the report's notes where `build_on` asked for one.
-    pub no_device: Option<String>,
 }
 
 impl std::fmt::Debug for dyn DeviceInverter {
@@ -112,7 +111,6 @@ impl BuildOptions {
             shards: None,
             build_on: BuildOn::Cpu,
             device: None,
-            no_device: None,
         }
     }
 }
@@ -646,8 +644,7 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
         let device = match (&opts.device, opts.build_on) {
             (_, BuildOn::Cpu) => None,
             (None, _) => {
-                let why = opts.no_device.as_deref().unwrap_or("no device was given");
-                notes.push(format!("no GPU to build on ({why}): inverted on the CPU"));
+                notes.push("no GPU to build on (no device was given): inverted on the CPU".into());
                 None
             }
             (Some(d), BuildOn::Auto) if postings < d.min_postings() => {
