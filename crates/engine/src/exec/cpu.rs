@@ -100,7 +100,7 @@ impl CpuQueue {
 
     /// Predicted seconds on one core of the tasks queued and not yet claimed.
     pub fn backlog(&self) -> f64 {
-        self.0.backlog.load(Ordering::Relaxed) as f64 * 1e-9
+        self.0.backlog()
     }
 }
 
@@ -144,16 +144,16 @@ impl CpuExecutor {
         self.queue.push(batch);
     }
 
-    /// Threads with nothing to do now.
-    pub fn idle(&self) -> usize {
-        self.queue.idle.load(Ordering::Relaxed)
-    }
-
     /// Threads that a task queued now would find free: those idle, less the tasks queued before it
     /// that they have not claimed yet (a woken thread claims a moment after the task is queued).
     pub fn free(&self) -> usize {
-        self.idle()
-            .saturating_sub(self.queue.waiting.load(Ordering::Relaxed))
+        let idle = self.queue.idle.load(Ordering::Relaxed);
+        idle.saturating_sub(self.queue.waiting.load(Ordering::Relaxed))
+    }
+
+    /// Predicted seconds on one core of the tasks queued and not yet claimed.
+    pub fn backlog(&self) -> f64 {
+        self.queue.backlog()
     }
 
     /// Lets a thread with nothing to do take a batch from `steal` (set once, before any batch).
@@ -184,6 +184,10 @@ fn nanos(t: &Task) -> u64 {
 }
 
 impl Queue {
+    fn backlog(&self) -> f64 {
+        self.backlog.load(Ordering::Relaxed) as f64 * 1e-9
+    }
+
     fn push(&self, batch: Batch) {
         let n = batch.len();
         if n == 0 {
@@ -241,7 +245,7 @@ impl Queue {
             Items::Queries(requests) => claimed
                 .map(|i| Task::whole(b.first_id + i as u64, requests[i].clone()))
                 .collect(),
-            Items::Tasks(tasks) => tasks[claimed].iter().map(Task::copy).collect(),
+            Items::Tasks(tasks) => tasks[claimed].to_vec(),
         };
         Some(Batch::tasks(tasks, b.submitted, b.deadline, b.reply.clone()))
     }

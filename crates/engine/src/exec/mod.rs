@@ -46,6 +46,7 @@ pub(crate) enum Items {
 }
 
 /// One query, or one docID range of it.
+#[derive(Clone)]
 pub(crate) struct Task {
     pub id: u64,
     pub request: Request,
@@ -69,20 +70,6 @@ impl Task {
             gather: None,
             learn: None,
             cost: 0.0,
-        }
-    }
-}
-
-impl Task {
-    /// A copy of it (its request cloned, its gather shared).
-    pub fn copy(&self) -> Task {
-        Task {
-            id: self.id,
-            request: self.request.clone(),
-            range: self.range,
-            gather: self.gather.clone(),
-            learn: self.learn,
-            cost: self.cost,
         }
     }
 }

@@ -91,7 +91,7 @@ impl Loads {
             whole_batch,
             cpu_free: cpu.free(),
             workers: cpu.threads().max(1) as f64,
-            cpu_backlog: cpu.handle().backlog(),
+            cpu_backlog: cpu.backlog(),
             gpu_queries: gpu.map_or(0, GpuExecutor::load) as f64,
             gpu_rate: r.gpu_rate.max(1e-9),
         }
