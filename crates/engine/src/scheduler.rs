@@ -118,12 +118,16 @@ impl Scheduler {
             gpu.set_learn(learn.clone());
             let sizes = router.clone();
             gpu.set_call_size(Box::new(move || sizes.call_size()));
-            executor.set_steal(gpu.stealer(learn.clone()));
+            let judge = router.clone();
+            executor.set_steal(gpu.stealer(
+                learn.clone(),
+                Box::new(move |batch, load| route::cpu_may_take(&judge, batch, load)),
+            ));
             let (cpu_queue, lags) = (executor.handle(), router.clone());
             gpu.set_take_from_cpu(Box::new(move |max| {
                 let taken = lags
                     .cpu_lags(cpu_queue.backlog())
-                    .then(|| cpu_queue.take(max))??;
+                    .then(|| cpu_queue.take(max()))??;
                 lags.taken_by_gpu(taken.len());
                 Some(taken)
             }));

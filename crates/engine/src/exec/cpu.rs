@@ -5,8 +5,8 @@
 //! an `Arc` per query) this leaves a query's overhead at one shared counter. A large batch (a closed
 //! loop's) is claimed and answered a few queries at a time, so that the threads do not take turns on
 //! its counters at every query; a thread with nothing to do first takes the oldest batch the GPU's
-//! queue holds where more than one waits, if the scheduler lets it ([`CpuExecutor::set_steal`]), then watches the
-//! queue briefly before it sleeps, so that a query arriving meanwhile waits for no wake-up. A batch
+//! queue holds where the scheduler lets it ([`CpuExecutor::set_steal`]), then watches the queue
+//! briefly before it sleeps, so that a query arriving meanwhile waits for no wake-up. A batch
 //! whose reply is no longer wanted has its unclaimed queries dropped when a thread reaches it.
 
 use std::collections::VecDeque;

@@ -35,8 +35,12 @@ struct State {
 /// How many queries the GPU's next call takes at most (the hybrid's, from its measured rates).
 type CallSize = Box<dyn Fn() -> usize + Send + Sync>;
 
-/// Up to so many queries from the CPU's queue, where the scheduler lets the GPU take them.
-pub(crate) type TakeFromCpu = Box<dyn Fn(usize) -> Option<Batch> + Send + Sync>;
+/// Whether a CPU thread takes a batch of the GPU's queue, given it and the GPU's load in queries.
+pub(crate) type StealPays = Box<dyn Fn(&Batch, usize) -> bool + Send + Sync>;
+
+/// Up to so many queries (the call's limit, asked only where there is something to take) from the
+/// CPU's queue, where the scheduler lets the GPU take them.
+pub(crate) type TakeFromCpu = Box<dyn Fn(&dyn Fn() -> usize) -> Option<Batch> + Send + Sync>;
 
 struct Shared {
     /// Where what the GPU fails is answered.
@@ -167,14 +171,19 @@ impl GpuExecutor {
     }
 
     /// What a CPU thread with nothing to do takes from this queue: the oldest batch, where more than
-    /// one waits (those behind it still make the GPU's next call), since the oldest has waited
-    /// longest; `learn` hears how many queries it took.
-    pub fn stealer(&self, learn: Arc<dyn Learn>) -> Steal {
+    /// one waits (those behind it still make the GPU's next call) and `pays` (given the batch and the
+    /// queries queued or on the GPU) says the CPU answers it sooner; the oldest has waited longest.
+    /// `learn` hears how many queries it took.
+    pub fn stealer(&self, learn: Arc<dyn Learn>, pays: StealPays) -> Steal {
         let shared = Arc::downgrade(&self.shared);
         Box::new(move || {
             let s = shared.upgrade()?;
             let mut st = lock(&s.state);
             if st.queue.len() < 2 {
+                return None;
+            }
+            let load = s.queued.load(Ordering::Relaxed) + s.on_device.load(Ordering::Relaxed);
+            if !pays(st.queue.front()?, load) {
                 return None;
             }
             let batch = st.queue.pop_front()?;
@@ -311,9 +320,10 @@ enum Wait {
     No,
 }
 
-/// The batches of the GPU thread's next call, up to `limit` queries (a batch is never cut); None
-/// where nothing came within `wait`, or the executor is dropped and nothing is left.
-fn next(s: &Shared, limit: usize, wait: Wait) -> Option<Vec<Batch>> {
+/// The batches of the GPU thread's next call, up to `limit()` queries (a batch is never cut; the
+/// limit is asked only where there is something to take, since the polling loop calls this at every
+/// turn); None where nothing came within `wait`, or the executor is dropped and nothing is left.
+fn next(s: &Shared, limit: &dyn Fn() -> usize, wait: Wait) -> Option<Vec<Batch>> {
     let mut st = lock(&s.state);
     loop {
         // Batches whose answers are no longer wanted are dropped, unanswered.
@@ -325,6 +335,7 @@ fn next(s: &Shared, limit: usize, wait: Wait) -> Option<Vec<Batch>> {
             wanted
         });
         if !st.queue.is_empty() {
+            let limit = limit();
             let mut taken = Vec::new();
             let mut queries = 0;
             while let Some(b) = st.queue.front() {
@@ -428,7 +439,7 @@ fn dispatch(s: &Arc<Shared>) {
             .expect("a thread can be started")
     };
     if let Some(ctl) = &s.cache {
-        while let Some(batches) = next(s, limit(), Wait::Forever) {
+        while let Some(batches) = next(s, &limit, Wait::Forever) {
             let call = addressees(batches);
             let sent = Instant::now();
             let mut gpu = lock(&s.searcher);
@@ -510,7 +521,7 @@ fn continuous(s: &Shared, limit: &dyn Fn() -> usize, slots: usize, tx: &Sender<D
             true => Wait::Forever,
             false => Wait::No,
         };
-        let Some(batches) = next(s, limit(), wait) else {
+        let Some(batches) = next(s, limit, wait) else {
             if on_gpu.is_empty() {
                 // Dropped, with nothing queued and nothing on the GPU.
                 return;

@@ -7,11 +7,12 @@
 //! - A query goes to the processor predicted to finish it first, counting what the GPU already has
 //!   (`route.rs`); the CPU takes it only when it finishes it sooner by a margin, and, but for a large
 //!   batch, only on a free thread. A CPU thread with nothing to do takes the oldest batch of the GPU's
-//!   queue where more than one waits; the GPU with nothing to do takes whole queries the CPU's queue
-//!   holds beyond what its threads soon reach.
-//! - A query predicted to take long on one core is split by docID range when CPU threads are idle: a
-//!   GPU part and CPU parts, each later part starting from the best k-th score found so far; the
-//!   parts' top-k lists merge exactly (`exec/gather.rs`).
+//!   queue where more than one waits and it is predicted to answer it sooner by the margin; the GPU
+//!   with nothing to do takes whole queries the CPU's queue holds beyond what its threads soon reach.
+//! - A query predicted to take long on one core is split by docID range when CPU threads are idle and
+//!   its parts are predicted to end sooner than the whole query would: a GPU part and CPU parts, each
+//!   later part starting from the best k-th score found so far; the parts' top-k lists merge exactly
+//!   (`exec/gather.rs`).
 //! - The GPU's calls grow until their predicted time reaches the latency target.
 
 mod rates;
@@ -132,6 +133,11 @@ impl Router {
     /// Whether the CPU's queue holds more than its workers reach before a GPU call would be back
     /// (`backlog`: predicted seconds on one core): the GPU, idle, may then take from it.
     pub fn cpu_lags(&self, backlog: f64) -> bool {
+        // Nothing queued: answered without the lock, which the GPU's polling loop would take at
+        // every turn.
+        if backlog <= 0.0 {
+            return false;
+        }
         let r = *lock(&self.rates);
         backlog / self.options.cpu_workers.max(1) as f64 > 2.0 * r.gpu_latency
     }

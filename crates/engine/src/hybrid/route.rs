@@ -2,9 +2,11 @@
 //! it first, and whether to split it.
 //!
 //! A query is split only when there is spare capacity (at least two CPU threads idle), into as many
-//! parts as threads are idle (at most `split_parts`): intra-query parallelism shortens one query's
+//! parts as threads are idle (at most `split_parts`), and only when its parts are predicted to end
+//! sooner than the whole query would on either processor: intra-query parallelism shortens one query's
 //! latency at the price of some repeated work (every part sets up its own cursors), which a loaded
-//! system cannot afford. A burst of many queries (a closed loop) is never split.
+//! system cannot afford, and a split waits for its slowest part. A burst of many queries (a closed
+//! loop) is never split.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,7 +22,7 @@ use crate::cost::{CostModel, Features};
 use crate::exec::cpu::CpuExecutor;
 use crate::exec::gather::Gather;
 use crate::exec::gpu::GpuExecutor;
-use crate::exec::{Batch, Task};
+use crate::exec::{Batch, Items, Task};
 use crate::reply::{Done, Reply, ServedBy};
 
 /// What a query is predicted to cost.
@@ -75,6 +77,30 @@ struct Loads {
     gpu_rate: f64,
 }
 
+/// Whether a CPU thread with nothing to do takes `batch`, the oldest of the GPU's queue, while the
+/// GPU has `gpu_load` queries queued or running ([`Loads::steal_pays`]). A batch of whole queries
+/// without predictions (none of the hybrid's) is taken.
+pub(crate) fn cpu_may_take(router: &Router, batch: &Batch, gpu_load: usize) -> bool {
+    let Items::Tasks(tasks) = &batch.items else {
+        return true;
+    };
+    let (longest, total) = tasks
+        .iter()
+        .fold((0.0f64, 0.0), |(l, t), task| (l.max(task.cost), t + task.cost));
+    let r = *lock(&router.rates);
+    let loads = Loads {
+        has_gpu: true,
+        margin: router.options.margin.max(0.0),
+        whole_batch: false,
+        cpu_free: 1,
+        workers: router.options.cpu_workers.max(1) as f64,
+        cpu_backlog: 0.0,
+        gpu_queries: gpu_load as f64,
+        gpu_rate: r.gpu_rate.max(1e-9),
+    };
+    loads.steal_pays(longest, total, r.gpu_latency)
+}
+
 /// Which executor takes a query.
 #[derive(Clone, Copy, PartialEq)]
 enum To {
@@ -97,16 +123,52 @@ impl Loads {
         }
     }
 
+    /// Whether a CPU thread with nothing to do should take a batch of the GPU's queue whose tasks are
+    /// predicted at `longest` and `total` seconds on one core: only where the CPU's threads are
+    /// predicted to answer it sooner, by the margin, than the GPU (its queue and a call's latency
+    /// `latency`) would. A long query taken by a core that would finish it after the GPU is the
+    /// hybrid's worst tail.
+    fn steal_pays(&self, longest: f64, total: f64, latency: f64) -> bool {
+        let cpu_done = longest.max(total / self.workers);
+        cpu_done * (1.0 + self.margin) < self.gpu_done(latency, 0.0)
+    }
+
+    /// Seconds until the GPU, given work now, answers it: a call's fixed cost `intercept`, what it has
+    /// queued or running at its measured rate, and the work's own `seconds`.
+    fn gpu_done(&self, intercept: f64, seconds: f64) -> f64 {
+        intercept + self.gpu_queries / self.gpu_rate + seconds
+    }
+
+    /// Whether a query split into `cpu_parts` CPU parts over `1 − gpu_share` of the documents and a
+    /// GPU part over the rest (where `gpu_part`) is predicted to be answered sooner, by the margin,
+    /// than whole by the processor that answers it first: a split waits for its slowest part, so one
+    /// whose CPU parts outlast the GPU's answer to the whole query only lengthens it.
+    fn split_pays(&self, e: &Estimate, cpu_parts: usize, gpu_share: f64, gpu_part: bool) -> bool {
+        let cpu_part = match cpu_parts {
+            0 => 0.0,
+            p => e.cpu * (1.0 - gpu_share) / p as f64,
+        };
+        let gpu_part = match gpu_part {
+            true => self.gpu_done(e.intercept, e.gpu * gpu_share),
+            false => 0.0,
+        };
+        let whole = match self.has_gpu {
+            true => e.cpu.min(self.gpu_done(e.intercept, e.gpu)),
+            false => e.cpu,
+        };
+        cpu_part.max(gpu_part) * (1.0 + self.margin) < whole
+    }
+
     /// The processor predicted to finish `e` first, its load counted. The CPU takes a query only when
     /// it is predicted to finish it sooner by the margin, and, but for a large batch, only on a free
     /// thread: a query queued behind another on a core waits for all of it, where the GPU answers
     /// many at once (and a thread with nothing to do takes the oldest batch of the GPU's queue where
-    /// more than one waits).
+    /// more than one waits and it answers it sooner, [`Loads::steal_pays`]).
     fn choose(&mut self, e: &Estimate) -> To {
         if !self.has_gpu {
             return To::Cpu;
         }
-        let gpu_done = e.intercept + self.gpu_queries / self.gpu_rate + e.gpu;
+        let gpu_done = self.gpu_done(e.intercept, e.gpu);
         let cpu_done = match (self.cpu_free, self.whole_batch) {
             (0, false) => f64::INFINITY,
             (0, true) => self.cpu_backlog / self.workers + e.cpu,
@@ -268,26 +330,7 @@ fn submit_one(
 ) {
     let options = &router.options;
     let idle = cpu.free();
-    // Spare capacity: at least two threads free (so that the parts run at once, side by side).
-    let split = idle > 1
-        && request.mode != Mode::AndOr
-        && !request.query.matches_nothing(request.mode)
-        && options
-            .split_above
-            .is_some_and(|limit| e.cpu > limit.as_secs_f64());
-    if !split {
-        let task = Task {
-            learn: Some(e.features),
-            cost: e.cpu,
-            ..Task::whole(id, request)
-        };
-        let batch = Batch::tasks(vec![task], submitted, deadline, reply);
-        match (Loads::now(router, cpu, gpu, false).choose(&e), gpu) {
-            (To::Gpu, Some(gpu)) => gpu.submit(batch),
-            _ => cpu.submit(batch),
-        }
-        return;
-    }
+    let mut loads = Loads::now(router, cpu, gpu, false);
     let cpu_parts = idle.clamp(1, options.split_parts.max(1));
     // The GPU's share of a split query: its part (latency a + s·g) should end when the CPU parts
     // ((1 − s)·c / P) do; or the share the options fix. A GPU with a list cache takes whole queries
@@ -303,6 +346,28 @@ fn submit_one(
     let gpu_part = gpu_share >= 0.05;
     // A GPU share of every document leaves nothing to the CPU.
     let cpu_parts = if gpu_share >= 1.0 { 0 } else { cpu_parts };
+    // Spare capacity (at least two threads free, so that the parts run at once, side by side), a
+    // long query, and parts predicted to end sooner than the whole query would.
+    let split = idle > 1
+        && request.mode != Mode::AndOr
+        && !request.query.matches_nothing(request.mode)
+        && options
+            .split_above
+            .is_some_and(|limit| e.cpu > limit.as_secs_f64())
+        && loads.split_pays(&e, cpu_parts, gpu_share, gpu_part);
+    if !split {
+        let task = Task {
+            learn: Some(e.features),
+            cost: e.cpu,
+            ..Task::whole(id, request)
+        };
+        let batch = Batch::tasks(vec![task], submitted, deadline, reply);
+        match (loads.choose(&e), gpu) {
+            (To::Gpu, Some(gpu)) => gpu.submit(batch),
+            _ => cpu.submit(batch),
+        }
+        return;
+    }
     let parts = cpu_parts + usize::from(gpu_part);
     bump(&router.counters.splits, 1);
     let num_docs = index.num_docs();
@@ -417,6 +482,44 @@ mod tests {
             .filter(|_| l.choose(&query(0.0001, 0.00001)) == To::Cpu)
             .count();
         assert!(to_cpu > 0 && to_cpu < 2000, "{to_cpu} of 2,000 to the CPU");
+    }
+
+    #[test]
+    fn a_free_thread_takes_from_the_gpu_queue_only_what_it_answers_sooner() {
+        // An idle GPU answers in its 10 ms latency: a query of 5 ms on a core is taken, one of 9 ms
+        // (sooner, but not by 20%) and one of 100 ms are left to it.
+        let l = loads(1, 0.0, false);
+        assert!(l.steal_pays(0.005, 0.005, 0.010));
+        assert!(!l.steal_pays(0.009, 0.009, 0.010));
+        assert!(!l.steal_pays(0.1, 0.1, 0.010));
+        // With 10,000 queries ahead on the GPU (100 ms more), the 50 ms query is taken.
+        let mut l = loads(1, 0.0, false);
+        l.gpu_queries = 10_000.0;
+        assert!(l.steal_pays(0.05, 0.05, 0.010));
+        // A batch of 1,000 queries of 1 ms each is shared by the 4 threads: 250 ms, against the
+        // GPU's 110 ms, is left to it.
+        assert!(!l.steal_pays(0.001, 1.0, 0.010));
+    }
+
+    #[test]
+    fn a_query_is_split_only_where_its_parts_end_before_the_whole_query_would() {
+        // 100 ms on a core, 2 ms of the GPU's work, an idle GPU (1 ms floor): the GPU answers the
+        // whole in 3 ms, and 4 CPU parts of 70% of the documents take 17.5 ms: no split.
+        let l = loads(4, 0.0, false);
+        let long = query(0.1, 0.002);
+        assert!(!l.split_pays(&long, 4, 0.3, true));
+        // With 10,000 queries ahead of it on the GPU (103 ms): the split (its GPU part 101.6 ms)
+        // is not sooner by 20% either; CPU parts alone (25 ms) are.
+        let mut l = loads(4, 0.0, false);
+        l.gpu_queries = 10_000.0;
+        assert!(!l.split_pays(&long, 4, 0.3, true));
+        assert!(l.split_pays(&long, 4, 0.0, false));
+        // Without a GPU, parts on idle threads always end before the whole query.
+        let mut l = loads(4, 0.0, false);
+        l.has_gpu = false;
+        assert!(l.split_pays(&query(0.006, 0.0), 2, 0.0, false));
+        // One part is the whole query: never sooner.
+        assert!(!l.split_pays(&query(0.006, 0.0), 1, 0.0, false));
     }
 
     #[test]
