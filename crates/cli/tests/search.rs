@@ -92,7 +92,7 @@ fn bad_options_are_refused_with_a_reason() {
         cache("--gpu-cache-ratio", "0"),
         cache("--gpu-cache-ratio", "1.5"),
     );
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 10] = [
         (&chunks, "--gpu-cache-chunks must be at least 1"),
         (&ratio_0, "--gpu-cache-ratio must be above 0 and at most 1, not 0"),
         (&ratio_2, "not 1.5"),
@@ -108,6 +108,7 @@ fn bad_options_are_refused_with_a_reason() {
         ),
         (&["--ranking", "bm25-static"], "--static-scores"),
         (&["--algorithm", "early"], "global-score"),
+        (&["--hybrid-hedge=-1"], "--hybrid-hedge is -1: give 0 (never)"),
     ];
     for (extra, message) in cases {
         let mut args = vec!["search", "--index", i, "--queries", q];

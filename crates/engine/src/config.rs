@@ -343,6 +343,10 @@ pub struct HybridConfig {
         default_value = "0.3"
     )]
     pub split_gpu_share: Share,
+    /// Send a query the CPU has not answered within this multiple of the GPU's predicted time for it
+    /// to the GPU as well, keeping the first answer (0: never).
+    #[arg(id = "hybrid-hedge", long = "hybrid-hedge", default_value_t = 1.0)]
+    pub hedge: f64,
 }
 
 impl Default for HybridConfig {
@@ -355,6 +359,7 @@ impl Default for HybridConfig {
             split_ms: 5.0,
             split_parts: 16,
             split_gpu_share: Share::Fixed(0.3),
+            hedge: 1.0,
         }
     }
 }
@@ -560,6 +565,7 @@ impl EngineConfig {
             split_above: (h.split_ms > 0.0).then(|| std::time::Duration::from_secs_f64(h.split_ms / 1e3)),
             split_parts: h.split_parts.max(1),
             split_gpu_share: h.split_gpu_share.fixed(),
+            hedge_after: (h.hedge > 0.0).then_some(h.hedge),
             ..HybridOptions::default()
         }
     }
@@ -651,6 +657,13 @@ impl EngineConfig {
             return Err(EngineError::Config(format!(
                 "{} must be at least 1",
                 name("max-query-terms")
+            )));
+        }
+        let hedge = self.hybrid.hedge;
+        if !(hedge.is_finite() && hedge >= 0.0) {
+            return Err(EngineError::Config(format!(
+                "{} is {hedge}: give 0 (never) or a multiple of the GPU's predicted time, such as 1",
+                name("hybrid-hedge")
             )));
         }
         if index.is_sharded() {
@@ -927,6 +940,21 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(err.contains("auto, cpu, gpu, hybrid"), "{err}");
+    }
+
+    #[test]
+    fn a_hedge_of_zero_is_none() {
+        let hedge = |args: &[&str]| {
+            let args = [&["x"][..], args].concat();
+            Cli::try_parse_from(args)
+                .unwrap()
+                .engine
+                .hybrid_options()
+                .hedge_after
+        };
+        assert_eq!(hedge(&[]), Some(1.0));
+        assert_eq!(hedge(&["--hybrid-hedge", "2.5"]), Some(2.5));
+        assert_eq!(hedge(&["--hybrid-hedge", "0"]), None);
     }
 
     #[test]

@@ -23,13 +23,16 @@ use crate::cache::CacheCtl;
 use crate::exec::cpu::CpuExecutor;
 use crate::exec::gpu::GpuExecutor;
 use crate::exec::{Batch, Learn};
+use crate::hybrid::hedge::Hedger;
 use crate::hybrid::{route, HybridOptions, HybridStats, Router};
 use crate::notes::Notes;
 use crate::reply::{wait_for, Reply};
 
 /// The executors and the setting that feeds them.
 pub struct Scheduler {
-    // Dropped first: the GPU's failures go to the CPU executor, which must outlive it.
+    // Dropped first: it sends queries to the GPU executor.
+    hedger: Option<Hedger>,
+    // Dropped next: the GPU's failures go to the CPU executor, which must outlive it.
     gpu: Option<GpuExecutor>,
     cpu: CpuExecutor,
     /// The hybrid's routing (None: every query goes to the one processor of the setting).
@@ -41,6 +44,7 @@ impl Scheduler {
     /// The CPU alone, on `threads` threads.
     pub(crate) fn cpu_only(cpu: CpuSearcher, threads: usize) -> std::io::Result<Scheduler> {
         Ok(Scheduler {
+            hedger: None,
             gpu: None,
             cpu: CpuExecutor::start(&cpu, threads)?,
             router: None,
@@ -60,6 +64,7 @@ impl Scheduler {
         let executor = CpuExecutor::start(&cpu, threads)?;
         let gpu = GpuExecutor::start(gpu, cache, executor.handle(), cpu.clone(), notes);
         Ok(Scheduler {
+            hedger: None,
             gpu: Some(gpu),
             cpu: executor,
             router: None,
@@ -133,7 +138,18 @@ impl Scheduler {
             }));
             gpu
         });
+        let hedger = match (&gpu, options.hedge_after) {
+            (Some(gpu), Some(_)) => {
+                let queue = gpu.handle();
+                Some(Hedger::start(
+                    Box::new(move |batch| queue.submit(batch)),
+                    router.clone(),
+                ))
+            }
+            _ => None,
+        };
         Scheduler {
+            hedger,
             gpu,
             cpu: executor,
             router: Some(router),
@@ -157,6 +173,7 @@ impl Scheduler {
                 router,
                 &self.cpu,
                 gpu.as_ref(),
+                self.hedger.as_ref(),
                 self.searcher.scorer().index(),
                 first_id,
                 requests,

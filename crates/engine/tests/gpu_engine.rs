@@ -15,7 +15,7 @@ use warpsearch_codec::Codec;
 use warpsearch_cpu::CpuSearcher;
 use warpsearch_engine::{
     Backend, BackendChoice, CacheBudget, CacheOptions, Completion, Engine, EngineOptions, HybridOptions,
-    Policy, Scheduler,
+    Policy, Reply, Scheduler,
 };
 use warpsearch_gpu::testing::{gpu, say};
 use warpsearch_gpu::{Gpu, GpuError, GpuOptions, GpuSearcher};
@@ -580,6 +580,62 @@ fn hybrid_with_the_gpu_equals_the_oracle() {
             say(&format!("hybrid seed {seed} share {share:?}: {stats:?}"));
         }
     }
+}
+
+/// Hedging at once: every query the hybrid gives the CPU whole is sent to the GPU as well as soon as
+/// the hedger sees it unanswered; each query still gets exactly one answer, the oracle's, whichever
+/// processor gives it.
+#[test]
+fn hedged_queries_are_answered_once_with_the_oracles_answer() {
+    let Some(gpu) = gpu() else { return };
+    let mut hedges = 0;
+    for seed in 0..2u64 {
+        let tmp = tempfile::tempdir().unwrap();
+        let (index, v) = random_index(tmp.path(), 0xBEE + seed, Codec::ALL[seed as usize], None);
+        let queries = random_queries(&index, v, seed);
+        let options = SearchOptions::new(&index);
+        let oracle = oracle(&index, options);
+        let scorer = Arc::new(Scorer::new(index.clone(), options).unwrap());
+        let searcher = GpuSearcher::new(gpu.clone(), scorer.clone(), GpuOptions::default()).unwrap();
+        let hybrid = Scheduler::hybrid(
+            CpuSearcher::new(scorer.clone()),
+            Some(searcher),
+            HybridOptions {
+                cpu_workers: 3,
+                split_above: None,
+                hedge_after: Some(0.0),
+                ..HybridOptions::default()
+            },
+        );
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut want = Vec::new();
+        for mode in [Mode::And, Mode::Or, Mode::AndOr] {
+            for k in [1, 10, 1000] {
+                for r in requests(&queries, mode, k) {
+                    let id = want.len() as u64;
+                    want.push(oracle.search(&r).unwrap());
+                    let reply: Arc<dyn Reply> = Arc::new(tx.clone());
+                    hybrid.submit(id, vec![r], Some(Duration::from_secs(60)), reply);
+                    let done = rx.recv().unwrap();
+                    assert_eq!(done.id, id, "seed {seed} {mode:?} k {k}");
+                    assert!(
+                        same(&done.result.unwrap().hits, &want[id as usize]),
+                        "seed {seed} {mode:?} k {k}: query {id}"
+                    );
+                }
+            }
+        }
+        let stats = hybrid.take_stats().unwrap();
+        // Every copy still running finishes before the scheduler is gone: none may answer again.
+        drop(hybrid);
+        drop(tx);
+        assert_eq!(rx.iter().count(), 0, "seed {seed}: a query answered twice");
+        assert_eq!(stats.gpu_fallbacks, 0);
+        assert!(stats.hedges_won <= stats.hedges, "{stats:?}");
+        hedges += stats.hedges;
+        say(&format!("hedged hybrid seed {seed}: {stats:?}"));
+    }
+    assert!(hedges > 0, "no query was hedged");
 }
 
 /// Failure injection: every GPU batch fails; the hybrid reruns each task on the CPU, answers every

@@ -242,7 +242,7 @@ impl Metrics {
             }
             let mut guard = self.hybrid.lock().expect("no thread panics under this lock");
             let h = &mut *guard;
-            let sums: [(&str, &mut u64, u64, &str); 7] = [
+            let sums: [(&str, &mut u64, u64, &str); 9] = [
                 (
                     "splits",
                     &mut h.splits,
@@ -260,6 +260,18 @@ impl Metrics {
                     &mut h.steals_by_gpu,
                     new.steals_by_gpu,
                     "Queries the GPU took from the CPU's queue.",
+                ),
+                (
+                    "hedges",
+                    &mut h.hedges,
+                    new.hedges,
+                    "Queries the CPU had not answered when the GPU would have, sent to the GPU as well.",
+                ),
+                (
+                    "hedges_won",
+                    &mut h.hedges_won,
+                    new.hedges_won,
+                    "Hedged queries the GPU answered first.",
                 ),
                 (
                     "gpu_batches",

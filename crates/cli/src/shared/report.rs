@@ -57,7 +57,7 @@ pub fn hybrid_stats_line(h: &HybridStats) -> String {
     format!(
         "hybrid: queries by CPU {:.1}%, GPU {:.1}%, split over both {:.1}%; {} splits; prediction error \
          CPU {:.0}% (per query), GPU {:.0}% (per call); the CPU took {} from the GPU's queue, the GPU {} from the CPU's; \
-         {} GPU calls of {:.1} tasks; {} GPU failures rerun on the CPU; {} deadline misses",
+         {} hedged on the GPU ({} answered there first); {} GPU calls of {:.1} tasks; {} GPU failures rerun on the CPU; {} deadline misses",
         100.0 * h.cpu_queries as f64 / total,
         100.0 * h.gpu_queries as f64 / total,
         100.0 * h.both_queries as f64 / total,
@@ -66,6 +66,8 @@ pub fn hybrid_stats_line(h: &HybridStats) -> String {
         100.0 * h.gpu_prediction_error,
         h.steals_by_cpu,
         h.steals_by_gpu,
+        h.hedges,
+        h.hedges_won,
         h.gpu_batches,
         h.gpu_tasks as f64 / h.gpu_batches.max(1) as f64,
         h.gpu_fallbacks,
@@ -76,7 +78,7 @@ pub fn hybrid_stats_line(h: &HybridStats) -> String {
 pub fn hybrid_json(h: &HybridStats) -> Value {
     json!({"cpu_queries": h.cpu_queries, "gpu_queries": h.gpu_queries, "both_queries": h.both_queries,
            "splits": h.splits, "steals_by_cpu": h.steals_by_cpu, "steals_by_gpu": h.steals_by_gpu,
-           "deadline_misses": h.deadline_misses, "gpu_batches": h.gpu_batches,
+           "hedges": h.hedges, "hedges_won": h.hedges_won, "deadline_misses": h.deadline_misses, "gpu_batches": h.gpu_batches,
            "gpu_tasks": h.gpu_tasks, "gpu_fallbacks": h.gpu_fallbacks,
            "cpu_prediction_error": h.cpu_prediction_error, "gpu_prediction_error": h.gpu_prediction_error})
 }

@@ -64,6 +64,24 @@ struct Shared {
     cpu_searcher: warpsearch_cpu::CpuSearcher,
 }
 
+impl Shared {
+    fn submit(&self, batch: Batch) {
+        self.queued.fetch_add(batch.len(), Ordering::Relaxed);
+        lock(&self.state).queue.push_back(batch);
+        self.ready.notify_one();
+    }
+}
+
+/// A handle that queues batches for the GPU executor (the hedger's).
+pub(crate) struct GpuQueue(Arc<Shared>);
+
+impl GpuQueue {
+    /// Queues `batch` (not empty); its answers go to its reply.
+    pub fn submit(&self, batch: Batch) {
+        self.0.submit(batch);
+    }
+}
+
 /// The GPU executor's thread and its queue.
 pub(crate) struct GpuExecutor {
     shared: Arc<Shared>,
@@ -165,9 +183,12 @@ impl GpuExecutor {
 
     /// Queues `batch` (not empty); its answers go to its reply.
     pub fn submit(&self, batch: Batch) {
-        self.shared.queued.fetch_add(batch.len(), Ordering::Relaxed);
-        lock(&self.shared.state).queue.push_back(batch);
-        self.shared.ready.notify_one();
+        self.shared.submit(batch);
+    }
+
+    /// A handle that queues batches here (answered while the executor lives).
+    pub fn handle(&self) -> GpuQueue {
+        GpuQueue(self.shared.clone())
     }
 
     /// What a CPU thread with nothing to do takes from this queue: the oldest batch, where more than

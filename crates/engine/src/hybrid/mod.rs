@@ -13,8 +13,11 @@
 //!   its parts are predicted to end sooner than the whole query would: a GPU part and CPU parts, each
 //!   later part starting from the best k-th score found so far; the parts' top-k lists merge exactly
 //!   (`exec/gather.rs`).
+//! - A query given to the CPU that it has not answered when the GPU would have is sent to the GPU as
+//!   well, and the first answer kept (`hedge.rs`).
 //! - The GPU's calls grow until their predicted time reaches the latency target.
 
+pub(crate) mod hedge;
 mod rates;
 pub(crate) mod route;
 mod stats;
@@ -56,6 +59,9 @@ pub struct HybridOptions {
     pub split_above: Option<Duration>,
     /// Most CPU parts of a split query.
     pub split_parts: usize,
+    /// A query given to the CPU whole that it has not answered after this multiple of the GPU's
+    /// predicted time for it is sent to the GPU as well, the first answer kept (None: never).
+    pub hedge_after: Option<f64>,
     /// The GPU's share of a split query's documents (None: from the measured GPU latency and the
     /// predicted CPU time, so that its part ends when the CPU parts do). Default 0.3: the best of the
     /// shares measured on the 25M collection (`bench/RESULTS.md`, the split sweep), where the
@@ -75,6 +81,7 @@ impl Default for HybridOptions {
             split_above: Some(Duration::from_millis(5)),
             split_parts: 16,
             split_gpu_share: Some(0.3),
+            hedge_after: Some(1.0),
         }
     }
 }

@@ -16,6 +16,7 @@ use rayon::prelude::*;
 use warpsearch_index::Index;
 use warpsearch_query::{DocRange, Mode, Request};
 
+use super::hedge::{First, Hedger};
 use super::stats::bump;
 use super::{lock, Router};
 use crate::cost::{CostModel, Features};
@@ -238,6 +239,7 @@ pub(crate) fn submit(
     router: &Arc<Router>,
     cpu: &CpuExecutor,
     gpu: Option<&GpuExecutor>,
+    hedger: Option<&Hedger>,
     index: &Arc<Index>,
     first_id: u64,
     requests: Vec<Request>,
@@ -262,8 +264,9 @@ pub(crate) fn submit(
     if requests.len() == 1 {
         let e = estimates(&requests).pop().expect("one estimate");
         let request = requests.into_iter().next().expect("one request");
+        let to = Executors { cpu, gpu, hedger };
         submit_one(
-            router, cpu, gpu, index, first_id, request, e, submitted, deadline, reply,
+            router, to, index, first_id, request, e, submitted, deadline, reply,
         );
         return;
     }
@@ -314,12 +317,21 @@ pub(crate) fn submit(
     }
 }
 
-/// Routes one query: whole, or split when there is spare capacity and it is long.
+/// Where a query can go: the executors, and the hedger of the queries given to the CPU.
+#[derive(Clone, Copy)]
+struct Executors<'a> {
+    cpu: &'a CpuExecutor,
+    gpu: Option<&'a GpuExecutor>,
+    hedger: Option<&'a Hedger>,
+}
+
+/// Routes one query: whole, or split when there is spare capacity and it is long. A whole query
+/// given to the CPU while there is a GPU is hedged: sent to the GPU as well if the CPU has not
+/// answered it by the time the GPU was predicted to (times `hedge_after`).
 #[allow(clippy::too_many_arguments)]
 fn submit_one(
-    router: &Router,
-    cpu: &CpuExecutor,
-    gpu: Option<&GpuExecutor>,
+    router: &Arc<Router>,
+    to: Executors,
     index: &Index,
     id: u64,
     request: Request,
@@ -328,6 +340,7 @@ fn submit_one(
     deadline: Option<Duration>,
     reply: Arc<dyn Reply>,
 ) {
+    let Executors { cpu, gpu, hedger } = to;
     let options = &router.options;
     let idle = cpu.free();
     let mut loads = Loads::now(router, cpu, gpu, false);
@@ -361,10 +374,23 @@ fn submit_one(
             cost: e.cpu,
             ..Task::whole(id, request)
         };
-        let batch = Batch::tasks(vec![task], submitted, deadline, reply);
-        match (loads.choose(&e), gpu) {
-            (To::Gpu, Some(gpu)) => gpu.submit(batch),
-            _ => cpu.submit(batch),
+        let gpu_done = loads.gpu_done(e.intercept, e.gpu);
+        match (loads.choose(&e), gpu, hedger, options.hedge_after) {
+            (To::Gpu, Some(gpu), _, _) => {
+                gpu.submit(Batch::tasks(vec![task], submitted, deadline, reply));
+            }
+            (To::Cpu, Some(_), Some(hedger), Some(after)) => {
+                let first = Arc::new(First::new(reply, router.clone()));
+                let copy = Task {
+                    learn: None,
+                    ..task.clone()
+                };
+                cpu.submit(Batch::tasks(vec![task], submitted, deadline, first.clone()));
+                let delay = Duration::from_secs_f64((gpu_done * after.max(0.0)).min(3600.0))
+                    .saturating_sub(submitted.elapsed());
+                hedger.after(delay, copy, submitted, deadline, first);
+            }
+            _ => cpu.submit(Batch::tasks(vec![task], submitted, deadline, reply)),
         }
         return;
     }

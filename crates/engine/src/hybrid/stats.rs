@@ -17,6 +17,10 @@ pub struct HybridStats {
     pub steals_by_cpu: u64,
     /// Queries the GPU took from the CPU's queue (the CPU lagged).
     pub steals_by_gpu: u64,
+    /// Queries the CPU had not answered when the GPU would have, sent to the GPU as well (hedged).
+    pub hedges: u64,
+    /// Hedged queries whose first answer was the GPU's.
+    pub hedges_won: u64,
     /// Queries answered after their deadline.
     pub deadline_misses: u64,
     /// GPU calls.
@@ -58,6 +62,8 @@ counters!(
     splits,
     steals_by_cpu,
     steals_by_gpu,
+    hedges,
+    hedges_won,
     deadline_misses,
     gpu_batches,
     gpu_tasks,
