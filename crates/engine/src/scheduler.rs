@@ -10,7 +10,7 @@
 //! Whatever the setting, what the GPU fails reaches the CPU in one place, and a query's parts merge
 //! in one place.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use warpsearch_cpu::CpuSearcher;
@@ -30,8 +30,8 @@ use crate::reply::{wait_for, Reply};
 
 /// The executors and the setting that feeds them.
 pub struct Scheduler {
-    // Dropped first: it sends queries to the GPU executor.
-    hedger: Option<Hedger>,
+    // Dropped first: it sends queries to the GPU executor (the CPU's threads hold it weakly).
+    hedger: Option<Arc<Hedger>>,
     // Dropped next: the GPU's failures go to the CPU executor, which must outlive it.
     gpu: Option<GpuExecutor>,
     cpu: CpuExecutor,
@@ -121,13 +121,27 @@ impl Scheduler {
             }
             let gpu = GpuExecutor::start(g, cache, executor.handle(), cpu.clone(), notes.clone());
             gpu.set_learn(learn.clone());
+            let hedger = options.hedge_after.map(|_| {
+                let queue = gpu.handle();
+                Arc::new(Hedger::start(
+                    Box::new(move |batch| queue.submit(batch)),
+                    router.clone(),
+                ))
+            });
             let sizes = router.clone();
             gpu.set_call_size(Box::new(move || sizes.call_size()));
             let judge = router.clone();
-            executor.set_steal(gpu.stealer(
+            let stealer = gpu.stealer(
                 learn.clone(),
                 Box::new(move |batch, load| route::cpu_may_take(&judge, batch, load)),
-            ));
+            );
+            // A query the CPU takes from the GPU's queue is hedged as one routed to the CPU is.
+            let (hedges, weak) = (router.clone(), hedger.as_ref().map(Arc::downgrade));
+            executor.set_steal(Box::new(move || {
+                let batch = stealer()?;
+                let hedger = weak.as_ref().and_then(Weak::upgrade);
+                Some(route::hedge_stolen(&hedges, hedger.as_deref(), batch))
+            }));
             let (cpu_queue, lags) = (executor.handle(), router.clone());
             gpu.set_take_from_cpu(Box::new(move |max| {
                 let taken = lags
@@ -136,18 +150,9 @@ impl Scheduler {
                 lags.taken_by_gpu(taken.len());
                 Some(taken)
             }));
-            gpu
+            (gpu, hedger)
         });
-        let hedger = match (&gpu, options.hedge_after) {
-            (Some(gpu), Some(_)) => {
-                let queue = gpu.handle();
-                Some(Hedger::start(
-                    Box::new(move |batch| queue.submit(batch)),
-                    router.clone(),
-                ))
-            }
-            _ => None,
-        };
+        let (gpu, hedger) = gpu.map_or((None, None), |(g, h)| (Some(g), h));
         Scheduler {
             hedger,
             gpu,
@@ -173,7 +178,7 @@ impl Scheduler {
                 router,
                 &self.cpu,
                 gpu.as_ref(),
-                self.hedger.as_ref(),
+                self.hedger.as_deref(),
                 self.searcher.scorer().index(),
                 first_id,
                 requests,

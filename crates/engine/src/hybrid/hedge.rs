@@ -1,6 +1,7 @@
 //! Hedging: a query the router gave the CPU, predicted to answer it sooner, that the CPU has not
 //! answered by the time the GPU would have (times `HybridOptions::hedge_after`) is sent to the GPU as
-//! well, and the first answer is kept. The CPU's cost model errs (by a third per OR query on a large
+//! well, and the first answer is kept; so is one query a CPU thread took from the GPU's queue, after
+//! the GPU's latency. The CPU's cost model errs (by a third per OR query on a large
 //! collection), and a query it underestimates runs for tens of milliseconds on one core where the GPU
 //! answers it in a few: a hedge bounds such a query's latency near the GPU's.
 //!
@@ -281,6 +282,40 @@ mod tests {
         drop(hedger);
         let stats = router.counters.take();
         assert_eq!((stats.hedges, stats.hedges_won), (1, 1));
+    }
+
+    #[test]
+    fn a_query_the_cpu_takes_from_the_gpus_queue_is_hedged_alone() {
+        let router = Arc::new(Router::new(
+            HybridOptions {
+                hedge_after: Some(0.0),
+                ..HybridOptions::default()
+            },
+            true,
+            false,
+        ));
+        let (hedger, hedges) = hedger(&router);
+        let (tx, answers) = channel();
+        let reply: Arc<dyn Reply> = Arc::new(tx);
+        // Two queries taken together are left as they are: nothing is sent again.
+        let two = Batch::tasks(vec![task(1), task(2)], Instant::now(), None, reply.clone());
+        let two = crate::hybrid::route::hedge_stolen(&router, Some(&hedger), two);
+        two.reply.send(done(1, ServedBy::Cpu));
+        // One query: its copy goes to the GPU, and of the two answers the first goes on.
+        let one = Batch::tasks(vec![task(3)], Instant::now(), None, reply);
+        let one = crate::hybrid::route::hedge_stolen(&router, Some(&hedger), one);
+        let copy = hedges
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the copy sent");
+        assert_eq!(copy.len(), 1);
+        one.reply.send(done(3, ServedBy::Cpu));
+        copy.reply.send(done(3, ServedBy::Gpu));
+        drop(hedger);
+        assert!(hedges.try_recv().is_err(), "only the single query is sent again");
+        let ids: Vec<u64> = answers.try_iter().map(|d| d.id).collect();
+        assert_eq!(ids, [1, 3]);
+        let stats = router.counters.take();
+        assert_eq!((stats.hedges, stats.hedges_won), (1, 0));
     }
 
     #[test]

@@ -102,6 +102,35 @@ pub(crate) fn cpu_may_take(router: &Router, batch: &Batch, gpu_load: usize) -> b
     loads.steal_pays(longest, total, r.gpu_latency)
 }
 
+/// `batch`, taken by a CPU thread from the GPU's queue, hedged where it is one whole query: sent to
+/// the GPU again if the CPU has not answered it within `hedge_after` times the GPU's latency.
+pub(crate) fn hedge_stolen(router: &Arc<Router>, hedger: Option<&Hedger>, batch: Batch) -> Batch {
+    let (Some(hedger), Some(after)) = (hedger, router.options.hedge_after) else {
+        return batch;
+    };
+    let Items::Tasks(tasks) = &batch.items else {
+        return batch;
+    };
+    let [task] = tasks.as_slice() else {
+        return batch;
+    };
+    if task.gather.is_some() {
+        return batch;
+    }
+    let copy = Task {
+        learn: None,
+        ..task.clone()
+    };
+    let latency = lock(&router.rates).gpu_latency;
+    let first = Arc::new(First::new(batch.reply.clone(), router.clone()));
+    let delay = Duration::from_secs_f64((latency * after.max(0.0)).min(3600.0));
+    hedger.after(delay, copy, batch.submitted, batch.deadline, first.clone());
+    Batch {
+        reply: first,
+        ..batch
+    }
+}
+
 /// Which executor takes a query.
 #[derive(Clone, Copy, PartialEq)]
 enum To {
