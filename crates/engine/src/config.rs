@@ -345,7 +345,7 @@ pub struct HybridConfig {
     pub split_gpu_share: Share,
     /// Send a query the CPU has not answered within this multiple of the GPU's predicted time for it
     /// to the GPU as well, keeping the first answer (0: never).
-    #[arg(id = "hybrid-hedge", long = "hybrid-hedge", default_value_t = 1.0)]
+    #[arg(id = "hybrid-hedge", long = "hybrid-hedge", default_value_t = 0.5)]
     pub hedge: f64,
 }
 
@@ -359,7 +359,7 @@ impl Default for HybridConfig {
             split_ms: 5.0,
             split_parts: 16,
             split_gpu_share: Share::Fixed(0.3),
-            hedge: 1.0,
+            hedge: 0.5,
         }
     }
 }
@@ -952,7 +952,7 @@ mod tests {
                 .hybrid_options()
                 .hedge_after
         };
-        assert_eq!(hedge(&[]), Some(1.0));
+        assert_eq!(hedge(&[]), Some(0.5));
         assert_eq!(hedge(&["--hybrid-hedge", "2.5"]), Some(2.5));
         assert_eq!(hedge(&["--hybrid-hedge", "0"]), None);
     }

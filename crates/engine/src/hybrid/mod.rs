@@ -60,7 +60,9 @@ pub struct HybridOptions {
     /// Most CPU parts of a split query.
     pub split_parts: usize,
     /// A query given to the CPU whole that it has not answered after this multiple of the GPU's
-    /// predicted time for it is sent to the GPU as well, the first answer kept (None: never).
+    /// predicted time for it is sent to the GPU as well, the first answer kept (None: never). Default
+    /// 0.5: the lowest tail of 0, 0.5 and 1 measured on the 25M collection
+    /// (docs/decisions/036-hedging.md).
     pub hedge_after: Option<f64>,
     /// The GPU's share of a split query's documents (None: from the measured GPU latency and the
     /// predicted CPU time, so that its part ends when the CPU parts do). Default 0.3: the best of the
@@ -81,7 +83,7 @@ impl Default for HybridOptions {
             split_above: Some(Duration::from_millis(5)),
             split_parts: 16,
             split_gpu_share: Some(0.3),
-            hedge_after: Some(1.0),
+            hedge_after: Some(0.5),
         }
     }
 }
