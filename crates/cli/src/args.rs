@@ -17,11 +17,12 @@ use warpsearch_query::Mode;
 #[command(version)]
 pub struct Cli {
     /// Worker threads (default: all cores).
-    #[arg(long, global = true)]
+    // Listed after each command's own everyday options: it applies to every command.
+    #[arg(long, global = true, display_order = 900)]
     pub threads: Option<usize>,
     /// Options from a TOML file, by their long names (`gpu-batch = 4096`, `backend = "gpu"`; a table
     /// `[gpu]` holding `batch` is `gpu-batch`); options on the command line override it.
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, global = true, value_name = "FILE", display_order = 901)]
     pub config: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
