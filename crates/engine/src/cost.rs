@@ -7,8 +7,10 @@
 //! - CPU: `ln(time) = w · x` per mode, fitted on each query's measured time (log space: errors are
 //!   relative, and costs span five orders of magnitude), where `x` holds 1, the logs `a, b, c` of the
 //!   shortest list, the second and the sum (each `ln(1 + postings)`), their squares and products (a
-//!   query's time bends with its lists' lengths: MaxScore prunes long lists harder), the terms, and
-//!   one indicator each for 2, 3, 4 and 5 or more terms (`CPU_FEATURES`);
+//!   query's time bends with its lists' lengths: MaxScore prunes long lists harder), the terms, one
+//!   indicator each for 2, 3, 4 and 5 or more terms, the logs of the longest list and of the others,
+//!   and the log `w` of the postings weighted by each list's share of the query's score bound, with
+//!   `w²`, `w·a` and `w·c` (a long list of a term that scores little is soon skipped) (`CPU_FEATURES`);
 //! - GPU: `batch time = a + b · Σ work(q)` per mode, fitted on each batch's measured time, where
 //!   `work(q)` is the postings the kernel touches (the shortest list's for AND, every list's for OR);
 //!   a query's marginal GPU cost is `b · work(q)`.
@@ -17,7 +19,7 @@ use warpsearch_index::Index;
 use warpsearch_query::{Mode, Query};
 
 /// What a query's cost is predicted from.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Features {
     /// Postings of the shortest list.
     pub shortest: u64,
@@ -27,22 +29,44 @@ pub struct Features {
     pub sum: u64,
     /// Distinct known terms.
     pub terms: u32,
+    /// Postings of the longest list.
+    pub longest: u64,
+    /// Postings weighted by each list's share of the query's score bound (Σ df · max / Σ max): a long
+    /// list whose terms score little soon stops being read by MaxScore.
+    pub weighted: f64,
 }
 
 impl Features {
     /// The features of `query` on `index`.
     pub fn of(index: &Index, query: &Query) -> Features {
+        let records = index.term_records();
         let mut dfs: Vec<u64> = query
             .terms
             .iter()
-            .map(|&(t, _)| index.term_records()[t as usize].df as u64)
+            .map(|&(t, _)| records[t as usize].df as u64)
             .collect();
         dfs.sort_unstable();
+        let bound: f64 = query
+            .terms
+            .iter()
+            .map(|&(t, _)| records[t as usize].max_score as f64)
+            .sum();
+        let weighted = query
+            .terms
+            .iter()
+            .map(|&(t, _)| {
+                let r = &records[t as usize];
+                r.df as f64 * r.max_score as f64
+            })
+            .sum::<f64>()
+            / bound.max(1e-9);
         Features {
             shortest: dfs.first().copied().unwrap_or(0),
             second: dfs.get(1).copied().unwrap_or(0),
             sum: dfs.iter().sum(),
             terms: dfs.len() as u32,
+            longest: dfs.last().copied().unwrap_or(0),
+            weighted,
         }
     }
 
@@ -57,6 +81,8 @@ impl Features {
     fn cpu_vector(&self) -> [f64; CPU_FEATURES] {
         let l = |x: u64| (1.0 + x as f64).ln();
         let (a, b, c) = (l(self.shortest), l(self.second), l(self.sum));
+        let (d, e) = (l(self.longest), l(self.sum - self.longest));
+        let w = (1.0 + self.weighted).ln();
         let is = |t: bool| f64::from(u8::from(t));
         let n = self.terms;
         [
@@ -75,6 +101,12 @@ impl Features {
             is(n == 3),
             is(n == 4),
             is(n >= 5),
+            d,
+            e,
+            w,
+            w * w,
+            w * a,
+            w * c,
         ]
     }
 }
@@ -167,10 +199,9 @@ impl ErrorStat {
     }
 }
 
-/// Features of the CPU model ([`Features::cpu_vector`]). On the passages' TREC 2005 queries (2 cores,
-/// fitted on half the queries and tested on the other half) the quadratic terms and the indicators
-/// took the mean relative error from 0.45 to 0.31 (OR) and from 0.37 to 0.22 (AND).
-const CPU_FEATURES: usize = 15;
+/// Features of the CPU model ([`Features::cpu_vector`]; docs/decisions/037-cpu-cost-features.md has
+/// what each group bought).
+const CPU_FEATURES: usize = 21;
 
 /// Postings in the GPU model's unit of work.
 const MEGA: f64 = 1e6;
@@ -287,6 +318,7 @@ mod tests {
                 second: s,
                 sum: 2 * s,
                 terms: 2,
+                ..Features::default()
             };
             c.observe_cpu(Mode::And, &f, 1e-6 * s as f64);
         }
@@ -295,6 +327,7 @@ mod tests {
             second: 25,
             sum: 50,
             terms: 2,
+            ..Features::default()
         };
         let p = c.cpu(Mode::And, &f);
         assert!((p / 25e-6 - 1.0).abs() < 0.1, "{p}");
@@ -309,6 +342,7 @@ mod tests {
             second: 2 * s,
             sum: 3 * s,
             terms: 2,
+            ..Features::default()
         };
         for i in 0..2000u64 {
             let s = 10 + (i * 7919) % 100_000;
@@ -322,6 +356,7 @@ mod tests {
             second: 0,
             sum: 0,
             terms: 0,
+            ..Features::default()
         };
         assert!(c.cpu(Mode::And, &empty) > 0.0);
     }

@@ -470,6 +470,7 @@ mod tests {
                 second: 0,
                 sum: 1,
                 terms: 1,
+                ..Features::default()
             },
             cpu,
             gpu,
