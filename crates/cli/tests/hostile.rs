@@ -136,6 +136,9 @@ fn hostile_clients_get_bounded_memory_and_a_bounded_shutdown() {
         thread::sleep(Duration::from_millis(50));
         drop(s);
     }
+    // The abandoned queries give their places back first: were the silent requests below to arrive
+    // while those were held, all of them would be refused and none left for the write timeout to cut.
+    wait_for_metric(&server, "warpsearch_queries_held", |v| v == 0);
     // Responses of 1,024 queries at k 1,000 (about 50 MB each) never read: at most --max-in-flight's
     // worth are accepted, the rest refused.
     let silent: Vec<TcpStream> = (0..6).map(|_| post_raw(&addr, &heavy_body(1024, 1000))).collect();
