@@ -58,6 +58,8 @@ pub(crate) struct Task {
     pub learn: Option<Features>,
     /// Its predicted seconds on one CPU core (what it adds to the CPU's backlog).
     pub cost: f64,
+    /// A hedge's copy for the GPU: the CPU runs the query already, so no CPU thread takes it back.
+    pub copy: bool,
 }
 
 impl Task {
@@ -70,6 +72,7 @@ impl Task {
             gather: None,
             learn: None,
             cost: 0.0,
+            copy: false,
         }
     }
 }

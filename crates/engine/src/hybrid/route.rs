@@ -80,11 +80,15 @@ struct Loads {
 
 /// Whether a CPU thread with nothing to do takes `batch`, the oldest of the GPU's queue, while the
 /// GPU has `gpu_load` queries queued or running ([`Loads::steal_pays`]). A batch of whole queries
-/// without predictions (none of the hybrid's) is taken.
+/// without predictions (none of the hybrid's) is taken; a hedge's copy, whose query the CPU runs
+/// already, never.
 pub(crate) fn cpu_may_take(router: &Router, batch: &Batch, gpu_load: usize) -> bool {
     let Items::Tasks(tasks) = &batch.items else {
         return true;
     };
+    if tasks.iter().any(|t| t.copy) {
+        return false;
+    }
     let (longest, total) = tasks
         .iter()
         .fold((0.0f64, 0.0), |(l, t), task| (l.max(task.cost), t + task.cost));
@@ -119,6 +123,7 @@ pub(crate) fn hedge_stolen(router: &Arc<Router>, hedger: Option<&Hedger>, batch:
     }
     let copy = Task {
         learn: None,
+        copy: true,
         ..task.clone()
     };
     let latency = lock(&router.rates).gpu_latency;
@@ -412,6 +417,7 @@ fn submit_one(
                 let first = Arc::new(First::new(reply, router.clone()));
                 let copy = Task {
                     learn: None,
+                    copy: true,
                     ..task.clone()
                 };
                 cpu.submit(Batch::tasks(vec![task], submitted, deadline, first.clone()));
@@ -434,6 +440,7 @@ fn submit_one(
         gather: Some(gather.clone()),
         learn: None,
         cost: e.cpu * share,
+        copy: false,
     };
     let cut = ((gpu_share * num_docs as f64) as u32).min(num_docs);
     let start = if gpu_part { cut } else { 0 };
@@ -576,6 +583,28 @@ mod tests {
         assert!(l.split_pays(&query(0.006, 0.0), 2, 0.0, false));
         // One part is the whole query: never sooner.
         assert!(!l.split_pays(&query(0.006, 0.0), 1, 0.0, false));
+    }
+
+    #[test]
+    fn a_hedges_copy_is_never_taken_back_by_the_cpu() {
+        use crate::hybrid::HybridOptions;
+        use warpsearch_query::Query;
+        let router = Router::new(HybridOptions::default(), true, false);
+        let (tx, _rx) = std::sync::mpsc::channel();
+        let reply: Arc<dyn Reply> = Arc::new(tx);
+        let batch = |copy: bool| {
+            let request = Request::new(Query::from_ids(&[Some(1)]), Mode::Or, 10);
+            let task = Task {
+                cost: 1e-6,
+                copy,
+                ..Task::whole(1, request)
+            };
+            Batch::tasks(vec![task], Instant::now(), None, reply.clone())
+        };
+        // A microsecond on a core against the GPU's 10 ms (its default latency): taken, unless the
+        // CPU runs the query already.
+        assert!(cpu_may_take(&router, &batch(false), 0));
+        assert!(!cpu_may_take(&router, &batch(true), 0));
     }
 
     #[test]
