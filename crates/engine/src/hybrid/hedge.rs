@@ -105,7 +105,7 @@ struct Shared {
 }
 
 /// Where a hedge goes (the GPU executor's queue).
-pub(crate) type Send = Box<dyn Fn(Batch) + std::marker::Send + Sync>;
+pub(crate) type Sink = Box<dyn Fn(Batch) + Send + Sync>;
 
 /// The thread that sends each hedge when its time comes, unless its query was answered.
 pub(crate) struct Hedger {
@@ -115,7 +115,7 @@ pub(crate) struct Hedger {
 
 impl Hedger {
     /// Starts the thread; hedges go to `send`, and are counted in `router`'s counters.
-    pub fn start(send: Send, router: Arc<Router>) -> Hedger {
+    pub fn start(send: Sink, router: Arc<Router>) -> Hedger {
         let shared = Arc::new(Shared {
             state: Mutex::default(),
             ready: Condvar::new(),
@@ -173,7 +173,7 @@ impl Drop for Hedger {
 }
 
 /// The hedger's thread: sends what is due, sleeps until the next is.
-fn run(s: &Shared, send: &Send, router: &Router) {
+fn run(s: &Shared, send: &Sink, router: &Router) {
     let mut st = lock(&s.state);
     loop {
         if st.closed {
@@ -243,7 +243,7 @@ mod tests {
     fn hedger(router: &Arc<Router>) -> (Hedger, Receiver<Batch>) {
         let (tx, rx) = channel();
         let tx = Mutex::new(tx);
-        let send: Send = Box::new(move |b| lock(&tx).send(b).unwrap());
+        let send: Sink = Box::new(move |b| lock(&tx).send(b).unwrap());
         (Hedger::start(send, router.clone()), rx)
     }
 
