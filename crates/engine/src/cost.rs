@@ -40,26 +40,17 @@ impl Features {
     /// The features of `query` on `index`.
     pub fn of(index: &Index, query: &Query) -> Features {
         let records = index.term_records();
-        let mut dfs: Vec<u64> = query
-            .terms
-            .iter()
-            .map(|&(t, _)| records[t as usize].df as u64)
-            .collect();
+        // One look at each term's record: its list length, and its score bound and its postings
+        // weighted by that bound, summed in the query's order.
+        let (mut dfs, mut bound, mut weighted) = (Vec::with_capacity(query.terms.len()), 0.0, 0.0);
+        for &(t, _) in &query.terms {
+            let r = &records[t as usize];
+            dfs.push(r.df as u64);
+            bound += r.max_score as f64;
+            weighted += r.df as f64 * r.max_score as f64;
+        }
         dfs.sort_unstable();
-        let bound: f64 = query
-            .terms
-            .iter()
-            .map(|&(t, _)| records[t as usize].max_score as f64)
-            .sum();
-        let weighted = query
-            .terms
-            .iter()
-            .map(|&(t, _)| {
-                let r = &records[t as usize];
-                r.df as f64 * r.max_score as f64
-            })
-            .sum::<f64>()
-            / bound.max(1e-9);
+        let weighted = weighted / f64::max(bound, 1e-9);
         Features {
             shortest: dfs.first().copied().unwrap_or(0),
             second: dfs.get(1).copied().unwrap_or(0),
