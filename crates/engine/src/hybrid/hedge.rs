@@ -111,6 +111,8 @@ pub(crate) type Sink = Box<dyn Fn(Batch) + Send + Sync>;
 pub(crate) struct Hedger {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
+    /// Whose options say when to hedge, and whose counters count the hedges.
+    router: Arc<Router>,
 }
 
 impl Hedger {
@@ -120,15 +122,42 @@ impl Hedger {
             state: Mutex::default(),
             ready: Condvar::new(),
         });
-        let s = shared.clone();
+        let (s, counted) = (shared.clone(), router.clone());
         let thread = std::thread::Builder::new()
             .name("warpsearch-hedge".into())
-            .spawn(move || run(&s, &send, &router))
+            .spawn(move || run(&s, &send, &counted))
             .expect("a thread can be started");
         Hedger {
             shared,
             thread: Some(thread),
+            router,
         }
+    }
+
+    /// Watches `task` (a whole query, submitted at `submitted`, now given to the CPU with the reply
+    /// this returns): its copy goes to the GPU, through `send`, if the query has no answer
+    /// `hedge_after` times `gpu_seconds` after `since`. The copy teaches the cost model nothing, and
+    /// no CPU thread takes it back from the GPU's queue.
+    pub fn watch(
+        &self,
+        task: &Task,
+        gpu_seconds: f64,
+        since: Instant,
+        submitted: Instant,
+        deadline: Option<Duration>,
+        reply: Arc<dyn Reply>,
+    ) -> Arc<First> {
+        let first = Arc::new(First::new(reply, self.router.clone()));
+        let copy = Task {
+            learn: None,
+            copy: true,
+            ..task.clone()
+        };
+        let after = self.router.options.hedge_after.unwrap_or(0.0).max(0.0);
+        let delay =
+            Duration::from_secs_f64((gpu_seconds * after).min(3600.0)).saturating_sub(since.elapsed());
+        self.after(delay, copy, submitted, deadline, first.clone());
+        first
     }
 
     /// Sends `task` (a whole query, submitted at `submitted`) through `send` after `delay` from now,

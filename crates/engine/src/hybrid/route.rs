@@ -16,7 +16,7 @@ use rayon::prelude::*;
 use warpsearch_index::Index;
 use warpsearch_query::{DocRange, Mode, Request};
 
-use super::hedge::{First, Hedger};
+use super::hedge::Hedger;
 use super::stats::bump;
 use super::{lock, Router};
 use crate::cost::{CostModel, Features};
@@ -108,8 +108,8 @@ pub(crate) fn cpu_may_take(router: &Router, batch: &Batch, gpu_load: usize) -> b
 
 /// `batch`, taken by a CPU thread from the GPU's queue, hedged where it is one whole query: sent to
 /// the GPU again if the CPU has not answered it within `hedge_after` times the GPU's latency.
-pub(crate) fn hedge_stolen(router: &Arc<Router>, hedger: Option<&Hedger>, batch: Batch) -> Batch {
-    let (Some(hedger), Some(after)) = (hedger, router.options.hedge_after) else {
+pub(crate) fn hedge_stolen(router: &Router, hedger: Option<&Hedger>, batch: Batch) -> Batch {
+    let Some(hedger) = hedger else {
         return batch;
     };
     let Items::Tasks(tasks) = &batch.items else {
@@ -121,15 +121,9 @@ pub(crate) fn hedge_stolen(router: &Arc<Router>, hedger: Option<&Hedger>, batch:
     if task.gather.is_some() {
         return batch;
     }
-    let copy = Task {
-        learn: None,
-        copy: true,
-        ..task.clone()
-    };
     let latency = lock(&router.rates).gpu_latency;
-    let first = Arc::new(First::new(batch.reply.clone(), router.clone()));
-    let delay = Duration::from_secs_f64((latency * after.max(0.0)).min(3600.0));
-    hedger.after(delay, copy, batch.submitted, batch.deadline, first.clone());
+    let (submitted, deadline, reply) = (batch.submitted, batch.deadline, batch.reply.clone());
+    let first = hedger.watch(task, latency, Instant::now(), submitted, deadline, reply);
     Batch {
         reply: first,
         ..batch
@@ -409,21 +403,14 @@ fn submit_one(
             ..Task::whole(id, request)
         };
         let gpu_done = loads.gpu_done(e.intercept, e.gpu);
-        match (loads.choose(&e), gpu, hedger, options.hedge_after) {
-            (To::Gpu, Some(gpu), _, _) => {
+        // A hedger exists only beside a GPU, and only where hedging is asked for.
+        match (loads.choose(&e), gpu, hedger) {
+            (To::Gpu, Some(gpu), _) => {
                 gpu.submit(Batch::tasks(vec![task], submitted, deadline, reply));
             }
-            (To::Cpu, Some(_), Some(hedger), Some(after)) => {
-                let first = Arc::new(First::new(reply, router.clone()));
-                let copy = Task {
-                    learn: None,
-                    copy: true,
-                    ..task.clone()
-                };
-                cpu.submit(Batch::tasks(vec![task], submitted, deadline, first.clone()));
-                let delay = Duration::from_secs_f64((gpu_done * after.max(0.0)).min(3600.0))
-                    .saturating_sub(submitted.elapsed());
-                hedger.after(delay, copy, submitted, deadline, first);
+            (To::Cpu, _, Some(hedger)) => {
+                let first = hedger.watch(&task, gpu_done, submitted, submitted, deadline, reply);
+                cpu.submit(Batch::tasks(vec![task], submitted, deadline, first));
             }
             _ => cpu.submit(Batch::tasks(vec![task], submitted, deadline, reply)),
         }
