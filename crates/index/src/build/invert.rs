@@ -16,7 +16,7 @@ use rayon::prelude::*;
 use crate::error::Result;
 use crate::strmap::StrMap;
 
-use super::analyze::DocTerms;
+use super::analyze::{Chunk, ChunkPart};
 use super::runs::{Posting, RunWriter};
 
 /// Bytes a posting costs in memory (three u32s).
@@ -35,7 +35,16 @@ pub struct Partition {
     pub(crate) tf: Vec<u32>,
     bytes: usize,
     runs: Vec<PathBuf>,
+    /// The current chunk part's terms' numbers here, [`UNSEEN`] until looked up (a buffer).
+    resolved: Vec<u32>,
 }
+
+/// A term of a chunk's part not yet looked up in the partition's dictionary.
+const UNSEEN: u32 = u32::MAX;
+
+/// What a chunk's line that is no document of the collection (a duplicate id, or a line skipped)
+/// has for its docID: its postings are not added.
+pub const NO_DOC: u32 = u32::MAX;
 
 /// Lists of a partition by term number: term t's postings are `postings[starts[t]..starts[t + 1]]`.
 pub struct Lists {
@@ -53,23 +62,58 @@ impl Lists {
 }
 
 impl Partition {
-    /// Adds the terms of partition `p` of document `doc` (documents in increasing order).
-    pub fn add(&mut self, doc: u32, terms: &DocTerms, p: usize) {
-        for (term, tf) in terms.part(p) {
-            let id = match self.dict.get(term) {
-                Some(&id) => id,
-                None => {
-                    let id = self.names.len() as u32;
-                    self.dict.insert(term, id);
-                    self.names.push(term.into());
-                    self.bytes += TERM_COST + 2 * term.len();
-                    id
+    /// Adds the postings of a chunk's part (this partition's) whose lines `docs` numbers (documents in
+    /// increasing order, after every document added before; [`NO_DOC`] for a line to leave out). Past
+    /// `limit` bytes held, between two documents, it writes a sorted run of partition `p` into `dir`.
+    pub fn add(
+        &mut self,
+        part: ChunkPart<'_>,
+        docs: &[u32],
+        limit: usize,
+        dir: &Path,
+        p: usize,
+    ) -> Result<()> {
+        self.resolved.clear();
+        self.resolved.resize(part.terms(), UNSEEN);
+        let mut line = u32::MAX;
+        for &(at, t, tf) in part.postings {
+            let doc = docs[at as usize];
+            if doc == NO_DOC {
+                continue;
+            }
+            if at != line {
+                line = at;
+                if self.bytes > limit {
+                    // The run took the terms' numbers with it.
+                    self.spill(dir, p)?;
+                    self.resolved.clear();
+                    self.resolved.resize(part.terms(), UNSEEN);
                 }
-            };
+            }
+            let mut id = self.resolved[t as usize];
+            if id == UNSEEN {
+                id = self.number(part.term(t));
+                self.resolved[t as usize] = id;
+            }
             self.term.push(id);
             self.doc.push(doc);
             self.tf.push(tf);
             self.bytes += POSTING_COST;
+        }
+        Ok(())
+    }
+
+    /// The number of `term` here, given at its first occurrence.
+    fn number(&mut self, term: &str) -> u32 {
+        match self.dict.get(term) {
+            Some(&id) => id,
+            None => {
+                let id = self.names.len() as u32;
+                self.dict.insert(term, id);
+                self.names.push(term.into());
+                self.bytes += TERM_COST + 2 * term.len();
+                id
+            }
         }
     }
 
@@ -167,18 +211,15 @@ impl Partitions {
         self.parts.len()
     }
 
-    /// Adds documents (docID and terms, in increasing docID order, after every document added before),
-    /// each partition on a task of its own; a partition past its share of the budget spills.
-    pub fn add(&mut self, docs: &[(u32, &DocTerms)]) -> Result<()> {
+    /// Adds chunks of lines, each with its lines' docIDs (in increasing docID order, after every
+    /// document added before; [`NO_DOC`] for a line to leave out), each partition on a task of its
+    /// own; a partition past its share of the budget spills.
+    pub fn add(&mut self, chunks: &[(&Chunk, &[u32])]) -> Result<()> {
         let (dir, share) = (&self.dir, self.share);
         self.parts.par_iter_mut().enumerate().try_for_each(|(p, part)| {
-            for &(doc, terms) in docs {
-                part.add(doc, terms, p);
-                if part.bytes() > share {
-                    part.spill(dir, p)?;
-                }
-            }
-            Ok(())
+            chunks
+                .iter()
+                .try_for_each(|&(chunk, docs)| part.add(chunk.part(p), docs, share, dir, p))
         })
     }
 
@@ -220,5 +261,83 @@ impl Partitions {
             ranks[p as usize][t as usize] = r as u32;
         }
         (order, ranks)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyzer::AnalyzerConfig;
+    use crate::build::analyze::analyze;
+    use crate::build::input::Line;
+    use crate::build::schema::Schema;
+
+    /// Every term's list, by name, from the partitions and the runs they spilled.
+    fn all_lists(parts: &mut Partitions) -> Vec<(String, Vec<Posting>)> {
+        let runs = parts.spill_all().unwrap();
+        let mut out = Vec::new();
+        super::super::runs::merge(&runs, 8, |term, list| {
+            out.push((String::from_utf8(term.to_vec()).unwrap(), list.clone()));
+            Ok(())
+        })
+        .unwrap();
+        out
+    }
+
+    #[test]
+    fn left_out_lines_add_nothing_and_spills_inside_a_chunk_lose_nothing() {
+        let texts = [
+            "apple banana cherry apple",
+            "banana only-in-a-duplicate",
+            "cherry date apple",
+            "elder fig banana banana",
+            "apple",
+            "fig grape",
+        ];
+        let lines: Vec<Line> = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Line {
+                file: 0,
+                line: i as u64 + 1,
+                bytes: format!(r#"{{"id": "d{i}", "contents": "{t}"}}"#).into_bytes(),
+            })
+            .collect();
+        let schema = Schema::json_collection(false);
+        let analyzer = AnalyzerConfig::whitespace();
+        // Line 1 is left out (a duplicate id, say): its postings, and its term no other line has,
+        // must not reach the lists; the others are numbered 0, 1, … in order.
+        let docs = [0, NO_DOC, 1, 2, 3, 4];
+        let want: Vec<(String, Vec<Posting>)> = [
+            ("apple", vec![(0, 2), (1, 1), (3, 1)]),
+            ("banana", vec![(0, 1), (2, 2)]),
+            ("cherry", vec![(0, 1), (1, 1)]),
+            ("date", vec![(1, 1)]),
+            ("elder", vec![(2, 1)]),
+            ("fig", vec![(2, 1), (4, 1)]),
+            ("grape", vec![(4, 1)]),
+        ]
+        .into_iter()
+        .map(|(t, l)| (t.to_owned(), l))
+        .collect();
+        for (count, budget, chunk_len) in [(1, 1 << 30, 6), (3, 1 << 30, 2), (1, 1, 6), (2, 1, 3), (5, 30, 1)]
+        {
+            let dir = tempfile::tempdir().unwrap();
+            let mut parts = Partitions::new(count, budget, dir.path());
+            let chunks: Vec<_> = lines
+                .chunks(chunk_len)
+                .map(|l| analyze(&analyzer, &schema, l, count))
+                .collect();
+            let numbered: Vec<_> = chunks.iter().zip(docs.chunks(chunk_len)).collect();
+            parts.add(&numbered).unwrap();
+            if budget == 1 {
+                assert!(parts.runs() > 1, "a budget of one byte spills between documents");
+            }
+            assert_eq!(
+                all_lists(&mut parts),
+                want,
+                "{count} partitions, {budget} bytes, chunks of {chunk_len}"
+            );
+        }
     }
 }

@@ -32,7 +32,7 @@ use crate::order::{check_alpha, global_order, permuted};
 use crate::shards::ShardPart;
 use crate::store::StoreWriter;
 use crate::writer::{check_output, DocIds, DocTable, IndexWriter, WriterOptions};
-use analyze::{analyze, AnalyzedDoc};
+use analyze::{analyze, Chunk};
 pub use device::{
     invert_in_passes, BuildOn, DeviceInverter, InvertJob, Inverted, InvertedPasses, TupleSlices,
 };
@@ -172,10 +172,10 @@ pub struct BuildReport {
     pub notes: Vec<String>,
 }
 
-struct Analyzed {
-    file: u32,
-    line: u64,
-    doc: std::result::Result<AnalyzedDoc, String>,
+/// Lines a task analyses at once ([`analyze::Chunk`]): a batch is cut into a few chunks a thread, so
+/// that the threads share it evenly however long its lines.
+fn chunk_len(batch: usize) -> usize {
+    batch.div_ceil(4 * rayon::current_num_threads()).max(16)
 }
 
 /// Builds an index at `output` from the collection at `input` (a file or a directory of them): JSON
@@ -408,7 +408,7 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
     let mut failure: Option<IndexError> = None;
     // Batch i is analysed while batch i − 1 is taken in (ids checked, inverted, stored): the serial part
     // of taking a batch in runs beside the cores' analysis instead of between two batches'.
-    let mut pending: Option<(Vec<input::Line>, Vec<Analyzed>)> = None;
+    let mut pending: Option<(Vec<input::Line>, Vec<Chunk>)> = None;
     let mut batches = rx.iter();
     loop {
         let next = batches.next();
@@ -426,13 +426,9 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
             || {
                 next.map(|batch| {
                     let schema = schema.expect("detected from the first batch");
-                    let analyzed: Vec<Analyzed> = batch
-                        .par_iter()
-                        .map(|l| Analyzed {
-                            file: l.file,
-                            line: l.line,
-                            doc: analyze(&analyzer, schema, &l.bytes, parts),
-                        })
+                    let analyzed: Vec<Chunk> = batch
+                        .par_chunks(chunk_len(batch.len()))
+                        .map(|lines| analyze(&analyzer, schema, lines, parts))
                         .collect();
                     (batch, analyzed)
                 })
@@ -760,17 +756,20 @@ impl Ingest {
     fn take(
         &mut self,
         batch: &[input::Line],
-        analyzed: &[Analyzed],
+        chunks: &[Chunk],
         opts: &BuildOptions,
         names: &[PathBuf],
     ) -> Result<()> {
         let mut kept: Vec<&[u8]> = Vec::new();
-        let mut accepted: Vec<(u32, &analyze::DocTerms)> = Vec::with_capacity(analyzed.len());
+        // Each line's docID, chunk after chunk (NO_DOC where it is none).
+        let mut numbers: Vec<u32> = Vec::with_capacity(batch.len());
         let mut failure = None;
-        for (a, l) in analyzed.iter().zip(batch) {
-            let problem = match &a.doc {
+        let docs = chunks.iter().flat_map(|c| &c.docs);
+        for (a, l) in docs.zip(batch) {
+            let problem = match a {
                 Err(what) => Some(what.clone()),
-                Ok((id, terms, len)) => {
+                Ok(None) => unreachable!("every id is kept"),
+                Ok(Some((_, analyze::Doc { id, len, max_tf }))) => {
                     let key = {
                         let mut h = DefaultHasher::new();
                         id.hash(&mut h);
@@ -786,18 +785,19 @@ impl Ingest {
                             self.seen_ids.entry(key).or_insert(doc);
                             self.ids.push(id);
                             self.lens.push(*len);
-                            self.max_tfs.push(terms.max_tf());
+                            self.max_tfs.push(*max_tf);
                             self.empty_docs += (*len == 0) as u64;
                             kept.push(&l.bytes);
-                            accepted.push((doc, terms));
+                            numbers.push(doc);
                             None
                         }
                     }
                 }
             };
             if let Some(what) = problem {
-                let path = names[a.file as usize].clone();
-                failure = self.skipped.line(opts.skip_bad, path, a.line, &what);
+                numbers.push(invert::NO_DOC);
+                let path = names[l.file as usize].clone();
+                failure = self.skipped.line(opts.skip_bad, path, l.line, &what);
                 if failure.is_some() {
                     break;
                 }
@@ -806,6 +806,15 @@ impl Ingest {
         if let Some(e) = failure {
             return Err(e);
         }
+        let mut rest = &numbers[..];
+        let accepted: Vec<(&Chunk, &[u32])> = chunks
+            .iter()
+            .map(|c| {
+                let (docs, tail) = rest.split_at(c.docs.len());
+                rest = tail;
+                (c, docs)
+            })
+            .collect();
         self.partitions.add(&accepted)?;
         if let Some(store) = &mut self.store {
             store.add(&kept)?;

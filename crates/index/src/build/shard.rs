@@ -116,42 +116,56 @@ pub(super) fn build_shard(
             }
         }
         let s = schema.as_ref().expect("detected from the first batch");
-        let analyzed: Vec<_> = batch
-            .par_iter()
-            .map(|l| analyze_if(&analyzer, s, &l.bytes, 1, member))
+        let chunks: Vec<_> = batch
+            .par_chunks(super::chunk_len(batch.len()))
+            .map(|lines| analyze_if(&analyzer, s, lines, 1, member))
             .collect();
-        for (l, a) in batch.iter().zip(analyzed) {
-            match a {
-                Ok(None) => {}
-                Ok(Some((d, (id, terms, len)))) => {
-                    // The first line of an id is its document, as in the head's build.
-                    if !seen.insert(d) {
-                        continue;
+        let mut lines = batch.iter();
+        for chunk in &chunks {
+            // Each line's document in the shard, or None.
+            let mut local: Vec<Option<u32>> = Vec::with_capacity(chunk.docs.len());
+            // The chunk's documents first: a line is taken only for a document.
+            for (a, l) in chunk.docs.iter().zip(lines.by_ref()) {
+                local.push(None);
+                match a {
+                    Ok(None) => {}
+                    Ok(Some((d, doc))) => {
+                        // The first line of an id is its document, as in the head's build.
+                        if !seen.insert(*d) {
+                            continue;
+                        }
+                        let (id, len) = (&doc.id, doc.len);
+                        if head.doc_lens()[*d as usize] != len {
+                            failure = Some(IndexError::Input {
+                                path: names[l.file as usize].clone(),
+                                line: l.line,
+                                what: format!(
+                                    "document '{id}' has {len} tokens here and {} in the head at {}: build \
+                                     every part from the same input with the same options",
+                                    head.doc_lens()[*d as usize],
+                                    head_dir.display()
+                                ),
+                            });
+                            break;
+                        }
+                        *local.last_mut().expect("pushed") = Some(d - first as u32);
                     }
-                    if head.doc_lens()[d as usize] != len {
-                        failure = Some(IndexError::Input {
-                            path: names[l.file as usize].clone(),
-                            line: l.line,
-                            what: format!(
-                                "document '{id}' has {len} tokens here and {} in the head at {}: build \
-                                 every part from the same input with the same options",
-                                head.doc_lens()[d as usize],
-                                head_dir.display()
-                            ),
-                        });
-                        break;
-                    }
-                    let local = d - first as u32;
-                    for (term, tf) in terms.part(0) {
-                        lists.entry(term.to_owned()).or_default().push((local, tf));
+                    Err(what) => {
+                        let path = names[l.file as usize].clone();
+                        failure = skipped.line(opts.skip_bad, path, l.line, what);
+                        if failure.is_some() {
+                            break;
+                        }
                     }
                 }
-                Err(what) => {
-                    let path = names[l.file as usize].clone();
-                    failure = skipped.line(opts.skip_bad, path, l.line, &what);
-                    if failure.is_some() {
-                        break;
-                    }
+            }
+            if failure.is_some() {
+                break;
+            }
+            let part = chunk.part(0);
+            for &(at, t, tf) in part.postings {
+                if let Some(doc) = local[at as usize] {
+                    lists.entry(part.term(t).to_owned()).or_default().push((doc, tf));
                 }
             }
         }
