@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The index build on the lent GPU machine: the CPU build's scaling with threads and the GPU build against
 # it, on the Wikipedia passages (776,864 passages, 517 MB of JSON lines). The device has no Rust: `pack`
-# (here) builds the binary and the GPU build tests and packs the passages as xz parts under 64 MiB, one
-# call's carry each; on the device, each call unpacks what it carried and runs the asked mode once every
+# (here) builds the binary and the GPU build tests and packs the passages as two xz parts under 64 MiB,
+# one call's carry each; on the device, each call unpacks what it carried and runs the asked mode once every
 # part is there.
 #
 #   here:   scripts/device-build.sh pack passages.jsonl
-#           (fills .device/build/bin and .device/build/part1 … part4; `/.device/` must be ignored by git)
-#   device: four calls carrying .device/build/part1 … part4 with `scripts/device-build.sh unpack`, then
+#           (fills .device/build/bin and .device/build/part1 and part2; `/.device/` is ignored by git)
+#   device: two calls carrying .device/build/part1 and part2 with `scripts/device-build.sh unpack`, then
 #           a call carrying .device/build/bin with one of:
 #     scripts/device-build.sh cpu     # --build-on cpu at 1, 4, 8 and 16 threads, timed; every index
 #                                     # compared byte for byte with the 16-thread one
@@ -35,7 +35,7 @@ set -uo pipefail
 mode=${1:?usage: scripts/device-build.sh pack FILE | unpack | cpu | gpu | all}
 dev=.device/build
 passages=${WARPSEARCH_PASSAGES_DIR:-/root/passages}
-parts=4
+parts=2
 
 if [ "$mode" = pack ]; then
   set -e
@@ -53,7 +53,7 @@ if [ "$mode" = pack ]; then
   split -d -a 1 -l "$per" "$input" /tmp/device-build-split/p
   for i in $(seq 1 $parts); do
     mkdir -p $dev/part$i
-    xz -T2 -3 -c /tmp/device-build-split/p$((i - 1)) >$dev/part$i/passages-$i.jsonl.xz
+    xz -T2 -9 -c /tmp/device-build-split/p$((i - 1)) >$dev/part$i/passages-$i.jsonl.xz
   done
   rm -rf /tmp/device-build-split
   du -sh $dev/bin $dev/part*

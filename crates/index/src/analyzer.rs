@@ -325,8 +325,8 @@ impl Vocabulary {
         let analyzer = self.analyzer;
         let mut lower = String::new();
         analyzer.for_each_piece(text, |piece| {
-            let n = match self.pieces.get_recent(piece) {
-                Some(n) => n,
+            let n = match self.pieces.get(piece) {
+                Some(&n) => n,
                 None => {
                     let n = self.number(analyzer.token_of(piece, &mut lower));
                     // Text meets its frequent pieces first: once the map is full, a new piece (a rare

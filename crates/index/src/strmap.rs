@@ -1,42 +1,88 @@
 //! A map keyed by strings that holds short ones inline: a string of at most 15 bytes is its own key
-//! (two words, compared and hashed without a call or a pointer to follow), which makes a lookup in a
-//! large vocabulary one probe of the table instead of a probe and a visit to the key's text.
+//! (two words, compared and hashed without a call or a pointer to follow), kept with its value in one
+//! slot of an open-addressed table, which makes a lookup in a large vocabulary one visit to memory
+//! instead of three (the table's control bytes, its slot, the key's text).
 
 use rustc_hash::FxHashMap;
 
-/// Strings to values, the short ones inline; the most recently used short ones also in a small
-/// direct-mapped table that stays in a core's cache (see [`StrMap::get_recent`]).
+/// Strings to values, the short ones inline.
 #[derive(Debug, Clone)]
 pub struct StrMap<V> {
-    short: FxHashMap<[u64; 2], V>,
+    short: Inline<V>,
     long: FxHashMap<Box<str>, V>,
-    /// Short keys recently looked up by [`StrMap::get_recent`], each in the slot its hash picks, with
-    /// its value; empty until first used, and never holding a key the map does not (inserts only add).
-    recent: Vec<([u64; 2], V)>,
 }
 
 impl<V> Default for StrMap<V> {
     fn default() -> Self {
         StrMap {
-            short: FxHashMap::default(),
+            short: Inline {
+                slots: Vec::new(),
+                len: 0,
+            },
             long: FxHashMap::default(),
-            recent: Vec::new(),
         }
     }
 }
 
-/// Slots of the recent-key table: 16,384 of 24 bytes (384 KiB) stay in a core's L2 cache, where a
-/// lookup in a map of a million keys misses twice; text meets its frequent words far more often.
-const RECENT_SLOTS: usize = 1 << 14;
-
-/// A key no string has (its length byte says 255): what an empty slot of the recent table holds.
+/// A key no string has (its length byte says 255): what a free slot of the table holds.
 const NO_KEY: [u64; 2] = [0, u64::MAX];
 
-/// The recent table's slot of a short key.
-#[inline]
-fn recent_slot(k: [u64; 2]) -> usize {
-    let h = (k[0] ^ k[1].rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    (h >> (64 - RECENT_SLOTS.trailing_zeros())) as usize
+/// Short keys to values by open addressing: a key and its value share a slot, the one its hash picks
+/// or the first free one after it (linear probing, at most three quarters of the slots full), so that
+/// a lookup in a table larger than the caches mostly costs one miss where a map with separate control
+/// bytes costs two.
+#[derive(Debug, Clone)]
+struct Inline<V> {
+    /// A power of two of slots (none before the first insert); [`NO_KEY`] marks a free one.
+    slots: Vec<([u64; 2], V)>,
+    len: usize,
+}
+
+impl<V: Copy + Default> Inline<V> {
+    /// The first slot to look in for `k`: the high bits of a multiplicative hash of its two words.
+    #[inline]
+    fn home(&self, k: [u64; 2]) -> usize {
+        const K: u64 = 0x9E37_79B9_7F4A_7C15;
+        let h = (k[0].wrapping_mul(K).rotate_left(26) ^ k[1]).wrapping_mul(K);
+        (h >> (64 - self.slots.len().trailing_zeros())) as usize
+    }
+
+    #[inline]
+    fn get(&self, k: [u64; 2]) -> Option<&V> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(k);
+        loop {
+            let slot = &self.slots[i];
+            if slot.0 == k {
+                return Some(&slot.1);
+            }
+            if slot.0 == NO_KEY {
+                return None;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    fn insert(&mut self, k: [u64; 2], v: V) {
+        if (self.len + 1) * 4 > self.slots.len() * 3 {
+            let grown = vec![(NO_KEY, V::default()); (self.slots.len() * 2).max(16)];
+            let old = std::mem::replace(&mut self.slots, grown);
+            self.len = 0;
+            for (k, v) in old.into_iter().filter(|s| s.0 != NO_KEY) {
+                self.insert(k, v);
+            }
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(k);
+        while self.slots[i].0 != k && self.slots[i].0 != NO_KEY {
+            i = (i + 1) & mask;
+        }
+        self.len += (self.slots[i].0 == NO_KEY) as usize;
+        self.slots[i] = (k, v);
+    }
 }
 
 /// The inline key of a string of at most 15 bytes: its bytes, zero-padded, and its length in the last
@@ -56,32 +102,11 @@ fn short_key(s: &str) -> Option<[u64; 2]> {
 }
 
 impl<V: Copy + Default> StrMap<V> {
-    /// [`StrMap::get`] through the recent-key table: a short key found in the map takes its slot
-    /// there, so that the next lookup of it reads one cache line the core holds.
-    #[inline]
-    pub fn get_recent(&mut self, s: &str) -> Option<V> {
-        let Some(k) = short_key(s) else {
-            return self.long.get(s).copied();
-        };
-        if self.recent.is_empty() {
-            self.recent = vec![(NO_KEY, V::default()); RECENT_SLOTS];
-        }
-        let slot = &mut self.recent[recent_slot(k)];
-        if slot.0 == k {
-            return Some(slot.1);
-        }
-        let v = *self.short.get(&k)?;
-        *slot = (k, v);
-        Some(v)
-    }
-}
-
-impl<V> StrMap<V> {
     /// The value of `s`.
     #[inline]
     pub fn get(&self, s: &str) -> Option<&V> {
         match short_key(s) {
-            Some(k) => self.short.get(&k),
+            Some(k) => self.short.get(k),
             None => self.long.get(s),
         }
     }
@@ -89,20 +114,16 @@ impl<V> StrMap<V> {
     /// Sets the value of `s`.
     pub fn insert(&mut self, s: &str, v: V) {
         match short_key(s) {
-            Some(k) => {
-                // A slot caching `s` would hold its old value.
-                if let Some(slot) = self.recent.get_mut(recent_slot(k)).filter(|slot| slot.0 == k) {
-                    slot.0 = NO_KEY;
-                }
-                self.short.insert(k, v)
+            Some(k) => self.short.insert(k, v),
+            None => {
+                self.long.insert(s.into(), v);
             }
-            None => self.long.insert(s.into(), v),
-        };
+        }
     }
 
     /// Strings held.
     pub fn len(&self) -> usize {
-        self.short.len() + self.long.len()
+        self.short.len + self.long.len()
     }
 }
 
@@ -139,29 +160,36 @@ mod tests {
     }
 
     #[test]
-    fn recent_lookups_agree_with_the_map() {
-        // Far more keys than the recent table's slots, so that slots are shared and replaced; values
-        // changed after being cached; the empty string, whose inline key is all zeros but its length.
+    fn lookups_agree_with_a_hash_map() {
+        // Enough keys for the table to grow many times and for probes to run past taken slots; values
+        // changed after insertion; absent keys; the empty string, whose inline key is all zeros but its
+        // length; keys that differ only in their last bytes.
         let mut m = StrMap::default();
-        let key = |i: u32| if i == 0 { String::new() } else { format!("w{i}") };
-        for i in 0..50_000u32 {
-            m.insert(&key(i), i);
-        }
+        let mut oracle = std::collections::HashMap::new();
+        let key = |i: u32| match i % 3 {
+            0 if i == 0 => String::new(),
+            0 => format!("w{i}"),
+            1 => format!("{:0>15}", i),
+            _ => format!("prefix-{i}"),
+        };
         let mut rng = 0x2545_f491_4f6c_dd1du64;
-        for round in 0..4 {
-            for _ in 0..100_000 {
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
-                let i = (rng % 60_000) as u32;
-                assert_eq!(m.get_recent(&key(i)), m.get(&key(i)).copied(), "{i}");
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        for round in 0..6u32 {
+            for _ in 0..20_000 {
+                let i = (next() % 80_000) as u32;
+                m.insert(&key(i), i + round);
+                oracle.insert(key(i), i + round);
             }
-            for i in (round..50_000).step_by(7) {
-                m.insert(&key(i), i + 1_000_000 * (round + 1));
+            for _ in 0..50_000 {
+                let i = (next() % 100_000) as u32;
+                assert_eq!(m.get(&key(i)), oracle.get(&key(i)), "{i}");
             }
+            assert_eq!(m.len(), oracle.len());
         }
-        m.insert("a-long-key-of-many-bytes", 7);
-        assert_eq!(m.get_recent("a-long-key-of-many-bytes"), Some(7));
-        assert_eq!(m.get_recent("absent"), None);
     }
 }

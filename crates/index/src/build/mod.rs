@@ -172,10 +172,14 @@ pub struct BuildReport {
     pub notes: Vec<String>,
 }
 
-/// Lines a task analyses at once ([`analyze::Chunk`]): a batch is cut into a few chunks a thread, so
-/// that the threads share it evenly however long its lines.
+/// Lines read into one batch: every core waits for a batch's slowest chunk before the next batch
+/// starts, so a batch holds many chunks a thread.
+const BATCH_LINES: usize = 16_384;
+
+/// Lines a task analyses at once ([`analyze::Chunk`]): a batch is cut into several chunks a thread,
+/// so that the threads share it evenly however long its lines.
 fn chunk_len(batch: usize) -> usize {
-    batch.div_ceil(4 * rayon::current_num_threads()).max(16)
+    batch.div_ceil(8 * rayon::current_num_threads()).max(16)
 }
 
 /// Builds an index at `output` from the collection at `input` (a file or a directory of them): JSON
@@ -197,7 +201,9 @@ pub fn build_from_jsonl(input: &Path, output: &Path, opts: &BuildOptions) -> Res
     let reader = {
         let (files, read_bytes, max_line) = (files.clone(), read_bytes.clone(), opts.max_line_bytes);
         std::thread::spawn(move || {
-            input::read_batches(&files, 4096, max_line, read_bytes, |batch| tx.send(batch).is_ok())
+            input::read_batches(&files, BATCH_LINES, max_line, read_bytes, |batch| {
+                tx.send(batch).is_ok()
+            })
         })
     };
     let source = Source {
