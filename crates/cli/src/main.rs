@@ -164,13 +164,15 @@ fn run_index(a: IndexArgs) -> Result<()> {
             }
             eprintln!(
                 "indexed {} documents, {} terms, {} postings into {} in {:.1} s (read and analyse {:.1} s, \
-                 {} runs; lists {:.1} s on {}; lists, encode and write {:.1} s)",
+                 {:.1} s of it waiting for the input, {} runs; lists {:.1} s on {}; lists, encode and \
+                 write {:.1} s)",
                 m.num_docs,
                 m.num_terms,
                 m.num_postings,
                 a.output.display(),
                 started.elapsed().as_secs_f64(),
                 report.invert_time.as_secs_f64(),
+                report.input_wait.as_secs_f64(),
                 report.runs,
                 report.lists_time.as_secs_f64(),
                 report.device.as_deref().unwrap_or("the CPU"),

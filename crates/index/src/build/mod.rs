@@ -155,6 +155,9 @@ pub struct BuildReport {
     /// Wall time of reading, analysing and gathering the postings by partition (spilled runs
     /// included).
     pub invert_time: Duration,
+    /// The part of `invert_time` the build waited for its input to be read: where it is most of it,
+    /// reading (decompressing, cutting lines) bounds the build, not the cores' analysis.
+    pub input_wait: Duration,
     /// Wall time of making lists of the partitions' postings (a counting sort on the CPU, or the
     /// device's sort and bounds), within `write_time`.
     pub lists_time: Duration,
@@ -174,7 +177,7 @@ pub struct BuildReport {
 
 /// Lines read into one batch: every core waits for a batch's slowest chunk before the next batch
 /// starts, so a batch holds many chunks a thread.
-const BATCH_LINES: usize = 16_384;
+const BATCH_LINES: usize = 65_536;
 
 /// Lines a task analyses at once ([`analyze::Chunk`]): a batch is cut into several chunks a thread,
 /// so that the threads share it evenly however long its lines.
@@ -416,8 +419,11 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
     // of taking a batch in runs beside the cores' analysis instead of between two batches'.
     let mut pending: Option<(Vec<input::Line>, Vec<Chunk>)> = None;
     let mut batches = rx.iter();
+    let mut input_wait = Duration::ZERO;
     loop {
+        let waiting = Instant::now();
         let next = batches.next();
+        input_wait += waiting.elapsed();
         if let (None, Some(batch)) = (&schema, &next) {
             match detect_schema(batch, &choice, &names) {
                 Ok(s) => schema = Some(s),
@@ -580,6 +586,7 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
             static_missing,
             static_unknown,
             invert_time,
+            input_wait,
             lists_time: Duration::ZERO,
             write_time: write_started.elapsed(),
             device: None,
@@ -734,6 +741,7 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
         static_missing,
         static_unknown,
         invert_time,
+        input_wait,
         lists_time,
         write_time: write_started.elapsed(),
         device: device_used,

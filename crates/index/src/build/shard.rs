@@ -6,7 +6,7 @@
 //! the head's checks on opening accept it.
 
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -105,7 +105,14 @@ pub(super) fn build_shard(
     let mut seen: FxHashSet<u32> = FxHashSet::default();
     let mut skipped = Skipped::default();
     let mut failure = None;
-    for batch in batches.iter() {
+    let mut input_wait = Duration::ZERO;
+    let mut batch_iter = batches.iter();
+    loop {
+        let waiting = Instant::now();
+        let Some(batch) = batch_iter.next() else {
+            break;
+        };
+        input_wait += waiting.elapsed();
         if schema.is_none() {
             match detect_schema(&batch, &choice, &names) {
                 Ok(s) => schema = Some(s),
@@ -242,7 +249,8 @@ pub(super) fn build_shard(
         static_missing: 0,
         static_unknown: 0,
         invert_time,
-        lists_time: std::time::Duration::ZERO,
+        input_wait,
+        lists_time: Duration::ZERO,
         write_time: write_started.elapsed(),
         device: None,
         device_phases: Vec::new(),
