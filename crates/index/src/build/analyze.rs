@@ -124,8 +124,7 @@ pub fn analyze_if<K>(
         {
             a.vocabulary = Some(Vocabulary::new(*analyzer));
             a.parts = parts;
-            a.partition.clear();
-            a.in_chunk.clear();
+            a.terms.clear();
         }
         a.chunk += 1;
         a.postings.resize_with(parts, Vec::new);
@@ -148,22 +147,34 @@ const MAX_TERMS: usize = 1 << 21;
 struct Analysis {
     /// The thread's vocabulary (None before its first chunk).
     vocabulary: Option<Vocabulary>,
-    /// The partition count `partition` is for.
+    /// The partition count `terms` is for.
     parts: usize,
-    /// Each numbered term's partition.
-    partition: Vec<u32>,
-    /// Per numbered term: the chunk it was last met in, and its number in its partition's part of
-    /// that chunk.
-    in_chunk: Vec<(u64, u32)>,
-    /// The current chunk's count (a chunk's terms are those whose `in_chunk` names it).
+    /// Each numbered term's state, by its number: one cache line a token visits.
+    terms: Vec<TermState>,
+    /// The current chunk's count (a chunk's terms are those whose state names it).
     chunk: u64,
+    /// The current document's count (its terms are those whose state names it).
+    doc: u64,
     /// A document's term numbers, in its order (a buffer).
     numbers: Vec<u32>,
-    /// Their sort keys (a buffer).
-    keys: Vec<u64>,
+    /// Its distinct term numbers, in the order first met (a buffer).
+    distinct: Vec<u32>,
     /// The chunk's postings and its terms' numbers, by partition (buffers).
     postings: Vec<Vec<(u32, u32, u32)>>,
     names: Vec<Vec<u32>>,
+}
+
+/// What a thread's analysis holds of one term of its vocabulary.
+#[derive(Clone, Copy, Default)]
+struct TermState {
+    /// The chunk it was last met in, and its number in its partition's part of that chunk.
+    chunk: u64,
+    local: u32,
+    /// Its partition.
+    part: u32,
+    /// The document it was last met in, and its frequency there.
+    doc: u64,
+    tf: u32,
 }
 
 thread_local! {
@@ -179,8 +190,8 @@ pub fn release_vocabularies() {
 }
 
 impl Analysis {
-    /// Analyses line `at` of the chunk into the chunk's buffers: its distinct terms counted by sorting
-    /// their (partition, number) keys, so that each run of one key is a term and its frequency.
+    /// Analyses line `at` of the chunk into the chunk's buffers: its distinct terms counted, and each
+    /// term's posting put in its partition's buffer.
     fn line<K>(
         &mut self,
         schema: &Schema,
@@ -204,32 +215,34 @@ impl Analysis {
             ));
         }
         // Each term's partition, computed once per term the vocabulary numbers.
-        for n in self.partition.len()..vocabulary.len() {
-            self.partition
-                .push(partition_of(vocabulary.term(n as u32), self.parts) as u32);
+        for n in self.terms.len()..vocabulary.len() {
+            let part = partition_of(vocabulary.term(n as u32), self.parts) as u32;
+            self.terms.push(TermState {
+                part,
+                ..TermState::default()
+            });
         }
-        self.in_chunk.resize(vocabulary.len(), (0, 0));
-        self.keys.clear();
-        let of = &self.partition;
-        self.keys.extend(
-            self.numbers
-                .iter()
-                .map(|&n| (u64::from(of[n as usize]) << 32) | u64::from(n)),
-        );
-        self.keys.sort_unstable();
+        // The document's terms counted in place: each distinct term is listed at its first token.
+        self.doc += 1;
+        self.distinct.clear();
+        for &n in &self.numbers {
+            let state = &mut self.terms[n as usize];
+            if state.doc != self.doc {
+                (state.doc, state.tf) = (self.doc, 0);
+                self.distinct.push(n);
+            }
+            state.tf += 1;
+        }
         let mut max_tf = 0;
-        let mut rest = &self.keys[..];
-        while let Some(&key) = rest.first() {
-            let tf = rest.iter().take_while(|&&k| k == key).count();
-            rest = &rest[tf..];
-            let (n, p) = (key as u32, (key >> 32) as usize);
-            let seen = &mut self.in_chunk[n as usize];
-            if seen.0 != self.chunk {
-                *seen = (self.chunk, self.names[p].len() as u32);
+        for &n in &self.distinct {
+            let state = &mut self.terms[n as usize];
+            let p = state.part as usize;
+            if state.chunk != self.chunk {
+                (state.chunk, state.local) = (self.chunk, self.names[p].len() as u32);
                 self.names[p].push(n);
             }
-            self.postings[p].push((at, seen.1, tf as u32));
-            max_tf = max_tf.max(tf as u32);
+            self.postings[p].push((at, state.local, state.tf));
+            max_tf = max_tf.max(state.tf);
         }
         let doc = Doc {
             id: raw.id,
