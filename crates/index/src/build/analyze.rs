@@ -138,7 +138,7 @@ pub fn analyze_if<K>(
     })
 }
 
-/// Most distinct terms a thread's vocabulary holds before it starts again (some 160 MiB with its
+/// Most distinct terms a thread's vocabulary holds before it starts again (some 250 MiB with its
 /// maps and pieces).
 const MAX_TERMS: usize = 1 << 21;
 
@@ -149,7 +149,7 @@ struct Analysis {
     vocabulary: Option<Vocabulary>,
     /// The partition count `terms` is for.
     parts: usize,
-    /// Each numbered term's state, by its number: one cache line a token visits.
+    /// Each numbered term's state, by its number: the one slot a token visits.
     terms: Vec<TermState>,
     /// The current chunk's count (a chunk's terms are those whose state names it).
     chunk: u64,
@@ -182,7 +182,7 @@ thread_local! {
 }
 
 /// Frees the vocabularies of the current pool's threads and of the caller: they would otherwise stay
-/// with the threads after a build (up to some 160 MiB each), in a process that goes on to search.
+/// with the threads after a build (up to some 250 MiB each), in a process that goes on to search.
 pub fn release_vocabularies() {
     let free = || ANALYSIS.with(|a| *a.borrow_mut() = Analysis::default());
     rayon::broadcast(|_| free());
