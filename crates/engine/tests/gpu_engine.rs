@@ -37,6 +37,12 @@ fn gpu_searcher(
     GpuSearcher::new(gpu.clone(), scorer, gopts).unwrap()
 }
 
+/// The hybrid of a CPU searcher and a GPU searcher (with `gopts`) over `scorer`.
+fn gpu_hybrid(gpu: &Arc<Gpu>, scorer: &Arc<Scorer>, gopts: GpuOptions, options: HybridOptions) -> Scheduler {
+    let searcher = GpuSearcher::new(gpu.clone(), scorer.clone(), gopts).unwrap();
+    Scheduler::hybrid(CpuSearcher::new(scorer.clone()), Some(searcher), options)
+}
+
 /// The GPU engine's answers equal the exhaustive oracle's exactly (docIDs and score bits), and none
 /// failed.
 fn check_engine(
@@ -549,18 +555,14 @@ fn hybrid_with_the_gpu_equals_the_oracle() {
         let oracle = oracle(&index, options);
         let scorer = Arc::new(Scorer::new(index.clone(), options).unwrap());
         for share in [None, Some(0.3), Some(0.5), Some(1.0)] {
-            let searcher = GpuSearcher::new(gpu.clone(), scorer.clone(), GpuOptions::default()).unwrap();
-            let hybrid = Scheduler::hybrid(
-                CpuSearcher::new(scorer.clone()),
-                Some(searcher),
-                HybridOptions {
-                    cpu_workers: 3,
-                    split_above: share.map(|_| Duration::ZERO),
-                    split_parts: 3,
-                    split_gpu_share: share,
-                    ..HybridOptions::default()
-                },
-            );
+            let options = HybridOptions {
+                cpu_workers: 3,
+                split_above: share.map(|_| Duration::ZERO),
+                split_parts: 3,
+                split_gpu_share: share,
+                ..HybridOptions::default()
+            };
+            let hybrid = gpu_hybrid(&gpu, &scorer, GpuOptions::default(), options);
             for mode in [Mode::And, Mode::Or, Mode::AndOr] {
                 for k in [1, 10, 1000] {
                     let reqs = requests(&queries, mode, k);
@@ -596,17 +598,13 @@ fn hedged_queries_are_answered_once_with_the_oracles_answer() {
         let options = SearchOptions::new(&index);
         let oracle = oracle(&index, options);
         let scorer = Arc::new(Scorer::new(index.clone(), options).unwrap());
-        let searcher = GpuSearcher::new(gpu.clone(), scorer.clone(), GpuOptions::default()).unwrap();
-        let hybrid = Scheduler::hybrid(
-            CpuSearcher::new(scorer.clone()),
-            Some(searcher),
-            HybridOptions {
-                cpu_workers: 3,
-                split_above: None,
-                hedge_after: Some(0.0),
-                ..HybridOptions::default()
-            },
-        );
+        let options = HybridOptions {
+            cpu_workers: 3,
+            split_above: None,
+            hedge_after: Some(0.0),
+            ..HybridOptions::default()
+        };
+        let hybrid = gpu_hybrid(&gpu, &scorer, GpuOptions::default(), options);
         let (tx, rx) = std::sync::mpsc::channel();
         let mut want = Vec::new();
         for mode in [Mode::And, Mode::Or, Mode::AndOr] {
@@ -653,17 +651,13 @@ fn hybrid_reruns_failed_gpu_tasks_on_the_cpu() {
         fail_batches: true,
         ..GpuOptions::default()
     };
-    let searcher = GpuSearcher::new(gpu, scorer.clone(), failing).unwrap();
-    let hybrid = Scheduler::hybrid(
-        CpuSearcher::new(scorer),
-        Some(searcher),
-        HybridOptions {
-            cpu_workers: 2,
-            split_above: Some(Duration::ZERO),
-            split_gpu_share: Some(0.5),
-            ..HybridOptions::default()
-        },
-    );
+    let options = HybridOptions {
+        cpu_workers: 2,
+        split_above: Some(Duration::ZERO),
+        split_gpu_share: Some(0.5),
+        ..HybridOptions::default()
+    };
+    let hybrid = gpu_hybrid(&gpu, &scorer, failing, options);
     // The GPU searcher answers a query that matches nothing without a batch (so without failing).
     let (mut trivial, mut fallbacks, mut gpu_queries) = (0, 0, 0);
     // Whether the GPU gets any task is the scheduler's choice (2 CPU workers may take them all, as
