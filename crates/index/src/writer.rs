@@ -7,6 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
+use rayon::prelude::*;
+
 use warpsearch_codec::{Codec, BLOCK_LEN};
 
 use crate::analyzer::AnalyzerConfig;
@@ -86,6 +88,10 @@ pub struct DocTable {
     /// Global scores, for a global-score-ordered index.
     pub global_scores: Option<Vec<f32>>,
 }
+
+/// Terms encoded at once by [`IndexWriter::push_all`]: enough for every core to take many, few enough to
+/// hold their lists.
+const WINDOW: usize = 8192;
 
 /// Encodes posting lists for an [`IndexWriter`] (codec, BM25 block bounds); shareable across threads.
 #[derive(Clone, Copy)]
@@ -225,15 +231,7 @@ pub struct IndexWriter {
     docs: DocTable,
     bm25: Bm25,
     total_doc_len: u64,
-    terms_fst: fst::MapBuilder<ContainerWriter>,
-    terms: ContainerWriter,
-    blocks: ContainerWriter,
-    postings: ContainerWriter,
-    num_terms: u64,
-    num_postings: u64,
-    num_blocks: u64,
-    offset_words: u64,
-    last_term: Option<Vec<u8>>,
+    lists: ListFiles,
     build_id: u64,
     stored: Option<crate::store::StoredDocs>,
     shard: Option<ShardOf>,
@@ -281,21 +279,24 @@ impl IndexWriter {
         let fst_file = file(files::TERMS_FST)?;
         let terms_fst = fst::MapBuilder::new(fst_file).map_err(|e| fst_error(&tmp.path, e))?;
         Ok(IndexWriter {
-            terms: file(files::TERMS)?,
-            blocks: file(files::BLOCKS)?,
-            postings: file(files::POSTINGS)?,
-            terms_fst,
+            lists: ListFiles {
+                terms: file(files::TERMS)?,
+                blocks: file(files::BLOCKS)?,
+                postings: file(files::POSTINGS)?,
+                terms_fst,
+                dir: tmp.path.clone(),
+                num_terms: 0,
+                num_postings: 0,
+                num_blocks: 0,
+                offset_words: 0,
+                last_term: None,
+            },
             out: out.to_owned(),
             tmp,
             opts,
             docs,
             bm25,
             total_doc_len,
-            num_terms: 0,
-            num_postings: 0,
-            num_blocks: 0,
-            offset_words: 0,
-            last_term: None,
             build_id,
             stored: None,
             shard,
@@ -323,26 +324,7 @@ impl IndexWriter {
     /// Adds the head's record of `term` (a sharded index's head has no lists: its shards do): the
     /// collection's document frequency `df` (at least 1) and collection frequency `cf`.
     pub(crate) fn push_head(&mut self, term: &[u8], df: u32, cf: u64) -> Result<()> {
-        self.check_order(term)?;
-        let record = TermRecord {
-            df,
-            len_words: 0,
-            cf,
-            first_block: 0,
-            offset_words: 0,
-            max_score: 0.0,
-            doc_param: 0,
-            freq_param: 0,
-            reserved: [0; 2],
-        };
-        self.terms.write(bytemuck::bytes_of(&record))?;
-        self.terms_fst
-            .insert(term, self.num_terms)
-            .map_err(|e| fst_error(&self.tmp.path, e))?;
-        self.num_terms += 1;
-        self.num_postings += df as u64;
-        self.last_term = Some(term.to_owned());
-        Ok(())
+        self.lists.push_head(term, df, cf)
     }
 
     /// Stores `docs` (one per document, in docID order through their table) in `docs.bin`.
@@ -363,7 +345,7 @@ impl IndexWriter {
     /// Adds the posting list of `term`: docIDs strictly increasing and below the number of documents,
     /// frequencies at least 1. An empty list is skipped (the term cannot match anything).
     pub fn add_term(&mut self, term: &[u8], docs: &[u32], freqs: &[u32]) -> Result<()> {
-        self.check_order(term)?;
+        self.lists.check_order(term)?;
         match self.encoder().encode(term, docs, freqs)? {
             Some(list) => self.push(list),
             None => Ok(()),
@@ -380,39 +362,55 @@ impl IndexWriter {
         }
     }
 
-    fn check_order(&self, term: &[u8]) -> Result<()> {
-        if self.last_term.as_deref().is_some_and(|last| last >= term) {
-            return Err(IndexError::Invalid(format!(
-                "term '{}' is out of order or repeated",
-                String::from_utf8_lossy(term)
-            )));
-        }
-        Ok(())
-    }
-
     /// Appends a list encoded by [`IndexWriter::encoder`]; terms must come in strictly increasing byte
     /// order.
     pub fn push(&mut self, list: EncodedList) -> Result<()> {
-        self.check_order(&list.term)?;
-        let EncodedList {
-            term,
-            words,
-            blocks,
-            mut record,
-        } = list;
-        record.first_block = self.num_blocks;
-        record.offset_words = self.offset_words;
-        self.postings.write(bytemuck::cast_slice(&words))?;
-        self.blocks.write(bytemuck::cast_slice(&blocks))?;
-        self.terms.write(bytemuck::bytes_of(&record))?;
-        self.terms_fst
-            .insert(&term, self.num_terms)
-            .map_err(|e| fst_error(&self.tmp.path, e))?;
-        self.num_terms += 1;
-        self.num_postings += record.df as u64;
-        self.num_blocks += blocks.len() as u64;
-        self.offset_words += words.len() as u64;
-        self.last_term = Some(term);
+        self.lists.push(list)
+    }
+
+    /// Encodes `count` lists on every core, `encode(encoder, i)` giving the i-th in term order, and
+    /// appends them in that order; `written(n)` after each window of `n` terms is appended. A window
+    /// is appended on one thread while the next is encoded on the others, so that the appending
+    /// (the term dictionary, checksums, writes) does not leave the cores idle.
+    pub fn push_all(
+        &mut self,
+        count: usize,
+        encode: impl Fn(&ListEncoder<'_>, usize) -> Result<Option<EncodedList>> + Sync,
+        mut written: impl FnMut(u64),
+    ) -> Result<()> {
+        let encoder = ListEncoder {
+            codec: self.opts.codec,
+            bm25: self.bm25,
+            lens: &self.docs.lens,
+        };
+        let lists = &mut self.lists;
+        let append = |window: Vec<Option<EncodedList>>, lists: &mut ListFiles| -> Result<()> {
+            window.into_iter().flatten().try_for_each(|list| lists.push(list))
+        };
+        let mut ready: Vec<Option<EncodedList>> = Vec::new();
+        for lo in (0..count).step_by(WINDOW) {
+            let hi = (lo + WINDOW).min(count);
+            let appended = ready.len() as u64;
+            let (next, pushed) = rayon::join(
+                || {
+                    (lo..hi)
+                        .into_par_iter()
+                        .map(|i| encode(&encoder, i))
+                        .collect::<Result<Vec<_>>>()
+                },
+                || append(std::mem::take(&mut ready), lists),
+            );
+            pushed?;
+            if appended > 0 {
+                written(appended);
+            }
+            ready = next?;
+        }
+        let last = ready.len() as u64;
+        append(ready, lists)?;
+        if last > 0 {
+            written(last);
+        }
         Ok(())
     }
 
@@ -424,12 +422,16 @@ impl IndexWriter {
             opts,
             docs,
             total_doc_len,
-            terms_fst,
-            terms,
-            blocks,
-            postings,
-            num_terms,
-            num_postings,
+            lists:
+                ListFiles {
+                    terms_fst,
+                    terms,
+                    blocks,
+                    postings,
+                    num_terms,
+                    num_postings,
+                    ..
+                },
             build_id,
             stored,
             shard,
@@ -488,6 +490,81 @@ impl IndexWriter {
         replace_dir(&dir, &out)?;
         tmp.keep = true;
         Ok(meta)
+    }
+}
+
+/// The files of an index's lists as they are appended, in term order: the dictionary, the term
+/// records, the block metadata and the postings.
+struct ListFiles {
+    terms_fst: fst::MapBuilder<ContainerWriter>,
+    terms: ContainerWriter,
+    blocks: ContainerWriter,
+    postings: ContainerWriter,
+    /// The directory the files are written in, for errors.
+    dir: PathBuf,
+    num_terms: u64,
+    num_postings: u64,
+    num_blocks: u64,
+    offset_words: u64,
+    last_term: Option<Vec<u8>>,
+}
+
+impl ListFiles {
+    fn check_order(&self, term: &[u8]) -> Result<()> {
+        if self.last_term.as_deref().is_some_and(|last| last >= term) {
+            return Err(IndexError::Invalid(format!(
+                "term '{}' is out of order or repeated",
+                String::from_utf8_lossy(term)
+            )));
+        }
+        Ok(())
+    }
+
+    fn push(&mut self, list: EncodedList) -> Result<()> {
+        self.check_order(&list.term)?;
+        let EncodedList {
+            term,
+            words,
+            blocks,
+            mut record,
+        } = list;
+        record.first_block = self.num_blocks;
+        record.offset_words = self.offset_words;
+        self.postings.write(bytemuck::cast_slice(&words))?;
+        self.blocks.write(bytemuck::cast_slice(&blocks))?;
+        self.terms.write(bytemuck::bytes_of(&record))?;
+        self.terms_fst
+            .insert(&term, self.num_terms)
+            .map_err(|e| fst_error(&self.dir, e))?;
+        self.num_terms += 1;
+        self.num_postings += record.df as u64;
+        self.num_blocks += blocks.len() as u64;
+        self.offset_words += words.len() as u64;
+        self.last_term = Some(term);
+        Ok(())
+    }
+
+    fn push_head(&mut self, term: &[u8], df: u32, cf: u64) -> Result<()> {
+        self.check_order(term)?;
+        let record = TermRecord {
+            df,
+            len_words: 0,
+            cf,
+            first_block: 0,
+            offset_words: 0,
+            max_score: 0.0,
+            doc_param: 0,
+            freq_param: 0,
+            reserved: [0; 2],
+        };
+        self.terms.write(bytemuck::bytes_of(&record))?;
+        self.terms_fst
+            .insert(term, self.num_terms)
+            .map_err(|e| fst_error(&self.dir, e))?;
+        self.num_terms += 1;
+        self.num_postings += df as u64;
+        self.last_term = Some(term.to_owned());
+        Ok(())
     }
 }
 

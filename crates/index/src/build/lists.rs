@@ -2,45 +2,18 @@
 //! written in order. The lists come from the partitions' counting sorts, from a device, or from the
 //! merge of spilled runs; each path hands over the same lists, so the files are the same.
 
-use rayon::prelude::*;
-
 use crate::error::{IndexError, Result};
-use crate::writer::{EncodedList, IndexWriter, ListEncoder};
+use crate::writer::IndexWriter;
 use crate::BLOCK_LEN;
 
 use super::device::InvertedPasses;
 use super::invert::{Lists, Partitions};
 use super::runs::{self, Posting};
 
-/// Terms encoded at once: enough for every core to take many, few enough to hold their lists.
-const WINDOW: usize = 8192;
 /// Postings of merged lists gathered before they are encoded at once.
 const MERGED_WINDOW: usize = 1 << 22;
-
-/// Encodes `count` lists on every core, `encode(encoder, i)` giving the i-th in term order, and writes
-/// them in that order; `written(n)` after every window of `n` terms.
-pub fn write_in_order(
-    writer: &mut IndexWriter,
-    count: usize,
-    encode: impl Fn(&ListEncoder<'_>, usize) -> Result<Option<EncodedList>> + Sync,
-    mut written: impl FnMut(u64),
-) -> Result<()> {
-    for lo in (0..count).step_by(WINDOW) {
-        let hi = (lo + WINDOW).min(count);
-        let encoded: Vec<Option<EncodedList>> = {
-            let encoder = writer.encoder();
-            (lo..hi)
-                .into_par_iter()
-                .map(|i| encode(&encoder, i))
-                .collect::<Result<_>>()?
-        };
-        for list in encoded.into_iter().flatten() {
-            writer.push(list)?;
-        }
-        written((hi - lo) as u64);
-    }
-    Ok(())
-}
+/// Merged lists gathered before they are encoded at once.
+const MERGED_LISTS: usize = 8192;
 
 /// A list's docIDs (renumbered by `new_id` and sorted again where given) and frequencies.
 fn split(postings: &[Posting], new_id: Option<&[u32]>) -> (Vec<u32>, Vec<u32>) {
@@ -64,8 +37,7 @@ pub fn write_partitions(
     new_id: Option<&[u32]>,
     written: impl FnMut(u64),
 ) -> Result<()> {
-    write_in_order(
-        writer,
+    writer.push_all(
         order.len(),
         |encoder, i| {
             let (p, t) = order[i];
@@ -117,8 +89,7 @@ pub fn write_inverted(
         }
         block_starts.push(starts);
     }
-    write_in_order(
-        writer,
+    writer.push_all(
         order.len(),
         |encoder, r| {
             let (p, t) = order[r];
@@ -145,8 +116,7 @@ pub fn write_merged(
     let mut held = 0usize;
     let mut flush = |writer: &mut IndexWriter, pending: &mut Vec<(Vec<u8>, Vec<Posting>)>| {
         let lists = std::mem::take(pending);
-        write_in_order(
-            writer,
+        writer.push_all(
             lists.len(),
             |encoder, i| {
                 let (term, postings) = &lists[i];
@@ -159,7 +129,7 @@ pub fn write_merged(
     runs::merge(runs, max_open, |term, list| {
         held += list.len();
         pending.push((term.to_vec(), std::mem::take(list)));
-        if held >= MERGED_WINDOW || pending.len() >= WINDOW {
+        if held >= MERGED_WINDOW || pending.len() >= MERGED_LISTS {
             held = 0;
             flush(writer, &mut pending)?;
         }
