@@ -9,9 +9,10 @@
 //! use) comes from `rust-stemmers`. `whitespace` splits on white space only and changes nothing, for
 //! pre-tokenized text (Anserini's `-pretokenized`).
 
-use std::borrow::Cow;
 use std::cell::RefCell;
 use std::fmt;
+use std::hash::Hasher;
+use std::sync::{PoisonError, RwLock};
 
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -186,11 +187,11 @@ impl AnalyzerConfig {
     /// Calls `emit` with the term of `token` (one of [`AnalyzerConfig::for_each_token`]'s), or not at
     /// all where the token is empty or a stopword: the stem, or the token unchanged without a stemmer.
     pub fn finish_token(&self, token: &str, emit: &mut impl FnMut(&str)) {
-        if self.stemmer == Stemmer::None {
-            if let Some(term) = self.term_of(token) {
-                emit(&term);
-            }
+        if self.dropped(token) {
             return;
+        }
+        if self.stemmer == Stemmer::None {
+            return emit(token);
         }
         STEMS.with(|caches| {
             let mut caches = caches.borrow_mut();
@@ -198,26 +199,20 @@ impl AnalyzerConfig {
             if let Some(stemmed) = cache.get(token) {
                 return emit(stemmed);
             }
-            let Some(term) = self.term_of(token) else {
-                return;
-            };
+            let stemmed = stem(self.stemmer, token);
             if cache.len() > 1 << 20 {
                 cache.clear();
             }
-            emit(&term);
-            cache.insert(token.into(), term.into());
+            emit(&stemmed);
+            cache.insert(token.into(), stemmed.into());
         })
     }
 
-    /// The term of `token`, uncached: None where the token is empty or a stopword.
-    fn term_of<'t>(&self, token: &'t str) -> Option<Cow<'t, str>> {
-        if token.is_empty() || (self.stopwords && is_stopword(token)) {
-            return None;
-        }
-        Some(match self.stemmer {
-            Stemmer::None => Cow::Borrowed(token),
-            stemmer => Cow::Owned(stem(stemmer, token)),
-        })
+    /// Whether `token` makes no term: it is empty, or a stopword that this analyzer drops. Decided
+    /// before any cache of stems, which are shared by analyzers that keep stopwords and those that
+    /// drop them.
+    fn dropped(&self, token: &str) -> bool {
+        token.is_empty() || (self.stopwords && is_stopword(token))
     }
 }
 
@@ -239,6 +234,75 @@ thread_local! {
     static STEMS: RefCell<[FxHashMap<Box<str>, Box<str>>; 2]> = RefCell::default();
     static PORTER: nltk_porter::PorterStemmer = nltk_porter::PorterStemmer::new(nltk_porter::Mode::Martin);
     static PORTER2: rust_stemmers::Stemmer = rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English);
+}
+
+/// Tokens' stems shared by every thread, one map per stemmer, in shards: each of a build's threads
+/// meets every distinct token, and without them each would stem it again.
+static SHARED_STEMS: [SharedStems; 2] = [SharedStems::new(), SharedStems::new()];
+
+/// Shards of token → stem maps, each behind its own lock, so that threads rarely wait for one another.
+struct SharedStems {
+    shards: [RwLock<Option<FxHashMap<Box<str>, Box<str>>>>; STEM_SHARDS],
+}
+
+const STEM_SHARDS: usize = 64;
+/// Most tokens a shard keeps (two million in all, some 200 MiB): past it a new token is stemmed each
+/// time it is met.
+const STEM_SHARD_TOKENS: usize = 1 << 15;
+
+impl SharedStems {
+    const fn new() -> SharedStems {
+        SharedStems {
+            shards: [const { RwLock::new(None) }; STEM_SHARDS],
+        }
+    }
+
+    /// Calls `with` on the stem of `token` by `stemmer`, stemming it where no thread has yet.
+    fn with_stem<R>(&self, stemmer: Stemmer, token: &str, with: impl FnOnce(&str) -> R) -> R {
+        let mut h = rustc_hash::FxHasher::default();
+        h.write(token.as_bytes());
+        let shard = &self.shards[(h.finish() >> 58) as usize % STEM_SHARDS];
+        {
+            let held = shard.read().unwrap_or_else(PoisonError::into_inner);
+            if let Some(stemmed) = held.as_ref().and_then(|map| map.get(token)) {
+                return with(stemmed);
+            }
+        }
+        let stemmed = stem(stemmer, token);
+        let mut held = shard.write().unwrap_or_else(PoisonError::into_inner);
+        let map = held.get_or_insert_with(FxHashMap::default);
+        if map.len() < STEM_SHARD_TOKENS {
+            map.insert(token.into(), stemmed.as_str().into());
+        }
+        drop(held);
+        with(&stemmed)
+    }
+
+    fn clear(&self) {
+        for shard in &self.shards {
+            *shard.write().unwrap_or_else(PoisonError::into_inner) = None;
+        }
+    }
+}
+
+/// Calls `with` on the term of `token` under `analyzer` (as [`AnalyzerConfig::finish_token`] makes it;
+/// None where it makes none), stemmed once for every thread.
+fn shared_term_of<R>(analyzer: AnalyzerConfig, token: &str, with: impl FnOnce(Option<&str>) -> R) -> R {
+    if analyzer.dropped(token) {
+        return with(None);
+    }
+    match analyzer.stemmer {
+        Stemmer::None => with(Some(token)),
+        stemmer => {
+            SHARED_STEMS[(stemmer == Stemmer::Porter2) as usize]
+                .with_stem(stemmer, token, |stemmed| with(Some(stemmed)))
+        }
+    }
+}
+
+/// Frees the stems shared by a build's threads.
+pub(crate) fn release_shared_stems() {
+    SHARED_STEMS.iter().for_each(SharedStems::clear);
 }
 
 fn stem(stemmer: Stemmer, token: &str) -> String {
@@ -345,18 +409,19 @@ impl Vocabulary {
 
     /// The number of the term of a token not met before, the term numbered where new.
     fn number(&mut self, token: &str) -> u32 {
-        match self.analyzer.term_of(token) {
+        let (names, terms) = (&mut self.names, &mut self.terms);
+        shared_term_of(self.analyzer, token, |term| match term {
             None => Self::STOP,
-            Some(term) => match self.names.get(&term) {
+            Some(term) => match names.get(term) {
                 Some(&n) => n,
                 None => {
-                    let n = self.terms.len() as u32;
-                    self.names.insert(&term, n);
-                    self.terms.push(term.into());
+                    let n = terms.len() as u32;
+                    names.insert(term, n);
+                    terms.push(term.into());
                     n
                 }
             },
-        }
+        })
     }
 
     /// The term numbered `n`.
@@ -488,6 +553,67 @@ mod tests {
                 assert_eq!(got, analyzer.terms(&text), "{analyzer} on {text:?}");
             }
         }
+    }
+
+    #[test]
+    fn analyzers_that_keep_stopwords_and_those_that_drop_them_share_no_terms() {
+        // The stems are cached per thread and shared between threads, by stemmer: a stopword an
+        // analyzer keeps must not become a term of one that drops it, nor the other way round.
+        let keep = AnalyzerConfig::with_options("english", "porter", true).unwrap();
+        let drop = AnalyzerConfig::english();
+        let text = "the running of the ponies";
+        for (first, second) in [(keep, drop), (drop, keep), (keep, drop)] {
+            for a in [first, second] {
+                let want: &[&str] = if a == keep {
+                    &["the", "run", "of", "the", "poni"]
+                } else {
+                    &["run", "poni"]
+                };
+                assert_eq!(a.terms(text), want, "{a}");
+                let mut v = Vocabulary::new(a);
+                let mut got = Vec::new();
+                v.for_each_term(text, |n| got.push(n));
+                let got: Vec<&str> = got.iter().map(|&n| v.term(n)).collect();
+                assert_eq!(got, want, "{a}, through a vocabulary");
+            }
+        }
+    }
+
+    #[test]
+    fn vocabularies_on_many_threads_agree_with_the_analyzer() {
+        // Threads meet the same new tokens at once: each stems what no other has stored yet, and
+        // every thread's terms are the analyzer's, for both stemmers, whose stems differ.
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(11);
+        let words: Vec<String> = (0..3000)
+            .map(|_| {
+                let len = rng.random_range(1..12);
+                let word: String = (0..len).map(|_| rng.random_range(b'a'..=b'z') as char).collect();
+                let suffix = ["", "s", "ing", "ly", "ness", "ational", "ously"][rng.random_range(0..7)];
+                word + suffix
+            })
+            .collect();
+        let text = words.join(" ");
+        let analyzers = [
+            AnalyzerConfig::english(),
+            AnalyzerConfig::with_options("english", "porter2", false).unwrap(),
+        ];
+        assert_ne!(analyzers[0].terms(&text), analyzers[1].terms(&text));
+        release_shared_stems();
+        std::thread::scope(|scope| {
+            for t in 0..8 {
+                let text = &text;
+                scope.spawn(move || {
+                    for a in [analyzers[t % 2], analyzers[(t + 1) % 2]] {
+                        let mut v = Vocabulary::new(a);
+                        let mut got = Vec::new();
+                        v.for_each_term(text, |n| got.push(n));
+                        let got: Vec<&str> = got.iter().map(|&n| v.term(n)).collect();
+                        assert_eq!(got, a.terms(text), "{a} on thread {t}");
+                    }
+                });
+            }
+        });
     }
 
     #[test]

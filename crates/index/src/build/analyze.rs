@@ -187,6 +187,7 @@ pub fn release_vocabularies() {
     let free = || ANALYSIS.with(|a| *a.borrow_mut() = Analysis::default());
     rayon::broadcast(|_| free());
     free();
+    crate::analyzer::release_shared_stems();
 }
 
 impl Analysis {
