@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg};
 
 use crate::abi::{BatchArgs, BoundArgs, IndexArgs, MODE_AND};
 use crate::build::BuildKernels;
@@ -173,7 +173,7 @@ fn elementwise_config(kernels: &BuildKernels, n: u32) -> LaunchConfig {
 pub(crate) fn build_rank_keys(
     k: &BuildKernels,
     stream: &Arc<CudaStream>,
-    term: &CudaSlice<u32>,
+    term: &CudaView<'_, u32>,
     rank: &CudaSlice<u32>,
     at: u32,
     keys: &mut CudaSlice<u32>,
