@@ -439,35 +439,41 @@ impl IndexWriter {
             ..
         } = self;
         let dir = tmp.path.clone();
-        terms_fst.into_inner().map_err(|e| fst_error(&dir, e))?.finish()?;
-        terms.finish()?;
-        blocks.finish()?;
-        postings.finish()?;
+        let n = docs.lens.len() as u64;
         let write =
             |f: (&str, &[u8; 8]), bytes: &[u8]| container::write_file(&dir.join(f.0), f.1, build_id, bytes);
-        write(files::DOC_LENS, bytemuck::cast_slice(&docs.lens))?;
-        let mut id_bytes: Vec<u8> = bytemuck::cast_slice(&docs.ids.offsets).to_vec();
-        if docs.ids.offsets.is_empty() {
-            id_bytes.extend_from_slice(&0u64.to_le_bytes());
+        // Each file is completed and synced on a core of its own: the syncs overlap (the postings'
+        // alone took some 0.4 s on an index of a gigabyte), and so do the document table's writes.
+        let mut complete: Vec<Box<dyn FnOnce() -> Result<()> + Send + '_>> = vec![
+            Box::new(|| terms_fst.into_inner().map_err(|e| fst_error(&dir, e))?.finish()),
+            Box::new(|| terms.finish()),
+            Box::new(|| blocks.finish()),
+            Box::new(|| postings.finish()),
+            Box::new(|| write(files::DOC_LENS, bytemuck::cast_slice(&docs.lens))),
+            Box::new(|| {
+                let mut id_bytes: Vec<u8> = bytemuck::cast_slice(&docs.ids.offsets).to_vec();
+                if docs.ids.offsets.is_empty() {
+                    id_bytes.extend_from_slice(&0u64.to_le_bytes());
+                }
+                id_bytes.extend_from_slice(&docs.ids.bytes);
+                write(files::DOC_IDS, &id_bytes)
+            }),
+        ];
+        if let Some(s) = &docs.static_scores {
+            complete.push(Box::new(|| write(files::STATIC, bytemuck::cast_slice(s))));
         }
-        id_bytes.extend_from_slice(&docs.ids.bytes);
-        write(files::DOC_IDS, &id_bytes)?;
-        let static_scores = match &docs.static_scores {
-            Some(s) => {
-                write(files::STATIC, bytemuck::cast_slice(s))?;
-                Some(StaticRange::of(s))
-            }
-            None => None,
-        };
         if let Some(g) = &docs.global_scores {
-            write(files::GLOBAL, bytemuck::cast_slice(g))?;
+            complete.push(Box::new(|| write(files::GLOBAL, bytemuck::cast_slice(g))));
         }
-        let n = docs.lens.len() as u64;
         if let Some(stored) = &stored {
-            let mut out = ContainerWriter::create(&dir.join(files::DOCS.0), files::DOCS.1, build_id)?;
-            stored.write(&mut out, n)?;
-            out.finish()?;
+            complete.push(Box::new(|| {
+                let mut out = ContainerWriter::create(&dir.join(files::DOCS.0), files::DOCS.1, build_id)?;
+                stored.write(&mut out, n)?;
+                out.finish()
+            }));
         }
+        complete.into_par_iter().try_for_each(|file| file())?;
+        let static_scores = docs.static_scores.as_deref().map(StaticRange::of);
         let meta = IndexMeta {
             format_version: FORMAT_VERSION,
             codec: opts.codec,
