@@ -242,8 +242,11 @@ static SHARED_STEMS: [SharedStems; 2] = [SharedStems::new(), SharedStems::new()]
 
 /// Shards of token → stem maps, each behind its own lock, so that threads rarely wait for one another.
 struct SharedStems {
-    shards: [RwLock<Option<FxHashMap<Box<str>, Box<str>>>>; STEM_SHARDS],
+    shards: [RwLock<Option<StemShard>>; STEM_SHARDS],
 }
+
+/// Tokens to their stems.
+type StemShard = FxHashMap<Box<str>, Box<str>>;
 
 const STEM_SHARDS: usize = 64;
 /// Most tokens a shard keeps (two million in all, some 200 MiB): past it a new token is stemmed each
@@ -270,7 +273,7 @@ impl SharedStems {
         }
         let stemmed = stem(stemmer, token);
         let mut held = shard.write().unwrap_or_else(PoisonError::into_inner);
-        let map = held.get_or_insert_with(FxHashMap::default);
+        let map = held.get_or_insert_with(StemShard::default);
         if map.len() < STEM_SHARD_TOKENS {
             map.insert(token.into(), stemmed.as_str().into());
         }
