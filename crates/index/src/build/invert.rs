@@ -211,10 +211,24 @@ impl Partitions {
         self.parts.len()
     }
 
-    /// Adds chunks of lines, each with its lines' docIDs (in increasing docID order, after every
-    /// document added before; [`NO_DOC`] for a line to leave out), each partition on a task of its
-    /// own; a partition past its share of the budget spills.
-    pub fn add(&mut self, chunks: &[(&Chunk, &[u32])]) -> Result<()> {
+    /// Adds chunks of lines with their lines' docIDs, chunk after chunk (`docs`: in increasing docID
+    /// order, after every document added before; [`NO_DOC`] for a line to leave out), each partition on
+    /// a task of its own; a partition past its share of the budget spills.
+    pub fn add<K: Sync>(&mut self, chunks: &[Chunk<K>], docs: &[u32]) -> Result<()> {
+        if chunks.iter().map(|c| c.docs.len()).sum::<usize>() != docs.len() {
+            return Err(crate::error::IndexError::Invalid(
+                "the chunks' lines and their docIDs differ in number".into(),
+            ));
+        }
+        let mut rest = docs;
+        let chunks: Vec<(&Chunk<K>, &[u32])> = chunks
+            .iter()
+            .map(|c| {
+                let (docs, tail) = rest.split_at(c.docs.len());
+                rest = tail;
+                (c, docs)
+            })
+            .collect();
         let (dir, share) = (&self.dir, self.share);
         self.parts.par_iter_mut().enumerate().try_for_each(|(p, part)| {
             chunks
@@ -328,8 +342,8 @@ mod tests {
                 .chunks(chunk_len)
                 .map(|l| analyze(&analyzer, &schema, l, count))
                 .collect();
-            let numbered: Vec<_> = chunks.iter().zip(docs.chunks(chunk_len)).collect();
-            parts.add(&numbered).unwrap();
+            assert!(parts.add(&chunks, &docs[1..]).is_err(), "a docID for every line");
+            parts.add(&chunks, &docs).unwrap();
             if budget == 1 {
                 assert!(parts.runs() > 1, "a budget of one byte spills between documents");
             }

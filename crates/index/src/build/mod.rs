@@ -402,10 +402,9 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
     let analyzer = opts.writer.analyzer;
     // Partitions: a few per thread, so that a partition's share of a batch stays small whatever the
     // skew of its terms; their number changes no file.
-    let partitions = Partitions::new(4 * rayon::current_num_threads(), opts.memory_budget, work.path());
+    let mut partitions = Partitions::new(4 * rayon::current_num_threads(), opts.memory_budget, work.path());
     let parts = partitions.count();
     let mut ingest = Ingest {
-        partitions,
         store,
         ids: DocIds::default(),
         seen_ids: FxHashMap::default(),
@@ -415,15 +414,20 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
         empty_docs: 0,
     };
     let mut failure: Option<IndexError> = None;
-    // Batch i is analysed while batch i − 1 is taken in (ids checked, inverted, stored): the serial part
-    // of taking a batch in runs beside the cores' analysis instead of between two batches'.
-    let mut pending: Option<(Vec<input::Line>, Vec<Chunk>)> = None;
+    // Three batches at once: batch i is analysed while batch i − 1's documents are numbered (on one
+    // thread: ids checked, lines stored) and batch i − 2's postings are added to the partitions, so
+    // that the numbering, which cannot be shared out, runs beside the cores' work, not before it.
+    let mut analyzed: Option<(Vec<input::Line>, Vec<Chunk>)> = None;
+    let mut numbered: Option<(Vec<Chunk>, Vec<u32>)> = None;
     let mut batches = rx.iter();
     let mut input_wait = Duration::ZERO;
     loop {
         let waiting = Instant::now();
         let next = batches.next();
         input_wait += waiting.elapsed();
+        if next.is_none() && analyzed.is_none() && numbered.is_none() {
+            break;
+        }
         if let (None, Some(batch)) = (&schema, &next) {
             match detect_schema(batch, &choice, &names) {
                 Ok(s) => schema = Some(s),
@@ -434,7 +438,7 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
             }
         }
         let schema = schema.as_ref();
-        let (analyzed, taken) = rayon::join(
+        let (now_analyzed, (now_numbered, added)) = rayon::join(
             || {
                 next.map(|batch| {
                     let schema = schema.expect("detected from the first batch");
@@ -445,28 +449,37 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
                     (batch, analyzed)
                 })
             },
-            || match pending.take() {
-                Some((batch, analyzed)) => ingest.take(&batch, &analyzed, opts, &names),
-                None => Ok(()),
+            || {
+                rayon::join(
+                    || {
+                        analyzed
+                            .take()
+                            .map(|(batch, chunks)| {
+                                let docs = ingest.number(&batch, &chunks, opts, &names)?;
+                                Ok((chunks, docs))
+                            })
+                            .transpose()
+                    },
+                    || match numbered.take() {
+                        Some((chunks, docs)) => partitions.add(&chunks, &docs),
+                        None => Ok(()),
+                    },
+                )
             },
         );
-        if let Err(e) = taken {
-            failure = Some(e);
-            break;
+        match (now_numbered, added) {
+            (Err(e), _) | (_, Err(e)) => {
+                failure = Some(e);
+                break;
+            }
+            (Ok(now_numbered), Ok(())) => numbered = now_numbered,
         }
+        analyzed = now_analyzed;
         let read = read_bytes.load(Ordering::Relaxed);
         watch.read_bytes.store(read, Ordering::Relaxed);
         watch.docs.store(ingest.lens.len() as u64, Ordering::Relaxed);
         bar.set_position(read);
-        bar.set_message(format!(
-            "{} docs, {} runs",
-            ingest.lens.len(),
-            ingest.partitions.runs()
-        ));
-        match analyzed {
-            Some(p) => pending = Some(p),
-            None => break,
-        }
+        bar.set_message(format!("{} docs, {} runs", ingest.lens.len(), partitions.runs()));
     }
     analyze::release_vocabularies();
     drop(rx);
@@ -476,7 +489,6 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
         return Err(e);
     }
     let Ingest {
-        mut partitions,
         store,
         ids,
         lens,
@@ -754,7 +766,6 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
 /// What the build keeps of the documents taken in so far: the partitions of their postings, the store
 /// of their lines, the document table's columns, and the lines skipped.
 struct Ingest {
-    partitions: Partitions,
     store: Option<StoreWriter>,
     ids: DocIds,
     seen_ids: FxHashMap<u64, u32>,
@@ -765,17 +776,17 @@ struct Ingest {
 }
 
 impl Ingest {
-    /// Takes in an analysed batch: each document numbered (a duplicate id, or a line that failed, is
-    /// an error unless `skip_bad`), its postings added to the partitions on every core, its line stored.
-    fn take(
+    /// Numbers the documents of an analysed batch (a duplicate id, or a line that failed, is an error
+    /// unless `skip_bad`) and stores their lines; the docID of each line of each chunk, chunk after
+    /// chunk ([`invert::NO_DOC`] for a line that is no document), for [`Partitions::add`].
+    fn number(
         &mut self,
         batch: &[input::Line],
         chunks: &[Chunk],
         opts: &BuildOptions,
         names: &[PathBuf],
-    ) -> Result<()> {
+    ) -> Result<Vec<u32>> {
         let mut kept: Vec<&[u8]> = Vec::new();
-        // Each line's docID, chunk after chunk (NO_DOC where it is none).
         let mut numbers: Vec<u32> = Vec::with_capacity(batch.len());
         let mut failure = None;
         let docs = chunks.iter().flat_map(|c| &c.docs);
@@ -820,20 +831,10 @@ impl Ingest {
         if let Some(e) = failure {
             return Err(e);
         }
-        let mut rest = &numbers[..];
-        let accepted: Vec<(&Chunk, &[u32])> = chunks
-            .iter()
-            .map(|c| {
-                let (docs, tail) = rest.split_at(c.docs.len());
-                rest = tail;
-                (c, docs)
-            })
-            .collect();
-        self.partitions.add(&accepted)?;
         if let Some(store) = &mut self.store {
             store.add(&kept)?;
         }
-        Ok(())
+        Ok(numbers)
     }
 }
 
