@@ -281,3 +281,56 @@ fn fifo_in_place_of_an_index_file_is_refused_not_waited_on() {
         Index::open(&out).unwrap();
     }
 }
+
+/// Duplicates and broken lines in later batches (a batch is 65,536 lines; three are in flight at once:
+/// one analysed, one numbered, one inverted): with `skip_bad` the index is that of the input without
+/// them, and without it the error names the first bad line.
+#[test]
+fn bad_lines_across_batches_are_numbered_as_if_absent() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = |i: usize| {
+        format!(
+            "{{\"id\": \"d{i}\", \"contents\": \"w{} w{} common\"}}\n",
+            i % 1000,
+            i % 37
+        )
+    };
+    let lines = 3 * 65_536 + 1_000;
+    // (line number, its replacement): a duplicate of a line of the batch before, a duplicate within
+    // its batch, a broken line, and a duplicate of the first batch's line in the last.
+    let bad: [(usize, String); 4] = [
+        (70_001, line(5).replace("w5 ", "other ")),
+        (70_010, line(70_003)),
+        (140_000, "{\"id\": \"broken\", \n".into()),
+        (196_700, line(65_535)),
+    ];
+    let (mut with, mut without) = (String::new(), String::new());
+    for i in 1..=lines {
+        match bad.iter().find(|(at, _)| *at == i) {
+            Some((_, replacement)) => with.push_str(replacement),
+            None => {
+                with.push_str(&line(i));
+                without.push_str(&line(i));
+            }
+        }
+    }
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(4).build().unwrap();
+    let err = pool
+        .install(|| build(dir.path(), with.as_bytes(), &options()))
+        .unwrap_err();
+    assert!(
+        err.contains("in.jsonl:70001: duplicate document id 'd5'"),
+        "{err}"
+    );
+    assert_nothing_written(dir.path());
+    let mut skip = options();
+    skip.skip_bad = true;
+    let report = pool
+        .install(|| build(dir.path(), with.as_bytes(), &skip))
+        .unwrap();
+    assert_eq!((report.skipped, report.meta.num_docs), (4, (lines - 4) as u64));
+    let clean = tempfile::tempdir().unwrap();
+    pool.install(|| build(clean.path(), without.as_bytes(), &skip))
+        .unwrap();
+    warpsearch_index::testdata::same_index_files(&dir.path().join("out"), &clean.path().join("out"));
+}
