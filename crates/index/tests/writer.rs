@@ -40,11 +40,13 @@ fn name(i: usize) -> String {
 /// Term i's list: every document whose number meets its rule, none for every 97th term, frequencies
 /// 1 to 3; some lists longer than a block.
 fn list(i: usize) -> (Vec<u32>, Vec<u32>) {
-    if i % 97 == 0 {
+    if i.is_multiple_of(97) {
         return (Vec::new(), Vec::new());
     }
     let step = 1 + (i % 40) as u32;
-    let docs: Vec<u32> = (0..DOCS).filter(|d| (d + i as u32) % step == 0).collect();
+    let docs: Vec<u32> = (0..DOCS)
+        .filter(|d| (d + i as u32).is_multiple_of(step))
+        .collect();
     let freqs = docs.iter().map(|d| 1 + (d + i as u32) % 3).collect();
     (docs, freqs)
 }
