@@ -106,6 +106,21 @@ fn gpu_build_of_many_tiles_writes_the_cpu_files() {
     let input = dir.path().join("docs.jsonl");
     let statics = edge_collection(&input, 20_000, 9);
     cpu_and_gpu_agree(&input, dir.path(), "big", &options(Codec::SimdBp), &gpu);
+    // Copies through staging buffers of 1,000 u32s: every partition's tuples go up, and the lists
+    // come back, in many chunks, the last one short.
+    let small_stage = device(Arc::new(
+        warpsearch_gpu::GpuBuilder::open(0)
+            .unwrap()
+            .with_min_postings(0)
+            .with_stage_len(1_000),
+    ));
+    cpu_and_gpu_agree(
+        &input,
+        dir.path(),
+        "big-stage",
+        &options(Codec::SimdBp),
+        &small_stage,
+    );
     let mut ordered = options(Codec::PForDelta);
     ordered.static_scores = Some(statics);
     ordered.reorder_alpha = Some(0.5);

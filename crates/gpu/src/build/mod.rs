@@ -70,6 +70,8 @@ pub struct GpuBuilder {
     min_postings: u64,
     /// Device bytes a pass may take (None: what is free).
     memory_budget: Option<u64>,
+    /// Most u32s a staging buffer holds ([`STAGE`]; tests use fewer, to copy in many chunks).
+    stage_len: usize,
 }
 
 impl GpuBuilder {
@@ -104,6 +106,7 @@ impl GpuBuilder {
             name,
             min_postings: AUTO_MIN_POSTINGS,
             memory_budget: None,
+            stage_len: STAGE,
         })
     }
 
@@ -117,6 +120,13 @@ impl GpuBuilder {
     /// so that a build leaves the rest to others (a server searching on the same GPU).
     pub fn with_memory_budget(mut self, bytes: u64) -> Self {
         self.memory_budget = Some(bytes);
+        self
+    }
+
+    /// The same builder, its copies to and from the device through buffers of at most `len` u32s
+    /// (at least one): tests use small ones, so that a list crosses many chunks.
+    pub fn with_stage_len(mut self, len: usize) -> Self {
+        self.stage_len = len.max(1);
         self
     }
 
@@ -179,7 +189,7 @@ impl GpuBuilder {
         };
         // The tuples, partition after partition, through the staging buffers; each partition's term
         // numbers land in `kb` (free until the sort), from which the rank keys are made on the device.
-        let mut staging = Staging::new(&self.ctx, &stream)?;
+        let mut staging = Staging::new(&self.ctx, &stream, (n as usize).min(self.stage_len))?;
         let mut rank_keys = stream.alloc_zeros::<u32>(n as usize)?;
         let mut docs = stream.alloc_zeros::<u32>(n as usize)?;
         let tfs = stream.alloc_zeros::<u32>(n as usize)?;
@@ -341,7 +351,7 @@ impl GpuBuilder {
     }
 }
 
-/// u32s in each staging buffer (64 MiB).
+/// Most u32s in a staging buffer (64 MiB).
 const STAGE: usize = 1 << 24;
 
 /// Two page-locked buffers through which the tuples go up and the lists come back, a chunk at a time:
@@ -350,15 +360,20 @@ const STAGE: usize = 1 << 24;
 struct Staging {
     stream: Arc<CudaStream>,
     bufs: [Pinned<u32>; 2],
+    /// u32s a chunk holds: a buffer's length.
+    chunk: usize,
     /// The buffer the next chunk up goes through; the other may still be read by the copy before.
     turn: usize,
 }
 
 impl Staging {
-    fn new(ctx: &Arc<CudaContext>, stream: &Arc<CudaStream>) -> Result<Staging, GpuError> {
+    /// Buffers of `chunk` u32s (at least one).
+    fn new(ctx: &Arc<CudaContext>, stream: &Arc<CudaStream>, chunk: usize) -> Result<Staging, GpuError> {
+        let chunk = chunk.max(1);
         Ok(Staging {
             stream: stream.clone(),
-            bufs: [Pinned::new(ctx, STAGE)?, Pinned::new(ctx, STAGE)?],
+            bufs: [Pinned::new(ctx, chunk)?, Pinned::new(ctx, chunk)?],
+            chunk,
             turn: 0,
         })
     }
@@ -367,12 +382,12 @@ impl Staging {
     /// has arrived, and the last is on its way on `stream`.
     fn upload(&mut self, src: &[u32], dst: u64) -> Result<(), GpuError> {
         let stream = &self.stream;
-        for (i, chunk) in src.chunks(STAGE).enumerate() {
+        for (i, chunk) in src.chunks(self.chunk).enumerate() {
             let buf = &mut self.bufs[self.turn].as_mut_slice()[..chunk.len()];
             // The copy that last read this buffer ended before the one now in flight began.
             par_copy(buf, chunk);
             stream.synchronize()?;
-            driver::copy_to_device(stream, dst + (i * STAGE * 4) as u64, buf)?;
+            driver::copy_to_device(stream, dst + (i * self.chunk * 4) as u64, buf)?;
             self.turn ^= 1;
         }
         Ok(())
@@ -383,12 +398,12 @@ impl Staging {
         let stream = &self.stream;
         stream.synchronize()?;
         let mut pending: Option<(usize, &mut [u32])> = None;
-        for (i, chunk) in dst.chunks_mut(STAGE).enumerate() {
+        for (i, chunk) in dst.chunks_mut(self.chunk).enumerate() {
             let b = i % 2;
             driver::copy_to_host(
                 stream,
                 &mut self.bufs[b].as_mut_slice()[..chunk.len()],
-                src + (i * STAGE * 4) as u64,
+                src + (i * self.chunk * 4) as u64,
             )?;
             // The chunk before is emptied while this one comes back.
             if let Some((before, out)) = pending.take() {
