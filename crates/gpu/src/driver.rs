@@ -99,6 +99,19 @@ pub(crate) fn copy_to_host<T: Copy>(stream: &CudaStream, dst: &mut [T], src: u64
     Ok(())
 }
 
+/// `dst.copy_from_slice(src)`, on every core in pieces of `piece` u32s where there is more than one
+/// piece: the host's side of a copy through a page-locked buffer.
+pub(crate) fn par_copy(dst: &mut [u32], src: &[u32], piece: usize) {
+    use rayon::prelude::*;
+    if dst.len() <= piece {
+        dst.copy_from_slice(src);
+        return;
+    }
+    dst.par_chunks_mut(piece)
+        .zip(src.par_chunks(piece))
+        .for_each(|(d, s)| d.copy_from_slice(s));
+}
+
 /// Page-locked host memory (not write-combined: the host reads results back from it). Asynchronous
 /// copies need it: the device reads or writes it while the host goes on.
 pub(crate) struct Pinned<T: Copy> {
@@ -204,6 +217,22 @@ impl<O: ?Sized> Drop for PageLock<O> {
         // fields are dropped (which also binds its context to this thread, which the call needs).
         unsafe {
             let _ = sys::cuMemHostUnregister(self.base);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::par_copy;
+
+    #[test]
+    fn par_copy_copies_every_element_in_one_piece_or_many() {
+        // Empty, below a piece, exactly a piece, and pieces with a short last one.
+        for (len, piece) in [(0, 4), (3, 4), (4, 4), (1_000_003, 1 << 16), (10, 1)] {
+            let src: Vec<u32> = (0..len as u32).map(|i| i.wrapping_mul(2_654_435_761)).collect();
+            let mut dst = vec![u32::MAX; len];
+            par_copy(&mut dst, &src, piece);
+            assert_eq!(dst, src, "{len} u32s in pieces of {piece}");
         }
     }
 }

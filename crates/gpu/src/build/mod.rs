@@ -353,6 +353,8 @@ impl GpuBuilder {
 
 /// Most u32s in a staging buffer (64 MiB).
 const STAGE: usize = 1 << 24;
+/// u32s a core copies at once between a staging buffer and the host's memory.
+const COPY_PIECE: usize = 1 << 16;
 
 /// Two page-locked buffers through which the tuples go up and the lists come back, a chunk at a time:
 /// the device copies one while the cores fill or empty the other. Copies from and to pageable memory
@@ -385,7 +387,7 @@ impl Staging {
         for (i, chunk) in src.chunks(self.chunk).enumerate() {
             let buf = &mut self.bufs[self.turn].as_mut_slice()[..chunk.len()];
             // The copy that last read this buffer ended before the one now in flight began.
-            par_copy(buf, chunk);
+            driver::par_copy(buf, chunk, COPY_PIECE);
             stream.synchronize()?;
             driver::copy_to_device(stream, dst + (i * self.chunk * 4) as u64, buf)?;
             self.turn ^= 1;
@@ -407,13 +409,13 @@ impl Staging {
             )?;
             // The chunk before is emptied while this one comes back.
             if let Some((before, out)) = pending.take() {
-                par_copy(out, &self.bufs[before].as_slice()[..out.len()]);
+                driver::par_copy(out, &self.bufs[before].as_slice()[..out.len()], COPY_PIECE);
             }
             stream.synchronize()?;
             pending = Some((b, chunk));
         }
         if let Some((before, out)) = pending {
-            par_copy(out, &self.bufs[before].as_slice()[..out.len()]);
+            driver::par_copy(out, &self.bufs[before].as_slice()[..out.len()], COPY_PIECE);
         }
         Ok(())
     }
@@ -424,14 +426,6 @@ impl Drop for Staging {
         // A copy may still read or write a buffer (a build that failed half-way): it must end first.
         let _ = self.stream.synchronize();
     }
-}
-
-/// `dst.copy_from_slice(src)` on every core.
-fn par_copy(dst: &mut [u32], src: &[u32]) {
-    const PIECE: usize = 1 << 16;
-    dst.par_chunks_mut(PIECE)
-        .zip(src.par_chunks(PIECE))
-        .for_each(|(d, s)| d.copy_from_slice(s));
 }
 
 impl DeviceInverter for GpuBuilder {

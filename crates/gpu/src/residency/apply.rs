@@ -378,13 +378,7 @@ impl DeviceIndex {
             let n = src.len().min(cap - at);
             let bounce = self.bounce.as_mut().expect("checked above");
             let buf = &mut bounce.as_mut_slice()[at..at + n];
-            if n >= PARALLEL_FILL {
-                buf.par_chunks_mut(PARALLEL_FILL)
-                    .zip(src[..n].par_chunks(PARALLEL_FILL))
-                    .for_each(|(d, s)| d.copy_from_slice(s));
-            } else {
-                buf.copy_from_slice(&src[..n]);
-            }
+            driver::par_copy(buf, &src[..n], PARALLEL_FILL);
             driver::copy_to_device(stream, dst, &bounce.as_slice()[at..at + n])?;
             self.bounce_at += n;
             src = &src[n..];
