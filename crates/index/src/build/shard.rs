@@ -172,7 +172,13 @@ pub(super) fn build_shard(
             let part = chunk.part(0);
             for &(at, t, tf) in part.postings {
                 if let Some(doc) = local[at as usize] {
-                    lists.entry(part.term(t).to_owned()).or_default().push((doc, tf));
+                    // The term's text is copied only where the term is new to the shard.
+                    match lists.get_mut(part.term(t)) {
+                        Some(list) => list.push((doc, tf)),
+                        None => {
+                            lists.insert(part.term(t).to_owned(), vec![(doc, tf)]);
+                        }
+                    }
                 }
             }
         }
