@@ -91,7 +91,7 @@ pub struct DocTable {
 
 /// Terms encoded at once by [`IndexWriter::push_all`]: enough for every core to take many, few enough to
 /// hold their lists.
-const WINDOW: usize = 8192;
+pub(crate) const WINDOW: usize = 8192;
 
 /// Encodes posting lists for an [`IndexWriter`] (codec, BM25 block bounds); shareable across threads.
 #[derive(Clone, Copy)]

@@ -3,17 +3,16 @@
 //! merge of spilled runs; each path hands over the same lists, so the files are the same.
 
 use crate::error::{IndexError, Result};
-use crate::writer::IndexWriter;
+use crate::writer::{IndexWriter, WINDOW};
 use crate::BLOCK_LEN;
 
 use super::device::InvertedPasses;
 use super::invert::{Lists, Partitions};
 use super::runs::{self, Posting};
 
-/// Postings of merged lists gathered before they are encoded at once.
+/// Postings of merged lists gathered before they are encoded at once (or a window of lists,
+/// [`WINDOW`], where fewer).
 const MERGED_WINDOW: usize = 1 << 22;
-/// Merged lists gathered before they are encoded at once.
-const MERGED_LISTS: usize = 8192;
 
 /// A list's docIDs (renumbered by `new_id` and sorted again where given) and frequencies.
 fn split(postings: &[Posting], new_id: Option<&[u32]>) -> (Vec<u32>, Vec<u32>) {
@@ -129,7 +128,7 @@ pub fn write_merged(
     runs::merge(runs, max_open, |term, list| {
         held += list.len();
         pending.push((term.to_vec(), std::mem::take(list)));
-        if held >= MERGED_WINDOW || pending.len() >= MERGED_LISTS {
+        if held >= MERGED_WINDOW || pending.len() >= WINDOW {
             held = 0;
             flush(writer, &mut pending)?;
         }

@@ -763,8 +763,8 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
     })
 }
 
-/// What the build keeps of the documents taken in so far: the partitions of their postings, the store
-/// of their lines, the document table's columns, and the lines skipped.
+/// What the build keeps of the documents numbered so far: the store of their lines, the document
+/// table's columns, and the lines skipped (their postings go to the partitions).
 struct Ingest {
     store: Option<StoreWriter>,
     ids: DocIds,
