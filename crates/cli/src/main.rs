@@ -165,7 +165,7 @@ fn run_index(a: IndexArgs) -> Result<()> {
             eprintln!(
                 "indexed {} documents, {} terms, {} postings into {} in {:.1} s (read and analyse {:.1} s, \
                  {:.1} s of it waiting for the input, {} runs; lists {:.1} s on {}; lists, encode and \
-                 write {:.1} s)",
+                 write {:.1} s, {:.1} s of it completing and syncing the files)",
                 m.num_docs,
                 m.num_terms,
                 m.num_postings,
@@ -176,7 +176,8 @@ fn run_index(a: IndexArgs) -> Result<()> {
                 report.runs,
                 report.lists_time.as_secs_f64(),
                 report.device.as_deref().unwrap_or("the CPU"),
-                report.write_time.as_secs_f64()
+                report.write_time.as_secs_f64(),
+                report.sync_time.as_secs_f64()
             );
             if !report.device_phases.is_empty() {
                 let phases: Vec<String> = report

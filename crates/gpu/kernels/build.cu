@@ -146,3 +146,116 @@ extern "C" __global__ void __launch_bounds__(THREADS) block_bounds(const BoundAr
         if (lane == 0u) a.out[j] = m * 0x1.000008p+0f + 0x1p-126f;
     }
 }
+
+// SIMD-BP128 encoding (crates/codec/src/simdbp.rs), one warp per block, as the CPU's writer encodes: a header
+// word (docID width | frequency width << 8), then the docIDs' gaps minus one (the first 0), then the
+// frequencies minus one, each packed with the width of its largest value. A full block's sections are
+// BitPacker4x's (value i in lane i % 4 at position i / 4, each lane LSB-first, its words at every fourth
+// word); a shorter block packs each section plainly (crates/codec/src/bits.rs).
+
+// Block j's list (*r), first posting (*first) and postings (*n).
+__device__ __forceinline__ void encode_block_of(const EncodeArgs& a, u32 j, u32* r, u32* first, u32* n) {
+    *r = lower_bound(a.block_starts, a.num_terms + 1u, j + 1u) - 1u;
+    *first = a.starts[*r] + (j - a.block_starts[*r]) * BLOCK_LEN;
+    *n = min(*first + BLOCK_LEN, a.starts[*r + 1u]) - *first;
+}
+
+__device__ __forceinline__ u32 warp_or(u32 v) {
+    for (u32 o = 16u; o > 0u; o >>= 1) v |= __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ u32 width_of(u32 v) { return 32u - __clz(v); }
+
+// Step 1: offsets[j] = block j's size in words; cf[r] += the frequencies of its postings; *bad set where
+// a docID is not above the one before it in its list (across blocks too), not below num_docs, or a
+// frequency is 0.
+extern "C" __global__ void __launch_bounds__(THREADS) simdbp_sizes(const EncodeArgs a) {
+    u32 lane = threadIdx.x & 31u;
+    u32 gw = blockIdx.x * WARPS + (threadIdx.x >> 5), nw = gridDim.x * WARPS;
+    for (u32 j = gw; j < a.num_blocks; j += nw) {
+        u32 r, first, n;
+        encode_block_of(a, j, &r, &first, &n);
+        u32 gaps = 0u, tfs = 0u;
+        u64 cf = 0u;
+        bool bad = false;
+        for (u32 k = lane; k < n; k += 32u) {
+            u32 i = first + k, d = a.docs[i], tf = a.tfs[i];
+            if (i > a.starts[r]) {
+                u32 before = a.docs[i - 1u];
+                bad |= d <= before;
+                if (k > 0u) gaps |= d - before - 1u;
+            }
+            bad |= d >= a.num_docs || tf == 0u;
+            tfs |= tf - 1u;
+            cf += tf;
+        }
+        gaps = warp_or(gaps);
+        tfs = warp_or(tfs);
+        for (u32 o = 16u; o > 0u; o >>= 1) cf += __shfl_xor_sync(FULL_MASK, cf, o);
+        bad = __any_sync(FULL_MASK, bad);
+        if (lane == 0u) {
+            a.offsets[j] = 1u + simdbp_words(n, width_of(gaps)) + simdbp_words(n, width_of(tfs));
+            atomicAdd(&a.cf[r], cf);
+            if (bad) atomicOr(a.bad, 1u);
+        }
+    }
+}
+
+// Word w of a section of n values of width b (1 to 32) in v: BitPacker4x's layout for a full block, else
+// the plain one. The word holds bits [32k, 32k + 32) of its lane's stream (the plain layout: one lane).
+__device__ __forceinline__ u32 simdbp_word(const u32* v, u32 n, u32 b, u32 w) {
+    bool full = n == BLOCK_LEN;
+    u32 lane = full ? w & 3u : 0u, k = full ? w >> 2 : w, stride = full ? 4u : 1u;
+    u32 count = full ? BLOCK_LEN / 4u : n;
+    u32 lo = k * 32u;
+    u32 p_end = min((lo + 31u) / b + 1u, count);
+    u32 word = 0u;
+    for (u32 p = lo / b; p < p_end; p++) {
+        u32 x = v[p * stride + lane], at = p * b;
+        word |= at >= lo ? x << (at - lo) : x >> (lo - at);
+    }
+    return word;
+}
+
+// Step 2 (offsets scanned: each block's first word, the last entry the total): every block's words and
+// its BlockMeta, the offset from its list's first block.
+extern "C" __global__ void __launch_bounds__(THREADS) simdbp_pack(const EncodeArgs a) {
+    __shared__ u32 values[WARPS][2][BLOCK_LEN];
+    u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    u32 gw = blockIdx.x * WARPS + warp, nw = gridDim.x * WARPS;
+    u32* gaps = values[warp][0];
+    u32* tfs = values[warp][1];
+    for (u32 j = gw; j < a.num_blocks; j += nw) {
+        u32 r, first, n;
+        encode_block_of(a, j, &r, &first, &n);
+        u32 gor = 0u, tor = 0u;
+        for (u32 k = lane; k < n; k += 32u) {
+            u32 i = first + k;
+            u32 g = k == 0u ? 0u : a.docs[i] - a.docs[i - 1u] - 1u, t = a.tfs[i] - 1u;
+            gaps[k] = g;
+            tfs[k] = t;
+            gor |= g;
+            tor |= t;
+        }
+        u32 db = width_of(warp_or(gor)), fb = width_of(warp_or(tor));
+        __syncwarp();
+        u32 at = a.offsets[j];
+        u32* out = a.words + at;
+        u32 dw = simdbp_words(n, db), fw = simdbp_words(n, fb);
+        if (lane == 0u) out[0] = db | fb << 8;
+        if (db > 0u)
+            for (u32 w = lane; w < dw; w += 32u) out[1u + w] = simdbp_word(gaps, n, db, w);
+        if (fb > 0u)
+            for (u32 w = lane; w < fw; w += 32u) out[1u + dw + w] = simdbp_word(tfs, n, fb, w);
+        if (lane == 0u) {
+            u32* m = a.meta + (u64)j * 5u;
+            m[0] = a.docs[first];
+            m[1] = a.docs[first + n - 1u];
+            m[2] = at - a.offsets[a.block_starts[r]];
+            m[3] = 1u + dw;
+            m[4] = __float_as_uint(a.bounds[j]);
+        }
+        __syncwarp();
+    }
+}

@@ -131,12 +131,32 @@ struct BoundArgs {
     float avg_doc_len;
 };
 
+struct EncodeArgs {
+    const u32* starts;        // num_terms + 1 offsets of the lists in docs
+    const u32* block_starts;  // num_terms + 1 offsets of the lists' first blocks
+    const u32* docs;          // final docIDs, list after list
+    const u32* tfs;
+    const float* bounds;      // per block: its bound
+    u32* offsets;             // num_blocks + 1: each block's size in words, then (scanned) its first word
+    u32* words;               // the encoded blocks
+    u32* meta;                // per block: BlockMeta (first doc, last doc, offset in its list, freq offset, bound)
+    u64* cf;                  // per list: its frequencies' sum (zeroed)
+    u32* bad;                 // set where a list is not strictly increasing, a docID >= num_docs or a tf is 0
+    u32 num_terms;
+    u32 num_blocks;
+    u32 num_docs;
+};
+
 // ---------------------------------------------------------------------------------------------------------
 // Small helpers.
 
 __device__ __forceinline__ u32 packed_words(u32 n, u32 b) { return (n * b + 31u) / 32u; }
 
 __device__ __forceinline__ u32 low_mask(u32 b) { return b >= 32u ? FULL_MASK : ((1u << b) - 1u); }
+
+// Words of a SIMD-BP128 section of n values of width b: BitPacker4x's 4 * b for a full block, else plainly
+// packed (crates/codec/src/simdbp.rs).
+__device__ __forceinline__ u32 simdbp_words(u32 n, u32 b) { return n == BLOCK_LEN ? 4u * b : packed_words(n, b); }
 
 // Value i of a sequence packed LSB-first with width b.
 __device__ __forceinline__ u32 unpack_one(const u32* w, u32 b, u32 i) {

@@ -230,9 +230,6 @@ __device__ __forceinline__ u32 bp4_one(const u32* w, u32 b, u32 i) {
     return v & low_mask(b);
 }
 
-// Words of a section of n values of width b: BitPacker4x's 4 * b for a full block, else plainly packed.
-__device__ __forceinline__ u32 simdbp_words(u32 n, u32 b) { return n == BLOCK_LEN ? 4u * b : packed_words(n, b); }
-
 __device__ bool simdbp_section_warp(const u32* blk, u32 from, u32 to, u32 b, u32* out, u32 n) {
     u32 lane = threadIdx.x & 31u;
     bool full = n == BLOCK_LEN;

@@ -1,7 +1,8 @@
 //! What the host and the CUDA kernels (`kernels/`) share: the `#[repr(C)]` structs the kernels read,
 //! and every number both sides use. It imports nothing of this crate, so every other module may use it.
 //!
-//! - The structs mirror `struct TermDesc`, `QueryDesc`, `IndexArgs`, `BatchArgs` and `BoundArgs` of
+//! - The structs mirror `struct TermDesc`, `QueryDesc`, `IndexArgs`, `BatchArgs`, `BoundArgs` and
+//!   `EncodeArgs` of
 //!   `kernels/common.cuh` field for field. They are `Pod` (no padding byte goes unnamed, any bit
 //!   pattern is a value), their sizes and field offsets are checked here at compile time, and
 //!   [`layout_checks`] states the same sizes and offsets to NVRTC as `static_assert`s, so that a
@@ -259,6 +260,45 @@ pub struct BoundArgs {
     pub _pad: u32,
 }
 
+/// The index build's SIMD-BP128 encoding kernels' arguments (mirrors `struct EncodeArgs`): the sorted
+/// lists and their blocks' bounds in, the encoded blocks and their metadata out. Passed by value.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Pod, Zeroable)]
+pub struct EncodeArgs {
+    /// `num_terms + 1` offsets of the lists in `docs` (`const u32*`).
+    pub starts: u64,
+    /// `num_terms + 1` offsets of the lists' first blocks.
+    pub block_starts: u64,
+    /// Final docIDs, list after list.
+    pub docs: u64,
+    /// Frequencies beside them.
+    pub tfs: u64,
+    /// Per block: its bound (`const float*`).
+    pub bounds: u64,
+    /// `num_blocks + 1` words (`u32*`): each block's size in words, written by `simdbp_sizes`, then
+    /// (scanned by the host's launch) each block's first word in `words`, the last entry their total.
+    pub offsets: u64,
+    /// The encoded blocks (`u32*`, written by `simdbp_pack`).
+    pub words: u64,
+    /// Per block: its `BlockMeta` (five words: first and last docID, offset from the list's first
+    /// word, frequency section's offset, bound; written by `simdbp_pack`).
+    pub meta: u64,
+    /// Per list: its frequencies' sum (`unsigned long long*`, zeroed, added to by `simdbp_sizes`).
+    pub cf: u64,
+    /// One word, zeroed: set where a list is not strictly increasing, a docID is not below
+    /// `num_docs` or a frequency is 0 (`u32*`).
+    pub bad: u64,
+    /// Lists.
+    pub num_terms: u32,
+    /// Blocks of all lists.
+    pub num_blocks: u32,
+    /// Documents: every docID is below it.
+    pub num_docs: u32,
+    /// The padding the kernel's struct has at its end (its alignment), named so that every byte is a
+    /// field; always 0, never read.
+    pub _pad: u32,
+}
+
 /// Bits of a key a radix sort pass of the index build orders (`RADIX_BITS`).
 pub const RADIX_BITS: u32 = 8;
 /// Keys a CTA of a radix sort pass orders (`SORT_TILE`); a multiple of every CTA size.
@@ -305,6 +345,11 @@ layouts! {
         size: 80,
         starts: 0, block_starts: 8, idf: 16, docs: 24, tfs: 32, lens: 40, out: 48, num_terms: 56,
         num_blocks: 60, k1: 64, b: 68, avg_doc_len: 72, _pad: 76,
+    }
+    EncodeArgs {
+        size: 96,
+        starts: 0, block_starts: 8, docs: 16, tfs: 24, bounds: 32, offsets: 40, words: 48, meta: 56,
+        cf: 64, bad: 72, num_terms: 80, num_blocks: 84, num_docs: 88, _pad: 92,
     }
 }
 
@@ -534,7 +579,14 @@ mod tests {
         let names: Vec<&str> = LAYOUTS.iter().map(|l| l.0).collect();
         assert_eq!(
             names,
-            ["TermDesc", "QueryDesc", "IndexArgs", "BatchArgs", "BoundArgs"]
+            [
+                "TermDesc",
+                "QueryDesc",
+                "IndexArgs",
+                "BatchArgs",
+                "BoundArgs",
+                "EncodeArgs"
+            ]
         );
     }
 
@@ -580,11 +632,13 @@ mod tests {
         assert!(c.contains("static_assert(CHUNK == 512"));
         assert!(c.contains("OR_STATE_WORDS * 4u == 3088u"));
         let fields: usize = LAYOUTS.iter().map(|l| l.2.len()).sum();
-        // One per field but the two paddings.
-        assert_eq!(c.matches("__builtin_offsetof(").count(), fields - 2);
+        // One per field but the three paddings.
+        assert_eq!(c.matches("__builtin_offsetof(").count(), fields - 3);
         let b = build_layout_checks();
         assert!(b.contains("static_assert(sizeof(BoundArgs) == 80"));
         assert!(b.contains("__builtin_offsetof(BoundArgs, avg_doc_len) == 72"));
+        assert!(b.contains("static_assert(sizeof(EncodeArgs) == 96"));
+        assert!(b.contains("__builtin_offsetof(EncodeArgs, num_docs) == 88"));
         assert!(!b.contains("CHUNK"), "the build's unit has no query kernels");
     }
 

@@ -9,9 +9,11 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg,
+};
 
-use crate::abi::{BatchArgs, BoundArgs, IndexArgs, MODE_AND};
+use crate::abi::{BatchArgs, BoundArgs, EncodeArgs, IndexArgs, MODE_AND};
 use crate::build::BuildKernels;
 use crate::device::Gpu;
 use crate::error::GpuError;
@@ -261,17 +263,7 @@ pub(crate) fn radix_pass(
     // SAFETY: the arguments match `radix_histogram(const u32*, u32, u32, u32*)`; its `tiles` CTAs read
     // `n` keys and write `RADIX · tiles` counts, which the asserts check.
     unsafe { launch.launch(tiles_config)? };
-    let m32 = m as u32;
-    let mut launch = stream.launch_builder(&k.scan);
-    launch.arg(&mut *counts).arg(&m32);
-    // SAFETY: the arguments match `scan_exclusive(u32*, u32)`; one CTA scans the `m` counts in place.
-    unsafe {
-        launch.launch(LaunchConfig {
-            grid_dim: (1, 1, 1),
-            block_dim: (k.threads, 1, 1),
-            shared_mem_bytes: 0,
-        })?
-    };
+    scan_exclusive(k, stream, counts, m as u32)?;
     let mut launch = stream.launch_builder(&k.scatter);
     launch
         .arg(keys)
@@ -285,6 +277,28 @@ pub(crate) fn radix_pass(
     // u32*)` with the same `tiles` CTAs as the histogram; the scanned counts give every key a distinct
     // position below `n` (they count every key once), and the asserts check the outputs hold `n`.
     unsafe { launch.launch(tiles_config)? };
+    Ok(())
+}
+
+/// Launches `scan_exclusive`: the exclusive prefix sum of `v[..n]`, in place, by one CTA.
+pub(crate) fn scan_exclusive(
+    k: &BuildKernels,
+    stream: &Arc<CudaStream>,
+    v: &mut CudaSlice<u32>,
+    n: u32,
+) -> Result<(), GpuError> {
+    assert!(v.len() >= n as usize);
+    let mut launch = stream.launch_builder(&k.scan);
+    launch.arg(v).arg(&n);
+    // SAFETY: the arguments match `scan_exclusive(u32*, u32)`; one CTA scans the first `n` values in
+    // place, which the assert checks exist.
+    unsafe {
+        launch.launch(LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (k.threads, 1, 1),
+            shared_mem_bytes: 0,
+        })?
+    };
     Ok(())
 }
 
@@ -334,3 +348,37 @@ pub(crate) fn block_bounds(
 // SAFETY: `#[repr(C)]` and `Pod`, with the size and field offsets of the kernels' `struct BoundArgs`
 // (checked at compile time on both sides, `crate::abi`); `block_bounds` takes it by value.
 unsafe impl DeviceRepr for BoundArgs {}
+
+// SAFETY: as for `BoundArgs`, with the kernels' `struct EncodeArgs`.
+unsafe impl DeviceRepr for EncodeArgs {}
+
+/// Launches the SIMD-BP128 encoding's step `step` (`k.simdbp_sizes` or `k.simdbp_pack`) over
+/// `a.num_blocks` blocks (one warp each).
+///
+/// Contract (the caller, `build::encode_simdbp`, upholds it): `a` holds live device allocations on
+/// this stream: `starts` and `block_starts` of `num_terms + 1` words, as `block_bounds` takes them,
+/// whose lists lie within `docs`/`tfs`; `bounds` of `num_blocks` floats; `offsets` of `num_blocks + 1`
+/// words; `cf` of `num_terms` u64s and `bad` of one word; for the pack, `offsets` scanned, `words`
+/// of the total it ends with and `meta` of `5 · num_blocks` words.
+pub(crate) fn simdbp_step(
+    k: &BuildKernels,
+    step: &CudaFunction,
+    stream: &Arc<CudaStream>,
+    a: &EncodeArgs,
+) -> Result<(), GpuError> {
+    let warps = k.threads / 32;
+    let grid = a.num_blocks.div_ceil(warps).clamp(1, 1 << 20);
+    let mut launch = stream.launch_builder(step);
+    launch.arg(a);
+    // SAFETY: both steps take exactly one `EncodeArgs` by value, the `#[repr(C)]` mirror of their
+    // struct, filled as the contract above says; a warp reads and writes only its blocks' postings,
+    // offsets, words and metadata.
+    unsafe {
+        launch.launch(LaunchConfig {
+            grid_dim: (grid, 1, 1),
+            block_dim: (k.threads, 1, 1),
+            shared_mem_bytes: 0,
+        })?
+    };
+    Ok(())
+}

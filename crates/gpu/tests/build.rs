@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use warpsearch_index::build::{build_from_jsonl, BuildOn, BuildOptions, DeviceInverter, InvertJob, Inverted};
 use warpsearch_index::testdata::{edge_collection, same_index_files};
-use warpsearch_index::{AnalyzerConfig, Codec};
+use warpsearch_index::{AnalyzerConfig, BlockMeta, Codec, BLOCK_LEN};
 
 fn options(codec: Codec) -> BuildOptions {
     warpsearch_index::testdata::title_options(codec)
@@ -61,6 +61,9 @@ fn cpu_and_gpu_agree(
         let names: Vec<&str> = report.device_phases.iter().map(|(n, _)| *n).collect();
         assert_eq!(names.first(), Some(&"sort"), "{name}: {names:?}");
         assert_eq!(names.last(), Some(&"copy the lists back"), "{name}: {names:?}");
+        // SIMD-BP128's blocks are encoded on the device, the other codecs' on the cores.
+        let simdbp = opts.writer.codec == Codec::SimdBp;
+        assert_eq!(names.contains(&"encode"), simdbp, "{name}: {names:?}");
     }
     same_index_files(&cpu, &on_gpu);
     report.device_passes
@@ -216,4 +219,130 @@ fn gpu_build_in_passes_writes_the_cpu_files() {
         .with_memory_budget(postings / 3 * 28 + (postings + 20_000) * 12);
     let passes = cpu_and_gpu_agree(&input, dir.path(), "budget", &plain, &device(Arc::new(budgeted)));
     assert!(passes >= 2, "{passes} passes within a third of the memory");
+}
+
+/// A list of `n` postings whose docID gaps minus one are of width `gap_bits` in one block (one gap
+/// exactly that wide, the others narrow) and whose frequencies minus one are of width `tf_bits` in one
+/// block, from a generator seeded with `seed`; docIDs stay below 2^32 − 1.
+fn wide_list(n: usize, gap_bits: u32, tf_bits: u32, seed: u64) -> (Vec<u32>, Vec<u32>) {
+    let mut state = seed;
+    let mut next = move || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) as u32
+    };
+    let narrow = |v: u32, bits: u32| if bits >= 32 { v } else { v & ((1u32 << bits) - 1) };
+    let at_width = |v: u32, bits: u32| match bits {
+        0 => 0,
+        b => narrow(v, b - 1) | 1 << (b - 1),
+    };
+    // The wide gap is not a block's first posting (whose gap is not encoded).
+    let wide_gap = (n > 1)
+        .then(|| 1 + next() as usize % (n - 1))
+        .filter(|i| i % BLOCK_LEN != 0);
+    let wide_tf = next() as usize % n;
+    let mut docs = Vec::with_capacity(n);
+    let mut doc = next() % 1000;
+    let mut tfs = Vec::with_capacity(n);
+    for i in 0..n {
+        if i > 0 {
+            let gap = match wide_gap == Some(i) {
+                true => at_width(next(), gap_bits.min(31)),
+                false => narrow(next(), gap_bits.min(4)),
+            };
+            doc += 1 + gap;
+        }
+        docs.push(doc);
+        let tf_minus_one = match i == wide_tf {
+            true => at_width(next(), tf_bits),
+            false => narrow(next(), tf_bits.min(3)),
+        };
+        tfs.push(tf_minus_one.saturating_add(1).max(1));
+    }
+    (docs, tfs)
+}
+
+/// The device's SIMD-BP128 blocks are the CPU codec's, word for word, with the CPU's block metadata
+/// and frequency sums: gaps and frequencies of every width from 0 to 32, lists of one posting to
+/// several blocks (full, and a short last one), docIDs up to 2^32 − 2.
+#[test]
+fn gpu_simdbp_blocks_are_the_codecs_for_every_width() {
+    let Some(gpu) = warpsearch_gpu::testing::builder() else {
+        return;
+    };
+    let mut lists = Vec::new();
+    let mut seed = 1;
+    for bits in 0..=32u32 {
+        for n in [1, 2, 5, 127, 128, 129, 255, 256, 300] {
+            seed += 1;
+            lists.push(wide_list(n, bits, 32 - bits, seed));
+        }
+    }
+    // The widest gap: a block from docID 0 to 2^32 − 2.
+    let mut widest: Vec<u32> = (0..BLOCK_LEN as u32 - 1).collect();
+    widest.push(u32::MAX - 1);
+    lists.push((widest, vec![u32::MAX; BLOCK_LEN]));
+    let mut starts = vec![0u32];
+    let (mut docs, mut tfs) = (Vec::new(), Vec::new());
+    for (d, f) in &lists {
+        docs.extend_from_slice(d);
+        tfs.extend_from_slice(f);
+        starts.push(docs.len() as u32);
+    }
+    let encoded = gpu.encode_simdbp_lists(&starts, &docs, &tfs, u32::MAX).unwrap();
+    assert_eq!(encoded.word_starts.len(), lists.len() + 1);
+    let mut block = 0;
+    for (r, (d, f)) in lists.iter().enumerate() {
+        let (mut words, mut metas) = (Vec::new(), Vec::new());
+        for (bd, bf) in d.chunks(BLOCK_LEN).zip(f.chunks(BLOCK_LEN)) {
+            let offset = words.len() as u32;
+            let freq_offset = Codec::SimdBp.encode_block(Default::default(), bd, bf, &mut words);
+            metas.push(BlockMeta {
+                first_doc: bd[0],
+                last_doc: bd[bd.len() - 1],
+                offset,
+                freq_offset,
+                max_score: 0.0,
+            });
+        }
+        let (a, b) = (
+            encoded.word_starts[r] as usize,
+            encoded.word_starts[r + 1] as usize,
+        );
+        assert_eq!(
+            &encoded.words[a..b],
+            &words[..],
+            "list {r} of {} postings",
+            d.len()
+        );
+        assert_eq!(
+            &encoded.blocks[block..block + metas.len()],
+            &metas[..],
+            "list {r}"
+        );
+        block += metas.len();
+        let cf: u64 = f.iter().map(|&x| x as u64).sum();
+        assert_eq!(encoded.cf[r], cf, "list {r}");
+    }
+    assert_eq!(block, encoded.blocks.len());
+    // A docID repeated, at the edge of a block and inside one, a frequency of 0, a docID not below
+    // the documents: the device refuses the lists.
+    for (i, what) in [
+        (BLOCK_LEN, "repeated docID"),
+        (7, "repeated docID"),
+        (0, "tf 0"),
+        (1, "docID"),
+    ] {
+        let mut d: Vec<u32> = (0..200).map(|x| x * 3).collect();
+        let mut f = vec![1u32; 200];
+        match what {
+            "tf 0" => f[i] = 0,
+            "docID" => d[199] = 1000,
+            _ => d[i] = d[i - 1],
+        }
+        let err = gpu.encode_simdbp_lists(&[0, 200], &d, &f, 1000);
+        assert!(err.is_err(), "{what} at {i}");
+    }
 }

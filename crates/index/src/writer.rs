@@ -5,6 +5,7 @@
 //! build carries the same random build identity in its header. A failed or abandoned write removes the
 //! temporary directory and leaves any existing index untouched.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
@@ -101,18 +102,19 @@ pub struct ListEncoder<'a> {
     lens: &'a [u32],
 }
 
-/// One term's encoded list, ready for [`IndexWriter::push`].
-pub struct EncodedList {
-    term: Vec<u8>,
-    words: Vec<u32>,
-    blocks: Vec<BlockMeta>,
+/// One term's encoded list, ready for [`IndexWriter::push`]: encoded here (owned), or by another
+/// processor ([`ListEncoder::assemble`], borrowed from what it returned).
+pub struct EncodedList<'a> {
+    term: Cow<'a, [u8]>,
+    words: Cow<'a, [u32]>,
+    blocks: Cow<'a, [BlockMeta]>,
     record: TermRecord,
 }
 
 impl ListEncoder<'_> {
     /// Encodes the list of `term` (docIDs strictly increasing and below the number of documents,
     /// frequencies at least 1); `None` for an empty list, which is skipped (it cannot match anything).
-    pub fn encode(&self, term: &[u8], docs: &[u32], freqs: &[u32]) -> Result<Option<EncodedList>> {
+    pub fn encode(&self, term: &[u8], docs: &[u32], freqs: &[u32]) -> Result<Option<EncodedList<'static>>> {
         self.encode_bounded(term, docs, freqs, None)
     }
 
@@ -125,8 +127,74 @@ impl ListEncoder<'_> {
         docs: &[u32],
         freqs: &[u32],
         bounds: &[f32],
-    ) -> Result<Option<EncodedList>> {
+    ) -> Result<Option<EncodedList<'static>>> {
         self.encode_bounded(term, docs, freqs, Some(bounds))
+    }
+
+    /// The list of `term` as another processor encoded it with this index's codec (SIMD-BP128 only):
+    /// `df` postings whose frequencies sum to `cf`, in `blocks` (each block's offset within `words`,
+    /// its bound as [`ListEncoder::encode`] computes it) and `words`. They must be the words and
+    /// blocks `encode` writes, bit for bit, which a build on such a processor promises (its tests
+    /// compare the files); their shape is checked here, so that a malformed list fails the write.
+    pub fn assemble<'a>(
+        &self,
+        term: &'a [u8],
+        df: u32,
+        cf: u64,
+        words: &'a [u32],
+        blocks: &'a [BlockMeta],
+    ) -> Result<EncodedList<'a>> {
+        let bad = |what: &str| {
+            IndexError::Invalid(format!(
+                "term '{}': the list the device encoded is malformed: {what}",
+                String::from_utf8_lossy(term)
+            ))
+        };
+        if self.codec != Codec::SimdBp {
+            return Err(bad(&format!(
+                "it is SIMD-BP128, the index's codec is {}",
+                self.codec
+            )));
+        }
+        if df == 0 || blocks.len() != (df as usize).div_ceil(BLOCK_LEN) {
+            return Err(bad(&format!("{} blocks for {df} postings", blocks.len())));
+        }
+        let len_words = u32::try_from(words.len()).map_err(|_| bad("above 16 GiB"))?;
+        let num_docs = self.lens.len() as u64;
+        let mut list_max = 0f32;
+        for (i, b) in blocks.iter().enumerate() {
+            let end = blocks.get(i + 1).map_or(len_words, |next| next.offset);
+            let ordered = match i {
+                0 => b.offset == 0,
+                _ => blocks[i - 1].last_doc < b.first_doc,
+            };
+            if !ordered
+                || b.first_doc > b.last_doc
+                || b.last_doc as u64 >= num_docs
+                || b.offset >= end
+                || b.freq_offset == 0
+                || b.freq_offset > end - b.offset
+            {
+                return Err(bad(&format!("block {i}")));
+            }
+            list_max = list_max.max(b.max_score);
+        }
+        Ok(EncodedList {
+            term: Cow::Borrowed(term),
+            words: Cow::Borrowed(words),
+            blocks: Cow::Borrowed(blocks),
+            record: TermRecord {
+                df,
+                len_words,
+                cf,
+                first_block: 0,
+                offset_words: 0,
+                max_score: list_max,
+                doc_param: 0,
+                freq_param: 0,
+                reserved: [0; 2],
+            },
+        })
     }
 
     fn encode_bounded(
@@ -135,7 +203,7 @@ impl ListEncoder<'_> {
         docs: &[u32],
         freqs: &[u32],
         bounds: Option<&[f32]>,
-    ) -> Result<Option<EncodedList>> {
+    ) -> Result<Option<EncodedList<'static>>> {
         let shown = || String::from_utf8_lossy(term).into_owned();
         if docs.len() != freqs.len() {
             return Err(IndexError::Invalid(format!(
@@ -215,9 +283,9 @@ impl ListEncoder<'_> {
             reserved: [0; 2],
         };
         Ok(Some(EncodedList {
-            term: term.to_owned(),
-            words,
-            blocks,
+            term: Cow::Owned(term.to_owned()),
+            words: Cow::Owned(words),
+            blocks: Cow::Owned(blocks),
             record,
         }))
     }
@@ -364,7 +432,7 @@ impl IndexWriter {
 
     /// Appends a list encoded by [`IndexWriter::encoder`]; terms must come in strictly increasing byte
     /// order.
-    pub fn push(&mut self, list: EncodedList) -> Result<()> {
+    pub fn push(&mut self, list: EncodedList<'_>) -> Result<()> {
         self.lists.push(list)
     }
 
@@ -372,10 +440,10 @@ impl IndexWriter {
     /// appends them in that order; `written(n)` after each window of `n` terms is appended. A window
     /// is appended on one thread while the next is encoded on the others, so that the appending
     /// (the term dictionary, checksums, writes) does not leave the cores idle.
-    pub fn push_all(
+    pub fn push_all<'a>(
         &mut self,
         count: usize,
-        encode: impl Fn(&ListEncoder<'_>, usize) -> Result<Option<EncodedList>> + Sync,
+        encode: impl Fn(&ListEncoder<'_>, usize) -> Result<Option<EncodedList<'a>>> + Sync,
         mut written: impl FnMut(u64),
     ) -> Result<()> {
         let encoder = ListEncoder {
@@ -384,10 +452,10 @@ impl IndexWriter {
             lens: &self.docs.lens,
         };
         let lists = &mut self.lists;
-        let append = |window: Vec<Option<EncodedList>>, lists: &mut ListFiles| -> Result<()> {
+        let append = |window: Vec<Option<EncodedList<'a>>>, lists: &mut ListFiles| -> Result<()> {
             window.into_iter().flatten().try_for_each(|list| lists.push(list))
         };
-        let mut ready: Vec<Option<EncodedList>> = Vec::new();
+        let mut ready: Vec<Option<EncodedList<'a>>> = Vec::new();
         for lo in (0..count).step_by(WINDOW) {
             let hi = (lo + WINDOW).min(count);
             let appended = ready.len() as u64;
@@ -526,7 +594,7 @@ impl ListFiles {
         Ok(())
     }
 
-    fn push(&mut self, list: EncodedList) -> Result<()> {
+    fn push(&mut self, list: EncodedList<'_>) -> Result<()> {
         self.check_order(&list.term)?;
         let EncodedList {
             term,
@@ -536,8 +604,8 @@ impl ListFiles {
         } = list;
         record.first_block = self.num_blocks;
         record.offset_words = self.offset_words;
-        self.postings.write(bytemuck::cast_slice(&words))?;
-        self.blocks.write(bytemuck::cast_slice(&blocks))?;
+        self.postings.write(bytemuck::cast_slice(&words[..]))?;
+        self.blocks.write(bytemuck::cast_slice(&blocks[..]))?;
         self.terms.write(bytemuck::bytes_of(&record))?;
         self.terms_fst
             .insert(&term, self.num_terms)
@@ -546,7 +614,7 @@ impl ListFiles {
         self.num_postings += record.df as u64;
         self.num_blocks += blocks.len() as u64;
         self.offset_words += words.len() as u64;
-        self.last_term = Some(term);
+        self.set_last(&term);
         Ok(())
     }
 
@@ -569,8 +637,20 @@ impl ListFiles {
             .map_err(|e| fst_error(&self.dir, e))?;
         self.num_terms += 1;
         self.num_postings += df as u64;
-        self.last_term = Some(term.to_owned());
+        self.set_last(term);
         Ok(())
+    }
+
+    /// Remembers `term` as the last one appended (in the buffer of the one before: no allocation a
+    /// term).
+    fn set_last(&mut self, term: &[u8]) {
+        match &mut self.last_term {
+            Some(last) => {
+                last.clear();
+                last.extend_from_slice(term);
+            }
+            None => self.last_term = Some(term.to_vec()),
+        }
     }
 }
 

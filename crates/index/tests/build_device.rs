@@ -1,22 +1,58 @@
 //! The build's device path (`BuildOptions::device`), with a reference inverter on the CPU in place of a
 //! GPU: what a device returns under the `DeviceInverter` contract is written as the CPU's own inversion
 //! is, file for file; a device that fails, a collection too small for `auto` and a missing device are
-//! inverted on the CPU, with a note saying why.
+//! inverted on the CPU, with a note saying why. SIMD-BP128 lists the device encodes are written as they
+//! are, in one pass or in passes of which some are encoded and some not.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use warpsearch_index::bm25::loosen_bound;
-use warpsearch_index::build::{build_from_jsonl, BuildOn, BuildOptions, DeviceInverter, InvertJob, Inverted};
+use warpsearch_index::build::{
+    build_from_jsonl, BuildOn, BuildOptions, DeviceInverter, EncodedLists, InvertJob, Inverted,
+};
 use warpsearch_index::testdata::{edge_collection, same_index_files};
-use warpsearch_index::{Codec, BLOCK_LEN};
+use warpsearch_index::{BlockMeta, Codec, BLOCK_LEN};
 
 /// The contract, computed plainly: tuples sorted by (rank, final docID), offsets, and each block's
-/// loosened largest score.
+/// loosened largest score; SIMD-BP128 lists encoded on every other call (the first included), as a
+/// GPU encodes them where it has the memory.
+#[derive(Default)]
 struct Reference {
     fail: bool,
     /// Postings it takes in one pass (None: any number).
     max: Option<u64>,
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+/// `inv`'s lists encoded with SIMD-BP128, their bounds `inv.block_max`.
+fn encode(inv: &Inverted) -> EncodedLists {
+    let mut e = EncodedLists {
+        word_starts: vec![0],
+        ..EncodedLists::default()
+    };
+    let mut bounds = inv.block_max.iter();
+    for w in inv.starts.windows(2) {
+        let (s, end) = (w[0] as usize, w[1] as usize);
+        let first = e.words.len();
+        for (d, f) in inv.docs[s..end]
+            .chunks(BLOCK_LEN)
+            .zip(inv.tfs[s..end].chunks(BLOCK_LEN))
+        {
+            let offset = (e.words.len() - first) as u32;
+            let freq_offset = Codec::SimdBp.encode_block(Default::default(), d, f, &mut e.words);
+            e.blocks.push(BlockMeta {
+                first_doc: d[0],
+                last_doc: d[d.len() - 1],
+                offset,
+                freq_offset,
+                max_score: *bounds.next().unwrap(),
+            });
+        }
+        e.word_starts.push(e.words.len() as u64);
+        e.cf.push(inv.tfs[s..end].iter().map(|&f| f as u64).sum());
+    }
+    e
 }
 
 impl DeviceInverter for Reference {
@@ -68,6 +104,11 @@ impl DeviceInverter for Reference {
             }
         }
         inv.phases.push(("reference", std::time::Duration::ZERO));
+        let call = self.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if job.codec == Codec::SimdBp && call.is_multiple_of(2) {
+            inv.encoded = Some(encode(&inv));
+            (inv.docs, inv.tfs, inv.block_max) = Default::default();
+        }
         Ok(inv)
     }
 }
@@ -77,7 +118,14 @@ fn options(codec: Codec) -> BuildOptions {
 }
 
 fn with_device(opts: &BuildOptions, on: BuildOn, fail: bool) -> BuildOptions {
-    on_device(opts, on, Reference { fail, max: None })
+    on_device(
+        opts,
+        on,
+        Reference {
+            fail,
+            ..Reference::default()
+        },
+    )
 }
 
 /// `opts` inverting on `device` where `on` says.
@@ -205,8 +253,8 @@ fn a_device_inverts_in_passes_what_it_cannot_take_at_once() {
             for share in [1.0, 0.99, 0.5, 0.2, 0.07] {
                 let max = ((postings as f64 * share) as u64).max(1);
                 let device = Reference {
-                    fail: false,
                     max: Some(max),
+                    ..Reference::default()
                 };
                 let o = on_device(&opts, BuildOn::Gpu, device);
                 let dev = dir.path().join(format!("{codec}-{name}-{max}"));
@@ -230,8 +278,8 @@ fn a_device_inverts_in_passes_what_it_cannot_take_at_once() {
     }
     // A limit below every partition: the CPU, and why.
     let device = Reference {
-        fail: false,
         max: Some(1),
+        ..Reference::default()
     };
     let o = on_device(&options(Codec::SimdBp), BuildOn::Gpu, device);
     let report = build(&input, &dir.path().join("tiny"), &o);

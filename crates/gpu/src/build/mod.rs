@@ -19,10 +19,11 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStrea
 use cudarc::nvrtc::compile_ptx_with_opts;
 use rayon::prelude::*;
 
-use warpsearch_index::build::{DeviceInverter, InvertJob, Inverted};
-use warpsearch_index::BLOCK_LEN;
+use bytemuck::Zeroable;
+use warpsearch_index::build::{DeviceInverter, EncodedLists, InvertJob, Inverted};
+use warpsearch_index::{BlockMeta, Codec, BLOCK_LEN};
 
-use crate::abi::{BoundArgs, RADIX_BITS};
+use crate::abi::{BoundArgs, EncodeArgs, RADIX_BITS};
 use crate::device::open_context;
 use crate::driver::{self, ptr, Pinned};
 use crate::error::GpuError;
@@ -57,6 +58,8 @@ pub(crate) struct BuildKernels {
     pub scatter: CudaFunction,
     pub starts: CudaFunction,
     pub bounds: CudaFunction,
+    pub simdbp_sizes: CudaFunction,
+    pub simdbp_pack: CudaFunction,
     /// Threads per CTA (`THREADS`).
     pub threads: u32,
     _module: Arc<CudaModule>,
@@ -97,6 +100,8 @@ impl GpuBuilder {
             scatter: f("radix_scatter")?,
             starts: f("list_starts")?,
             bounds: f("block_bounds")?,
+            simdbp_sizes: f("simdbp_sizes")?,
+            simdbp_pack: f("simdbp_pack")?,
             threads: options.threads,
             _module: module,
         };
@@ -304,20 +309,172 @@ impl GpuBuilder {
         };
         launch::block_bounds(k, &stream, &args)?;
         phase("idf and block bounds", &stream)?;
-        let mut docs_h = vec![0u32; n as usize];
-        staging.download(ptr(&kb, &stream), &mut docs_h)?;
-        let mut tfs_h = vec![0u32; n as usize];
-        staging.download(ptr(&vb, &stream), &mut tfs_h)?;
-        let block_max = stream.memcpy_dtov(&out)?;
+        // The sort's other buffers are free from here: the encoding's arrays take their place.
+        drop((rank_keys, docs, tfs, ka, va));
+        let free = usable - need + 5 * n64 * 4;
+        let lists = DeviceLists {
+            starts: &starts,
+            block_starts: &block_starts_d,
+            docs: &kb,
+            tfs: &vb,
+            bounds: &out,
+            num_terms: t as u32,
+            num_blocks,
+            num_docs: job.lens.len() as u32,
+        };
+        let encoded = match job.codec {
+            Codec::SimdBp => self.encode_simdbp(&stream, &lists, free)?,
+            _ => None,
+        };
+        if encoded.is_some() {
+            phase("encode", &stream)?;
+        }
+        let (docs_h, tfs_h, block_max, encoded) = match encoded {
+            Some(e) => (
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+                Some(e.download(&mut staging)?),
+            ),
+            None => {
+                let mut docs_h = vec![0u32; n as usize];
+                staging.download(ptr(&kb, &stream), &mut docs_h)?;
+                let mut tfs_h = vec![0u32; n as usize];
+                staging.download(ptr(&vb, &stream), &mut tfs_h)?;
+                (docs_h, tfs_h, stream.memcpy_dtov(&out)?, None)
+            }
+        };
         phase("copy the lists back", &stream)?;
-        drop(out);
         Ok(Inverted {
             starts: starts_h.into_iter().map(u64::from).collect(),
             docs: docs_h,
             tfs: tfs_h,
             block_max,
+            encoded,
             phases,
         })
+    }
+
+    /// Encodes the lists `docs[starts[r]..starts[r + 1]]` (with their frequencies `tfs`) with SIMD-BP128
+    /// on the device, every block's bound 0, as a build does once it has sorted them: for tests, which
+    /// compare the words with the CPU's codec on lists a collection could not hold (docIDs up to
+    /// 2^32 − 2, gaps and frequencies of every width).
+    #[doc(hidden)]
+    pub fn encode_simdbp_lists(
+        &self,
+        starts: &[u32],
+        docs: &[u32],
+        tfs: &[u32],
+        num_docs: u32,
+    ) -> Result<EncodedLists, GpuError> {
+        let t = starts.len().saturating_sub(1);
+        if t == 0 && docs.is_empty() {
+            return Ok(EncodedLists {
+                word_starts: vec![0],
+                ..EncodedLists::default()
+            });
+        }
+        if starts.first() != Some(&0)
+            || starts.last() != Some(&(docs.len() as u32))
+            || starts.windows(2).any(|w| w[0] >= w[1])
+            || tfs.len() != docs.len()
+        {
+            return Err(GpuError::Failed("lists: malformed offsets".into()));
+        }
+        let mut block_starts = vec![0u32];
+        for w in starts.windows(2) {
+            block_starts
+                .push(block_starts[block_starts.len() - 1] + (w[1] - w[0]).div_ceil(BLOCK_LEN as u32));
+        }
+        self.ctx.bind_to_thread()?;
+        let stream = self.ctx.new_stream()?;
+        let num_blocks = block_starts[t];
+        let lists = DeviceLists {
+            starts: &stream.memcpy_stod(starts)?,
+            block_starts: &stream.memcpy_stod(&block_starts)?,
+            docs: &stream.memcpy_stod(docs)?,
+            tfs: &stream.memcpy_stod(tfs)?,
+            bounds: &stream.alloc_zeros::<f32>(num_blocks.max(1) as usize)?,
+            num_terms: t as u32,
+            num_blocks,
+            num_docs,
+        };
+        let encoded = self
+            .encode_simdbp(&stream, &lists, u64::MAX)?
+            .ok_or_else(|| GpuError::Unsupported("lists of 2^32 words or more".into()))?;
+        let mut staging = Staging::new(&self.ctx, &stream, docs.len().clamp(1, self.stage_len))?;
+        encoded.download(&mut staging)
+    }
+
+    /// Encodes `lists` with SIMD-BP128 on the device, within `free` bytes of device memory; None where
+    /// they would take more (or could hold 2^32 words or more), so that the CPU encodes them; an error
+    /// where a list is not strictly increasing within the documents, or a frequency is 0.
+    fn encode_simdbp(
+        &self,
+        stream: &Arc<CudaStream>,
+        lists: &DeviceLists<'_>,
+        free: u64,
+    ) -> Result<Option<OnDevice>, GpuError> {
+        let (t, blocks) = (lists.num_terms as u64, lists.num_blocks as u64);
+        // At most two words a posting and a header a block; a list's postings are below 2^31.
+        let postings = lists.docs.len() as u64;
+        let sizes_bytes = 4 * (blocks + 2) + 8 * t;
+        if blocks + 2 * postings >= u32::MAX as u64 || sizes_bytes > free {
+            return Ok(None);
+        }
+        let k = &self.kernels;
+        let mut offsets = stream.alloc_zeros::<u32>(blocks as usize + 1)?;
+        let cf = stream.alloc_zeros::<u64>(t as usize)?;
+        let bad = stream.alloc_zeros::<u32>(1)?;
+        let mut args = EncodeArgs {
+            starts: ptr(lists.starts, stream),
+            block_starts: ptr(lists.block_starts, stream),
+            docs: ptr(lists.docs, stream),
+            tfs: ptr(lists.tfs, stream),
+            bounds: ptr(lists.bounds, stream),
+            offsets: ptr(&offsets, stream),
+            words: 0,
+            meta: 0,
+            cf: ptr(&cf, stream),
+            bad: ptr(&bad, stream),
+            num_terms: lists.num_terms,
+            num_blocks: lists.num_blocks,
+            num_docs: lists.num_docs,
+            _pad: 0,
+        };
+        launch::simdbp_step(k, &k.simdbp_sizes, stream, &args)?;
+        launch::scan_exclusive(k, stream, &mut offsets, lists.num_blocks + 1)?;
+        let total = stream.memcpy_dtov(&offsets.slice(blocks as usize..))?[0] as u64;
+        if stream.memcpy_dtov(&bad)?[0] != 0 {
+            return Err(GpuError::Failed(
+                "the sorted lists are not strictly increasing within the documents, or a frequency is 0"
+                    .into(),
+            ));
+        }
+        if sizes_bytes + 4 * (total + 5 * blocks) + 4 * (t + 1) > free {
+            return Ok(None);
+        }
+        let words = stream.alloc_zeros::<u32>(total.max(1) as usize)?;
+        let meta = stream.alloc_zeros::<u32>(5 * blocks as usize)?;
+        args.words = ptr(&words, stream);
+        args.meta = ptr(&meta, stream);
+        launch::simdbp_step(k, &k.simdbp_pack, stream, &args)?;
+        // Each list's first word: the first word of its first block.
+        let mut word_starts = stream.alloc_zeros::<u32>(t as usize + 1)?;
+        launch::build_gather(
+            k,
+            stream,
+            Some((&offsets, lists.block_starts)),
+            lists.num_terms + 1,
+            &mut word_starts,
+        )?;
+        Ok(Some(OnDevice {
+            words,
+            total: total as usize,
+            meta,
+            word_starts,
+            cf,
+        }))
     }
 
     /// Sorts `n` pairs by the low `bits` bits of their keys, stably, ping-ponging between the two
@@ -348,6 +505,46 @@ impl GpuBuilder {
             stream.memcpy_dtod(vb, va)?;
         }
         Ok(())
+    }
+}
+
+/// Sorted lists on the device, with their bounds, as the encoding takes them.
+struct DeviceLists<'a> {
+    starts: &'a CudaSlice<u32>,
+    block_starts: &'a CudaSlice<u32>,
+    docs: &'a CudaSlice<u32>,
+    tfs: &'a CudaSlice<u32>,
+    bounds: &'a CudaSlice<f32>,
+    num_terms: u32,
+    num_blocks: u32,
+    num_docs: u32,
+}
+
+/// Lists encoded on the device, not yet copied back.
+struct OnDevice {
+    words: CudaSlice<u32>,
+    /// Words the lists take (`words` holds one at least).
+    total: usize,
+    meta: CudaSlice<u32>,
+    word_starts: CudaSlice<u32>,
+    cf: CudaSlice<u64>,
+}
+
+impl OnDevice {
+    /// The lists on the host, the words and block metadata through `staging`.
+    fn download(self, staging: &mut Staging) -> Result<EncodedLists, GpuError> {
+        let stream = staging.stream.clone();
+        let mut words = vec![0u32; self.total];
+        staging.download(ptr(&self.words, &stream), &mut words)?;
+        let mut blocks = vec![BlockMeta::zeroed(); self.meta.len() / 5];
+        staging.download(ptr(&self.meta, &stream), bytemuck::cast_slice_mut(&mut blocks))?;
+        let word_starts: Vec<u32> = stream.memcpy_dtov(&self.word_starts)?;
+        Ok(EncodedLists {
+            words,
+            word_starts: word_starts.into_iter().map(u64::from).collect(),
+            blocks,
+            cf: stream.memcpy_dtov(&self.cf)?,
+        })
     }
 }
 

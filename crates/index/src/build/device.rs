@@ -5,12 +5,15 @@
 //!
 //! Whoever inverts, the index is the same file for file: a device must return exactly the lists and
 //! the bounds the CPU computes ([`crate::writer::ListEncoder::encode`]), and the builder encodes and
-//! writes them the same way.
+//! writes them the same way; or, for a codec it encodes, exactly the encoded blocks, which the builder
+//! writes as they are.
 
 use std::fmt;
 use std::time::Duration;
 
 use crate::bm25::Bm25;
+use crate::format::BlockMeta;
+use warpsearch_codec::Codec;
 
 /// Where a build inverts (`index --build-on`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -82,22 +85,45 @@ pub struct InvertJob<'a> {
     /// [`crate::bm25::loosen_bound`] of the largest [`Bm25::score`] of its postings, with
     /// [`Bm25::idf`] of the list's length.
     pub bm25: Bm25,
+    /// The index's codec: a device may encode the lists' blocks itself where it can encode this one
+    /// ([`Inverted::encoded`]), as [`crate::ListEncoder::encode`] would.
+    pub codec: Codec,
 }
 
-/// Lists by rank, as a device returns them.
+/// Lists by rank, as a device returns them: their postings, or their encoded blocks.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Inverted {
-    /// `num_terms + 1` offsets: the list of rank r is `docs[starts[r]..starts[r + 1]]`.
+    /// `num_terms + 1` offsets: the list of rank r has `starts[r + 1] - starts[r]` postings, which are
+    /// `docs[starts[r]..starts[r + 1]]` where the device did not encode them.
     pub starts: Vec<u64>,
-    /// Final docIDs, list after list, increasing within each.
+    /// Final docIDs, list after list, increasing within each (empty where `encoded` holds the lists).
     pub docs: Vec<u32>,
     /// Frequencies, beside `docs`.
     pub tfs: Vec<u32>,
-    /// Per block of 128 postings, list after list: the block's bound.
+    /// Per block of 128 postings, list after list: the block's bound (empty where `encoded` holds the
+    /// lists: each block's metadata carries it).
     pub block_max: Vec<f32>,
+    /// The lists encoded with the job's codec, where the device encoded them.
+    pub encoded: Option<EncodedLists>,
     /// Where the device's time went, phase by phase (e.g. the copies up, the sort, the bounds, the
     /// copies back), for the build's report.
     pub phases: Vec<(&'static str, std::time::Duration)>,
+}
+
+/// Lists encoded on a device, as [`crate::ListEncoder::encode`] encodes them, list after list in rank
+/// order: list r's words are `words[word_starts[r]..word_starts[r + 1]]`, and its blocks' metadata
+/// (offsets from its first word, bounds) the `n.div_ceil(128)` entries of `blocks` after those of the
+/// lists before it, n its postings.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EncodedLists {
+    /// The lists' words, list after list.
+    pub words: Vec<u32>,
+    /// `num_terms + 1` offsets of the lists in `words`.
+    pub word_starts: Vec<u64>,
+    /// Every block's metadata, list after list.
+    pub blocks: Vec<BlockMeta>,
+    /// Per list: its frequencies' sum.
+    pub cf: Vec<u64>,
 }
 
 /// A processor other than the CPU that inverts a build's tuples.
@@ -213,6 +239,7 @@ pub fn invert_in_passes(
             new_id: job.new_id,
             lens: job.lens,
             bm25: job.bm25,
+            codec: job.codec,
         };
         out.passes.push(device.invert(&sub)?);
         for (j, &r) in ranks.iter().enumerate() {

@@ -49,7 +49,8 @@ pub fn write_partitions(
 }
 
 /// Writes the lists a device inverted (in one pass or several), terms in `order` (rank r is
-/// `order[r]`), with its bounds; an error where their shape is not that of `order`'s lists.
+/// `order[r]`): each pass's encoded lists as they are, its others encoded here with its bounds; an
+/// error where their shape is not that of `order`'s lists.
 pub fn write_inverted(
     writer: &mut IndexWriter,
     partitions: &Partitions,
@@ -68,12 +69,10 @@ pub fn write_inverted(
     }
     let mut block_starts = Vec::with_capacity(inv.passes.len());
     for (pass, &t) in inv.passes.iter().zip(&terms) {
-        let n = pass.docs.len();
+        let n = pass.starts.last().copied().unwrap_or(0);
         if pass.starts.len() != t + 1
             || pass.starts.first() != Some(&0)
-            || pass.starts.last() != Some(&(n as u64))
             || pass.starts.windows(2).any(|w| w[0] >= w[1])
-            || pass.tfs.len() != n
         {
             return Err(bad("list offsets"));
         }
@@ -83,8 +82,22 @@ pub fn write_inverted(
             let blocks = ((w[1] - w[0]) as usize).div_ceil(BLOCK_LEN);
             starts.push(starts.last().unwrap() + blocks);
         }
-        if *starts.last().unwrap() != pass.block_max.len() {
-            return Err(bad("block bounds"));
+        let blocks = *starts.last().unwrap();
+        let shaped = match &pass.encoded {
+            Some(e) => {
+                e.blocks.len() == blocks
+                    && e.cf.len() == t
+                    && e.word_starts.len() == t + 1
+                    && e.word_starts.first() == Some(&0)
+                    && e.word_starts.last() == Some(&(e.words.len() as u64))
+                    && e.word_starts.windows(2).all(|w| w[0] < w[1])
+            }
+            None => {
+                pass.docs.len() as u64 == n && pass.tfs.len() as u64 == n && pass.block_max.len() == blocks
+            }
+        };
+        if !shaped {
+            return Err(bad("lists or blocks"));
         }
         block_starts.push(starts);
     }
@@ -92,12 +105,22 @@ pub fn write_inverted(
         order.len(),
         |encoder, r| {
             let (p, t) = order[r];
-            let name = &partitions.parts[p as usize].names()[t as usize];
+            let name = partitions.parts[p as usize].names()[t as usize].as_bytes();
             let (pass, j) = (inv.at[r].0 as usize, inv.at[r].1 as usize);
             let (lists, blocks) = (&inv.passes[pass], &block_starts[pass]);
             let (s, e) = (lists.starts[j] as usize, lists.starts[j + 1] as usize);
-            let bounds = &lists.block_max[blocks[j]..blocks[j + 1]];
-            encoder.encode_with_bounds(name.as_bytes(), &lists.docs[s..e], &lists.tfs[s..e], bounds)
+            match &lists.encoded {
+                Some(enc) => {
+                    let words = &enc.words[enc.word_starts[j] as usize..enc.word_starts[j + 1] as usize];
+                    let metas = &enc.blocks[blocks[j]..blocks[j + 1]];
+                    let df = u32::try_from(e - s).map_err(|_| bad("a list too long"))?;
+                    encoder.assemble(name, df, enc.cf[j], words, metas).map(Some)
+                }
+                None => {
+                    let bounds = &lists.block_max[blocks[j]..blocks[j + 1]];
+                    encoder.encode_with_bounds(name, &lists.docs[s..e], &lists.tfs[s..e], bounds)
+                }
+            }
         },
         written,
     )

@@ -34,7 +34,7 @@ use crate::store::StoreWriter;
 use crate::writer::{check_output, DocIds, DocTable, IndexWriter, WriterOptions};
 use analyze::{analyze, Chunk};
 pub use device::{
-    invert_in_passes, BuildOn, DeviceInverter, InvertJob, Inverted, InvertedPasses, TupleSlices,
+    invert_in_passes, BuildOn, DeviceInverter, EncodedLists, InvertJob, Inverted, InvertedPasses, TupleSlices,
 };
 use invert::Partitions;
 
@@ -164,6 +164,9 @@ pub struct BuildReport {
     /// Wall time of the rest: the document table, the lists, encoding and writing (merging runs
     /// included).
     pub write_time: Duration,
+    /// The part of `write_time` spent completing the files (the term dictionary, the document table)
+    /// and syncing them to disk before the index is put in place.
+    pub sync_time: Duration,
     /// The device that inverted the postings (its [`DeviceInverter::describe`]); None: the CPU did.
     pub device: Option<String>,
     /// The device's time, phase by phase ([`Inverted::phases`]); empty where the CPU inverted.
@@ -601,6 +604,7 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
             input_wait,
             lists_time: Duration::ZERO,
             write_time: write_started.elapsed(),
+            sync_time: Duration::ZERO,
             device: None,
             device_phases: Vec::new(),
             device_passes: 0,
@@ -708,6 +712,7 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
                 new_id: new_id.as_deref(),
                 lens: writer.doc_lens(),
                 bm25: *writer.bm25(),
+                codec: writer_opts.codec,
             };
             match invert_in_passes(d.as_ref(), &job) {
                 Ok(inv) => Some((d.describe(), inv)),
@@ -740,7 +745,9 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
             }
         }
     }
+    let finishing = Instant::now();
     let meta = writer.finish()?;
+    let sync_time = finishing.elapsed();
     bar.finish_and_clear();
     Ok(BuildReport {
         meta,
@@ -756,6 +763,7 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
         input_wait,
         lists_time,
         write_time: write_started.elapsed(),
+        sync_time,
         device: device_used,
         device_phases,
         device_passes,

@@ -243,7 +243,9 @@ pub(super) fn build_shard(
         freqs.extend(list.iter().map(|p| p.1));
         writer.add_term(term.as_bytes(), &docs, &freqs)?;
     }
+    let finishing = Instant::now();
     let meta = writer.finish()?;
+    let sync_time = finishing.elapsed();
     Ok(BuildReport {
         meta,
         schema,
@@ -258,6 +260,7 @@ pub(super) fn build_shard(
         input_wait,
         lists_time: Duration::ZERO,
         write_time: write_started.elapsed(),
+        sync_time,
         device: None,
         device_phases: Vec::new(),
         device_passes: 0,

@@ -56,7 +56,7 @@ pub(super) fn generate_term(
     seed: u64,
     new_id: Option<&[u32]>,
     enc: &ListEncoder<'_>,
-) -> Result<Vec<EncodedList>> {
+) -> Result<Vec<EncodedList<'static>>> {
     let m = sample.lens.len();
     let (docs, tfs) = sample.list(t);
     let mut lists: Vec<(Vec<u32>, Vec<u32>)> = vec![(Vec::new(), Vec::new()); nvar as usize];

@@ -215,7 +215,7 @@ pub fn generate(
             round += work[end];
             end += 1;
         }
-        let lists: Vec<Vec<EncodedList>> = {
+        let lists: Vec<Vec<EncodedList<'static>>> = {
             let enc = writer.encoder();
             (t..end)
                 .into_par_iter()
