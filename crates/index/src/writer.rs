@@ -348,16 +348,20 @@ impl IndexWriter {
         let terms_fst = fst::MapBuilder::new(fst_file).map_err(|e| fst_error(&tmp.path, e))?;
         Ok(IndexWriter {
             lists: ListFiles {
-                terms: file(files::TERMS)?,
-                blocks: file(files::BLOCKS)?,
+                dict: TermDict {
+                    fst: terms_fst,
+                    dir: tmp.path.clone(),
+                    num_terms: 0,
+                    last_term: None,
+                },
+                data: ListData {
+                    terms: file(files::TERMS)?,
+                    blocks: file(files::BLOCKS)?,
+                    num_postings: 0,
+                    num_blocks: 0,
+                    offset_words: 0,
+                },
                 postings: file(files::POSTINGS)?,
-                terms_fst,
-                dir: tmp.path.clone(),
-                num_terms: 0,
-                num_postings: 0,
-                num_blocks: 0,
-                offset_words: 0,
-                last_term: None,
             },
             out: out.to_owned(),
             tmp,
@@ -438,8 +442,8 @@ impl IndexWriter {
 
     /// Encodes `count` lists on every core, `encode(encoder, i)` giving the i-th in term order, and
     /// appends them in that order; `written(n)` after each window of `n` terms is appended. A window
-    /// is appended on one thread while the next is encoded on the others, so that the appending
-    /// (the term dictionary, checksums, writes) does not leave the cores idle.
+    /// is appended (the term dictionary on one thread, the other files on another) while the next is
+    /// encoded on the others, so that the appending does not leave the cores idle.
     pub fn push_all<'a>(
         &mut self,
         count: usize,
@@ -452,9 +456,7 @@ impl IndexWriter {
             lens: &self.docs.lens,
         };
         let lists = &mut self.lists;
-        let append = |window: Vec<Option<EncodedList<'a>>>, lists: &mut ListFiles| -> Result<()> {
-            window.into_iter().flatten().try_for_each(|list| lists.push(list))
-        };
+        let append = |window: Vec<Option<EncodedList<'a>>>, lists: &mut ListFiles| lists.append(window);
         let mut ready: Vec<Option<EncodedList<'a>>> = Vec::new();
         for lo in (0..count).step_by(WINDOW) {
             let hi = (lo + WINDOW).min(count);
@@ -492,13 +494,20 @@ impl IndexWriter {
             total_doc_len,
             lists:
                 ListFiles {
-                    terms_fst,
-                    terms,
-                    blocks,
+                    dict:
+                        TermDict {
+                            fst: terms_fst,
+                            num_terms,
+                            ..
+                        },
+                    data:
+                        ListData {
+                            terms,
+                            blocks,
+                            num_postings,
+                            ..
+                        },
                     postings,
-                    num_terms,
-                    num_postings,
-                    ..
                 },
             build_id,
             stored,
@@ -567,59 +576,63 @@ impl IndexWriter {
     }
 }
 
-/// The files of an index's lists as they are appended, in term order: the dictionary, the term
+/// The files of an index's lists as they are appended, in term order: the dictionary, and the term
 /// records, the block metadata and the postings.
 struct ListFiles {
-    terms_fst: fst::MapBuilder<ContainerWriter>,
-    terms: ContainerWriter,
-    blocks: ContainerWriter,
+    dict: TermDict,
+    data: ListData,
     postings: ContainerWriter,
+}
+
+/// The term dictionary (`terms.fst`) as it is appended: each term numbered in order.
+struct TermDict {
+    fst: fst::MapBuilder<ContainerWriter>,
     /// The directory the files are written in, for errors.
     dir: PathBuf,
     num_terms: u64,
+    last_term: Option<Vec<u8>>,
+}
+
+/// The lists' term records and block metadata as they are appended.
+struct ListData {
+    terms: ContainerWriter,
+    blocks: ContainerWriter,
     num_postings: u64,
     num_blocks: u64,
     offset_words: u64,
-    last_term: Option<Vec<u8>>,
 }
 
 impl ListFiles {
     fn check_order(&self, term: &[u8]) -> Result<()> {
-        if self.last_term.as_deref().is_some_and(|last| last >= term) {
-            return Err(IndexError::Invalid(format!(
-                "term '{}' is out of order or repeated",
-                String::from_utf8_lossy(term)
-            )));
-        }
-        Ok(())
+        self.dict.check_order(term)
     }
 
     fn push(&mut self, list: EncodedList<'_>) -> Result<()> {
-        self.check_order(&list.term)?;
-        let EncodedList {
-            term,
-            words,
-            blocks,
-            mut record,
-        } = list;
-        record.first_block = self.num_blocks;
-        record.offset_words = self.offset_words;
-        self.postings.write(bytemuck::cast_slice(&words[..]))?;
-        self.blocks.write(bytemuck::cast_slice(&blocks[..]))?;
-        self.terms.write(bytemuck::bytes_of(&record))?;
-        self.terms_fst
-            .insert(&term, self.num_terms)
-            .map_err(|e| fst_error(&self.dir, e))?;
-        self.num_terms += 1;
-        self.num_postings += record.df as u64;
-        self.num_blocks += blocks.len() as u64;
-        self.offset_words += words.len() as u64;
-        self.set_last(&term);
-        Ok(())
+        self.dict.check_order(&list.term)?;
+        self.data.push(&list)?;
+        self.postings.write(bytemuck::cast_slice(&list.words[..]))?;
+        self.dict.insert(&list.term)
+    }
+
+    /// Appends a window of lists: the dictionary, the records and block metadata, and the postings
+    /// each on a thread of its own (the dictionary's inserts alone took as long as the writes).
+    fn append(&mut self, window: Vec<Option<EncodedList<'_>>>) -> Result<()> {
+        let (dict, data, postings) = (&mut self.dict, &mut self.data, &mut self.postings);
+        let lists = || window.iter().flatten();
+        let (inserted, (recorded, written)) = rayon::join(
+            || lists().try_for_each(|list| dict.insert(&list.term)),
+            || {
+                rayon::join(
+                    || lists().try_for_each(|list| data.push(list)),
+                    || lists().try_for_each(|list| postings.write(bytemuck::cast_slice(&list.words[..]))),
+                )
+            },
+        );
+        inserted.and(recorded).and(written)
     }
 
     fn push_head(&mut self, term: &[u8], df: u32, cf: u64) -> Result<()> {
-        self.check_order(term)?;
+        self.dict.check_order(term)?;
         let record = TermRecord {
             df,
             len_words: 0,
@@ -631,19 +644,31 @@ impl ListFiles {
             freq_param: 0,
             reserved: [0; 2],
         };
-        self.terms.write(bytemuck::bytes_of(&record))?;
-        self.terms_fst
-            .insert(term, self.num_terms)
-            .map_err(|e| fst_error(&self.dir, e))?;
-        self.num_terms += 1;
-        self.num_postings += df as u64;
-        self.set_last(term);
+        self.data.terms.write(bytemuck::bytes_of(&record))?;
+        self.data.num_postings += df as u64;
+        self.dict.insert(term)
+    }
+}
+
+impl TermDict {
+    fn check_order(&self, term: &[u8]) -> Result<()> {
+        if self.last_term.as_deref().is_some_and(|last| last >= term) {
+            return Err(IndexError::Invalid(format!(
+                "term '{}' is out of order or repeated",
+                String::from_utf8_lossy(term)
+            )));
+        }
         Ok(())
     }
 
-    /// Remembers `term` as the last one appended (in the buffer of the one before: no allocation a
-    /// term).
-    fn set_last(&mut self, term: &[u8]) {
+    /// Numbers `term`, which must come after the last one.
+    fn insert(&mut self, term: &[u8]) -> Result<()> {
+        self.check_order(term)?;
+        self.fst
+            .insert(term, self.num_terms)
+            .map_err(|e| fst_error(&self.dir, e))?;
+        self.num_terms += 1;
+        // The last term kept in the buffer of the one before: no allocation a term.
         match &mut self.last_term {
             Some(last) => {
                 last.clear();
@@ -651,6 +676,21 @@ impl ListFiles {
             }
             None => self.last_term = Some(term.to_vec()),
         }
+        Ok(())
+    }
+}
+
+impl ListData {
+    fn push(&mut self, list: &EncodedList<'_>) -> Result<()> {
+        let mut record = list.record;
+        record.first_block = self.num_blocks;
+        record.offset_words = self.offset_words;
+        self.blocks.write(bytemuck::cast_slice(&list.blocks[..]))?;
+        self.terms.write(bytemuck::bytes_of(&record))?;
+        self.num_postings += record.df as u64;
+        self.num_blocks += list.blocks.len() as u64;
+        self.offset_words += list.words.len() as u64;
+        Ok(())
     }
 }
 
