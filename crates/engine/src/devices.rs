@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use warpsearch_gpu::kernels::{Decoder, KernelBench};
 use warpsearch_gpu::{Gpu, GpuBuilder, GpuError};
-use warpsearch_index::build::{DeviceInverter, InvertJob, Inverted};
+use warpsearch_index::build::{DeviceInverter, InvertJob, Inverted, TupleStream};
 use warpsearch_index::{Codec, Index};
 
 use crate::KernelConfig;
@@ -105,6 +105,17 @@ impl DeviceInverter for Opening {
 
     fn ready(&self) -> Result<(), String> {
         self.gpu().map(|_| ()).map_err(str::to_string)
+    }
+
+    /// A stream once the GPU has opened; None before, without waiting for it.
+    fn stream(&self, parts: usize) -> Option<Box<dyn TupleStream>> {
+        if self.opened.get().is_none() {
+            let open = self.thread.lock().unwrap_or_else(|p| p.into_inner());
+            if open.as_ref().is_some_and(|h| !h.is_finished()) {
+                return None;
+            }
+        }
+        self.gpu().ok()?.stream(parts)
     }
 }
 

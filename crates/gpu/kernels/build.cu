@@ -8,10 +8,14 @@
 #define RADIX (1u << RADIX_BITS)
 #define DIGIT_MASK (RADIX - 1u)
 
-// keys[at + i] = rank[term[i]] for the n postings of one partition (its terms numbered within it).
-extern "C" __global__ void build_rank_keys(const u32* term, const u32* rank, u32 n, u32 at, u32* keys) {
-    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        keys[at + i] = rank[term[i]];
+// keys[i] = rank[base[s] + term[i]] for the postings of segment s (seg_start[s] <= i < seg_start[s + 1]),
+// the tuples of one partition (its terms numbered within it, their ranks from base[s] in rank).
+extern "C" __global__ void build_rank_keys(const u32* term, const u32* rank, const u32* seg_start,
+                                           const u32* base, u32 num_segs, u32 n, u32* keys) {
+    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        u32 s = lower_bound(seg_start, num_segs + 1u, i + 1u) - 1u;
+        keys[i] = rank[base[s] + term[i]];
+    }
 }
 
 // doc[i] = new_id[doc[i]]: documents renumbered (global-score order).

@@ -9,9 +9,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 
 use crate::abi::{BatchArgs, BoundArgs, EncodeArgs, IndexArgs, MODE_AND};
 use crate::build::BuildKernels;
@@ -171,22 +169,32 @@ fn elementwise_config(kernels: &BuildKernels, n: u32) -> LaunchConfig {
     }
 }
 
-/// Launches `build_rank_keys`: `keys[at + i] = rank[term[i]]` for `i < term.len()`.
+/// Launches `build_rank_keys`: `keys[i] = rank[base[s] + term[i]]` for the postings `i` of segment `s`
+/// (`seg_start[s] <= i < seg_start[s + 1]`), `n` in all.
 pub(crate) fn build_rank_keys(
     k: &BuildKernels,
     stream: &Arc<CudaStream>,
-    term: &CudaView<'_, u32>,
+    term: &CudaSlice<u32>,
     rank: &CudaSlice<u32>,
-    at: u32,
+    (seg_start, base): (&CudaSlice<u32>, &CudaSlice<u32>),
+    n: u32,
     keys: &mut CudaSlice<u32>,
 ) -> Result<(), GpuError> {
-    let n = term.len() as u32;
-    assert!(keys.len() >= at as usize + n as usize);
+    let num_segs = base.len() as u32;
+    assert!(keys.len() >= n as usize && term.len() >= n as usize && seg_start.len() == base.len() + 1);
     let mut launch = stream.launch_builder(&k.rank_keys);
-    launch.arg(term).arg(rank).arg(&n).arg(&at).arg(keys);
-    // SAFETY: the arguments match `build_rank_keys(const u32*, const u32*, u32, u32, u32*)`; the assert
-    // checks the writes; every term number in `term` is below `rank.len()` (a partition numbers its
-    // terms from 0 and its rank table has one entry each: the caller uploads both from one partition).
+    launch
+        .arg(term)
+        .arg(rank)
+        .arg(seg_start)
+        .arg(base)
+        .arg(&num_segs)
+        .arg(&n)
+        .arg(keys);
+    // SAFETY: the arguments match `build_rank_keys(const u32*, const u32*, const u32*, const u32*, u32,
+    // u32, u32*)`; the assert checks the reads of `term` and the writes of `keys`; the caller
+    // (`build::rank_keys`) gives increasing segment starts from 0 to `n`, and every segment's term numbers
+    // are below its partition's rank table, which lies in `rank` from the segment's base.
     unsafe { launch.launch(elementwise_config(k, n))? };
     Ok(())
 }

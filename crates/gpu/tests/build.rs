@@ -37,14 +37,14 @@ impl DeviceInverter for Capped {
 }
 
 /// Builds `input` on the CPU and on the GPU and checks the GPU inverted and wrote the CPU's files;
-/// returns the passes it took.
+/// returns the passes it took, and whether it took the tuples while they were gathered.
 fn cpu_and_gpu_agree(
     input: &Path,
     dir: &Path,
     name: &str,
     opts: &BuildOptions,
     gpu: &Arc<dyn DeviceInverter>,
-) -> usize {
+) -> (usize, bool) {
     let cpu = dir.join(format!("{name}-cpu"));
     let on_gpu = dir.join(format!("{name}-gpu"));
     let report = build_from_jsonl(input, &cpu, opts).unwrap();
@@ -56,17 +56,19 @@ fn cpu_and_gpu_agree(
     // A fallback to the CPU would compare the CPU with itself: it is a failure here.
     assert!(report.notes.is_empty(), "{name}: {:?}", report.notes);
     assert_eq!(report.device.as_deref(), Some(gpu.describe().as_str()), "{name}");
+    let names: Vec<&str> = report.device_phases.iter().map(|(n, _)| *n).collect();
+    let streamed = names.first() == Some(&"copy up beside the analysis");
     if report.meta.num_postings > 0 {
-        // The device's time comes phase by phase, the sort first and the copies back last.
-        let names: Vec<&str> = report.device_phases.iter().map(|(n, _)| *n).collect();
-        assert_eq!(names.first(), Some(&"sort"), "{name}: {names:?}");
+        // The device's time comes phase by phase: the copies up beside the analysis where it took
+        // them then, the sort, and the copies back last.
+        assert_eq!(names.get(streamed as usize), Some(&"sort"), "{name}: {names:?}");
         assert_eq!(names.last(), Some(&"copy the lists back"), "{name}: {names:?}");
         // SIMD-BP128's blocks are encoded on the device, the other codecs' on the cores.
         let simdbp = opts.writer.codec == Codec::SimdBp;
         assert_eq!(names.contains(&"encode"), simdbp, "{name}: {names:?}");
     }
     same_index_files(&cpu, &on_gpu);
-    report.device_passes
+    (report.device_passes, streamed)
 }
 
 /// The GPU builder as the build takes it.
@@ -85,7 +87,10 @@ fn gpu_build_writes_the_cpu_files() {
         let statics = edge_collection(&input, n, seed);
         for codec in Codec::ALL {
             let plain = options(codec);
-            cpu_and_gpu_agree(&input, dir.path(), &format!("{n}-{codec}-plain"), &plain, &gpu);
+            let (_, streamed) =
+                cpu_and_gpu_agree(&input, dir.path(), &format!("{n}-{codec}-plain"), &plain, &gpu);
+            // The builder itself takes the tuples while they are gathered.
+            assert_eq!(streamed, n > 0, "{n} documents");
             let mut ordered = options(codec);
             ordered.static_scores = Some(statics.clone());
             ordered.reorder_alpha = Some(0.4);
@@ -177,7 +182,7 @@ fn passages_gpu_build_writes_the_cpu_files() {
         gpu,
         max: postings / 5,
     });
-    let passes = cpu_and_gpu_agree(&input, dir.path(), "passages-passes", &opts, &capped);
+    let (passes, _) = cpu_and_gpu_agree(&input, dir.path(), "passages-passes", &opts, &capped);
     assert!(passes >= 5, "{passes} passes");
 }
 
@@ -205,7 +210,8 @@ fn gpu_build_in_passes_writes_the_cpu_files() {
                 gpu: gpu.clone(),
                 max: postings / parts,
             });
-            let passes = cpu_and_gpu_agree(&input, dir.path(), &format!("{name}-{parts}"), opts, &capped);
+            let (passes, _) =
+                cpu_and_gpu_agree(&input, dir.path(), &format!("{name}-{parts}"), opts, &capped);
             assert!(
                 passes > parts as usize - 1,
                 "{name}: {passes} passes for a cap of 1/{parts}"
@@ -217,7 +223,9 @@ fn gpu_build_in_passes_writes_the_cpu_files() {
         .unwrap()
         .with_min_postings(0)
         .with_memory_budget(postings / 3 * 28 + (postings + 20_000) * 12);
-    let passes = cpu_and_gpu_agree(&input, dir.path(), "budget", &plain, &device(Arc::new(budgeted)));
+    let (passes, streamed) =
+        cpu_and_gpu_agree(&input, dir.path(), "budget", &plain, &device(Arc::new(budgeted)));
+    assert!(!streamed, "within the budget, the stream takes nothing");
     assert!(passes >= 2, "{passes} passes within a third of the memory");
 }
 

@@ -9,10 +9,11 @@ use std::sync::Arc;
 
 use warpsearch_index::bm25::loosen_bound;
 use warpsearch_index::build::{
-    build_from_jsonl, BuildOn, BuildOptions, DeviceInverter, EncodedLists, InvertJob, Inverted,
+    build_from_jsonl, build_from_lines, BuildOn, BuildOptions, DeviceInverter, EncodedLists, InvertJob,
+    Inverted, NewTuples, TupleStream,
 };
 use warpsearch_index::testdata::{edge_collection, same_index_files};
-use warpsearch_index::{BlockMeta, Codec, BLOCK_LEN};
+use warpsearch_index::{BlockMeta, Codec, Index, BLOCK_LEN};
 
 /// The contract, computed plainly: tuples sorted by (rank, final docID), offsets, and each block's
 /// loosened largest score; SIMD-BP128 lists encoded on every other call (the first included), as a
@@ -23,6 +24,50 @@ struct Reference {
     /// Postings it takes in one pass (None: any number).
     max: Option<u64>,
     calls: std::sync::atomic::AtomicUsize,
+    /// Takes the tuples while they are gathered: from its n-th call to `stream` on (None: never).
+    stream_from: Option<usize>,
+    /// The postings its stream takes at most.
+    stream_max: usize,
+    streams_asked: std::sync::atomic::AtomicUsize,
+}
+
+/// The reference's stream: the tuples taken, partition by partition, which must be the job's.
+struct ReferenceStream {
+    parts: Vec<[Vec<u32>; 3]>,
+    max: usize,
+    held: usize,
+}
+
+impl TupleStream for ReferenceStream {
+    fn add(&mut self, new: &[NewTuples<'_>]) -> Result<bool, String> {
+        let n: usize = new.iter().map(|t| t.2.len()).sum();
+        if self.held + n > self.max {
+            return Ok(false);
+        }
+        self.held += n;
+        for &(p, term, doc, tf) in new {
+            for (column, new) in self.parts[p].iter_mut().zip([term, doc, tf]) {
+                column.extend_from_slice(new);
+            }
+        }
+        Ok(true)
+    }
+
+    fn invert(
+        self: Box<Self>,
+        job: &InvertJob<'_>,
+    ) -> Result<Inverted, Box<dyn std::error::Error + Send + Sync>> {
+        for (p, part) in job.parts.iter().enumerate() {
+            let [term, doc, tf] = &self.parts[p];
+            assert!(
+                term == part.term && doc == part.doc && tf == part.tf,
+                "partition {p}: the stream took other tuples than the job's"
+            );
+        }
+        let mut inv = invert_plainly(job);
+        inv.phases.push(("streamed", std::time::Duration::ZERO));
+        Ok(inv)
+    }
 }
 
 /// `inv`'s lists encoded with SIMD-BP128, their bounds `inv.block_max`.
@@ -72,6 +117,32 @@ impl DeviceInverter for Reference {
         if self.max.is_some_and(|m| job.num_postings > m) {
             return Err(format!("{} postings in one pass, over {:?}", job.num_postings, self.max).into());
         }
+        let mut inv = invert_plainly(job);
+        let call = self.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if job.codec == Codec::SimdBp && call.is_multiple_of(2) {
+            inv.encoded = Some(encode(&inv));
+            (inv.docs, inv.tfs, inv.block_max) = Default::default();
+        }
+        Ok(inv)
+    }
+
+    fn stream(&self, parts: usize) -> Option<Box<dyn TupleStream>> {
+        let asked = self
+            .streams_asked
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        (self.stream_from? <= asked).then(|| {
+            Box::new(ReferenceStream {
+                parts: vec![Default::default(); parts],
+                max: self.stream_max,
+                held: 0,
+            }) as Box<dyn TupleStream>
+        })
+    }
+}
+
+/// The contract's lists of `job`, computed plainly.
+fn invert_plainly(job: &InvertJob<'_>) -> Inverted {
+    {
         let mut tuples: Vec<(u32, u32, u32)> = Vec::new();
         for p in &job.parts {
             for i in 0..p.doc.len() {
@@ -104,12 +175,7 @@ impl DeviceInverter for Reference {
             }
         }
         inv.phases.push(("reference", std::time::Duration::ZERO));
-        let call = self.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if job.codec == Codec::SimdBp && call.is_multiple_of(2) {
-            inv.encoded = Some(encode(&inv));
-            (inv.docs, inv.tfs, inv.block_max) = Default::default();
-        }
-        Ok(inv)
+        inv
     }
 }
 
@@ -327,4 +393,74 @@ fn a_device_that_does_not_open_leaves_the_build_to_the_cpu_and_says_why() {
         report.notes
     );
     same_index_files(&dir.path().join("cpu"), &dir.path().join("unready"));
+}
+
+/// A device that takes the tuples while they are gathered gets each partition's once and in order,
+/// from the batch after which it first takes a stream (all it missed, then each batch's), and writes
+/// the CPU's files; a stream that stops taking them (the device's memory) leaves them to go up at the
+/// inversion, and a build that spills inverts on the CPU.
+#[test]
+fn a_device_takes_the_tuples_while_they_are_gathered() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("docs.jsonl");
+    edge_collection(&input, 900, 21);
+    let text = std::fs::read_to_string(&input).unwrap();
+    let lines: Vec<Vec<u8>> = text.lines().map(|l| l.as_bytes().to_vec()).collect();
+    // Batches of 40 lines: the build gathers the tuples in 23 steps.
+    let batches = || {
+        lines
+            .chunks(40)
+            .map(|c| Ok(c.to_vec()))
+            .collect::<Vec<_>>()
+            .into_iter()
+    };
+    for codec in [Codec::SimdBp, Codec::EliasFano] {
+        let opts = options(codec);
+        let cpu = dir.path().join(format!("{codec}-cpu"));
+        assert_eq!(
+            build_from_lines("docs", batches(), &cpu, &opts).unwrap().device,
+            None
+        );
+        let postings = Index::open(&cpu).unwrap().meta().num_postings as usize;
+        for (from, max, streamed) in [
+            (0, usize::MAX, true),
+            (5, usize::MAX, true),
+            (0, postings / 2, false),
+        ] {
+            let device = Reference {
+                stream_from: Some(from),
+                stream_max: max,
+                ..Reference::default()
+            };
+            let dev = dir.path().join(format!("{codec}-{from}-{max}"));
+            let report =
+                build_from_lines("docs", batches(), &dev, &on_device(&opts, BuildOn::Gpu, device)).unwrap();
+            assert!(report.notes.is_empty(), "{:?}", report.notes);
+            let names: Vec<&str> = report.device_phases.iter().map(|p| p.0).collect();
+            assert_eq!(names.contains(&"streamed"), streamed, "{from} {max}: {names:?}");
+            assert_eq!(
+                names.first() == Some(&"copy up beside the analysis"),
+                streamed,
+                "{names:?}"
+            );
+            same_index_files(&cpu, &dev);
+        }
+    }
+    // Spilled to disk: the stream stops, the runs are merged on the CPU.
+    let mut opts = options(Codec::SimdBp);
+    opts.memory_budget = 5_000;
+    let device = Reference {
+        stream_from: Some(0),
+        stream_max: usize::MAX,
+        ..Reference::default()
+    };
+    let report = build_from_lines(
+        "docs",
+        batches(),
+        &dir.path().join("spilled"),
+        &on_device(&opts, BuildOn::Gpu, device),
+    )
+    .unwrap();
+    assert_eq!(report.device, None);
+    says(&report, &["spilled"]);
 }

@@ -20,7 +20,7 @@ use cudarc::nvrtc::compile_ptx_with_opts;
 use rayon::prelude::*;
 
 use bytemuck::Zeroable;
-use warpsearch_index::build::{DeviceInverter, EncodedLists, InvertJob, Inverted};
+use warpsearch_index::build::{DeviceInverter, EncodedLists, InvertJob, Inverted, TupleStream};
 use warpsearch_index::{BlockMeta, Codec, BLOCK_LEN};
 
 use crate::abi::{BoundArgs, EncodeArgs, RADIX_BITS};
@@ -48,7 +48,10 @@ fn fixed_bytes(job: &InvertJob<'_>) -> u64 {
     (job.num_terms as u64 + job.lens.len() as u64) * 12
 }
 
+mod stream;
+
 /// The build kernels of one context (`kernels/build.cu`), for the launches of `crate::launch`.
+#[derive(Clone)]
 pub(crate) struct BuildKernels {
     pub rank_keys: CudaFunction,
     pub map_docs: CudaFunction,
@@ -66,6 +69,7 @@ pub(crate) struct BuildKernels {
 }
 
 /// A GPU opened for building indexes, with the build kernels compiled.
+#[derive(Clone)]
 pub struct GpuBuilder {
     ctx: Arc<CudaContext>,
     kernels: BuildKernels,
@@ -152,67 +156,27 @@ impl GpuBuilder {
 
     /// [`DeviceInverter::invert`] with the GPU's own error.
     pub fn invert_on(&self, job: &InvertJob<'_>) -> Result<Inverted, GpuError> {
-        let t = job.num_terms as usize;
-        let n64 = job.num_postings;
-        if n64 == 0 {
-            return Ok(Inverted {
-                starts: vec![0; t + 1],
-                ..Inverted::default()
-            });
-        }
-        if n64 >= SORT_MAX {
-            return Err(GpuError::Unsupported(format!(
-                "{n64} postings: the GPU build sorts at most 2^31 at once"
-            )));
+        if job.num_postings == 0 {
+            return Ok(empty(job));
         }
         self.ctx.bind_to_thread()?;
-        let (free, _) = cudarc::driver::result::mem_get_info()?;
-        let need = n64 * BYTES_PER_POSTING + fixed_bytes(job);
-        let usable = self.within_budget(free as u64);
-        if need > usable {
-            return Err(GpuError::Unsupported(format!(
-                "the {n64} postings need {:.1} GiB of device memory and {:.1} GiB are free{}",
-                need as f64 / (1u64 << 30) as f64,
-                free as f64 / (1u64 << 30) as f64,
-                match self.memory_budget {
-                    Some(b) => format!(" (the budget: {:.1} GiB)", b as f64 / (1u64 << 30) as f64),
-                    None => String::new(),
-                }
-            )));
-        }
-        let n = n64 as u32;
-        let k = &self.kernels;
+        let clock = Instant::now();
+        let slack = self.room(job, 0)?;
+        let n = job.num_postings as usize;
         let stream = self.ctx.new_stream()?;
-        // Each phase ends with the stream synchronized, so that its time is its own.
-        let mut phases = Vec::new();
-        let mut clock = Instant::now();
-        let mut phase = |name: &'static str, stream: &Arc<CudaStream>| -> Result<(), GpuError> {
-            stream.synchronize()?;
-            phases.push((name, clock.elapsed()));
-            clock = Instant::now();
-            Ok(())
-        };
-        // The tuples, partition after partition, through the staging buffers; each partition's term
-        // numbers land in `kb` (free until the sort), from which the rank keys are made on the device.
-        let mut staging = Staging::new(&self.ctx, &stream, (n as usize).min(self.stage_len))?;
-        let mut rank_keys = stream.alloc_zeros::<u32>(n as usize)?;
-        let mut docs = stream.alloc_zeros::<u32>(n as usize)?;
-        let tfs = stream.alloc_zeros::<u32>(n as usize)?;
-        let (mut ka, mut va) = (
-            stream.alloc_zeros::<u32>(n as usize)?,
-            stream.alloc_zeros::<u32>(n as usize)?,
-        );
-        let (mut kb, mut vb) = (
-            stream.alloc_zeros::<u32>(n as usize)?,
-            stream.alloc_zeros::<u32>(n as usize)?,
-        );
+        // The tuples, partition after partition, through the staging buffers.
+        let mut staging = Staging::new(&self.ctx, &stream, n.min(self.stage_len))?;
+        let docs = stream.alloc_zeros::<u32>(n)?;
+        let tfs = stream.alloc_zeros::<u32>(n)?;
+        let terms = stream.alloc_zeros::<u32>(n)?;
+        let mut segments = Vec::with_capacity(job.parts.len());
         let mut at = 0usize;
-        for part in &job.parts {
+        for (p, part) in job.parts.iter().enumerate() {
             let len = part.doc.len();
             if len == 0 {
                 continue;
             }
-            if at + len > n as usize || part.tf.len() != len || part.term.len() != len {
+            if at + len > n || part.tf.len() != len || part.term.len() != len {
                 return Err(GpuError::Failed(format!(
                     "the partitions' tuples do not make the {n} postings the job counts"
                 )));
@@ -220,23 +184,87 @@ impl GpuBuilder {
             let offset = (at * std::mem::size_of::<u32>()) as u64;
             staging.upload(part.doc, ptr(&docs, &stream) + offset)?;
             staging.upload(part.tf, ptr(&tfs, &stream) + offset)?;
-            staging.upload(part.term, ptr(&kb, &stream) + offset)?;
-            let rank = stream.memcpy_stod(part.rank)?;
-            launch::build_rank_keys(
-                k,
-                &stream,
-                &kb.slice(at..at + len),
-                &rank,
-                at as u32,
-                &mut rank_keys,
-            )?;
+            staging.upload(part.term, ptr(&terms, &stream) + offset)?;
+            segments.push((p as u32, at as u64));
             at += len;
         }
-        if at != n as usize {
+        if at != n {
             return Err(GpuError::Failed(format!(
                 "the partitions hold {at} postings, not the {n} the job counts"
             )));
         }
+        let tuples = Tuples {
+            docs,
+            tfs,
+            terms,
+            segments,
+        };
+        self.invert_tuples(job, &stream, staging, tuples, slack, clock)
+    }
+
+    /// Device bytes free for a pass over `job` beyond what it needs ([`BYTES_PER_POSTING`] a posting,
+    /// [`fixed_bytes`]), counting `held` bytes the caller holds and frees before the pass allocates;
+    /// an error where they are too few, or the postings too many for the sort.
+    fn room(&self, job: &InvertJob<'_>, held: u64) -> Result<u64, GpuError> {
+        let n64 = job.num_postings;
+        if n64 >= SORT_MAX {
+            return Err(GpuError::Unsupported(format!(
+                "{n64} postings: the GPU build sorts at most 2^31 at once"
+            )));
+        }
+        let (free, _) = cudarc::driver::result::mem_get_info()?;
+        let need = n64 * BYTES_PER_POSTING + fixed_bytes(job);
+        let usable = self.within_budget(free as u64 + held);
+        if need > usable {
+            return Err(GpuError::Unsupported(format!(
+                "the {n64} postings need {:.1} GiB of device memory and {:.1} GiB are free{}",
+                need as f64 / (1u64 << 30) as f64,
+                (free as u64 + held) as f64 / (1u64 << 30) as f64,
+                match self.memory_budget {
+                    Some(b) => format!(" (the budget: {:.1} GiB)", b as f64 / (1u64 << 30) as f64),
+                    None => String::new(),
+                }
+            )));
+        }
+        Ok(usable - need)
+    }
+
+    /// Inverts `job`'s tuples, on the device in `tuples`; `slack` device bytes are free beyond what
+    /// the pass needs, and the pass's time runs from `clock`.
+    fn invert_tuples(
+        &self,
+        job: &InvertJob<'_>,
+        stream: &Arc<CudaStream>,
+        mut staging: Staging,
+        tuples: Tuples,
+        slack: u64,
+        mut clock: Instant,
+    ) -> Result<Inverted, GpuError> {
+        let t = job.num_terms as usize;
+        let n64 = job.num_postings;
+        let n = n64 as u32;
+        let k = &self.kernels;
+        let stream = stream.clone();
+        // Each phase ends with the stream synchronized, so that its time is its own.
+        let mut phases = Vec::new();
+        let mut phase = |name: &'static str, stream: &Arc<CudaStream>| -> Result<(), GpuError> {
+            stream.synchronize()?;
+            phases.push((name, clock.elapsed()));
+            clock = Instant::now();
+            Ok(())
+        };
+        let Tuples {
+            mut docs,
+            tfs,
+            terms: mut kb,
+            segments,
+        } = tuples;
+        // The rank keys from each partition's term numbers, which `kb` holds until the sort.
+        let mut rank_keys = stream.alloc_zeros::<u32>(n as usize)?;
+        self.rank_keys(&stream, job, &kb, &segments, &mut rank_keys)?;
+        let mut va = stream.alloc_zeros::<u32>(n as usize)?;
+        let mut ka = stream.alloc_zeros::<u32>(n as usize)?;
+        let mut vb = stream.alloc_zeros::<u32>(n as usize)?;
         launch::build_gather(k, &stream, None, n, &mut va)?;
         let bits = |max: u64| 64 - max.leading_zeros();
         if let Some(new_id) = job.new_id {
@@ -311,7 +339,7 @@ impl GpuBuilder {
         phase("idf and block bounds", &stream)?;
         // The sort's other buffers are free from here: the encoding's arrays take their place.
         drop((rank_keys, docs, tfs, ka, va));
-        let free = usable - need + 5 * n64 * 4;
+        let free = slack + 5 * n64 * 4;
         let lists = DeviceLists {
             starts: &starts,
             block_starts: &block_starts_d,
@@ -477,6 +505,54 @@ impl GpuBuilder {
         }))
     }
 
+    /// `keys[i]`: the rank of posting i's term, for the `keys.len()` postings of `segments` (each a
+    /// partition's tuples from a position in `terms`, the positions increasing from 0).
+    fn rank_keys(
+        &self,
+        stream: &Arc<CudaStream>,
+        job: &InvertJob<'_>,
+        terms: &CudaSlice<u32>,
+        segments: &[(u32, u64)],
+        keys: &mut CudaSlice<u32>,
+    ) -> Result<(), GpuError> {
+        let n = keys.len() as u64;
+        // Every partition's rank table, one after another.
+        let mut ranks = Vec::with_capacity(job.num_terms as usize);
+        let mut part_base = Vec::with_capacity(job.parts.len());
+        for part in &job.parts {
+            part_base.push(ranks.len() as u32);
+            ranks.extend_from_slice(part.rank);
+        }
+        let mut seg_start = Vec::with_capacity(segments.len() + 1);
+        let mut base = Vec::with_capacity(segments.len());
+        for &(p, start) in segments {
+            let ordered = seg_start.last().is_none_or(|&s| s as u64 <= start);
+            match part_base.get(p as usize) {
+                Some(&b) if ordered && start <= n => base.push(b),
+                _ => return Err(GpuError::Failed("the tuples' segments are out of order".into())),
+            }
+            seg_start.push(start as u32);
+        }
+        if seg_start.first() != Some(&0) {
+            return Err(GpuError::Failed("the tuples' segments do not start at 0".into()));
+        }
+        seg_start.push(n as u32);
+        let (ranks, seg_start, base) = (
+            stream.memcpy_stod(&ranks)?,
+            stream.memcpy_stod(&seg_start)?,
+            stream.memcpy_stod(&base)?,
+        );
+        launch::build_rank_keys(
+            &self.kernels,
+            stream,
+            terms,
+            &ranks,
+            (&seg_start, &base),
+            n as u32,
+            keys,
+        )
+    }
+
     /// Sorts `n` pairs by the low `bits` bits of their keys, stably, ping-ponging between the two
     /// buffers; the result ends in `a`.
     fn sort(
@@ -505,6 +581,24 @@ impl GpuBuilder {
             stream.memcpy_dtod(vb, va)?;
         }
         Ok(())
+    }
+}
+
+/// A job's tuples on the device: `docs`, `tfs` and `terms` hold its postings, in segments of one
+/// partition each: segment s, `(p, start)`, holds partition p's postings from `start` to the next
+/// segment's start (or the end), in the order the partition gathered them.
+struct Tuples {
+    docs: CudaSlice<u32>,
+    tfs: CudaSlice<u32>,
+    terms: CudaSlice<u32>,
+    segments: Vec<(u32, u64)>,
+}
+
+/// The lists of a job without postings: every list empty.
+fn empty(job: &InvertJob<'_>) -> Inverted {
+    Inverted {
+        starts: vec![0; job.num_terms as usize + 1],
+        ..Inverted::default()
     }
 }
 
@@ -640,5 +734,11 @@ impl DeviceInverter for GpuBuilder {
 
     fn max_postings(&self, job: &InvertJob<'_>) -> Option<u64> {
         self.pass_postings(job)
+    }
+
+    fn stream(&self, parts: usize) -> Option<Box<dyn TupleStream>> {
+        // A stream that cannot start leaves the tuples to go up at the inversion, as without one.
+        let stream = stream::GpuTupleStream::new(self, parts).ok()?;
+        Some(Box::new(stream))
     }
 }

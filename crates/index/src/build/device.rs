@@ -9,8 +9,9 @@
 //! writes as they are.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use super::invert::Partitions;
 use crate::bm25::Bm25;
 use crate::format::BlockMeta;
 use warpsearch_codec::Codec;
@@ -151,6 +152,35 @@ pub trait DeviceInverter: Send + Sync {
     fn max_postings(&self, _job: &InvertJob<'_>) -> Option<u64> {
         None
     }
+
+    /// A stream that takes the tuples of a build of `parts` partitions while the build gathers them,
+    /// so that they are on the device when the inversion starts; None where the device cannot take
+    /// one now (it is not ready yet: it is not waited for, the build asks again after its next batch)
+    /// or never (the default: the tuples go to the device at [`DeviceInverter::invert`]).
+    fn stream(&self, _parts: usize) -> Option<Box<dyn TupleStream>> {
+        None
+    }
+}
+
+/// A partition's tuples gathered since a [`TupleStream`] last took them: the partition, and the
+/// tuples' term numbers, documents and frequencies.
+pub type NewTuples<'a> = (usize, &'a [u32], &'a [u32], &'a [u32]);
+
+/// The tuples of a build, taken by a device while the build gathers them ([`DeviceInverter::stream`]).
+pub trait TupleStream: Send {
+    /// Takes the tuples the partitions gathered since the stream last took theirs (or since the build
+    /// began), copying them before it returns: per partition with new tuples, `(p, term, doc, tf)`.
+    /// Ok(false) where they are more than the device takes at once (the stream then takes no more,
+    /// and the build inverts in passes); an error where the copy failed.
+    fn add(&mut self, new: &[NewTuples<'_>]) -> Result<bool, String>;
+
+    /// Inverts `job`, whose tuples are those taken (each partition's in the order taken), as
+    /// [`DeviceInverter::invert`] does; an error where it cannot (the tuples taken are not the job's,
+    /// the device is short of memory), after which the build inverts with [`DeviceInverter::invert`].
+    fn invert(
+        self: Box<Self>,
+        job: &InvertJob<'_>,
+    ) -> Result<Inverted, Box<dyn std::error::Error + Send + Sync>>;
 }
 
 /// What a device returned for a job inverted in passes: the list of rank r (among all the job's
@@ -253,4 +283,86 @@ pub fn invert_in_passes(
         return Err("a rank is in no partition".into());
     }
     Ok(out)
+}
+
+/// What a build sends a device's [`TupleStream`] while it gathers the tuples: each partition's
+/// tuples once and in order, from the batch after which the device first takes a stream on (that
+/// call sends all the partitions hold).
+pub(crate) struct Feed<'d> {
+    device: Option<&'d dyn DeviceInverter>,
+    stream: Option<Box<dyn TupleStream>>,
+    /// Per partition: its tuples the stream holds.
+    sent: Vec<usize>,
+    /// Wall time of the copies.
+    pub time: Duration,
+    /// Why the stream stopped, where a copy failed.
+    pub failed: Option<String>,
+}
+
+impl<'d> Feed<'d> {
+    /// A feed to `device` (None: no device takes the tuples while they are gathered).
+    pub fn new(device: Option<&'d dyn DeviceInverter>, parts: usize) -> Self {
+        Feed {
+            device,
+            stream: None,
+            sent: vec![0; parts],
+            time: Duration::ZERO,
+            failed: None,
+        }
+    }
+
+    /// Sends what the partitions gathered since the last call. A partition that spilled to disk
+    /// stops the stream: spilled runs are merged on the CPU.
+    pub fn send(&mut self, partitions: &Partitions) {
+        let Some(device) = self.device else {
+            return;
+        };
+        if partitions.spilled() {
+            self.stop();
+            return;
+        }
+        if self.stream.is_none() {
+            self.stream = device.stream(partitions.count());
+        }
+        let Some(stream) = self.stream.as_mut() else {
+            return;
+        };
+        let started = Instant::now();
+        let new: Vec<NewTuples<'_>> = partitions
+            .parts
+            .iter()
+            .enumerate()
+            .filter(|(p, part)| part.postings() > self.sent[*p])
+            .map(|(p, part)| {
+                let from = self.sent[p];
+                (p, &part.term[from..], &part.doc[from..], &part.tf[from..])
+            })
+            .collect();
+        let taken = stream.add(&new);
+        self.time += started.elapsed();
+        match taken {
+            Ok(true) => {
+                for (p, part) in partitions.parts.iter().enumerate() {
+                    self.sent[p] = part.postings();
+                }
+            }
+            Ok(false) => self.stop(),
+            Err(e) => {
+                self.failed = Some(e);
+                self.stop();
+            }
+        }
+    }
+
+    /// Sends nothing more, and frees what the device holds.
+    fn stop(&mut self) {
+        self.stream = None;
+        self.device = None;
+    }
+
+    /// The stream, holding every tuple the partitions gathered (None where there is none).
+    pub fn take(&mut self) -> Option<Box<dyn TupleStream>> {
+        self.device = None;
+        self.stream.take()
+    }
 }

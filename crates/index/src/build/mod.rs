@@ -34,7 +34,8 @@ use crate::store::StoreWriter;
 use crate::writer::{check_output, DocIds, DocTable, IndexWriter, WriterOptions};
 use analyze::{analyze, Chunk};
 pub use device::{
-    invert_in_passes, BuildOn, DeviceInverter, EncodedLists, InvertJob, Inverted, InvertedPasses, TupleSlices,
+    invert_in_passes, BuildOn, DeviceInverter, EncodedLists, InvertJob, Inverted, InvertedPasses, NewTuples,
+    TupleSlices, TupleStream,
 };
 use invert::Partitions;
 
@@ -417,6 +418,15 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
         empty_docs: 0,
     };
     let mut failure: Option<IndexError> = None;
+    // A GPU that inverts takes the tuples while they are gathered, from the batch after which it is
+    // ready (it opens beside the analysis); sharded builds invert on the CPU.
+    let streams_to = match (opts.build_on, &opts.device) {
+        _ if opts.shards.is_some() => None,
+        (BuildOn::Gpu, Some(d)) => Some(d.as_ref()),
+        (BuildOn::Auto, Some(d)) if rayon::current_num_threads() <= AUTO_MAX_THREADS => Some(d.as_ref()),
+        _ => None,
+    };
+    let mut feed = device::Feed::new(streams_to, parts);
     // Three batches at once: batch i is analysed while batch i − 1's documents are numbered (on one
     // thread: ids checked, lines stored) and batch i − 2's postings are added to the partitions, so
     // that the numbering, which cannot be shared out, runs beside the cores' work, not before it.
@@ -464,7 +474,11 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
                             .transpose()
                     },
                     || match numbered.take() {
-                        Some((chunks, docs)) => partitions.add(&chunks, &docs),
+                        Some((chunks, docs)) => {
+                            partitions.add(&chunks, &docs)?;
+                            feed.send(&partitions);
+                            Ok(())
+                        }
                         None => Ok(()),
                     },
                 )
@@ -694,6 +708,12 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
                 }
             },
         };
+        let streamed = feed.take();
+        if let Some(why) = &feed.failed {
+            notes.push(format!(
+                "copying the postings to the GPU during the analysis failed ({why}): they were copied after it"
+            ));
+        }
         let inverted = device.and_then(|d| {
             let job = InvertJob {
                 parts: partitions
@@ -714,8 +734,21 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
                 bm25: *writer.bm25(),
                 codec: writer_opts.codec,
             };
+            if let Some(stream) = streamed {
+                match stream.invert(&job) {
+                    Ok(inv) => {
+                        let at = (0..job.num_terms).map(|r| (0, r)).collect();
+                        let passes = vec![inv];
+                        return Some((d.describe(), InvertedPasses { passes, at }, true));
+                    }
+                    Err(e) => notes.push(format!(
+                        "the postings the GPU took during the analysis were not inverted there ({e}): \
+                         they were copied again"
+                    )),
+                }
+            }
             match invert_in_passes(d.as_ref(), &job) {
-                Ok(inv) => Some((d.describe(), inv)),
+                Ok(inv) => Some((d.describe(), inv, false)),
                 Err(e) => {
                     notes.push(format!("the GPU build failed ({e}): inverted on the CPU instead"));
                     None
@@ -723,10 +756,13 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
             }
         });
         match inverted {
-            Some((name, inv)) => {
+            Some((name, inv, streamed)) => {
                 lists_time = lists_started.elapsed();
                 device_used = Some(name);
                 device_phases = inv.phases();
+                if streamed {
+                    device_phases.insert(0, ("copy up beside the analysis", feed.time));
+                }
                 device_passes = inv.passes.len();
                 lists::write_inverted(&mut writer, &partitions, &term_order, &inv, written)?;
             }
