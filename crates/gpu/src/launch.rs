@@ -335,22 +335,23 @@ pub(crate) fn block_bounds(
     stream: &Arc<CudaStream>,
     a: &BoundArgs,
 ) -> Result<(), GpuError> {
-    let warps = k.threads / 32;
-    let grid = a.num_blocks.div_ceil(warps).clamp(1, 1 << 20);
     let mut launch = stream.launch_builder(&k.bounds);
     launch.arg(a);
     // SAFETY: the kernel takes exactly one `BoundArgs` by value, the `#[repr(C)]` mirror of its struct;
-    // the caller (`build::invert_on`) fills it with live device allocations on this stream: `starts`
+    // the caller (`build::invert_tuples`) fills it with live device allocations on this stream: `starts`
     // and `block_starts` of `num_terms + 1` words whose lists and blocks lie within `docs`/`tfs` and
     // `out`, `idf` of `num_terms` floats, `lens` with an entry for every docID in `docs`.
-    unsafe {
-        launch.launch(LaunchConfig {
-            grid_dim: (grid, 1, 1),
-            block_dim: (k.threads, 1, 1),
-            shared_mem_bytes: 0,
-        })?
-    };
+    unsafe { launch.launch(warp_per_block(k, a.num_blocks))? };
     Ok(())
+}
+
+/// A launch of one warp per block of `blocks` (grid-stride over at most 2^20 CTAs).
+fn warp_per_block(k: &BuildKernels, blocks: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (blocks.div_ceil(k.threads / 32).clamp(1, 1 << 20), 1, 1),
+        block_dim: (k.threads, 1, 1),
+        shared_mem_bytes: 0,
+    }
 }
 
 // SAFETY: `#[repr(C)]` and `Pod`, with the size and field offsets of the kernels' `struct BoundArgs`
@@ -374,19 +375,11 @@ pub(crate) fn simdbp_step(
     stream: &Arc<CudaStream>,
     a: &EncodeArgs,
 ) -> Result<(), GpuError> {
-    let warps = k.threads / 32;
-    let grid = a.num_blocks.div_ceil(warps).clamp(1, 1 << 20);
     let mut launch = stream.launch_builder(step);
     launch.arg(a);
     // SAFETY: both steps take exactly one `EncodeArgs` by value, the `#[repr(C)]` mirror of their
     // struct, filled as the contract above says; a warp reads and writes only its blocks' postings,
     // offsets, words and metadata.
-    unsafe {
-        launch.launch(LaunchConfig {
-            grid_dim: (grid, 1, 1),
-            block_dim: (k.threads, 1, 1),
-            shared_mem_bytes: 0,
-        })?
-    };
+    unsafe { launch.launch(warp_per_block(k, a.num_blocks))? };
     Ok(())
 }

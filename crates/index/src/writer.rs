@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
-use warpsearch_codec::{Codec, BLOCK_LEN};
+use warpsearch_codec::{Codec, ListParams, BLOCK_LEN};
 
 use crate::analyzer::AnalyzerConfig;
 use crate::bm25::{loosen_bound, mean_doc_len, Bm25, Bm25Params};
@@ -183,17 +183,7 @@ impl ListEncoder<'_> {
             term: Cow::Borrowed(term),
             words: Cow::Borrowed(words),
             blocks: Cow::Borrowed(blocks),
-            record: TermRecord {
-                df,
-                len_words,
-                cf,
-                first_block: 0,
-                offset_words: 0,
-                max_score: list_max,
-                doc_param: 0,
-                freq_param: 0,
-                reserved: [0; 2],
-            },
+            record: list_record(df, len_words, cf, list_max, ListParams::default()),
         })
     }
 
@@ -271,23 +261,29 @@ impl ListEncoder<'_> {
         }
         let len_words = u32::try_from(words.len())
             .map_err(|_| IndexError::Invalid(format!("term '{}': encoded list above 16 GiB", shown())))?;
-        let record = TermRecord {
-            df,
-            len_words,
-            cf,
-            first_block: 0,
-            offset_words: 0,
-            max_score: list_max,
-            doc_param: params.doc,
-            freq_param: params.freq,
-            reserved: [0; 2],
-        };
+        let record = list_record(df, len_words, cf, list_max, params);
         Ok(Some(EncodedList {
             term: Cow::Owned(term.to_owned()),
             words: Cow::Owned(words),
             blocks: Cow::Owned(blocks),
             record,
         }))
+    }
+}
+
+/// The record of a list of `df` postings in `len_words` words, its place in the files (its first
+/// block and word) given when it is appended.
+fn list_record(df: u32, len_words: u32, cf: u64, max_score: f32, params: ListParams) -> TermRecord {
+    TermRecord {
+        df,
+        len_words,
+        cf,
+        first_block: 0,
+        offset_words: 0,
+        max_score,
+        doc_param: params.doc,
+        freq_param: params.freq,
+        reserved: [0; 2],
     }
 }
 
@@ -633,17 +629,7 @@ impl ListFiles {
 
     fn push_head(&mut self, term: &[u8], df: u32, cf: u64) -> Result<()> {
         self.dict.check_order(term)?;
-        let record = TermRecord {
-            df,
-            len_words: 0,
-            cf,
-            first_block: 0,
-            offset_words: 0,
-            max_score: 0.0,
-            doc_param: 0,
-            freq_param: 0,
-            reserved: [0; 2],
-        };
+        let record = list_record(df, 0, cf, 0.0, ListParams::default());
         self.data.terms.write(bytemuck::bytes_of(&record))?;
         self.data.num_postings += df as u64;
         self.dict.insert(term)

@@ -444,7 +444,7 @@ impl GpuBuilder {
         free: u64,
     ) -> Result<Option<OnDevice>, GpuError> {
         let (t, blocks) = (lists.num_terms as u64, lists.num_blocks as u64);
-        // At most two words a posting and a header a block; a list's postings are below 2^31.
+        // The words' offsets are u32: a block takes at most a header word and two words a posting.
         let postings = lists.docs.len() as u64;
         let sizes_bytes = 4 * (blocks + 2) + 8 * t;
         if blocks + 2 * postings >= u32::MAX as u64 || sizes_bytes > free {
