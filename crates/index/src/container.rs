@@ -43,11 +43,17 @@ pub const HEADER_LEN: usize = 32;
 /// Footer length in bytes.
 pub const FOOTER_LEN: usize = 24;
 
+/// Payload bytes after which a file's written pages are sent to disk while it is written, so that the
+/// sync at its end waits for the last of them only.
+const WRITEBACK: u64 = 64 << 20;
+
 /// Streams one file: header, payload (written piecewise), footer.
 pub struct ContainerWriter {
     out: BufWriter<File>,
     crc: crc32fast::Hasher,
     len: u64,
+    /// Payload bytes whose pages were sent to disk ([`WRITEBACK`]).
+    sent: u64,
     path: PathBuf,
 }
 
@@ -70,6 +76,7 @@ impl ContainerWriter {
             out: BufWriter::with_capacity(1 << 20, file),
             crc: Default::default(),
             len: 0,
+            sent: 0,
             path: path.to_owned(),
         };
         w.out.write_all(&header).at(path)?;
@@ -79,9 +86,20 @@ impl ContainerWriter {
 
     /// Appends payload bytes.
     pub fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        self.append(bytes).at(&self.path)
+    }
+
+    fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.crc.update(bytes);
         self.len += bytes.len() as u64;
-        self.out.write_all(bytes).at(&self.path)
+        self.out.write_all(bytes)?;
+        if self.len - self.sent >= WRITEBACK {
+            self.out.flush()?;
+            let from = (HEADER_LEN as u64 + self.sent, self.len - self.sent);
+            start_writeback(self.out.get_ref(), from.0, from.1);
+            self.sent = self.len;
+        }
+        Ok(())
     }
 
     /// Payload bytes written so far.
@@ -106,11 +124,28 @@ impl ContainerWriter {
     }
 }
 
+/// Starts sending `len` bytes of `file` from `offset` to disk, without waiting. Advisory: where it
+/// fails, the sync at the file's end writes them and reports any error.
+#[cfg(target_os = "linux")]
+fn start_writeback(file: &File, offset: u64, len: u64) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `file` is an open descriptor for the call's length; the call reads no memory of ours.
+    unsafe {
+        libc::sync_file_range(
+            file.as_raw_fd(),
+            offset as libc::off64_t,
+            len as libc::off64_t,
+            libc::SYNC_FILE_RANGE_WRITE,
+        )
+    };
+}
+
+#[cfg(not(target_os = "linux"))]
+fn start_writeback(_file: &File, _offset: u64, _len: u64) {}
+
 impl Write for ContainerWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.crc.update(buf);
-        self.len += buf.len() as u64;
-        self.out.write_all(buf)?;
+        self.append(buf)?;
         Ok(buf.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
