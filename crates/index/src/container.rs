@@ -436,6 +436,29 @@ mod tests {
         }
     }
 
+    /// A file written in pieces past [`WRITEBACK`] several times (its pages sent to disk as it is
+    /// written), through both of the writer's ways in, reads back whole and checksummed.
+    #[test]
+    fn a_file_sent_to_disk_as_it_is_written_reads_back_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big");
+        let piece: Vec<u8> = (0..(3usize << 20) + 7).map(|i| (i * 31 % 251) as u8).collect();
+        let mut w = ContainerWriter::create(&path, b"TESTFILE", 7).unwrap();
+        let mut want = Vec::new();
+        for i in 0..50 {
+            match i % 2 {
+                0 => w.write(&piece).unwrap(),
+                _ => w.write_all(&piece[..piece.len() - i]).unwrap(),
+            }
+            want.extend_from_slice(&piece[..piece.len() - i * (i % 2)]);
+        }
+        assert!(want.len() as u64 > 2 * WRITEBACK);
+        w.finish().unwrap();
+        let payload = open(&path, b"TESTFILE").unwrap();
+        assert_eq!(payload.bytes().len(), want.len());
+        assert!(payload.bytes() == &want[..], "the payload differs");
+    }
+
     #[test]
     fn round_trip_and_every_damage_is_caught() {
         let dir = tempfile::tempdir().unwrap();
