@@ -2,11 +2,13 @@
 //! sort → tf and df → a weight per pair): [`GpuBuilder`] takes the (term, doc, tf) tuples the CPU cores
 //! analysed (terms already numbered through a dictionary, the variant that paid most), and on the device
 //! sorts them by term rank and docID (a stable LSD radix sort, `kernels/build.cu`), finds each list's
-//! offsets (its df), and computes every block's BM25 bound; the CPU computes each list's idf from its
-//! df (so that `ln` rounds as the CPU's writer's) and encodes the blocks on its cores.
+//! offsets (its df), computes every block's BM25 bound and, for SIMD-BP128, encodes every block; the CPU
+//! computes each list's idf from its df (so that `ln` rounds as the CPU's writer's), and encodes the
+//! other codecs' blocks on its cores. The tuples go up after the analysis, or while it runs
+//! (`stream.rs`).
 //!
-//! The lists and bounds equal the CPU build's bit for bit (`tests/build.rs` compares the files), so the
-//! index is the same whoever builds it. A pass's tuples must fit the device's memory (28 bytes a
+//! The lists, bounds and blocks equal the CPU build's bit for bit (`tests/build.rs` compares the files),
+//! so the index is the same whoever builds it. A pass's tuples must fit the device's memory (28 bytes a
 //! posting, within [`GpuBuilder::with_memory_budget`] where one is set): more postings than that, or
 //! than the sort takes at once (2^31), are inverted in passes over whole partitions
 //! (`warpsearch_index::build::invert_in_passes`); a build that fails is inverted on the CPU instead, as
@@ -140,7 +142,7 @@ impl GpuBuilder {
     }
 
     /// Postings one pass over a job like `job` can take: 90% of the free memory (or the budget, where
-    /// smaller) less what its terms and documents take, at [`BYTES_PER_POSTING`] each, and fewer than
+    /// smaller) less what its terms and documents take, at `BYTES_PER_POSTING` each, and fewer than
     /// the sort's 2^31; None where the driver does not say what is free (the pass then says why).
     pub fn pass_postings(&self, job: &InvertJob<'_>) -> Option<u64> {
         self.ctx.bind_to_thread().ok()?;
