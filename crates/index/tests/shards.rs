@@ -187,7 +187,8 @@ fn parallel_sequential_and_in_memory_sharded_builds_write_the_same_bytes() {
 /// The head built alone (`--part head`), then each shard on its own (`--part i`, here on threads of
 /// their own, the last first, as separate processes or hosts would): the same files as one build,
 /// build identities aside, in input order and in global-score order; the index opens only once
-/// every shard is built, and a part that does not fit its head is refused.
+/// every shard is built, and a part that does not fit its head is refused. Parts that spill to disk
+/// within a small memory budget write the same files.
 #[test]
 fn a_sharded_index_built_part_by_part_is_the_whole_builds() {
     let tmp = tempfile::tempdir().unwrap();
@@ -233,6 +234,19 @@ fn a_sharded_index_built_part_by_part_is_the_whole_builds() {
         });
         same_files(&whole, &parts, &format!("{split:?} alpha {alpha:?}"));
         Index::open(&parts).unwrap();
+        // Within a small memory budget each part spills sorted runs and merges them: the same files.
+        let spilled = tmp.path().join(format!("parts-spilled-{}", alpha.is_some()));
+        let tight = |part: ShardPart| {
+            let mut o = opts(part);
+            o.memory_budget = 20_000;
+            o
+        };
+        build_from_jsonl(&input, &spilled, &tight(ShardPart::Head)).unwrap();
+        for i in 0..n {
+            let report = build_from_jsonl(&input, &spilled, &tight(ShardPart::Shard(i))).unwrap();
+            assert!(report.runs > 1, "shard {i}: {} runs", report.runs);
+        }
+        same_files(&whole, &spilled, &format!("spilled, {split:?} alpha {alpha:?}"));
         // A part built again needs --force; a part that does not fit its head is refused, named.
         let mut again = opts(ShardPart::Shard(0));
         again.writer.force = false;

@@ -3,17 +3,20 @@
 //! whose document the head numbers within the shard's docID range are analysed and inverted. The
 //! shard is written with the head's rows of its documents, the collection's statistics and the
 //! head's identity, so that its files are those a whole build writes (build identities aside), and
-//! the head's checks on opening accept it.
+//! the head's checks on opening accept it. Its postings are gathered by partitions on every core, as a
+//! whole build's, within the memory budget (spilled runs merged where they outgrow it), and its lists
+//! encoded on every core.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashSet;
 
 use super::analyze::analyze_if;
-use super::{detect_schema, schema, BuildOptions, BuildReport, Skipped, Source};
-use crate::error::{IndexError, Result};
+use super::invert::{Lists, Partitions, NO_DOC};
+use super::{detect_schema, lists, schema, BuildOptions, BuildReport, Skipped, Source};
+use crate::error::{IndexError, IoContext, Result};
 use crate::format::ShardOf;
 use crate::reader::Index;
 use crate::shards::{collection_stats, Sharding};
@@ -86,7 +89,8 @@ pub(super) fn build_shard(
     let out = head_dir.join(&entry.dir);
 
     // The shard's documents, by the docID the head gave each id: analysed, checked against the
-    // head's lengths, and inverted in memory.
+    // head's lengths, and gathered by partitions, numbered in input order; `new_id` gives each its
+    // number in the shard (the head's order, which global-score order permutes).
     let Source {
         names,
         batches,
@@ -101,7 +105,15 @@ pub(super) fn build_shard(
     let analyzer = w.analyzer;
     let member = |id: &str| head.find_doc(id).filter(|&d| (first..end).contains(&(d as u64)));
     let mut schema: Option<schema::Schema> = None;
-    let mut lists: FxHashMap<String, Vec<(u32, u32)>> = FxHashMap::default();
+    // The runs of partitions past their share of the budget go beside the shard, as a whole build's
+    // beside its index (the process id in the name lets a later build remove what a killed one left).
+    let work = tempfile::Builder::new()
+        .prefix(&format!(".warpsearch-runs-{}-", std::process::id()))
+        .tempdir_in(head_dir)
+        .at(head_dir)?;
+    let mut partitions = Partitions::new(4 * rayon::current_num_threads(), opts.memory_budget, work.path());
+    let parts = partitions.count();
+    let mut new_id: Vec<u32> = Vec::new();
     let mut seen: FxHashSet<u32> = FxHashSet::default();
     let mut skipped = Skipped::default();
     let mut failure = None;
@@ -125,15 +137,14 @@ pub(super) fn build_shard(
         let s = schema.as_ref().expect("detected from the first batch");
         let chunks: Vec<_> = batch
             .par_chunks(super::chunk_len(batch.len()))
-            .map(|lines| analyze_if(&analyzer, s, lines, 1, member))
+            .map(|lines| analyze_if(&analyzer, s, lines, parts, member))
             .collect();
         let mut lines = batch.iter();
+        // Each line's document in input order, or NO_DOC: a line is taken only for a document.
+        let mut docs: Vec<u32> = Vec::with_capacity(batch.len());
         for chunk in &chunks {
-            // Each line's document in the shard, or None.
-            let mut local: Vec<Option<u32>> = Vec::with_capacity(chunk.docs.len());
-            // The chunk's documents first: a line is taken only for a document.
             for (a, l) in chunk.docs.iter().zip(lines.by_ref()) {
-                local.push(None);
+                docs.push(NO_DOC);
                 match a {
                     Ok(None) => {}
                     Ok(Some((d, doc))) => {
@@ -155,7 +166,8 @@ pub(super) fn build_shard(
                             });
                             break;
                         }
-                        *local.last_mut().expect("pushed") = Some(d - first as u32);
+                        *docs.last_mut().expect("pushed") = new_id.len() as u32;
+                        new_id.push(d - first as u32);
                     }
                     Err(what) => {
                         let path = names[l.file as usize].clone();
@@ -169,20 +181,12 @@ pub(super) fn build_shard(
             if failure.is_some() {
                 break;
             }
-            let part = chunk.part(0);
-            for &(at, t, tf) in part.postings {
-                if let Some(doc) = local[at as usize] {
-                    // The term's text is copied only where the term is new to the shard.
-                    match lists.get_mut(part.term(t)) {
-                        Some(list) => list.push((doc, tf)),
-                        None => {
-                            lists.insert(part.term(t).to_owned(), vec![(doc, tf)]);
-                        }
-                    }
-                }
-            }
         }
         if failure.is_some() {
+            break;
+        }
+        if let Err(e) = partitions.add(&chunks, &docs) {
+            failure = Some(e);
             break;
         }
     }
@@ -232,16 +236,31 @@ pub(super) fn build_shard(
         ..*w
     };
     let mut writer = IndexWriter::create_shard(&out, writer_opts, table, of)?;
-    let mut terms: Vec<(String, Vec<(u32, u32)>)> = lists.into_iter().collect();
-    terms.par_sort_unstable_by(|x, y| x.0.as_bytes().cmp(y.0.as_bytes()));
-    let (mut docs, mut freqs) = (Vec::new(), Vec::new());
-    for (term, mut list) in terms {
-        list.sort_unstable();
-        docs.clear();
-        freqs.clear();
-        docs.extend(list.iter().map(|p| p.0));
-        freqs.extend(list.iter().map(|p| p.1));
-        writer.add_term(term.as_bytes(), &docs, &freqs)?;
+    // Renumbered where the head's order is not the input's (global-score order).
+    let in_order = new_id.iter().enumerate().all(|(i, &d)| i as u32 == d);
+    let new_id = (!in_order).then_some(new_id);
+    let mut runs = 0;
+    if partitions.spilled() {
+        let spilled = partitions.spill_all()?;
+        runs = spilled.len();
+        lists::write_merged(
+            &mut writer,
+            &spilled,
+            opts.max_open_runs,
+            new_id.as_deref(),
+            |_| {},
+        )?;
+    } else {
+        let (order, _) = partitions.term_order();
+        let lists: Vec<Lists> = partitions.parts.par_iter_mut().map(|p| p.take_lists()).collect();
+        lists::write_partitions(
+            &mut writer,
+            &partitions,
+            &lists,
+            &order,
+            new_id.as_deref(),
+            |_| {},
+        )?;
     }
     let finishing = Instant::now();
     let meta = writer.finish()?;
@@ -253,7 +272,7 @@ pub(super) fn build_shard(
         skip_reasons: skipped.reasons,
         skipped_files: Vec::new(),
         empty_docs: head.doc_lens()[a..b].iter().filter(|&&l| l == 0).count() as u64,
-        runs: 0,
+        runs,
         static_missing: 0,
         static_unknown: 0,
         invert_time,
