@@ -126,6 +126,20 @@ pub fn write_inverted(
     )
 }
 
+/// Spills what the partitions still hold, merges every run and writes the lists (renumbered by
+/// `new_id` where given); returns the number of runs.
+pub fn write_spilled(
+    writer: &mut IndexWriter,
+    partitions: &mut Partitions,
+    max_open: usize,
+    new_id: Option<&[u32]>,
+    written: impl FnMut(u64),
+) -> Result<usize> {
+    let runs = partitions.spill_all()?;
+    write_merged(writer, &runs, max_open, new_id, written)?;
+    Ok(runs.len())
+}
+
 /// Merges spilled `runs` and writes their lists, encoded on every core a window of lists at a time.
 pub fn write_merged(
     writer: &mut IndexWriter,

@@ -668,11 +668,9 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
                     .into(),
             );
         }
-        let spilled = partitions.spill_all()?;
-        runs = spilled.len();
-        lists::write_merged(
+        runs = lists::write_spilled(
             &mut writer,
-            &spilled,
+            &mut partitions,
             opts.max_open_runs,
             new_id.as_deref(),
             written,

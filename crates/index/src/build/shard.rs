@@ -241,11 +241,9 @@ pub(super) fn build_shard(
     let new_id = (!in_order).then_some(new_id);
     let mut runs = 0;
     if partitions.spilled() {
-        let spilled = partitions.spill_all()?;
-        runs = spilled.len();
-        lists::write_merged(
+        runs = lists::write_spilled(
             &mut writer,
-            &spilled,
+            &mut partitions,
             opts.max_open_runs,
             new_id.as_deref(),
             |_| {},
