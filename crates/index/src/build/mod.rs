@@ -1,6 +1,6 @@
 //! Building an index from a collection (JSON lines of any fields, or `id<TAB>text` lines; its format
 //! detected from its first line, [`schema`]): lines read on a thread of their own, each batch parsed and
-//! analysed on every core ([`analyze`]) and inverted on every core, one task per partition of the terms
+//! analysed on every core ([`mod@analyze`]) and inverted on every core, one task per partition of the terms
 //! ([`invert`]), within a memory budget (spilling sorted runs); documents optionally stored and
 //! renumbered by global score; the lists made from the partitions' tuples on the CPU or a device
 //! ([`device`]), or merged from the runs, then encoded on every core and written in order ([`lists`]).

@@ -12,7 +12,7 @@
 //! A query's term weights come from the collection's document frequencies, which the head holds
 //! (`warpsearch_query`'s collection terms carry them to each shard).
 //!
-//! This module checks a head ([`check_head`]), opens and checks its shards ([`open_shards`]) and maps
+//! This module checks a head (`check_head`), opens and checks its shards (`open_shards`) and maps
 //! the head's term ordinals to each shard's ([`Shard::local_term`]); [`write`] writes a sharded index
 //! from a build. [`Index::open`] (`open.rs`) calls it for a head.
 
