@@ -311,12 +311,7 @@ impl GpuBuilder {
             .par_windows(2)
             .map(|w| job.bm25.idf((w[1] - w[0]) as u64))
             .collect();
-        let mut block_starts = Vec::with_capacity(t + 1);
-        block_starts.push(0u32);
-        for w in starts_h.windows(2) {
-            let blocks = ((w[1] - w[0]) as usize).div_ceil(BLOCK_LEN) as u32;
-            block_starts.push(block_starts[block_starts.len() - 1] + blocks);
-        }
+        let block_starts = block_starts(&starts_h);
         let num_blocks = block_starts[t];
         let idf_d = stream.memcpy_stod(&idf)?;
         let block_starts_d = stream.memcpy_stod(&block_starts)?;
@@ -411,11 +406,7 @@ impl GpuBuilder {
         {
             return Err(GpuError::Failed("lists: malformed offsets".into()));
         }
-        let mut block_starts = vec![0u32];
-        for w in starts.windows(2) {
-            block_starts
-                .push(block_starts[block_starts.len() - 1] + (w[1] - w[0]).div_ceil(BLOCK_LEN as u32));
-        }
+        let block_starts = block_starts(starts);
         self.ctx.bind_to_thread()?;
         let stream = self.ctx.new_stream()?;
         let num_blocks = block_starts[t];
@@ -596,6 +587,17 @@ struct Tuples {
     segments: Vec<(u32, u64)>,
 }
 
+/// Each list's first block, for lists at offsets `starts` (increasing), and the blocks of all last:
+/// a list of n postings takes `n.div_ceil(BLOCK_LEN)` blocks.
+fn block_starts(starts: &[u32]) -> Vec<u32> {
+    let mut out = Vec::with_capacity(starts.len());
+    out.push(0u32);
+    for w in starts.windows(2) {
+        out.push(out[out.len() - 1] + (w[1] - w[0]).div_ceil(BLOCK_LEN as u32));
+    }
+    out
+}
+
 /// The lists of a job without postings: every list empty.
 fn empty(job: &InvertJob<'_>) -> Inverted {
     Inverted {
@@ -742,5 +744,17 @@ impl DeviceInverter for GpuBuilder {
         // A stream that cannot start leaves the tuples to go up at the inversion, as without one.
         let stream = stream::GpuTupleStream::new(self, parts).ok()?;
         Some(Box::new(stream))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_list_starts_after_the_blocks_of_those_before() {
+        assert_eq!(block_starts(&[0]), [0]);
+        // Lists of 1, 129, 128 and 256 postings.
+        assert_eq!(block_starts(&[0, 1, 130, 258, 514]), [0, 1, 3, 4, 6]);
     }
 }
