@@ -224,7 +224,8 @@ pub struct GpuConfig {
     /// never merge).
     #[arg(id = "gpu-merge-ratio", long = "gpu-merge-ratio", default_value_t = GpuOptions::default().merge_ratio)]
     pub merge_ratio: u32,
-    /// Time the GPU kernel's phases (with --stats; slightly slower).
+    /// Time the GPU kernel's phases, and each query's wait, run and wait for its batch on the
+    /// device (reported by --stats and bench; slightly slower).
     #[arg(id = "gpu-profile", long = "gpu-profile")]
     pub profile: bool,
     /// How the kernels are compiled.

@@ -149,6 +149,54 @@ fn engine_equals_the_oracle_on_random_indexes() {
 }
 
 #[test]
+fn an_instrumented_run_times_each_query_and_answers_as_the_oracle() {
+    let Some(gpu) = gpu() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (index, v) = random_index(tmp.path(), 0x7157, Codec::SimdBp, None);
+    let queries = random_queries(&index, v, 3);
+    // Batches of 7 tasks; long queries cut into parts of about 60 postings.
+    let gopts = GpuOptions {
+        instrument: true,
+        batch_size: 7,
+        split_cost: 60,
+        and_split_cost: 60,
+        split_waves: 0,
+        ..GpuOptions::default()
+    };
+    let options = SearchOptions::new(&index);
+    for mode in [Mode::And, Mode::Or] {
+        let reqs = requests(&queries, mode, 10);
+        check_engine(&gpu, &index, &reqs, options, gopts, "instrumented");
+        let mut searcher = gpu_searcher(&gpu, &index, options, gopts);
+        searcher.search_batch(&reqs);
+        let stats = searcher.take_stats();
+        let times = &stats.query_times;
+        // Queries answered without the GPU (an AND with an unknown term) have no times.
+        assert!(
+            !times.is_empty() && times.len() <= reqs.len(),
+            "{mode:?}: {} times",
+            times.len()
+        );
+        assert!(
+            stats.queries > times.len() as u64,
+            "{mode:?}: no query was cut into parts"
+        );
+        for t in times {
+            assert!((1..=7).contains(&t.batch_tasks), "{mode:?}: {t:?}");
+            assert!(
+                t.parts().iter().all(|x| x.is_finite() && *x >= 0.0),
+                "{mode:?}: {t:?}"
+            );
+        }
+        assert!(
+            times.iter().any(|t| t.run_us > 0.0),
+            "{mode:?}: no query's run took time (the clocks were not read back)"
+        );
+        assert!(stats.phase_shares().is_some());
+    }
+}
+
+#[test]
 fn early_termination_equals_the_oracle_on_global_score_indexes() {
     let Some(gpu) = gpu() else { return };
     for (seed, alpha) in [(1u64, 0.0f32), (2, 0.2), (3, 0.5), (4, 0.9), (5, 1.0)] {

@@ -112,6 +112,7 @@ struct BatchArgs {
     u64* topbuf;          // per CTA: TOPK_CAP keys
     u64* phase_cycles;    // per CTA: 8 counters, or null (no instrumentation)
     u64* shared_keys;     // per query cut into parts (QueryDesc::share): a key, zeroed before launch
+    u64* task_ns;         // per task (out_slot): globaltimer when taken and when answered, or null
 };
 
 // The index build's block-bound kernel's arguments (build.cu): the lists sorted by term, their offsets

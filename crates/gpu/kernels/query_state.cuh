@@ -79,6 +79,13 @@ __device__ __forceinline__ OrState* or_state(u32 window) {
 __shared__ u64* clock_out;  // this CTA's counters, or null (no instrumentation)
 __shared__ u64 clock_at;    // thread 0's last reading
 
+// The device's clock in ns (%globaltimer), comparable across SMs, for the tasks' times (BatchArgs::task_ns).
+__device__ __forceinline__ u64 device_ns() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
 struct PhaseClock {
     __device__ bool on() const { return clock_out != (u64*)0; }
     __device__ void start() { if (threadIdx.x == 0 && clock_out) clock_at = clock64(); }

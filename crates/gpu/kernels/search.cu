@@ -34,6 +34,7 @@ __device__ __forceinline__ void search_body(const IndexArgs& ix, const BatchArgs
         QueryDesc qd = ba.queries[q];
         const TermDesc* terms = ba.terms + qd.term_begin;
         clk.start();
+        if (threadIdx.x == 0 && ba.task_ns) ba.task_ns[2u * qd.out_slot] = device_ns();
         if (threadIdx.x == 0) {
             s.slack = qd.slack;
             s.fixed_scale = qd.fixed_scale;
@@ -61,6 +62,7 @@ __device__ __forceinline__ void search_body(const IndexArgs& ix, const BatchArgs
             if (threadIdx.x == 0) ba.out_count[qd.out_slot] = got;
         }
         clk.lap(PH_TOPK);
+        if (threadIdx.x == 0 && ba.task_ns) ba.task_ns[2u * qd.out_slot + 1u] = device_ns();
         __syncthreads();
     }
 }

@@ -224,6 +224,9 @@ pub struct BatchArgs {
     pub phase_cycles: u64,
     /// Per query cut into parts: the best k-th key of its parts so far (u64, zeroed before launch).
     pub shared_keys: u64,
+    /// Per task (out_slot): two u64, the device clock in ns when a CTA took it and when its answer
+    /// was written; or 0 (no instrumentation).
+    pub task_ns: u64,
 }
 
 /// The index build's block-bound kernel's arguments (mirrors `struct BoundArgs`): the lists sorted by
@@ -336,10 +339,11 @@ layouts! {
         prior: 56, gs: 64, codec: 72, num_docs: 76, k1p1: 80, prior_max: 84,
     }
     BatchArgs {
-        size: 120,
+        size: 128,
         queries: 0, terms: 8, num_queries: 16, k: 20, mode: 24, early: 28, window: 32,
         small_or: 36, merge_ratio: 40, _pad: 44, next_query: 48, out_doc: 56, out_score: 64, out_count: 72,
         scratch_doc: 80, scratch_tf: 88, topbuf: 96, phase_cycles: 104, shared_keys: 112,
+        task_ns: 120,
     }
     BoundArgs {
         size: 80,
@@ -562,10 +566,11 @@ mod tests {
             topbuf: 0x90,
             phase_cycles: 0,
             shared_keys: 0xa0,
+            task_ns: 0xb0,
         };
         let mut words = vec![(0x10, 8), (0x20, 8)];
         words.extend([3, 10, 1, 1, 16384, 4096, 2, 0].map(|v| (v, 4)));
-        words.extend([0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0, 0xa0].map(|v| (v, 8)));
+        words.extend([0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0, 0xa0, 0xb0].map(|v| (v, 8)));
         assert_eq!(bytemuck::bytes_of(&ba), &le(&words)[..]);
     }
 
@@ -625,7 +630,7 @@ mod tests {
     #[test]
     fn layout_checks_assert_every_kernel_field() {
         let c = layout_checks(128);
-        assert!(c.contains("static_assert(sizeof(BatchArgs) == 120"));
+        assert!(c.contains("static_assert(sizeof(BatchArgs) == 128"));
         assert!(c.contains("__builtin_offsetof(BatchArgs, next_query) == 48"));
         assert!(!c.contains("_pad"), "the padding is the host's name only");
         assert!(c.contains("#if __has_builtin(__builtin_offsetof)"));

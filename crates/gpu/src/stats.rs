@@ -44,6 +44,69 @@ pub struct GpuStats {
     pub staged_bytes: u64,
     /// Bytes copied into the list cache by plan changes.
     pub cache_fill_bytes: u64,
+    /// Where each query's time on the device went, query by query (the first [`QUERY_TIMES_KEPT`]);
+    /// empty unless instrumented.
+    pub query_times: Vec<QueryTimes>,
+}
+
+/// The most queries' times a [`GpuStats`] keeps: some 80 MB.
+pub const QUERY_TIMES_KEPT: usize = 1 << 22;
+
+/// Where one query's time on the device went (instrumented runs), in µs: read from the device's
+/// clock as each of its batch's tasks was taken and answered, and from the events around the kernel.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QueryTimes {
+    /// From the kernel's launch to its batch's first task taken: the launch, and SMs that earlier
+    /// batches' CTAs still held.
+    pub launch_us: f32,
+    /// From then to the query's first part taken: behind the batch's other tasks.
+    pub queued_us: f32,
+    /// From its first part taken to its last part's answer written: its own run.
+    pub run_us: f32,
+    /// From then to the batch's last answer: waiting for the batch's slowest task.
+    pub behind_us: f32,
+    /// Tasks in its batch (a query cut into parts has one per part).
+    pub batch_tasks: u32,
+}
+
+impl QueryTimes {
+    /// The parts of these times, named.
+    pub const PARTS: [&'static str; 4] = ["launch", "queued", "run", "behind"];
+
+    /// The four times, in the order of [`QueryTimes::PARTS`].
+    pub fn parts(&self) -> [f32; 4] {
+        [self.launch_us, self.queued_us, self.run_us, self.behind_us]
+    }
+}
+
+/// The times of one batch's queries: `ns` holds, per task in out_slot order, the device clock when it
+/// was taken and when it was answered; `slots` each task's query (a query's parts adjacent);
+/// `kernel_ms` the kernel's time between its events.
+pub(crate) fn batch_times(ns: &[u64], slots: &[usize], kernel_ms: f64) -> Vec<QueryTimes> {
+    let tasks = slots.len();
+    let taken = |t: usize| ns[2 * t];
+    let answered = |t: usize| ns[2 * t + 1];
+    let (Some(first), Some(last)) = ((0..tasks).map(taken).min(), (0..tasks).map(answered).max()) else {
+        return Vec::new();
+    };
+    let us = |a: u64, b: u64| b.saturating_sub(a) as f32 / 1e3;
+    let launch_us = (kernel_ms * 1e3 - f64::from(us(first, last))).max(0.0) as f32;
+    let mut out = Vec::new();
+    let mut t = 0;
+    while t < tasks {
+        let end = t + slots[t..].iter().take_while(|&&q| q == slots[t]).count();
+        let start = (t..end).map(taken).min().expect("a part");
+        let done = (t..end).map(answered).max().expect("a part");
+        out.push(QueryTimes {
+            launch_us,
+            queued_us: us(first, start),
+            run_us: us(start, done),
+            behind_us: us(done, last),
+            batch_tasks: tasks as u32,
+        });
+        t = end;
+    }
+    out
 }
 
 impl GpuStats {
@@ -68,6 +131,13 @@ impl GpuStats {
         self.staged_blocks += other.staged_blocks;
         self.staged_bytes += other.staged_bytes;
         self.cache_fill_bytes += other.cache_fill_bytes;
+        self.keep_times(other.query_times.iter().copied());
+    }
+
+    /// Adds queries' times, up to [`QUERY_TIMES_KEPT`] in all (a server's, never taken, stays bounded).
+    pub(crate) fn keep_times(&mut self, times: impl IntoIterator<Item = QueryTimes>) {
+        let room = QUERY_TIMES_KEPT.saturating_sub(self.query_times.len());
+        self.query_times.extend(times.into_iter().take(room));
     }
 
     /// Blocks of the queries' docID ranges, per query term: what exhaustive evaluation decodes.
@@ -94,5 +164,36 @@ impl GpuStats {
                 .map(|(&name, c)| (name, c as f64 / total as f64))
                 .collect()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batchs_times_split_each_querys_wait_run_and_wait_for_the_slowest() {
+        // Three queries: 0 (one task), 1 (two parts), 2 (one task); clocks in ns.
+        let ns = [
+            1_000, 5_000, // query 0
+            3_000, 9_000, // query 1, part 0
+            2_000, 21_000, // query 1, part 1: the batch's last answer
+            4_000, 6_000, // query 2
+        ];
+        let got = batch_times(&ns, &[0, 1, 1, 2], 0.025);
+        let want = |queued, run, behind| QueryTimes {
+            launch_us: 5.0, // 25 µs of kernel, 20 µs from the first task taken to the last answer
+            queued_us: queued,
+            run_us: run,
+            behind_us: behind,
+            batch_tasks: 4,
+        };
+        assert_eq!(
+            got,
+            vec![want(0.0, 4.0, 16.0), want(1.0, 19.0, 0.0), want(3.0, 2.0, 15.0)]
+        );
+        assert!(batch_times(&[], &[], 1.0).is_empty());
+        // Events that time the kernel shorter than its tasks (their clocks differ) give no launch.
+        assert_eq!(batch_times(&ns, &[0, 1, 1, 2], 0.001)[0].launch_us, 0.0);
     }
 }

@@ -1,8 +1,12 @@
 //! An engine's counters for people and for JSON reports: the GPU's, the list cache's, the hybrid
 //! scheduler's, and where early termination stopped.
 
+use std::time::Duration;
+
 use serde_json::{json, Value};
-use warpsearch_engine::{CacheStats, GpuStats, HybridStats};
+use warpsearch_engine::{CacheStats, GpuStats, HybridStats, QueryTimes};
+
+use super::stats::Latency;
 
 /// One line of GPU counters for --stats.
 pub fn gpu_stats_line(s: &GpuStats) -> String {
@@ -49,6 +53,55 @@ pub fn gpu_json(s: &GpuStats) -> Value {
            "h2d_ms": s.h2d_ms, "kernel_ms": s.kernel_ms, "d2h_ms": s.d2h_ms, "prepare_ms": s.prepare_ms,
            "stage_ms": s.stage_ms, "wait_ms": s.wait_ms, "phase_share": phases, "decoded_blocks": s.decoded_blocks, "query_blocks": s.query_blocks(),
            "cpu_fallback_queries": s.failed_queries})
+}
+
+/// Each part of the GPU's queries' device time ([`QueryTimes::PARTS`], then their sum) over the
+/// queries, and the median tasks of their batches; None unless instrumented (`--gpu-profile`).
+fn device_times(s: &GpuStats) -> Option<(Vec<(&'static str, Latency)>, u32)> {
+    let t = &s.query_times;
+    if t.is_empty() {
+        return None;
+    }
+    let spread = |f: &dyn Fn(&QueryTimes) -> f32| {
+        Latency::of(
+            t.iter()
+                .map(|q| Duration::from_secs_f64(f64::from(f(q)) / 1e6))
+                .collect(),
+        )
+    };
+    let mut parts: Vec<(&'static str, Latency)> = (0..QueryTimes::PARTS.len())
+        .map(|i| (QueryTimes::PARTS[i], spread(&|q| q.parts()[i])))
+        .collect();
+    parts.push(("all", spread(&|q| q.parts().iter().sum())));
+    let mut tasks: Vec<u32> = t.iter().map(|q| q.batch_tasks).collect();
+    tasks.sort_unstable();
+    Some((parts, tasks[tasks.len() / 2]))
+}
+
+/// One line of where the GPU's queries spent their device time: each part's p50 / p99 / p99.9 in ms
+/// (launch: until the batch's first task was taken; queued: behind the batch's other tasks; run: its
+/// own; behind: waiting for the batch's last answer); None unless instrumented (`--gpu-profile`).
+pub fn gpu_times_line(s: &GpuStats) -> Option<String> {
+    let (parts, tasks) = device_times(s)?;
+    let parts: Vec<String> = parts
+        .iter()
+        .map(|(name, l)| format!("{name} {:.2} / {:.2} / {:.2}", l.p50, l.p99, l.p999))
+        .collect();
+    Some(format!(
+        "GPU time of a query, p50 / p99 / p99.9 ms: {}; {} queries, batches of {tasks} tasks (median)",
+        parts.join(", "),
+        s.query_times.len()
+    ))
+}
+
+/// [`gpu_times_line`] as JSON: each part's percentiles (ms), the queries, the median batch's tasks.
+pub fn gpu_times_json(s: &GpuStats) -> Option<Value> {
+    let (parts, tasks) = device_times(s)?;
+    let parts: serde_json::Map<String, Value> = parts
+        .iter()
+        .map(|(name, l)| (name.to_string(), l.json()))
+        .collect();
+    Some(json!({"parts_ms": parts, "queries": s.query_times.len(), "batch_tasks_p50": tasks}))
 }
 
 /// One line of the hybrid scheduler's counters: who answered, prediction errors, steals, splits, misses.

@@ -10,6 +10,7 @@ use super::slot::InFlight;
 use super::GpuSearcher;
 use crate::abi::{COUNT_FAILED, PHASE_COUNTERS, PH_BLOCKS};
 use crate::error::GpuError;
+use crate::stats::batch_times;
 
 impl GpuSearcher {
     /// Waits for slot `s`'s batch, if any, and turns its results into answers.
@@ -59,6 +60,8 @@ impl GpuSearcher {
                 }
                 self.stats.decoded_blocks += cta[PH_BLOCKS];
             }
+            let ns = &slot.h_task_ns.as_slice()[..2 * p.slots.len()];
+            self.stats.keep_times(batch_times(ns, &p.slots, kernel));
         }
         let latency = job.started.elapsed();
         let k = job.k;

@@ -244,6 +244,11 @@ impl GpuSearcher {
                 0
             },
             shared_keys: desc + kat as u64,
+            task_ns: if self.gopts.instrument {
+                ptr(&slot.task_ns, &slot.stream)
+            } else {
+                0
+            },
         };
         let st = &slot.stream;
         // The staged blocks are in the slot's pinned buffer ([`GpuSearcher::gather`]).
@@ -269,6 +274,7 @@ impl GpuSearcher {
         if self.gopts.instrument {
             let c = slot.phases.len();
             driver::copy_to_host(st, &mut slot.h_phases.as_mut_slice()[..c], ba.phase_cycles)?;
+            driver::copy_to_host(st, &mut slot.h_task_ns.as_mut_slice()[..2 * n], ba.task_ns)?;
         }
         slot.events[3].record(st)?;
         self.stats.batches += 1;

@@ -44,11 +44,14 @@ pub(crate) struct Slot {
     pub(crate) scratch_tf: CudaSlice<u32>,
     pub(crate) topbuf: CudaSlice<u64>,
     pub(crate) phases: CudaSlice<u64>,
+    /// Per task: when a CTA took it and when its answer was written (instrumented runs).
+    pub(crate) task_ns: CudaSlice<u64>,
     pub(crate) h_desc: Pinned<u8>,
     pub(crate) h_doc: Pinned<u32>,
     pub(crate) h_score: Pinned<f32>,
     pub(crate) h_count: Pinned<u32>,
     pub(crate) h_phases: Pinned<u64>,
+    pub(crate) h_task_ns: Pinned<u64>,
     pub(crate) h_zero: Pinned<u32>,
     /// Staged blocks on their way: words, then the skip data's five columns.
     pub(crate) h_stage: Pinned<u32>,
@@ -80,11 +83,13 @@ impl Slot {
             scratch_tf: stream.alloc_zeros(ctas * chunk(gpu.threads()) * BLOCK_LEN)?,
             topbuf: stream.alloc_zeros(ctas * TOPK_CAP)?,
             phases: stream.alloc_zeros(ctas * PHASE_COUNTERS)?,
+            task_ns: stream.alloc_zeros(2 * batch)?,
             h_desc: Pinned::new(&gpu.ctx, desc_bytes)?,
             h_doc: Pinned::new(&gpu.ctx, batch * k)?,
             h_score: Pinned::new(&gpu.ctx, batch * k)?,
             h_count: Pinned::new(&gpu.ctx, batch)?,
             h_phases: Pinned::new(&gpu.ctx, ctas * PHASE_COUNTERS)?,
+            h_task_ns: Pinned::new(&gpu.ctx, 2 * batch)?,
             h_zero: {
                 let mut z = Pinned::new(&gpu.ctx, 1)?;
                 z.as_mut_slice()[0] = 0;
