@@ -116,6 +116,8 @@ fn engine_equals_the_oracle_on_random_indexes() {
             small_or: [4096, 0, 64][seed as usize % 3],
             // AND steps: the default, binary search only, merging always, merging only at 1:1.
             merge_ratio: [2, 0, u32::MAX, 1][(seed as usize / 2) % 4],
+            // Answers into host memory as they are done, or copied back after the kernel.
+            map_answers: seed % 3 != 2,
             ..GpuOptions::default()
         };
         for mode in [Mode::And, Mode::Or, Mode::AndOr] {
@@ -154,12 +156,13 @@ fn an_instrumented_run_times_each_query_and_answers_as_the_oracle() {
     let tmp = tempfile::tempdir().unwrap();
     let (index, v) = random_index(tmp.path(), 0x7157, Codec::SimdBp, None);
     let queries = random_queries(&index, v, 3);
-    // Batches of 7 tasks; long queries cut into parts of about 60 postings.
+    // Batches of 7 tasks; queries cut into parts of about 20 postings (OR) and 2 of the shortest list
+    // (AND).
     let gopts = GpuOptions {
         instrument: true,
         batch_size: 7,
-        split_cost: 60,
-        and_split_cost: 60,
+        split_cost: 20,
+        and_split_cost: 2,
         split_waves: 0,
         ..GpuOptions::default()
     };
@@ -308,6 +311,86 @@ fn failed_batches_are_answered_by_the_cpu() {
             notes.iter().any(|n| n.contains("answered on the CPU")),
             "{mode:?}: {notes:?}"
         );
+    }
+}
+
+/// Queries submitted as they come (the GPU backend's continuous calls, each query's answer leaving
+/// as soon as the GPU has it, before the rest of its batch): every query answered once, with the
+/// oracle's answer; with answers copied back after each kernel, the same.
+#[test]
+fn submitted_queries_leave_as_they_are_done_with_the_oracles_answers() {
+    let Some(_) = gpu() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (index, v) = random_index(tmp.path(), 0xEA51, Codec::SimdBp, None);
+    let queries = random_queries(&index, v, 0xEA51);
+    let options = SearchOptions::new(&index);
+    let oracle = oracle(&index, options);
+    let scorer = Arc::new(Scorer::new(index.clone(), options).unwrap());
+    for map_answers in [true, false] {
+        let gpu = GpuOptions {
+            map_answers,
+            kernels: warpsearch_gpu::testing::kernel_options(),
+            ..GpuOptions::default()
+        };
+        let options = EngineOptions {
+            backend: BackendChoice::Gpu,
+            gpu,
+            ..EngineOptions::default()
+        };
+        let engine = Engine::new(scorer.clone(), options).unwrap();
+        let mut early = 0;
+        for (mode, k) in [
+            (Mode::Or, 1000),
+            (Mode::And, 10),
+            (Mode::AndOr, 10),
+            (Mode::Or, 10),
+        ] {
+            let reqs = requests(&queries, mode, k);
+            let (tx, rx) = std::sync::mpsc::channel();
+            let reply: Arc<dyn Reply> = Arc::new(tx);
+            // Twenty rounds, each in submissions of 1 to 7 queries, so that calls overlap.
+            let mut id = 0u64;
+            for round in 0..20 {
+                let mut at = 0;
+                while at < reqs.len() {
+                    let n = (1 + (round + at) % 7).min(reqs.len() - at);
+                    engine.submit(id, reqs[at..at + n].to_vec(), None, reply.clone());
+                    id += n as u64;
+                    at += n;
+                }
+            }
+            drop(reply);
+            let mut seen = vec![false; id as usize];
+            for _ in 0..id {
+                let done = rx
+                    .recv_timeout(Duration::from_secs(60))
+                    .expect("every answer within a minute");
+                let i = done.id as usize;
+                assert!(
+                    !std::mem::replace(&mut seen[i], true),
+                    "{mode:?}: query {i} answered twice"
+                );
+                let r = &reqs[i % reqs.len()];
+                let hits = done.result.unwrap().hits;
+                assert!(
+                    same(&hits, &oracle.search(r).unwrap()),
+                    "{mode:?} k {k}: query {i}"
+                );
+            }
+            assert!(seen.iter().all(|&s| s), "{mode:?}: a query was not answered");
+            let stats = engine.take_gpu_stats().unwrap();
+            assert_eq!(stats.failed_queries, 0);
+            early += stats.answered_early;
+        }
+        eprintln!("map_answers {map_answers}: {early} queries answered before their batch ended");
+        if map_answers {
+            assert!(early > 0, "no answer left before its batch ended");
+        } else {
+            assert_eq!(
+                early, 0,
+                "answers copied back after the kernel cannot leave before it"
+            );
+        }
     }
 }
 

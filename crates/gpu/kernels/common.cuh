@@ -103,6 +103,7 @@ struct BatchArgs {
     u32 small_or;         // OR queries of at most this many postings are sorted, not accumulated (0: never)
     u32 merge_ratio;      // AND steps merge (merge-find, merge-path) when the list's postings in the
                           // candidates' range are at most merge_ratio per candidate; else binary search
+    u32 answers_mapped;   // 1: the outputs are host memory read while the kernel runs (a count after its hits)
     u32* next_query;      // work counter (zeroed before launch)
     u32* out_doc;
     float* out_score;

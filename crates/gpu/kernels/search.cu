@@ -55,11 +55,18 @@ __device__ __forceinline__ void search_body(const IndexArgs& ix, const BatchArgs
         __syncthreads();
         u32* od = ba.out_doc + (u64)qd.out_slot * ba.k;
         float* os = ba.out_score + (u64)qd.out_slot * ba.k;
+        // With the outputs in host memory, the host takes a query's hits as soon as its count is
+        // there: each thread's hits reach host memory before thread 0 writes the count.
+        volatile u32* count = ba.out_count + qd.out_slot;
         if (s.top.failed) {
-            if (threadIdx.x == 0) ba.out_count[qd.out_slot] = COUNT_FAILED;
+            if (threadIdx.x == 0) *count = COUNT_FAILED;
         } else {
             u32 got = topk_finish(buf, ba.k, &s.top, (u64*)dyn, od, os);  // the query's arrays are free
-            if (threadIdx.x == 0) ba.out_count[qd.out_slot] = got;
+            if (ba.answers_mapped) {
+                __threadfence_system();
+                __syncthreads();
+            }
+            if (threadIdx.x == 0) *count = got;
         }
         clk.lap(PH_TOPK);
         if (threadIdx.x == 0 && ba.task_ns) ba.task_ns[2u * qd.out_slot + 1u] = device_ns();

@@ -57,6 +57,8 @@ pub const MODE_OR: u32 = 1;
 
 /// `out_count` of a query the kernel could not answer (`COUNT_FAILED`: a malformed block).
 pub const COUNT_FAILED: u32 = u32::MAX;
+/// `out_count` in host memory of a task not yet answered: the host's, set before launch (above any k).
+pub const COUNT_PENDING: u32 = u32::MAX - 1;
 
 /// Phase counters of an instrumented CTA (`PH_*`): indices into its [`PHASE_COUNTERS`] u64s at
 /// [`BatchArgs::phase_cycles`]. The first five are clock cycles per phase, in the order of
@@ -203,9 +205,10 @@ pub struct BatchArgs {
     pub small_or: u32,
     /// AND steps merge when the list holds at most this many postings per candidate in range.
     pub merge_ratio: u32,
-    /// The padding the kernel's struct has before the next pointer (its alignment), named so that
-    /// every byte of the struct is a field; always 0, never read.
-    pub _pad: u32,
+    /// 1: `out_doc`, `out_score` and `out_count` are host memory, read by the host while the kernel
+    /// runs: each query's count is written after its hits, fenced, so that a count the host sees has
+    /// its hits with it (0: device memory, copied back after the kernel).
+    pub answers_mapped: u32,
     /// Work counter (a u32 zeroed before launch).
     pub next_query: u64,
     /// `num_queries · k` docIDs.
@@ -341,7 +344,7 @@ layouts! {
     BatchArgs {
         size: 128,
         queries: 0, terms: 8, num_queries: 16, k: 20, mode: 24, early: 28, window: 32,
-        small_or: 36, merge_ratio: 40, _pad: 44, next_query: 48, out_doc: 56, out_score: 64, out_count: 72,
+        small_or: 36, merge_ratio: 40, answers_mapped: 44, next_query: 48, out_doc: 56, out_score: 64, out_count: 72,
         scratch_doc: 80, scratch_tf: 88, topbuf: 96, phase_cycles: 104, shared_keys: 112,
         task_ns: 120,
     }
@@ -556,7 +559,7 @@ mod tests {
             window: 16384,
             small_or: 4096,
             merge_ratio: 2,
-            _pad: 0,
+            answers_mapped: 1,
             next_query: 0x30,
             out_doc: 0x40,
             out_score: 0x50,
@@ -569,7 +572,7 @@ mod tests {
             task_ns: 0xb0,
         };
         let mut words = vec![(0x10, 8), (0x20, 8)];
-        words.extend([3, 10, 1, 1, 16384, 4096, 2, 0].map(|v| (v, 4)));
+        words.extend([3, 10, 1, 1, 16384, 4096, 2, 1].map(|v| (v, 4)));
         words.extend([0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0, 0xa0, 0xb0].map(|v| (v, 8)));
         assert_eq!(bytemuck::bytes_of(&ba), &le(&words)[..]);
     }
@@ -637,8 +640,8 @@ mod tests {
         assert!(c.contains("static_assert(CHUNK == 512"));
         assert!(c.contains("OR_STATE_WORDS * 4u == 3088u"));
         let fields: usize = LAYOUTS.iter().map(|l| l.2.len()).sum();
-        // One per field but the three paddings.
-        assert_eq!(c.matches("__builtin_offsetof(").count(), fields - 3);
+        // One per field but the two paddings.
+        assert_eq!(c.matches("__builtin_offsetof(").count(), fields - 2);
         let b = build_layout_checks();
         assert!(b.contains("static_assert(sizeof(BoundArgs) == 80"));
         assert!(b.contains("__builtin_offsetof(BoundArgs, avg_doc_len) == 72"));

@@ -141,6 +141,45 @@ impl<T: Copy> Pinned<T> {
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 
+    /// The address a kernel writes this memory at (it is mapped into the device's address space), or
+    /// `None` where the driver cannot give one.
+    pub(crate) fn device_ptr(&self) -> Option<u64> {
+        let mut dptr: sys::CUdeviceptr = 0;
+        // SAFETY: `ptr` came from `cuMemHostAlloc` in a context current on the thread that made it;
+        // the call only writes `dptr`.
+        let r = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut dptr, self.ptr as *mut c_void, 0) };
+        (r == sys::CUresult::CUDA_SUCCESS && dptr != 0).then_some(dptr)
+    }
+
+    /// Element `i`, read afresh from memory (a kernel may be writing the buffer meanwhile), without
+    /// forming a reference to the buffer.
+    pub(crate) fn volatile(&self, i: usize) -> T {
+        assert!(i < self.len, "element {i} of {}", self.len);
+        // SAFETY: `i` is in bounds; the element is initialised (zeroed at allocation, then written by
+        // the host or the device); a volatile read of a `Copy` value needs no exclusive access.
+        unsafe { std::ptr::read_volatile(self.ptr.add(i)) }
+    }
+
+    /// Elements `range`, copied out without forming a reference to the whole buffer, whose other
+    /// elements a kernel may be writing meanwhile. The caller knows these are written (their count
+    /// was read after them).
+    pub(crate) fn copy_out(&self, range: std::ops::Range<usize>) -> Vec<T> {
+        assert!(
+            range.start <= range.end && range.end <= self.len,
+            "{range:?} of {}",
+            self.len
+        );
+        let n = range.end - range.start;
+        let mut v = Vec::with_capacity(n);
+        // SAFETY: the range is in bounds and initialised; `v` has room for `n` elements, which the
+        // copy initialises before `set_len`; the regions cannot overlap (`v` is a fresh allocation).
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.ptr.add(range.start), v.as_mut_ptr(), n);
+            v.set_len(n);
+        }
+        v
+    }
+
     pub(crate) fn as_mut_slice(&mut self) -> &mut [T] {
         // SAFETY: as above, and `&mut self` makes the borrow unique.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }

@@ -74,6 +74,11 @@ pub struct GpuOptions {
     /// Time each batch (its host work and its copies, kernel and answers on the device, after the
     /// searcher was made) and each plan change, and report them as `tracing` events at debug level.
     pub trace: bool,
+    /// The kernel writes each query's answer straight into host memory as soon as it is done, so that
+    /// [`crate::GpuSearcher::poll`] hands it over before the rest of its batch
+    /// ([`crate::GpuSearcher::take_early`]); false: answers go to device memory and are copied back
+    /// after the kernel.
+    pub map_answers: bool,
 }
 
 impl Default for GpuOptions {
@@ -98,6 +103,7 @@ impl Default for GpuOptions {
             kernels: KernelOptions::default(),
             host_gather: false,
             trace: false,
+            map_answers: true,
         }
     }
 }

@@ -44,6 +44,8 @@ pub struct GpuStats {
     pub staged_bytes: u64,
     /// Bytes copied into the list cache by plan changes.
     pub cache_fill_bytes: u64,
+    /// Queries answered while the rest of their batch still ran ([`crate::GpuOptions::map_answers`]).
+    pub answered_early: u64,
     /// Where each query's time on the device went, query by query (the first [`QUERY_TIMES_KEPT`]);
     /// empty unless instrumented.
     pub query_times: Vec<QueryTimes>,
@@ -131,6 +133,7 @@ impl GpuStats {
         self.staged_blocks += other.staged_blocks;
         self.staged_bytes += other.staged_bytes;
         self.cache_fill_bytes += other.cache_fill_bytes;
+        self.answered_early += other.answered_early;
         self.keep_times(other.query_times.iter().copied());
     }
 

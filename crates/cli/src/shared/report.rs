@@ -12,7 +12,7 @@ use super::stats::Latency;
 pub fn gpu_stats_line(s: &GpuStats) -> String {
     let mut line = format!(
         "GPU: {} batches, {} queries; host→device {:.2} MiB in {:.2} ms, kernels {:.2} ms, device→host \
-         {:.2} MiB in {:.2} ms, host preparation {:.2} ms, staging {:.2} ms, waiting {:.2} ms; {} queries answered by the CPU after a GPU failure",
+         {:.2} MiB in {:.2} ms, host preparation {:.2} ms, staging {:.2} ms, waiting {:.2} ms; {} queries answered before their batch ended; {} queries answered by the CPU after a GPU failure",
         s.batches,
         s.queries,
         s.h2d_bytes as f64 / (1u64 << 20) as f64,
@@ -23,6 +23,7 @@ pub fn gpu_stats_line(s: &GpuStats) -> String {
         s.prepare_ms,
         s.stage_ms,
         s.wait_ms,
+        s.answered_early,
         s.failed_queries
     );
     if let Some(shares) = s.phase_shares() {
@@ -52,7 +53,7 @@ pub fn gpu_json(s: &GpuStats) -> Value {
     json!({"batches": s.batches, "queries": s.queries, "h2d_bytes": s.h2d_bytes, "d2h_bytes": s.d2h_bytes,
            "h2d_ms": s.h2d_ms, "kernel_ms": s.kernel_ms, "d2h_ms": s.d2h_ms, "prepare_ms": s.prepare_ms,
            "stage_ms": s.stage_ms, "wait_ms": s.wait_ms, "phase_share": phases, "decoded_blocks": s.decoded_blocks, "query_blocks": s.query_blocks(),
-           "cpu_fallback_queries": s.failed_queries})
+           "answered_early": s.answered_early, "cpu_fallback_queries": s.failed_queries})
 }
 
 /// Each part of the GPU's queries' device time ([`QueryTimes::PARTS`], then their sum) over the

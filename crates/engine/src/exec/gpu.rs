@@ -416,6 +416,16 @@ struct Addressee {
     reply: Arc<dyn Reply>,
 }
 
+impl Addressee {
+    /// Its query `i`'s id and documents.
+    fn query(&self, i: usize) -> (u64, DocRange) {
+        match &self.tasks {
+            Some(tasks) => tasks[i],
+            None => (self.first_id + i as u64, DocRange::ALL),
+        }
+    }
+}
+
 /// One call: where its answers go, when it was taken from the queue, its requests (the CPU answers
 /// those the GPU fails) and their documents (None: all of each), and what the scheduler predicted of
 /// it.
@@ -427,6 +437,43 @@ struct Call {
     /// The one mode of its requests, if they share one, and their predicted work.
     mode: Option<Mode>,
     work: f64,
+    /// Per request: whether its answer has left already, before the call's end (empty: none has).
+    sent: Vec<bool>,
+}
+
+impl Call {
+    /// Where request `i`'s answer goes: its addressee, and its id and documents there.
+    fn address(&self, mut i: usize) -> (&Addressee, u64, DocRange) {
+        for a in &self.to {
+            if i < a.queries {
+                let (id, range) = a.query(i);
+                return (a, id, range);
+            }
+            i -= a.queries;
+        }
+        panic!("a request of the call")
+    }
+
+    /// Hands request `i`'s answer over now, before the rest of the call's (the GPU found it done while
+    /// its batch ran); the call's end then skips it.
+    fn send_early(&mut self, s: &Shared, i: usize, mut answer: Answer) {
+        if self.sent.is_empty() {
+            self.sent = vec![false; self.requests.len()];
+        }
+        if std::mem::replace(&mut self.sent[i], true) {
+            return;
+        }
+        let (a, id, _) = self.address(i);
+        answer.latency += self.taken - a.submitted;
+        let missed = a.deadline.is_some_and(|d| a.submitted.elapsed() > d);
+        s.on_device.fetch_sub(1, Ordering::Relaxed);
+        a.reply.send(Done {
+            id,
+            result: Ok(answer),
+            served_by: ServedBy::Gpu,
+            missed_deadline: missed,
+        });
+    }
 }
 
 /// A call's answers, for the delivering thread.
@@ -512,6 +559,9 @@ fn continuous(s: &Shared, limit: &dyn Fn() -> usize, slots: usize, tx: &Sender<D
                 }
             }
         }
+        // Answers done before their batches: those of calls still out leave now (a call just done
+        // hands over all of its own).
+        let early = gpu.take_early();
         let room = gpu.batches_in_flight() < slots;
         if !done.is_empty() {
             // Counted before the answers go (a call's counters, its submission's included, are in by
@@ -519,6 +569,11 @@ fn continuous(s: &Shared, limit: &dyn Fn() -> usize, slots: usize, tx: &Sender<D
             lock(&s.stats).add(&gpu.take_stats());
         }
         drop(gpu);
+        for (id, i, answer) in early {
+            if let Some((_, c, _)) = on_gpu.iter_mut().find(|(c, _, _)| *c == id) {
+                c.send_early(s, i, answer);
+            }
+        }
         for (c, sent, answers) in done {
             // What the scheduler learns is a call's latency, hand-over to answers: what a query
             // given to the GPU waits (the calls on it at once overlap).
@@ -578,6 +633,7 @@ fn addressees(batches: Vec<Batch>) -> Call {
         ranges: ranged.then(Vec::new),
         mode: None,
         work: 0.0,
+        sent: Vec::new(),
     };
     for b in batches {
         let queries = b.len();
@@ -622,7 +678,11 @@ fn addressees(batches: Vec<Batch>) -> Call {
 
 /// Hands each batch of a call its answers, at once; what the GPU failed goes to the CPU.
 fn deliver(s: &Shared, (call, answers): Delivery) {
-    s.on_device.fetch_sub(call.requests.len(), Ordering::Relaxed);
+    let early = call.sent.iter().filter(|&&x| x).count();
+    s.on_device
+        .fetch_sub(call.requests.len() - early, Ordering::Relaxed);
+    let sent = |i: usize| call.sent.get(i).copied().unwrap_or(false);
+    let mut at = 0;
     let mut answers = answers.into_iter();
     let mut requests = call.requests.into_iter();
     let mut failures = Failures::default();
@@ -635,11 +695,13 @@ fn deliver(s: &Shared, (call, answers): Delivery) {
         let mut failed = Vec::new();
         for i in 0..a.queries {
             let request = requests.next().expect("a request per answer");
-            let (id, range) = match &a.tasks {
-                Some(tasks) => tasks[i],
-                None => (a.first_id + i as u64, DocRange::ALL),
-            };
-            let result = match answers.next().expect("an answer per request") {
+            let (id, range) = a.query(i);
+            let answer = answers.next().expect("an answer per request");
+            at += 1;
+            if sent(at - 1) {
+                continue;
+            }
+            let result = match answer {
                 Gpu::Final(result) => result,
                 Gpu::Answer(Ok(answer)) => Ok(answer),
                 Gpu::Answer(Err(e)) => {

@@ -31,7 +31,7 @@ pub use calls::CallId;
 use std::sync::Arc;
 
 use cudarc::driver::CudaSlice;
-use warpsearch_query::Scorer;
+use warpsearch_query::{Answer, Scorer};
 
 use crate::cache::{Capacity, PlanFeed};
 use crate::device::Gpu;
@@ -72,6 +72,9 @@ pub struct GpuSearcher {
     host_pool: Option<Arc<rayon::ThreadPool>>,
     /// The calls whose answers are not yet taken back.
     calls: Calls,
+    /// Answers found by [`GpuSearcher::poll`] before their batch ended, not yet taken
+    /// ([`GpuSearcher::take_early`]): (call, request, answer).
+    answered_early: Vec<(CallId, usize, Answer)>,
     /// The slot the next kernel batch goes to (round robin, across calls).
     next_slot: usize,
     /// The index's words, page-locked for staging copies straight from them (a cached searcher,

@@ -10,9 +10,10 @@ use cudarc::driver::CudaStream;
 use warpsearch_query::{DocRange, Mode, Ranking, Request};
 
 use super::calls::CallId;
+use super::collect::query_tasks;
 use super::slot::InFlight;
 use super::GpuSearcher;
-use crate::abi::{BatchArgs, IndexArgs, MODE_AND, MODE_OR};
+use crate::abi::{BatchArgs, IndexArgs, COUNT_PENDING, MODE_AND, MODE_OR};
 use crate::batch::{batches, prepare, Prepared, Split};
 use crate::driver::{self, ptr};
 use crate::error::GpuError;
@@ -116,6 +117,14 @@ impl GpuSearcher {
             }
             let staged = stage.used().bytes();
             self.calls.batch_sent(call);
+            // and-or's answers may still change (its OR pass), so they wait for the batch.
+            let pending = match self.slots[s].mapped {
+                Some(_) => query_tasks(&prepared.slots)
+                    .filter(|&(t, _)| requests[prepared.slots[t]].borrow().mode != Mode::AndOr)
+                    .collect(),
+                None => Vec::new(),
+            };
+            let early = vec![false; prepared.slots.len()];
             self.slots[s].in_flight = Some(InFlight {
                 call,
                 prepared,
@@ -125,6 +134,8 @@ impl GpuSearcher {
                 spans: stage.spans.len(),
                 split_cost: split.cost,
                 blocks: (stage.cached_blocks, stage.staged_blocks),
+                pending,
+                early,
             });
             if last && b + 1 == chunks.len() {
                 // The call's last batch: a plan ready now changes the cache while it computes. (Not
@@ -230,11 +241,17 @@ impl GpuSearcher {
             window: self.gopts.window,
             small_or: self.small_or,
             merge_ratio: self.gopts.merge_ratio,
-            _pad: 0,
+            answers_mapped: slot.mapped.is_some() as u32,
             next_query: ptr(&slot.counter, &slot.stream),
-            out_doc: ptr(&slot.out_doc, &slot.stream),
-            out_score: ptr(&slot.out_score, &slot.stream),
-            out_count: ptr(&slot.out_count, &slot.stream),
+            out_doc: slot
+                .mapped
+                .map_or_else(|| ptr(&slot.out_doc, &slot.stream), |m| m[0]),
+            out_score: slot
+                .mapped
+                .map_or_else(|| ptr(&slot.out_score, &slot.stream), |m| m[1]),
+            out_count: slot
+                .mapped
+                .map_or_else(|| ptr(&slot.out_count, &slot.stream), |m| m[2]),
             scratch_doc: ptr(&slot.scratch_doc, &slot.stream),
             scratch_tf: ptr(&slot.scratch_tf, &slot.stream),
             topbuf: ptr(&slot.topbuf, &slot.stream),
@@ -266,11 +283,17 @@ impl GpuSearcher {
             driver::memset_async(st, ba.phase_cycles, 0, slot.phases.len() * 8)?;
         }
         slot.events[1].record(st)?;
+        if slot.mapped.is_some() {
+            // The slot's last batch is collected, so the host alone touches its counts until launch.
+            slot.h_count.as_mut_slice()[..n].fill(COUNT_PENDING);
+        }
         launch::search_batch(&gpu, st, grid, smem, &ix, &ba)?;
         slot.events[2].record(st)?;
-        driver::copy_to_host(st, &mut slot.h_count.as_mut_slice()[..n], ba.out_count)?;
-        driver::copy_to_host(st, &mut slot.h_doc.as_mut_slice()[..n * k], ba.out_doc)?;
-        driver::copy_to_host(st, &mut slot.h_score.as_mut_slice()[..n * k], ba.out_score)?;
+        if slot.mapped.is_none() {
+            driver::copy_to_host(st, &mut slot.h_count.as_mut_slice()[..n], ba.out_count)?;
+            driver::copy_to_host(st, &mut slot.h_doc.as_mut_slice()[..n * k], ba.out_doc)?;
+            driver::copy_to_host(st, &mut slot.h_score.as_mut_slice()[..n * k], ba.out_score)?;
+        }
         if self.gopts.instrument {
             let c = slot.phases.len();
             driver::copy_to_host(st, &mut slot.h_phases.as_mut_slice()[..c], ba.phase_cycles)?;

@@ -102,7 +102,8 @@ impl GpuSearcher {
     }
 
     /// Collects every batch the GPU has finished, without waiting for the others, so that the calls
-    /// they complete come back by [`GpuSearcher::take_done`] as soon as they are done.
+    /// they complete come back by [`GpuSearcher::take_done`] as soon as they are done; and, of the
+    /// batches still running, answers the queries already done ([`GpuSearcher::take_early`]).
     pub fn poll(&mut self) {
         // The events are queried in the searcher's context, which may not be current on this thread.
         if self.gpu.ctx.bind_to_thread().is_err() {
@@ -110,10 +111,22 @@ impl GpuSearcher {
         }
         for s in 0..self.slots.len() {
             let slot = &self.slots[s];
-            if slot.in_flight.is_some() && driver::event_done(&slot.events[3]) {
+            if slot.in_flight.is_none() {
+                continue;
+            }
+            if driver::event_done(&slot.events[3]) {
                 self.harvest(s);
+            } else if slot.mapped.is_some() {
+                self.answer_early(s);
             }
         }
+    }
+
+    /// The answers [`GpuSearcher::poll`] found before their batches ended, not taken before: (call,
+    /// request, answer). Each is also among its call's answers when the call is taken back
+    /// ([`GpuSearcher::take_done`]); a caller that hands these over skips them there.
+    pub fn take_early(&mut self) -> Vec<(CallId, usize, Answer)> {
+        std::mem::take(&mut self.answered_early)
     }
 
     /// Kernel batches on the GPU now (at most [`GpuSearcher::slots`]).

@@ -89,7 +89,10 @@ impl GpuSearcher {
         let grid_or = occupancy(&gpu.search_or, smem_or)?;
         let grid = grid_and.max(grid_or);
         let slots = (0..nslots)
-            .map(|_| Slot::new(&gpu, batch_size, gopts.max_k, grid, dev.stage_capacity()))
+            .map(|_| {
+                let stage = dev.stage_capacity();
+                Slot::new(&gpu, batch_size, gopts.max_k, grid, stage, gopts.map_answers)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let trace = match gopts.trace {
             true => Some(Epoch::new(&gpu, &slots[0].stream)?),
@@ -119,6 +122,7 @@ impl GpuSearcher {
             feed: None,
             host_pool: None,
             calls: Calls::default(),
+            answered_early: Vec::new(),
             next_slot: 0,
         })
     }

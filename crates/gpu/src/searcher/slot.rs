@@ -30,6 +30,11 @@ pub(crate) struct InFlight {
     pub(crate) split_cost: u64,
     /// Blocks of its ranges read from the cache, and staged.
     pub(crate) blocks: (u64, u64),
+    /// The tasks (first, end) of each query that may be answered before the batch ends (its answers
+    /// in host memory, and final once its tasks are: not and-or's), not yet answered.
+    pub(crate) pending: Vec<(usize, usize)>,
+    /// Per task: whether its query was answered before the batch ended.
+    pub(crate) early: Vec<bool>,
 }
 
 /// One pipeline slot: a stream and the buffers of one batch.
@@ -57,6 +62,9 @@ pub(crate) struct Slot {
     pub(crate) h_stage: Pinned<u32>,
     pub(crate) events: [CudaEvent; 4],
     pub(crate) in_flight: Option<InFlight>,
+    /// Where the kernel writes `h_doc`, `h_score` and `h_count` (host memory mapped into the device's
+    /// address space), where answers go there rather than through device memory.
+    pub(crate) mapped: Option<[u64; 3]>,
 }
 
 impl Slot {
@@ -66,6 +74,7 @@ impl Slot {
         k: usize,
         grid: u32,
         stage: Capacity,
+        map_answers: bool,
     ) -> Result<Self, GpuError> {
         let stream = gpu.ctx.new_stream()?;
         let ctas = grid as usize;
@@ -73,6 +82,15 @@ impl Slot {
         let desc_bytes =
             8 + batch * (std::mem::size_of::<QueryDesc>() + 8 + 8 * std::mem::size_of::<TermDesc>());
         let event = || gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT));
+        let (h_doc, h_score, h_count) = (
+            Pinned::new(&gpu.ctx, batch * k)?,
+            Pinned::new(&gpu.ctx, batch * k)?,
+            Pinned::new(&gpu.ctx, batch)?,
+        );
+        let mapped = match map_answers {
+            true => (|| Some([h_doc.device_ptr()?, h_score.device_ptr()?, h_count.device_ptr()?]))(),
+            false => None,
+        };
         Ok(Slot {
             desc: stream.alloc_zeros(desc_bytes)?,
             counter: stream.alloc_zeros(1)?,
@@ -85,9 +103,9 @@ impl Slot {
             phases: stream.alloc_zeros(ctas * PHASE_COUNTERS)?,
             task_ns: stream.alloc_zeros(2 * batch)?,
             h_desc: Pinned::new(&gpu.ctx, desc_bytes)?,
-            h_doc: Pinned::new(&gpu.ctx, batch * k)?,
-            h_score: Pinned::new(&gpu.ctx, batch * k)?,
-            h_count: Pinned::new(&gpu.ctx, batch)?,
+            h_doc,
+            h_score,
+            h_count,
             h_phases: Pinned::new(&gpu.ctx, ctas * PHASE_COUNTERS)?,
             h_task_ns: Pinned::new(&gpu.ctx, 2 * batch)?,
             h_zero: {
@@ -99,6 +117,7 @@ impl Slot {
             events: [event()?, event()?, event()?, event()?],
             stream,
             in_flight: None,
+            mapped,
         })
     }
 
