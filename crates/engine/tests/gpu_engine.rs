@@ -55,7 +55,10 @@ fn check_engine(
 ) {
     let oracle = oracle(index, options);
     let mut searcher = gpu_searcher(gpu, index, options, gopts);
-    let got = searcher.search_batch(requests);
+    let got = match gopts.map_answers {
+        true => search_polled(&mut searcher, requests),
+        false => searcher.search_batch(requests),
+    };
     for (i, (r, a)) in requests.iter().zip(got).enumerate() {
         let want = oracle.search(r).unwrap();
         let hits = a.unwrap().hits;
@@ -74,6 +77,38 @@ fn check_engine(
         0,
         "{what}: no query may fail on the GPU"
     );
+}
+
+/// `requests` handed over as one call and polled until it is back, as the GPU backend's thread does:
+/// the answers that left early, and the others from the call's end. An answer that left early is
+/// also the call's at its end.
+fn search_polled(searcher: &mut GpuSearcher, requests: &[Request]) -> Vec<Result<Answer, GpuError>> {
+    let call = searcher.submit_in(requests, None);
+    let mut early: Vec<Option<Answer>> = vec![None; requests.len()];
+    loop {
+        searcher.poll();
+        for (id, i, answer) in searcher.take_early() {
+            assert_eq!(id, call, "an answer of another call");
+            assert!(early[i].replace(answer).is_none(), "query {i} left early twice");
+        }
+        if let Some((id, answers)) = searcher.take_done() {
+            assert_eq!(id, call);
+            return answers
+                .into_iter()
+                .zip(early)
+                .map(|(last, early)| match early {
+                    Some(a) => {
+                        assert!(
+                            same(&a.hits, &last.as_ref().unwrap().hits),
+                            "an early answer changed"
+                        );
+                        Ok(a)
+                    }
+                    None => last,
+                })
+                .collect();
+        }
+    }
 }
 
 /// The smallest OR window (many windows per query, blocks straddling windows), and queries cut into

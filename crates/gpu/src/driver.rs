@@ -160,24 +160,19 @@ impl<T: Copy> Pinned<T> {
         unsafe { std::ptr::read_volatile(self.ptr.add(i)) }
     }
 
-    /// Elements `range`, copied out without forming a reference to the whole buffer, whose other
-    /// elements a kernel may be writing meanwhile. The caller knows these are written (their count
-    /// was read after them).
-    pub(crate) fn copy_out(&self, range: std::ops::Range<usize>) -> Vec<T> {
+    /// Elements `range`, which are written, while a kernel may be writing others of the buffer.
+    ///
+    /// # Safety
+    /// Nothing writes these elements while the slice lives (a kernel wrote them before the count the
+    /// caller read after them, and writes them no more).
+    pub(crate) unsafe fn written(&self, range: std::ops::Range<usize>) -> &[T] {
         assert!(
             range.start <= range.end && range.end <= self.len,
             "{range:?} of {}",
             self.len
         );
-        let n = range.end - range.start;
-        let mut v = Vec::with_capacity(n);
-        // SAFETY: the range is in bounds and initialised; `v` has room for `n` elements, which the
-        // copy initialises before `set_len`; the regions cannot overlap (`v` is a fresh allocation).
-        unsafe {
-            std::ptr::copy_nonoverlapping(self.ptr.add(range.start), v.as_mut_ptr(), n);
-            v.set_len(n);
-        }
-        v
+        // SAFETY: in bounds and initialised; the caller guarantees no writer for the slice's life.
+        unsafe { std::slice::from_raw_parts(self.ptr.add(range.start), range.end - range.start) }
     }
 
     pub(crate) fn as_mut_slice(&mut self) -> &mut [T] {

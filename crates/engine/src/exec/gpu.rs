@@ -439,45 +439,62 @@ struct Call {
     work: f64,
     /// Per request: whether its answer has left already, before the call's end (empty: none has).
     sent: Vec<bool>,
+    /// Where each addressee's requests start among the call's.
+    starts: Vec<usize>,
 }
 
 impl Call {
     /// Where request `i`'s answer goes: its addressee, and its id and documents there.
-    fn address(&self, mut i: usize) -> (&Addressee, u64, DocRange) {
-        for a in &self.to {
-            if i < a.queries {
-                let (id, range) = a.query(i);
-                return (a, id, range);
-            }
-            i -= a.queries;
-        }
-        panic!("a request of the call")
+    fn address(&self, i: usize) -> (&Addressee, u64, DocRange) {
+        let at = self.starts.partition_point(|&start| start <= i) - 1;
+        let a = &self.to[at];
+        let (id, range) = a.query(i - self.starts[at]);
+        (a, id, range)
     }
 
-    /// Hands request `i`'s answer over now, before the rest of the call's (the GPU found it done while
-    /// its batch ran); the call's end then skips it.
-    fn send_early(&mut self, s: &Shared, i: usize, mut answer: Answer) {
+    /// Request `i`'s answer, to hand over now, before the rest of the call's (the GPU found it done
+    /// while its batch ran): where it goes and what; the call's end then skips it. None where it has
+    /// left already.
+    fn answer_early(&mut self, i: usize, mut answer: Answer) -> Option<(Arc<dyn Reply>, Done)> {
         if self.sent.is_empty() {
             self.sent = vec![false; self.requests.len()];
         }
         if std::mem::replace(&mut self.sent[i], true) {
-            return;
+            return None;
         }
         let (a, id, _) = self.address(i);
         answer.latency += self.taken - a.submitted;
         let missed = a.deadline.is_some_and(|d| a.submitted.elapsed() > d);
-        s.on_device.fetch_sub(1, Ordering::Relaxed);
-        a.reply.send(Done {
+        let done = Done {
             id,
             result: Ok(answer),
             served_by: ServedBy::Gpu,
             missed_deadline: missed,
-        });
+        };
+        Some((a.reply.clone(), done))
     }
 }
 
-/// A call's answers, for the delivering thread.
-type Delivery = (Call, Vec<Gpu>);
+/// Hands over answers that left before their calls ended, each run of one reply's at once.
+fn send_early(answers: Vec<(Arc<dyn Reply>, Done)>) {
+    let mut answers = answers.into_iter().peekable();
+    while let Some((reply, done)) = answers.next() {
+        let mut run = vec![done];
+        while let Some((_, d)) = answers.next_if(|(r, _)| Arc::ptr_eq(r, &reply)) {
+            run.push(d);
+        }
+        match run.len() {
+            1 => reply.send(run.pop().expect("one")),
+            _ => reply.send_many(run),
+        }
+    }
+}
+
+/// Answers for the delivering thread: a call's, or answers that left before their calls ended.
+enum Delivery {
+    Call(Call, Vec<Gpu>),
+    Early(Vec<(Arc<dyn Reply>, Done)>),
+}
 
 /// Queries of a call at most that the GPU thread answers itself rather than through the delivering
 /// thread: a few answers cost less than waking it, and arrive sooner.
@@ -503,7 +520,12 @@ fn dispatch(s: &Arc<Shared>) {
         let s = s.clone();
         std::thread::Builder::new()
             .name("warpsearch-gpu-deliver".into())
-            .spawn(move || rx.into_iter().for_each(|d| deliver(&s, d)))
+            .spawn(move || {
+                rx.into_iter().for_each(|d| match d {
+                    Delivery::Call(call, answers) => deliver(&s, call, answers),
+                    Delivery::Early(answers) => send_early(answers),
+                })
+            })
             .expect("a thread can be started")
     };
     if let Some(ctl) = &s.cache {
@@ -517,7 +539,7 @@ fn dispatch(s: &Arc<Shared>) {
             lock(&s.stats).add(&gpu.take_stats());
             drop(gpu);
             learn(s, &call, sent.elapsed().as_secs_f64());
-            if tx.send((call, answers)).is_err() {
+            if tx.send(Delivery::Call(call, answers)).is_err() {
                 break;
             }
         }
@@ -569,10 +591,18 @@ fn continuous(s: &Shared, limit: &dyn Fn() -> usize, slots: usize, tx: &Sender<D
             lock(&s.stats).add(&gpu.take_stats());
         }
         drop(gpu);
-        for (id, i, answer) in early {
-            if let Some((_, c, _)) = on_gpu.iter_mut().find(|(c, _, _)| *c == id) {
-                c.send_early(s, i, answer);
-            }
+        let early: Vec<(Arc<dyn Reply>, Done)> = early
+            .into_iter()
+            .filter_map(|(id, i, answer)| {
+                let (_, c, _) = on_gpu.iter_mut().find(|(c, _, _)| *c == id)?;
+                c.answer_early(i, answer)
+            })
+            .collect();
+        s.on_device.fetch_sub(early.len(), Ordering::Relaxed);
+        if early.len() <= DELIVER_HERE {
+            send_early(early);
+        } else if tx.send(Delivery::Early(early)).is_err() {
+            return;
         }
         for (c, sent, answers) in done {
             // What the scheduler learns is a call's latency, hand-over to answers: what a query
@@ -583,8 +613,8 @@ fn continuous(s: &Shared, limit: &dyn Fn() -> usize, slots: usize, tx: &Sender<D
                 None => panicked(c.requests.len()),
             };
             if c.requests.len() <= DELIVER_HERE {
-                deliver(s, (c, answers));
-            } else if tx.send((c, answers)).is_err() {
+                deliver(s, c, answers);
+            } else if tx.send(Delivery::Call(c, answers)).is_err() {
                 return;
             }
         }
@@ -614,7 +644,7 @@ fn continuous(s: &Shared, limit: &dyn Fn() -> usize, slots: usize, tx: &Sender<D
             Some(id) => on_gpu.push((id, call, sent)),
             None => {
                 let answers = panicked(call.requests.len());
-                if tx.send((call, answers)).is_err() {
+                if tx.send(Delivery::Call(call, answers)).is_err() {
                     return;
                 }
             }
@@ -634,8 +664,10 @@ fn addressees(batches: Vec<Batch>) -> Call {
         mode: None,
         work: 0.0,
         sent: Vec::new(),
+        starts: Vec::with_capacity(batches.len()),
     };
     for b in batches {
+        call.starts.push(call.requests.len());
         let queries = b.len();
         let tasks = match b.items {
             Items::Queries(requests) => {
@@ -677,7 +709,7 @@ fn addressees(batches: Vec<Batch>) -> Call {
 }
 
 /// Hands each batch of a call its answers, at once; what the GPU failed goes to the CPU.
-fn deliver(s: &Shared, (call, answers): Delivery) {
+fn deliver(s: &Shared, call: Call, answers: Vec<Gpu>) {
     let early = call.sent.iter().filter(|&&x| x).count();
     s.on_device
         .fetch_sub(call.requests.len() - early, Ordering::Relaxed);

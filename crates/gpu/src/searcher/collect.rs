@@ -168,11 +168,11 @@ fn query_hits(slot: &Slot, tasks: std::ops::Range<usize>, k: usize) -> Option<Ve
             let c = slot.h_count.volatile(t);
             (c != COUNT_FAILED && c as usize <= k).then(|| {
                 let at = t * k..t * k + c as usize;
-                let docs = slot.h_doc.copy_out(at.clone());
-                let scores = slot.h_score.copy_out(at);
-                docs.into_iter()
+                // SAFETY: the task's count is in, read after its hits: the kernel writes them no more.
+                let (docs, scores) = unsafe { (slot.h_doc.written(at.clone()), slot.h_score.written(at)) };
+                docs.iter()
                     .zip(scores)
-                    .map(|(doc, score)| Scored { doc, score })
+                    .map(|(&doc, &score)| Scored { doc, score })
                     .collect()
             })
         })

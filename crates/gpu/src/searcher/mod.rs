@@ -75,6 +75,10 @@ pub struct GpuSearcher {
     /// Answers found by [`GpuSearcher::poll`] before their batch ended, not yet taken
     /// ([`GpuSearcher::take_early`]): (call, request, answer).
     answered_early: Vec<(CallId, usize, Answer)>,
+    /// Whether the call being handed over may be answered early (its batches' answers written into
+    /// host memory, where the slots have it): not a call its caller waits for whole
+    /// ([`GpuSearcher::search_batch_in`]), whose answers are copied back after each kernel.
+    early_call: bool,
     /// The slot the next kernel batch goes to (round robin, across calls).
     next_slot: usize,
     /// The index's words, page-locked for staging copies straight from them (a cached searcher,

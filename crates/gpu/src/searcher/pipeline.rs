@@ -118,7 +118,7 @@ impl GpuSearcher {
             let staged = stage.used().bytes();
             self.calls.batch_sent(call);
             // and-or's answers may still change (its OR pass), so they wait for the batch.
-            let pending = match self.slots[s].mapped {
+            let pending = match self.slots[s].mapped.filter(|_| self.early_call) {
                 Some(_) => query_tasks(&prepared.slots)
                     .filter(|&(t, _)| requests[prepared.slots[t]].borrow().mode != Mode::AndOr)
                     .collect(),
@@ -222,7 +222,9 @@ impl GpuSearcher {
             Mode::And => (self.grid_and, self.smem_and),
             _ => (self.grid_or, self.smem_or),
         };
+        let early = self.early_call;
         let slot = &mut self.slots[s];
+        let mapped = slot.mapped.filter(|_| early);
         let n = p.queries.len();
         let h = slot.h_desc.as_mut_slice();
         h[..qbytes.len()].copy_from_slice(qbytes);
@@ -283,13 +285,13 @@ impl GpuSearcher {
             driver::memset_async(st, ba.phase_cycles, 0, slot.phases.len() * 8)?;
         }
         slot.events[1].record(st)?;
-        if slot.mapped.is_some() {
+        if mapped.is_some() {
             // The slot's last batch is collected, so the host alone touches its counts until launch.
             slot.h_count.as_mut_slice()[..n].fill(COUNT_PENDING);
         }
         launch::search_batch(&gpu, st, grid, smem, &ix, &ba)?;
         slot.events[2].record(st)?;
-        if slot.mapped.is_none() {
+        if mapped.is_none() {
             driver::copy_to_host(st, &mut slot.h_count.as_mut_slice()[..n], ba.out_count)?;
             driver::copy_to_host(st, &mut slot.h_doc.as_mut_slice()[..n * k], ba.out_doc)?;
             driver::copy_to_host(st, &mut slot.h_score.as_mut_slice()[..n * k], ba.out_score)?;

@@ -123,6 +123,7 @@ impl GpuSearcher {
             host_pool: None,
             calls: Calls::default(),
             answered_early: Vec::new(),
+            early_call: true,
             next_slot: 0,
         })
     }
