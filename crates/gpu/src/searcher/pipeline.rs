@@ -243,17 +243,11 @@ impl GpuSearcher {
             window: self.gopts.window,
             small_or: self.small_or,
             merge_ratio: self.gopts.merge_ratio,
-            answers_mapped: slot.mapped.is_some() as u32,
+            answers_mapped: mapped.is_some() as u32,
             next_query: ptr(&slot.counter, &slot.stream),
-            out_doc: slot
-                .mapped
-                .map_or_else(|| ptr(&slot.out_doc, &slot.stream), |m| m[0]),
-            out_score: slot
-                .mapped
-                .map_or_else(|| ptr(&slot.out_score, &slot.stream), |m| m[1]),
-            out_count: slot
-                .mapped
-                .map_or_else(|| ptr(&slot.out_count, &slot.stream), |m| m[2]),
+            out_doc: mapped.map_or_else(|| ptr(&slot.out_doc, &slot.stream), |m| m[0]),
+            out_score: mapped.map_or_else(|| ptr(&slot.out_score, &slot.stream), |m| m[1]),
+            out_count: mapped.map_or_else(|| ptr(&slot.out_count, &slot.stream), |m| m[2]),
             scratch_doc: ptr(&slot.scratch_doc, &slot.stream),
             scratch_tf: ptr(&slot.scratch_tf, &slot.stream),
             topbuf: ptr(&slot.topbuf, &slot.stream),
