@@ -12,9 +12,11 @@ use crate::error::GpuError;
 pub struct GpuOptions {
     /// Queries per kernel launch.
     pub batch_size: usize,
-    /// Pipeline slots of a searcher that holds the whole index (at least 2): batches on the GPU at
-    /// once, each on its own stream. A batch's kernel takes the SMs its predecessors' last CTAs free,
-    /// so several small batches in flight answer queries as they arrive, none waiting for a full one.
+    /// Pipeline slots of a searcher that holds the whole index (at least 2; fewer where the device
+    /// has no room for more): batches on the GPU at once, each on its own stream. A batch's kernel
+    /// takes the SMs its predecessors' last CTAs free, so several small batches in flight answer
+    /// queries as they arrive, none waiting for a full one; a batch holds its slot until its slowest
+    /// query ends, so that queries arriving meanwhile need another slot.
     pub slots: usize,
     /// OR accumulator window in documents (a power of two from 256 to 32768), or 0 (the default): the
     /// largest whose shared memory costs no resident CTAs (16,384 on an H100 or H200 for SIMD-BP128 and
@@ -86,7 +88,7 @@ impl Default for GpuOptions {
     fn default() -> Self {
         GpuOptions {
             batch_size: 8192,
-            slots: 4,
+            slots: 8,
             window: 0,
             memory_budget: None,
             instrument: false,

@@ -88,12 +88,17 @@ impl GpuSearcher {
         let grid_and = occupancy(&gpu.search_and, smem_and)?;
         let grid_or = occupancy(&gpu.search_or, smem_or)?;
         let grid = grid_and.max(grid_or);
-        let slots = (0..nslots)
-            .map(|_| {
-                let stage = dev.stage_capacity();
-                Slot::new(&gpu, batch_size, gopts.max_k, grid, stage, gopts.map_answers)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        // Slots beyond two are taken only where the device has room for them (each holds a batch's
+        // buffers and every CTA's scratch), so that more slots never cost an index that fits.
+        let mut slots = Vec::with_capacity(nslots);
+        for _ in 0..nslots {
+            let stage = dev.stage_capacity();
+            match Slot::new(&gpu, batch_size, gopts.max_k, grid, stage, gopts.map_answers) {
+                Ok(slot) => slots.push(slot),
+                Err(_) if slots.len() >= 2 => break,
+                Err(e) => return Err(e),
+            }
+        }
         let trace = match gopts.trace {
             true => Some(Epoch::new(&gpu, &slots[0].stream)?),
             false => None,
