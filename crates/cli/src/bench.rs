@@ -155,7 +155,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
         bar.finish_and_clear();
         index.check_unchanged()?;
         let hybrid = engine.take_hybrid_stats();
-        let times = engine.take_gpu_stats().as_ref().and_then(gpu_times_json_and_line);
+        let on_gpu = engine.take_gpu_stats();
+        let times = on_gpu.as_ref().and_then(gpu_times_json_and_line);
+        let early = on_gpu.as_ref().map(|g| g.answered_early);
         let missed = lat.iter().filter(|&&d| d > deadline).count();
         let achieved = n as f64 / span.as_secs_f64();
         let label = match load {
@@ -170,6 +172,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
         if let Some(h) = &hybrid {
             println!("  {}", hybrid_stats_line(h));
         }
+        if let Some(early) = early {
+            println!("  GPU: {early} of {n} queries answered before the rest of their batch");
+        }
         if let Some((_, line)) = &times {
             println!("  {line}");
         }
@@ -177,6 +182,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             json!({"rate": rate, "load": load, "queries": n, "achieved_qps": achieved,
                    "latency_ms": l.json(), "deadline_ms": a.open.deadline_ms, "missed": missed,
                    "served": served.json(), "hybrid": hybrid.as_ref().map(hybrid_json),
+                   "gpu_answered_early": early,
                    "gpu_times": times.map(|(j, _)| j)}),
         );
     }
