@@ -83,7 +83,7 @@ fn check_engine(
 /// the answers that left early, and the others from the call's end. An answer that left early is
 /// also the call's at its end.
 fn search_polled(searcher: &mut GpuSearcher, requests: &[Request]) -> Vec<Result<Answer, GpuError>> {
-    let call = searcher.submit_in(requests, None);
+    let call = searcher.submit_polled_in(requests, None);
     let mut early: Vec<Option<Answer>> = vec![None; requests.len()];
     loop {
         searcher.poll();

@@ -76,7 +76,7 @@ pub struct GpuOptions {
     /// Time each batch (its host work and its copies, kernel and answers on the device, after the
     /// searcher was made) and each plan change, and report them as `tracing` events at debug level.
     pub trace: bool,
-    /// In a call handed over and polled ([`crate::GpuSearcher::submit_in`],
+    /// In a call handed over and polled ([`crate::GpuSearcher::submit_polled_in`],
     /// [`crate::GpuSearcher::poll`]), the kernel writes each query's answer straight into host memory
     /// as soon as it is done, so that it leaves before the rest of its batch
     /// ([`crate::GpuSearcher::take_early`]). False, and in calls waited for whole: answers go to

@@ -638,7 +638,7 @@ fn continuous(s: &Shared, limit: &dyn Fn() -> usize, slots: usize, tx: &Sender<D
         let call = addressees(batches);
         let sent = Instant::now();
         let mut gpu = lock(&s.searcher);
-        let id = caught(|| gpu.submit_in(&call.requests, call.ranges.as_deref()));
+        let id = caught(|| gpu.submit_polled_in(&call.requests, call.ranges.as_deref()));
         drop(gpu);
         match id {
             Some(id) => on_gpu.push((id, call, sent)),

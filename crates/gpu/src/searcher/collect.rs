@@ -1,5 +1,6 @@
 //! A batch's results back: waited for, turned into answers (the parts of a query cut into docID
-//! ranges merged), counted in the statistics and, with tracing, its timeline reported.
+//! ranges merged), counted in the statistics and, with tracing, its timeline reported; and, in a
+//! batch still running whose answers go to host memory, the answers of the queries already done.
 
 use std::time::Instant;
 

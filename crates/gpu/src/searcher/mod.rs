@@ -76,8 +76,8 @@ pub struct GpuSearcher {
     /// ([`GpuSearcher::take_early`]): (call, request, answer).
     answered_early: Vec<(CallId, usize, Answer)>,
     /// Whether the call being handed over may be answered early (its batches' answers written into
-    /// host memory, where the slots have it): not a call its caller waits for whole
-    /// ([`GpuSearcher::search_batch_in`]), whose answers are copied back after each kernel.
+    /// host memory, where the slots have it): only one handed over by
+    /// [`GpuSearcher::submit_polled_in`].
     early_call: bool,
     /// The slot the next kernel batch goes to (round robin, across calls).
     next_slot: usize,

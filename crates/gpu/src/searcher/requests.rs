@@ -32,11 +32,7 @@ impl GpuSearcher {
         requests: &[R],
         ranges: Option<&[DocRange]>,
     ) -> Vec<Result<Answer, GpuError>> {
-        // Its caller takes the answers together: copied back in bulk after each kernel, they cost
-        // the host less than read from host memory task by task (a closed loop's million queries).
-        let early = std::mem::replace(&mut self.early_call, false);
         let call = self.submit_in(requests, ranges);
-        self.early_call = early;
         self.wait(call)
     }
 
@@ -90,6 +86,22 @@ impl GpuSearcher {
             self.and_or_pass(call, requests, ranges, empty);
         }
         self.calls.close(call);
+        call
+    }
+
+    /// [`GpuSearcher::submit_in`] for a caller that polls ([`GpuSearcher::poll`]): each query's answer
+    /// can be taken as soon as the GPU has it ([`GpuSearcher::take_early`]), where
+    /// [`crate::GpuOptions::map_answers`] lets the kernel write it into host memory. A call taken back
+    /// whole is better handed over by `submit_in`: its answers are copied back in bulk after each
+    /// kernel, which costs the host less than reading them task by task.
+    pub fn submit_polled_in<R: Borrow<Request> + Sync>(
+        &mut self,
+        requests: &[R],
+        ranges: Option<&[DocRange]>,
+    ) -> CallId {
+        self.early_call = self.gopts.map_answers;
+        let call = self.submit_in(requests, ranges);
+        self.early_call = false;
         call
     }
 

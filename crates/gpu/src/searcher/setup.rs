@@ -128,7 +128,7 @@ impl GpuSearcher {
             host_pool: None,
             calls: Calls::default(),
             answered_early: Vec::new(),
-            early_call: true,
+            early_call: false,
             next_slot: 0,
         })
     }
