@@ -444,12 +444,11 @@ struct Call {
 }
 
 impl Call {
-    /// Where request `i`'s answer goes: its addressee, and its id and documents there.
-    fn address(&self, i: usize) -> (&Addressee, u64, DocRange) {
+    /// Where request `i`'s answer goes: its addressee, and its id there.
+    fn address(&self, i: usize) -> (&Addressee, u64) {
         let at = self.starts.partition_point(|&start| start <= i) - 1;
         let a = &self.to[at];
-        let (id, range) = a.query(i - self.starts[at]);
-        (a, id, range)
+        (a, a.query(i - self.starts[at]).0)
     }
 
     /// Request `i`'s answer, to hand over now, before the rest of the call's (the GPU found it done
@@ -462,7 +461,7 @@ impl Call {
         if std::mem::replace(&mut self.sent[i], true) {
             return None;
         }
-        let (a, id, _) = self.address(i);
+        let (a, id) = self.address(i);
         answer.latency += self.taken - a.submitted;
         let missed = a.deadline.is_some_and(|d| a.submitted.elapsed() > d);
         let done = Done {
