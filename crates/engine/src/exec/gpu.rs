@@ -765,3 +765,92 @@ fn deliver(s: &Shared, call: Call, answers: Vec<Gpu>) {
         fall_back(s, failures, to_cpu);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc::{channel, Receiver};
+
+    use warpsearch_query::{Query, Scored};
+
+    use super::*;
+
+    fn requests(n: usize) -> Vec<Request> {
+        (0..n)
+            .map(|k| Request::new(Query::default(), Mode::Or, k + 1))
+            .collect()
+    }
+
+    fn answer(doc: u32) -> Answer {
+        Answer {
+            hits: vec![Scored { doc, score: 1.0 }],
+            latency: Duration::ZERO,
+        }
+    }
+
+    fn sink() -> (Arc<dyn Reply>, Receiver<Done>) {
+        let (tx, rx) = channel();
+        (Arc::new(tx), rx)
+    }
+
+    /// A call of three submissions: whole queries numbered from 100 (3), tasks with their own ids and
+    /// ranges (2), whole queries numbered from 7 (1).
+    fn call(replies: &[Arc<dyn Reply>; 3]) -> Call {
+        let range = DocRange { first: 5, last: 9 };
+        let tasks = vec![
+            Task {
+                range,
+                ..Task::whole(40, requests(1).remove(0))
+            },
+            Task::whole(41, requests(1).remove(0)),
+        ];
+        addressees(vec![
+            Batch::queries(100, requests(3), None, replies[0].clone()),
+            Batch::tasks(tasks, Instant::now(), None, replies[1].clone()),
+            Batch::queries(7, requests(1), None, replies[2].clone()),
+        ])
+    }
+
+    #[test]
+    fn a_calls_requests_are_found_by_their_submission_and_id() {
+        let (a, _ra) = sink();
+        let (b, _rb) = sink();
+        let (c, _rc) = sink();
+        let call = call(&[a, b, c]);
+        let ids: Vec<u64> = (0..6).map(|i| call.address(i).1).collect();
+        assert_eq!(ids, vec![100, 101, 102, 40, 41, 7]);
+        assert_eq!(call.to[1].query(0).1, DocRange { first: 5, last: 9 });
+    }
+
+    #[test]
+    fn an_early_answer_goes_once_to_its_reply_and_the_calls_end_skips_it() {
+        let (a, ra) = sink();
+        let (b, rb) = sink();
+        let (c, rc) = sink();
+        let mut call = call(&[a, b, c]);
+        // Requests 1 (id 101) and 4 (task 41) are done early; request 4 again finds it sent.
+        let mut early: Vec<(Arc<dyn Reply>, Done)> = [(1, 11), (4, 44)]
+            .into_iter()
+            .map(|(i, doc)| call.answer_early(i, answer(doc)).expect("not sent yet"))
+            .collect();
+        assert!(
+            call.answer_early(4, answer(44)).is_none(),
+            "an answer leaves once"
+        );
+        // One reply's answers go together.
+        early.push(call.answer_early(0, answer(10)).expect("not sent yet"));
+        send_early(early);
+        let got = |r: &Receiver<Done>| -> Vec<(u64, u32)> {
+            r.try_iter()
+                .map(|d| (d.id, d.result.unwrap().hits[0].doc))
+                .collect()
+        };
+        assert_eq!(got(&ra), vec![(101, 11), (100, 10)]);
+        assert_eq!(got(&rb), vec![(41, 44)]);
+        assert!(got(&rc).is_empty());
+        assert_eq!(
+            call.sent,
+            vec![true, true, false, false, true, false],
+            "the call's end skips requests 0, 1 and 4"
+        );
+    }
+}
