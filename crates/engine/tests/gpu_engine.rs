@@ -222,10 +222,15 @@ fn an_instrumented_run_times_each_query_and_answers_as_the_oracle() {
         for t in times {
             assert!((1..=7).contains(&t.batch_tasks), "{mode:?}: {t:?}");
             assert!(
-                t.parts().iter().all(|x| x.is_finite() && *x >= 0.0),
+                t.times().iter().all(|x| x.is_finite() && *x >= 0.0),
                 "{mode:?}: {t:?}"
             );
+            assert!((1..=t.batch_tasks).contains(&t.parts), "{mode:?}: {t:?}");
         }
+        assert!(
+            times.iter().any(|t| t.parts > 1),
+            "{mode:?}: no query's times have its parts"
+        );
         assert!(
             times.iter().any(|t| t.run_us > 0.0),
             "{mode:?}: no query's run took time (the clocks were not read back)"

@@ -69,6 +69,8 @@ pub struct QueryTimes {
     pub behind_us: f32,
     /// Tasks in its batch (a query cut into parts has one per part).
     pub batch_tasks: u32,
+    /// The parts it was cut into (docID ranges, one CTA each; 1: not cut).
+    pub parts: u32,
 }
 
 impl QueryTimes {
@@ -76,7 +78,7 @@ impl QueryTimes {
     pub const PARTS: [&'static str; 4] = ["launch", "queued", "run", "behind"];
 
     /// The four times, in the order of [`QueryTimes::PARTS`].
-    pub fn parts(&self) -> [f32; 4] {
+    pub fn times(&self) -> [f32; 4] {
         [self.launch_us, self.queued_us, self.run_us, self.behind_us]
     }
 }
@@ -105,6 +107,7 @@ pub(crate) fn batch_times(ns: &[u64], slots: &[usize], kernel_ms: f64) -> Vec<Qu
             run_us: us(start, done),
             behind_us: us(done, last),
             batch_tasks: tasks as u32,
+            parts: (end - t) as u32,
         });
         t = end;
     }
@@ -184,16 +187,21 @@ mod tests {
             4_000, 6_000, // query 2
         ];
         let got = batch_times(&ns, &[0, 1, 1, 2], 0.025);
-        let want = |queued, run, behind| QueryTimes {
+        let want = |queued, run, behind, parts| QueryTimes {
             launch_us: 5.0, // 25 µs of kernel, 20 µs from the first task taken to the last answer
             queued_us: queued,
             run_us: run,
             behind_us: behind,
             batch_tasks: 4,
+            parts,
         };
         assert_eq!(
             got,
-            vec![want(0.0, 4.0, 16.0), want(1.0, 19.0, 0.0), want(3.0, 2.0, 15.0)]
+            vec![
+                want(0.0, 4.0, 16.0, 1),
+                want(1.0, 19.0, 0.0, 2),
+                want(3.0, 2.0, 15.0, 1)
+            ]
         );
         assert!(batch_times(&[], &[], 1.0).is_empty());
         // Events that time the kernel shorter than its tasks (their clocks differ) give no launch.

@@ -56,9 +56,18 @@ pub fn gpu_json(s: &GpuStats) -> Value {
            "answered_early": s.answered_early, "cpu_fallback_queries": s.failed_queries})
 }
 
-/// Each part of the GPU's queries' device time ([`QueryTimes::PARTS`], then their sum) over the
-/// queries, and the median tasks of their batches; None unless instrumented (`--gpu-profile`).
-fn device_times(s: &GpuStats) -> Option<(Vec<(&'static str, Latency)>, u32)> {
+/// Where the GPU's queries spent their device time: each part ([`QueryTimes::PARTS`], then their
+/// sum) over the queries.
+struct DeviceTimes {
+    parts: Vec<(&'static str, Latency)>,
+    /// The median tasks of the queries' batches.
+    batch_tasks: u32,
+    /// The median parts the slowest 1% of runs were cut into.
+    slowest_cut: u32,
+}
+
+/// [`DeviceTimes`] of `s`'s queries; None unless instrumented (`--gpu-profile`).
+fn device_times(s: &GpuStats) -> Option<DeviceTimes> {
     let t = &s.query_times;
     if t.is_empty() {
         return None;
@@ -71,38 +80,57 @@ fn device_times(s: &GpuStats) -> Option<(Vec<(&'static str, Latency)>, u32)> {
         )
     };
     let mut parts: Vec<(&'static str, Latency)> = (0..QueryTimes::PARTS.len())
-        .map(|i| (QueryTimes::PARTS[i], spread(&|q| q.parts()[i])))
+        .map(|i| (QueryTimes::PARTS[i], spread(&|q| q.times()[i])))
         .collect();
-    parts.push(("all", spread(&|q| q.parts().iter().sum())));
-    let mut tasks: Vec<u32> = t.iter().map(|q| q.batch_tasks).collect();
-    tasks.sort_unstable();
-    Some((parts, tasks[tasks.len() / 2]))
+    parts.push(("all", spread(&|q| q.times().iter().sum())));
+    let median = |mut v: Vec<u32>| {
+        v.sort_unstable();
+        v[v.len() / 2]
+    };
+    let mut by_run: Vec<&QueryTimes> = t.iter().collect();
+    by_run.sort_by(|a, b| b.run_us.total_cmp(&a.run_us));
+    let slowest = &by_run[..by_run.len().div_ceil(100)];
+    Some(DeviceTimes {
+        parts,
+        batch_tasks: median(t.iter().map(|q| q.batch_tasks).collect()),
+        slowest_cut: median(slowest.iter().map(|q| q.parts).collect()),
+    })
 }
 
 /// One line of where the GPU's queries spent their device time: each part's p50 / p99 / p99.9 in ms
 /// (launch: until the batch's first task was taken; queued: behind the batch's other tasks; run: its
-/// own; behind: waiting for the batch's last answer); None unless instrumented (`--gpu-profile`).
+/// own; behind: waiting for the batch's last answer), and the parts the slowest runs were cut into;
+/// None unless instrumented (`--gpu-profile`).
 pub fn gpu_times_line(s: &GpuStats) -> Option<String> {
-    let (parts, tasks) = device_times(s)?;
-    let parts: Vec<String> = parts
+    let d = device_times(s)?;
+    let parts: Vec<String> = d
+        .parts
         .iter()
         .map(|(name, l)| format!("{name} {:.2} / {:.2} / {:.2}", l.p50, l.p99, l.p999))
         .collect();
     Some(format!(
-        "GPU time of a query, p50 / p99 / p99.9 ms: {}; {} queries, batches of {tasks} tasks (median)",
+        "GPU time of a query, p50 / p99 / p99.9 ms: {}; {} queries, batches of {} tasks (median); the \
+         slowest 1% of runs cut into {} parts (median)",
         parts.join(", "),
-        s.query_times.len()
+        s.query_times.len(),
+        d.batch_tasks,
+        d.slowest_cut
     ))
 }
 
-/// [`gpu_times_line`] as JSON: each part's percentiles (ms), the queries, the median batch's tasks.
+/// [`gpu_times_line`] as JSON: each part's percentiles (ms), the queries, the median batch's tasks,
+/// the median parts of the slowest 1% of runs.
 pub fn gpu_times_json(s: &GpuStats) -> Option<Value> {
-    let (parts, tasks) = device_times(s)?;
-    let parts: serde_json::Map<String, Value> = parts
+    let d = device_times(s)?;
+    let parts: serde_json::Map<String, Value> = d
+        .parts
         .iter()
         .map(|(name, l)| (name.to_string(), l.json()))
         .collect();
-    Some(json!({"parts_ms": parts, "queries": s.query_times.len(), "batch_tasks_p50": tasks}))
+    Some(
+        json!({"parts_ms": parts, "queries": s.query_times.len(), "batch_tasks_p50": d.batch_tasks,
+                "slowest_1pct_parts_p50": d.slowest_cut}),
+    )
 }
 
 /// One line of the hybrid scheduler's counters: who answered, prediction errors, steals, splits, misses.
@@ -200,4 +228,41 @@ pub fn cache_json(c: &CacheStats, g: Option<&GpuStats>, queries: usize) -> Value
         "plans_skipped": c.plans_skipped,
         "unobserved": c.unobserved,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_device_times_line_reads_each_part_and_the_cut_of_the_slowest_runs() {
+        assert!(gpu_times_line(&GpuStats::default()).is_none(), "not instrumented");
+        // 200 queries: runs of 1 to 200 µs; the two slowest cut into 16 parts, the others whole;
+        // batches of 10 tasks, but the last 50 queries' of 300.
+        let times = (1..=200u32)
+            .map(|i| QueryTimes {
+                launch_us: 0.0,
+                queued_us: 1000.0,
+                run_us: i as f32,
+                behind_us: 0.0,
+                batch_tasks: if i > 150 { 300 } else { 10 },
+                parts: if i > 198 { 16 } else { 1 },
+            })
+            .collect();
+        let s = GpuStats {
+            query_times: times,
+            ..GpuStats::default()
+        };
+        let d = device_times(&s).expect("instrumented");
+        assert_eq!((d.batch_tasks, d.slowest_cut), (10, 16));
+        let ms = |name: &str| d.parts.iter().find(|(n, _)| *n == name).expect(name).1.p50;
+        assert_eq!((ms("queued"), ms("run")), (1.0, 0.1));
+        let line = gpu_times_line(&s).unwrap();
+        assert!(line.contains("queued 1.00 / 1.00 / 1.00"), "{line}");
+        assert!(
+            line.contains("200 queries, batches of 10 tasks (median)"),
+            "{line}"
+        );
+        assert!(line.contains("slowest 1% of runs cut into 16 parts"), "{line}");
+    }
 }
