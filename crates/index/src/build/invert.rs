@@ -247,6 +247,11 @@ impl Partitions {
         self.parts.iter().any(|p| !p.runs.is_empty())
     }
 
+    /// Every partition's tuples as lists, on every core ([`Partition::take_lists`]).
+    pub fn take_lists(&mut self) -> Vec<Lists> {
+        self.parts.par_iter_mut().map(|p| p.take_lists()).collect()
+    }
+
     /// Spills what every partition holds and returns every run, partition by partition, in the order
     /// [`super::runs::merge`] reads them.
     pub fn spill_all(&mut self) -> Result<Vec<PathBuf>> {

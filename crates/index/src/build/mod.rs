@@ -576,11 +576,7 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
         let spilled = partitions.spilled();
         let (runs, term_order, lists): (_, _, Vec<invert::Lists>) = match spilled {
             true => (partitions.spill_all()?, Vec::new(), Vec::new()),
-            false => (
-                Vec::new(),
-                partitions.term_order().0,
-                partitions.parts.par_iter_mut().map(|p| p.take_lists()).collect(),
-            ),
+            false => (Vec::new(), partitions.term_order().0, partitions.take_lists()),
         };
         let source = match spilled {
             true => crate::shards::ListSource::Runs {
@@ -765,8 +761,7 @@ fn build_from(source: Source<'_>, output: &Path, opts: &BuildOptions) -> Result<
                 lists::write_inverted(&mut writer, &partitions, &term_order, &inv, written)?;
             }
             None => {
-                let lists: Vec<invert::Lists> =
-                    partitions.parts.par_iter_mut().map(|p| p.take_lists()).collect();
+                let lists = partitions.take_lists();
                 lists_time = lists_started.elapsed();
                 lists::write_partitions(
                     &mut writer,

@@ -14,7 +14,7 @@ use rayon::prelude::*;
 use rustc_hash::FxHashSet;
 
 use super::analyze::analyze_if;
-use super::invert::{Lists, Partitions, NO_DOC};
+use super::invert::{Partitions, NO_DOC};
 use super::{detect_schema, lists, schema, BuildOptions, BuildReport, Skipped, Source};
 use crate::error::{IndexError, IoContext, Result};
 use crate::format::ShardOf;
@@ -250,7 +250,7 @@ pub(super) fn build_shard(
         )?;
     } else {
         let (order, _) = partitions.term_order();
-        let lists: Vec<Lists> = partitions.parts.par_iter_mut().map(|p| p.take_lists()).collect();
+        let lists = partitions.take_lists();
         lists::write_partitions(
             &mut writer,
             &partitions,
