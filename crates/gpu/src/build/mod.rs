@@ -141,14 +141,21 @@ impl GpuBuilder {
         self
     }
 
-    /// Postings one pass over a job like `job` can take: 90% of the free memory (or the budget, where
-    /// smaller) less what its terms and documents take, at `BYTES_PER_POSTING` each, and fewer than
-    /// the sort's 2^31; None where the driver does not say what is free (the pass then says why).
+    /// Postings one pass over a job like `job` can take beside what its terms and documents take
+    /// ([`GpuBuilder::postings_beside`]); None where the driver does not say what is free (the pass
+    /// then says why).
     pub fn pass_postings(&self, job: &InvertJob<'_>) -> Option<u64> {
+        self.postings_beside(fixed_bytes(job))
+    }
+
+    /// Postings a pass can take in 90% of the free memory (or the budget, where smaller) beside
+    /// `reserved` bytes, at `BYTES_PER_POSTING` each, and fewer than the sort's 2^31; None where the
+    /// driver does not say what is free.
+    fn postings_beside(&self, reserved: u64) -> Option<u64> {
         self.ctx.bind_to_thread().ok()?;
         let (free, _) = cudarc::driver::result::mem_get_info().ok()?;
         let usable = self.within_budget(free as u64 / 10 * 9);
-        Some((usable.saturating_sub(fixed_bytes(job)) / BYTES_PER_POSTING).min(SORT_MAX - 1))
+        Some((usable.saturating_sub(reserved) / BYTES_PER_POSTING).min(SORT_MAX - 1))
     }
 
     /// `free` bytes of device memory, or the budget where smaller.

@@ -13,7 +13,7 @@ use rayon::prelude::*;
 
 use warpsearch_index::build::{InvertJob, Inverted, NewTuples, TupleStream};
 
-use super::{GpuBuilder, Staging, Tuples, BYTES_PER_POSTING, SORT_MAX};
+use super::{GpuBuilder, Staging, Tuples};
 use crate::driver::{self, ptr, Pinned};
 use crate::error::GpuError;
 
@@ -49,10 +49,10 @@ pub(super) struct GpuTupleStream {
 impl GpuTupleStream {
     /// A stream for a build of `parts` partitions on `gpu`.
     pub(super) fn new(gpu: &GpuBuilder, parts: usize) -> Result<GpuTupleStream, GpuError> {
-        gpu.ctx.bind_to_thread()?;
-        let (free, _) = cudarc::driver::result::mem_get_info()?;
-        let usable = gpu.within_budget(free as u64 / 10 * 9).saturating_sub(RESERVE);
-        let limit = (usable / BYTES_PER_POSTING).min(SORT_MAX - 1) as usize;
+        let limit = gpu
+            .postings_beside(RESERVE)
+            .ok_or_else(|| GpuError::Failed("the driver does not say what memory is free".into()))?
+            as usize;
         Ok(GpuTupleStream {
             gpu: gpu.clone(),
             stream: gpu.ctx.new_stream()?,
