@@ -142,8 +142,8 @@ impl GpuBuilder {
     }
 
     /// Postings one pass over a job like `job` can take beside what its terms and documents take
-    /// (90% of the free memory or the budget, `postings_beside`); None where the driver does not say what is free (the pass
-    /// then says why).
+    /// (in 90% of the free memory, or the budget); None where the driver does not say what is free
+    /// (the pass then says why).
     pub fn pass_postings(&self, job: &InvertJob<'_>) -> Option<u64> {
         self.postings_beside(fixed_bytes(job))
     }
