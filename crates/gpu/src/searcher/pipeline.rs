@@ -118,7 +118,7 @@ impl GpuSearcher {
             let staged = stage.used().bytes();
             self.calls.batch_sent(call);
             // and-or's answers may still change (its OR pass), so they wait for the batch.
-            let pending = match self.slots[s].mapped.filter(|_| self.early_call) {
+            let pending = match self.mapped_outputs(s) {
                 Some(_) => query_tasks(&prepared.slots)
                     .filter(|&(t, _)| requests[prepared.slots[t]].borrow().mode != Mode::AndOr)
                     .collect(),
@@ -144,6 +144,12 @@ impl GpuSearcher {
                 self.apply_fed_plan(s, false);
             }
         }
+    }
+
+    /// Where slot `s`'s kernel writes the call's answers in host memory: the slot's mapped buffers, in
+    /// a call that may be answered early (None: into device memory, copied back after the kernel).
+    fn mapped_outputs(&self, s: usize) -> Option<[u64; 3]> {
+        self.slots[s].mapped.filter(|_| self.early_call)
     }
 
     /// The slot the next batch goes to: the next in turn, or without a list cache the first idle one
@@ -222,9 +228,8 @@ impl GpuSearcher {
             Mode::And => (self.grid_and, self.smem_and),
             _ => (self.grid_or, self.smem_or),
         };
-        let early = self.early_call;
+        let mapped = self.mapped_outputs(s);
         let slot = &mut self.slots[s];
-        let mapped = slot.mapped.filter(|_| early);
         let n = p.queries.len();
         let h = slot.h_desc.as_mut_slice();
         h[..qbytes.len()].copy_from_slice(qbytes);
