@@ -59,16 +59,21 @@ fn list(i: usize) -> (Vec<u32>, Vec<u32>) {
     (docs, freqs)
 }
 
-#[test]
-fn lists_pushed_a_window_at_a_time_are_the_lists_added_one_by_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let (one, all) = (dir.path().join("one"), dir.path().join("all"));
-    let mut w = writer(&one);
+/// The index of every term's list, each added by `add_term`: what the other ways of writing match.
+fn write_one_by_one(path: &Path) {
+    let mut w = writer(path);
     for i in 0..TERMS {
         let (docs, freqs) = list(i);
         w.add_term(name(i).as_bytes(), &docs, &freqs).unwrap();
     }
     w.finish().unwrap();
+}
+
+#[test]
+fn lists_pushed_a_window_at_a_time_are_the_lists_added_one_by_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (one, all) = (dir.path().join("one"), dir.path().join("all"));
+    write_one_by_one(&one);
     let mut w = writer(&all);
     let mut written = 0;
     w.push_all(
@@ -144,12 +149,7 @@ fn encoded(w: &IndexWriter, i: usize) -> (Vec<u32>, Vec<BlockMeta>, u64) {
 fn lists_assembled_from_their_blocks_are_the_lists_encoded_here() {
     let dir = tempfile::tempdir().unwrap();
     let (one, assembled) = (dir.path().join("one"), dir.path().join("assembled"));
-    let mut w = writer(&one);
-    for i in 0..TERMS {
-        let (docs, freqs) = list(i);
-        w.add_term(name(i).as_bytes(), &docs, &freqs).unwrap();
-    }
-    w.finish().unwrap();
+    write_one_by_one(&one);
     let mut w = writer(&assembled);
     let terms: Vec<usize> = (0..TERMS).filter(|i| !i.is_multiple_of(97)).collect();
     let lists: Vec<_> = terms.iter().map(|&i| encoded(&w, i)).collect();
