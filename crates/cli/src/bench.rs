@@ -15,7 +15,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 use std::sync::Arc;
-use warpsearch_engine::{Collect, Done, Engine, GpuStats, ServedBy};
+use warpsearch_engine::{Collect, Done, Engine, ServedBy};
 use warpsearch_index::queries::QueryLine;
 use warpsearch_index::Index;
 use warpsearch_query::{Answer, Query, Request};
@@ -27,8 +27,8 @@ use crate::shared::output::Output;
 use crate::shared::provenance;
 use crate::shared::queries::load_queries;
 use crate::shared::report::{
-    cache_json, cache_stats_line, gpu_json, gpu_stats_line, gpu_times_json, gpu_times_line, hybrid_json,
-    hybrid_stats_line, warmup_line,
+    cache_json, cache_stats_line, gpu_json, gpu_stats_line, hybrid_json, hybrid_stats_line, warmup_line,
+    DeviceTimes,
 };
 use crate::shared::stats::{poisson_arrivals, Latency};
 
@@ -111,10 +111,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
         )
     };
     row("closed", closed_qps, &closed, "-");
+    let closed_times = gpu.as_ref().and_then(DeviceTimes::of);
     if let Some(s) = &gpu {
         println!("{}", gpu_stats_line(s));
-        if let Some(line) = gpu_times_line(s) {
-            println!("{line}");
+        if let Some(times) = &closed_times {
+            println!("{}", times.line());
         }
     }
     if let Some(c) = &cache {
@@ -156,7 +157,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         index.check_unchanged()?;
         let hybrid = engine.take_hybrid_stats();
         let on_gpu = engine.take_gpu_stats();
-        let times = on_gpu.as_ref().and_then(gpu_times_json_and_line);
+        let times = on_gpu.as_ref().and_then(DeviceTimes::of);
         let early = on_gpu.as_ref().map(|g| g.answered_early);
         let missed = lat.iter().filter(|&&d| d > deadline).count();
         let achieved = n as f64 / span.as_secs_f64();
@@ -175,15 +176,15 @@ pub fn run(a: BenchArgs) -> Result<()> {
         if let Some(early) = early {
             println!("  GPU: {early} of {n} queries answered before the rest of their batch");
         }
-        if let Some((_, line)) = &times {
-            println!("  {line}");
+        if let Some(times) = &times {
+            println!("  {}", times.line());
         }
         open.push(
             json!({"rate": rate, "load": load, "queries": n, "achieved_qps": achieved,
                    "latency_ms": l.json(), "deadline_ms": a.open.deadline_ms, "missed": missed,
                    "served": served.json(), "hybrid": hybrid.as_ref().map(hybrid_json),
                    "gpu_answered_early": early,
-                   "gpu_times": times.map(|(j, _)| j)}),
+                   "gpu_times": times.as_ref().map(DeviceTimes::json)}),
         );
     }
 
@@ -211,7 +212,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             "passes": passes,
             "closed_loop": {"qps": closed_qps, "queries": closed_queries, "latency_ms": closed.json(),
                             "gpu": gpu.as_ref().map(gpu_json),
-                            "gpu_times": gpu.as_ref().and_then(gpu_times_json),
+                            "gpu_times": closed_times.as_ref().map(DeviceTimes::json),
                             "cache": cache.as_ref().map(|c| cache_json(c, gpu.as_ref(), closed_queries)),
                             "warmup_cache": warm.as_ref().map(|c| cache_json(c, None, queries.len() * a.warmup)),
                             "hybrid": closed_hybrid.as_ref().map(hybrid_json),
@@ -221,11 +222,6 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Output::json_report(path, &report)?;
     }
     Ok(())
-}
-
-/// Where an open loop's GPU queries spent their device time, as JSON and as a line (instrumented runs).
-fn gpu_times_json_and_line(s: &GpuStats) -> Option<(Value, String)> {
-    Some((gpu_times_json(s)?, gpu_times_line(s)?))
 }
 
 /// `items` `times` times over (a clone only where there is more than one pass).

@@ -17,7 +17,7 @@ use crate::shared::early::Stops;
 use crate::shared::engine::{answer_batch, open_engine_with};
 use crate::shared::output::Output;
 use crate::shared::queries::{load_queries, read_query_file, QueryReport, Warnings};
-use crate::shared::report::{cache_stats_line, gpu_stats_line, gpu_times_line, hybrid_stats_line};
+use crate::shared::report::{cache_stats_line, gpu_stats_line, hybrid_stats_line, DeviceTimes};
 use crate::shared::stats::Latency;
 use warpsearch_server::{JsonHits, JsonHitsWithDocs};
 
@@ -108,8 +108,8 @@ pub fn run(a: SearchArgs) -> Result<()> {
         let gpu = engine.take_gpu_stats();
         if let Some(stats) = &gpu {
             eprintln!("{}", gpu_stats_line(stats));
-            if let Some(line) = gpu_times_line(stats) {
-                eprintln!("{line}");
+            if let Some(times) = DeviceTimes::of(stats) {
+                eprintln!("{}", times.line());
             }
         }
         if let Some(c) = engine.take_cache_stats() {

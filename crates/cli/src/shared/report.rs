@@ -57,80 +57,79 @@ pub fn gpu_json(s: &GpuStats) -> Value {
 }
 
 /// Where the GPU's queries spent their device time: each part ([`QueryTimes::PARTS`], then their
-/// sum) over the queries.
-struct DeviceTimes {
+/// sum) over the queries, read once for both the line and the JSON.
+pub struct DeviceTimes {
     parts: Vec<(&'static str, Latency)>,
+    queries: usize,
     /// The median tasks of the queries' batches.
     batch_tasks: u32,
     /// The median parts the slowest 1% of runs were cut into.
     slowest_cut: u32,
 }
 
-/// [`DeviceTimes`] of `s`'s queries; None unless instrumented (`--gpu-profile`).
-fn device_times(s: &GpuStats) -> Option<DeviceTimes> {
-    let t = &s.query_times;
-    if t.is_empty() {
-        return None;
+impl DeviceTimes {
+    /// [`DeviceTimes`] of `s`'s queries; None unless instrumented (`--gpu-profile`).
+    pub fn of(s: &GpuStats) -> Option<DeviceTimes> {
+        let t = &s.query_times;
+        if t.is_empty() {
+            return None;
+        }
+        let spread = |f: &dyn Fn(&QueryTimes) -> f32| {
+            Latency::of(
+                t.iter()
+                    .map(|q| Duration::from_secs_f64(f64::from(f(q)) / 1e6))
+                    .collect(),
+            )
+        };
+        let mut parts: Vec<(&'static str, Latency)> = (0..QueryTimes::PARTS.len())
+            .map(|i| (QueryTimes::PARTS[i], spread(&|q| q.times()[i])))
+            .collect();
+        parts.push(("all", spread(&|q| q.times().iter().sum())));
+        let median = |mut v: Vec<u32>| {
+            v.sort_unstable();
+            v[v.len() / 2]
+        };
+        let mut by_run: Vec<&QueryTimes> = t.iter().collect();
+        by_run.sort_by(|a, b| b.run_us.total_cmp(&a.run_us));
+        let slowest = &by_run[..by_run.len().div_ceil(100)];
+        Some(DeviceTimes {
+            parts,
+            queries: t.len(),
+            batch_tasks: median(t.iter().map(|q| q.batch_tasks).collect()),
+            slowest_cut: median(slowest.iter().map(|q| q.parts).collect()),
+        })
     }
-    let spread = |f: &dyn Fn(&QueryTimes) -> f32| {
-        Latency::of(
-            t.iter()
-                .map(|q| Duration::from_secs_f64(f64::from(f(q)) / 1e6))
-                .collect(),
+
+    /// One line: each part's p50 / p99 / p99.9 in ms (launch: until the batch's first task was
+    /// taken; queued: behind the batch's other tasks; run: its own; behind: waiting for the batch's
+    /// last answer), and the parts the slowest runs were cut into.
+    pub fn line(&self) -> String {
+        let parts: Vec<String> = self
+            .parts
+            .iter()
+            .map(|(name, l)| format!("{name} {:.2} / {:.2} / {:.2}", l.p50, l.p99, l.p999))
+            .collect();
+        format!(
+            "GPU time of a query, p50 / p99 / p99.9 ms: {}; {} queries, batches of {} tasks (median); the \
+             slowest 1% of runs cut into {} parts (median)",
+            parts.join(", "),
+            self.queries,
+            self.batch_tasks,
+            self.slowest_cut
         )
-    };
-    let mut parts: Vec<(&'static str, Latency)> = (0..QueryTimes::PARTS.len())
-        .map(|i| (QueryTimes::PARTS[i], spread(&|q| q.times()[i])))
-        .collect();
-    parts.push(("all", spread(&|q| q.times().iter().sum())));
-    let median = |mut v: Vec<u32>| {
-        v.sort_unstable();
-        v[v.len() / 2]
-    };
-    let mut by_run: Vec<&QueryTimes> = t.iter().collect();
-    by_run.sort_by(|a, b| b.run_us.total_cmp(&a.run_us));
-    let slowest = &by_run[..by_run.len().div_ceil(100)];
-    Some(DeviceTimes {
-        parts,
-        batch_tasks: median(t.iter().map(|q| q.batch_tasks).collect()),
-        slowest_cut: median(slowest.iter().map(|q| q.parts).collect()),
-    })
-}
+    }
 
-/// One line of where the GPU's queries spent their device time: each part's p50 / p99 / p99.9 in ms
-/// (launch: until the batch's first task was taken; queued: behind the batch's other tasks; run: its
-/// own; behind: waiting for the batch's last answer), and the parts the slowest runs were cut into;
-/// None unless instrumented (`--gpu-profile`).
-pub fn gpu_times_line(s: &GpuStats) -> Option<String> {
-    let d = device_times(s)?;
-    let parts: Vec<String> = d
-        .parts
-        .iter()
-        .map(|(name, l)| format!("{name} {:.2} / {:.2} / {:.2}", l.p50, l.p99, l.p999))
-        .collect();
-    Some(format!(
-        "GPU time of a query, p50 / p99 / p99.9 ms: {}; {} queries, batches of {} tasks (median); the \
-         slowest 1% of runs cut into {} parts (median)",
-        parts.join(", "),
-        s.query_times.len(),
-        d.batch_tasks,
-        d.slowest_cut
-    ))
-}
-
-/// [`gpu_times_line`] as JSON: each part's percentiles (ms), the queries, the median batch's tasks,
-/// the median parts of the slowest 1% of runs.
-pub fn gpu_times_json(s: &GpuStats) -> Option<Value> {
-    let d = device_times(s)?;
-    let parts: serde_json::Map<String, Value> = d
-        .parts
-        .iter()
-        .map(|(name, l)| (name.to_string(), l.json()))
-        .collect();
-    Some(
-        json!({"parts_ms": parts, "queries": s.query_times.len(), "batch_tasks_p50": d.batch_tasks,
-                "slowest_1pct_parts_p50": d.slowest_cut}),
-    )
+    /// As JSON: each part's percentiles (ms), the queries, the median batch's tasks, the median parts
+    /// of the slowest 1% of runs.
+    pub fn json(&self) -> Value {
+        let parts: serde_json::Map<String, Value> = self
+            .parts
+            .iter()
+            .map(|(name, l)| (name.to_string(), l.json()))
+            .collect();
+        json!({"parts_ms": parts, "queries": self.queries, "batch_tasks_p50": self.batch_tasks,
+               "slowest_1pct_parts_p50": self.slowest_cut})
+    }
 }
 
 /// One line of the hybrid scheduler's counters: who answered, prediction errors, steals, splits, misses.
@@ -236,7 +235,10 @@ mod tests {
 
     #[test]
     fn the_device_times_line_reads_each_part_and_the_cut_of_the_slowest_runs() {
-        assert!(gpu_times_line(&GpuStats::default()).is_none(), "not instrumented");
+        assert!(
+            DeviceTimes::of(&GpuStats::default()).is_none(),
+            "not instrumented"
+        );
         // 200 queries: runs of 1 to 200 µs; the two slowest cut into 16 parts, the others whole;
         // batches of 10 tasks, but the last 50 queries' of 300.
         let times = (1..=200u32)
@@ -253,11 +255,11 @@ mod tests {
             query_times: times,
             ..GpuStats::default()
         };
-        let d = device_times(&s).expect("instrumented");
+        let d = DeviceTimes::of(&s).expect("instrumented");
         assert_eq!((d.batch_tasks, d.slowest_cut), (10, 16));
         let ms = |name: &str| d.parts.iter().find(|(n, _)| *n == name).expect(name).1.p50;
         assert_eq!((ms("queued"), ms("run")), (1.0, 0.1));
-        let line = gpu_times_line(&s).unwrap();
+        let line = d.line();
         assert!(line.contains("queued 1.00 / 1.00 / 1.00"), "{line}");
         assert!(
             line.contains("200 queries, batches of 10 tasks (median)"),
