@@ -215,6 +215,15 @@ pub struct GpuConfig {
     /// OR batches are never cut that way).
     #[arg(id = "gpu-split-or-floor", long = "gpu-split-or-floor", default_value_t = GpuOptions::default().or_split_floor)]
     pub split_or_floor: u64,
+    /// In an OR batch that --gpu-split-waves cuts, the least average cost (postings) of its parts (0:
+    /// any): each part costs the GPU thread the same host work.
+    #[arg(id = "gpu-split-or-task", long = "gpu-split-or-task", default_value_t = GpuOptions::default().or_task_cost)]
+    pub split_or_task: u64,
+    /// Most parts (GPU thread blocks) a query is cut into in a batch that --gpu-split-waves cuts
+    /// (full batches: at most 16).
+    #[arg(id = "gpu-split-waves-parts", long = "gpu-split-waves-parts",
+          default_value_t = GpuOptions::default().wave_parts, value_parser = clap::value_parser!(u32).range(1..))]
+    pub split_waves_parts: u32,
     /// OR queries of at most this many postings are scored by sorting their postings rather than with
     /// dense accumulators (0: never; at most 4096).
     #[arg(id = "gpu-small-or", long = "gpu-small-or", default_value_t = GpuOptions::default().small_or)]
@@ -257,6 +266,8 @@ impl Default for GpuConfig {
             split_waves: g.split_waves,
             split_and: g.and_split_cost,
             split_or_floor: g.or_split_floor,
+            split_or_task: g.or_task_cost,
+            split_waves_parts: g.wave_parts,
             small_or: g.small_or,
             merge_ratio: g.merge_ratio,
             profile: false,
@@ -543,7 +554,9 @@ impl EngineConfig {
             split_cost: never_if_zero(g.split_or),
             and_split_cost: never_if_zero(g.split_and),
             or_split_floor: never_if_zero(g.split_or_floor),
+            or_task_cost: g.split_or_task,
             split_waves: g.split_waves,
+            wave_parts: g.split_waves_parts,
             small_or: g.small_or,
             merge_ratio: g.merge_ratio,
             max_k,

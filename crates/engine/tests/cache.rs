@@ -387,11 +387,11 @@ fn staged_spans_are_filled_as_the_device_reads_them() {
 }
 
 /// A batch of AND queries short of FULL_WAVES tasks per CTA is cut to its size: at most 1/waves of a
-/// CTA's share per part, never below the floor nor above the coarse split, within the batch's tasks;
-/// fuller batches, OR batches and `waves` 0 keep the coarse split.
+/// CTA's share per part, never below the floor nor above the coarse split, in at most the cut's parts,
+/// within the batch's tasks; fuller batches, OR batches and `waves` 0 keep the coarse split.
 #[test]
 fn and_batches_are_cut_to_their_size() {
-    use warpsearch_gpu::batch::Split;
+    use warpsearch_gpu::batch::{Split, WaveCut};
     let tmp = tempfile::tempdir().unwrap();
     let (ix, v) = random_index(tmp.path(), 99, Codec::PForDelta, None);
     let queries: Vec<Query> = common::random_queries(&ix, v, 5)
@@ -410,15 +410,28 @@ fn and_batches_are_cut_to_their_size() {
     let tasks = |s: &Split, which: &[usize]| -> usize {
         which.iter().map(|&i| s.parts(&ix, &queries[i]) as usize).sum()
     };
+    let cut = |ctas: u32, waves: u32, floor: u64, max_parts: u32| WaveCut {
+        ctas,
+        waves,
+        floor,
+        max_parts,
+        task_cost: 0,
+    };
     // Batches of fewer than FULL_WAVES tasks per CTA (60 queries or fewer, 64 CTAs) are cut finer.
-    for (ctas, waves, floor, batch) in [
-        (64, 1, 1, 10_000),
-        (64, 2, 30, 10_000),
-        (64, 2, 1, 70),
-        (64, 1, 0, 10_000),
-        (64, 64, 1, all.len() + 3),
+    for (ctas, waves, floor, batch, max_parts) in [
+        (64, 1, 1, 10_000, 16),
+        (64, 2, 30, 10_000, 16),
+        (64, 2, 1, 70, 16),
+        (64, 1, 0, 10_000, 16),
+        (64, 64, 1, all.len() + 3, 16),
+        (64, 64, 1, 10_000, 64),
+        (64, 64, 1, 10_000, 8),
+        (64, 64, 1, all.len() * 20, 64),
     ] {
-        let s = coarse.for_batch(&ix, &reqs, &all, ctas, waves, floor, batch, false);
+        let s = coarse.for_batch(&ix, &reqs, &all, cut(ctas, waves, floor, max_parts), batch, false);
+        let max_parts = max_parts.max(coarse.max_parts);
+        assert_eq!(s.max_parts, max_parts, "{ctas} {waves} {floor} {batch}");
+        assert!(tasks(&s, &all) <= batch, "{ctas} {waves} {floor} {batch}");
         assert!(
             s.cost >= floor && s.cost <= coarse.cost,
             "{ctas} {waves} {floor} {batch}: {}",
@@ -432,6 +445,7 @@ fn and_batches_are_cut_to_their_size() {
         if tasks(
             &Split {
                 cost: share,
+                max_parts,
                 ..coarse
             },
             &all,
@@ -441,7 +455,10 @@ fn and_batches_are_cut_to_their_size() {
             assert_eq!(s.cost, share.min(coarse.cost));
             for &i in &all {
                 let parts = s.parts(&ix, &queries[i]) as u64;
-                assert!(parts == 16 || cost(i).div_ceil(parts) <= share, "query {i}");
+                assert!(
+                    parts == max_parts as u64 || cost(i).div_ceil(parts) <= share,
+                    "query {i}"
+                );
             }
         } else {
             // Doubled until the batch's tasks fit.
@@ -451,6 +468,7 @@ fn and_batches_are_cut_to_their_size() {
                     || tasks(
                         &Split {
                             cost: s.cost / 2,
+                            max_parts,
                             ..coarse
                         },
                         &all
@@ -459,28 +477,98 @@ fn and_batches_are_cut_to_their_size() {
         }
     }
     assert_eq!(
-        coarse.for_batch(&ix, &reqs, &all, 64, 0, 1, 10_000, false).cost,
+        coarse
+            .for_batch(&ix, &reqs, &all, cut(64, 0, 1, 64), 10_000, false)
+            .cost,
         coarse.cost
     );
     // A batch of FULL_WAVES tasks per CTA or more keeps the coarse split.
     let ctas = (all.len() / warpsearch_gpu::batch::FULL_WAVES) as u32;
     assert_eq!(
-        coarse.for_batch(&ix, &reqs, &all, ctas, 2, 1, 10_000, false).cost,
+        coarse
+            .for_batch(&ix, &reqs, &all, cut(ctas, 2, 1, 64), 10_000, false)
+            .cost,
         coarse.cost
     );
     assert!(
         coarse
-            .for_batch(&ix, &reqs, &all, ctas + 1, 2, 1, 10_000, false)
+            .for_batch(&ix, &reqs, &all, cut(ctas + 1, 2, 1, 64), 10_000, false)
             .cost
             < coarse.cost
     );
+    // A batch whose queries, at the coarse cost, take more tasks in the cut's parts than the batch
+    // holds keeps the coarse split (the batch was formed with it).
+    let fine = Split {
+        cost: 1,
+        max_parts: 2,
+        or_cost: false,
+    };
+    let batch = tasks(&fine, &all);
+    assert!(
+        tasks(
+            &Split {
+                max_parts: 64,
+                ..fine
+            },
+            &all
+        ) > batch
+    );
+    let s = fine.for_batch(&ix, &reqs, &all, cut(64, 64, 1, 64), batch, false);
+    assert_eq!((s.cost, s.max_parts), (fine.cost, fine.max_parts));
     let or = Split {
         or_cost: true,
         ..coarse
     };
     assert_eq!(
-        or.for_batch(&ix, &reqs, &all, 2, 2, 1, 10_000, false).cost,
+        or.for_batch(&ix, &reqs, &all, cut(2, 2, 1, 64), 10_000, false)
+            .cost,
         or.cost
+    );
+    // A small OR batch's tasks cost `task_cost` on average where the coarse split allows: none of
+    // its queries is cut finer where their average cost is below it.
+    let or_cost = |i: usize| or.cost(&ix, &queries[i]);
+    let total: u64 = all.iter().map(|&i| or_cost(i)).sum();
+    let longest = all.iter().map(|&i| or_cost(i)).max().unwrap();
+    let or = Split {
+        cost: longest * 2,
+        ..or
+    };
+    let fine = |task_cost: u64| {
+        let cut = WaveCut {
+            task_cost,
+            ..cut(64, 64, 1, 64)
+        };
+        or.for_batch(&ix, &reqs, &all, cut, 10_000, false)
+    };
+    let share = (total / (64 * 64)).max(1);
+    assert_eq!(
+        tasks(&fine(0), &all),
+        tasks(
+            &Split {
+                cost: share,
+                max_parts: 64,
+                ..or
+            },
+            &all
+        )
+    );
+    assert!(tasks(&fine(0), &all) > 3 * all.len());
+    for task_cost in [total / all.len() as u64 + 1, total / 4, total * 2] {
+        let s = fine(task_cost);
+        assert_eq!(tasks(&s, &all), all.len(), "{task_cost}: {s:?}");
+    }
+    let s = fine(total / (3 * all.len() as u64));
+    let n = tasks(&s, &all);
+    assert!(n > all.len() && n <= 3 * all.len(), "{n} tasks");
+    assert!(
+        tasks(
+            &Split {
+                cost: s.cost / 2,
+                ..s
+            },
+            &all
+        ) > 3 * all.len(),
+        "{s:?}"
     );
 }
 

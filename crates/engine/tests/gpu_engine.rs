@@ -146,8 +146,14 @@ fn engine_equals_the_oracle_on_random_indexes() {
             window: [256, 4096, 32768][seed as usize % 3],
             split_cost: [60, u64::MAX, 700, 200_000][seed as usize % 4],
             and_split_cost: [60, u64::MAX, 700, 2_000][seed as usize % 4],
-            // AND cut to the batch (fine for batches of 7, coarse for 4,096), or at a fixed cost.
+            // AND cut to the batch (fine for batches of 7, coarse for 4,096), or at a fixed cost;
+            // OR too, in parts of at least 8,192 (the default), 40 or 700 postings, of 65,536 (the
+            // default), any or 100 on average; in a batch so cut, a query in at most 64 (the
+            // default), 16 or 200 parts.
             split_waves: [32, 0, 1][(seed as usize / 4) % 3],
+            or_split_floor: [8_192, 40, 700][(seed as usize / 3) % 3],
+            or_task_cost: [65_536, 0, 100][seed as usize % 3],
+            wave_parts: [64, 16, 200][(seed as usize / 2) % 3],
             small_or: [4096, 0, 64][seed as usize % 3],
             // AND steps: the default, binary search only, merging always, merging only at 1:1.
             merge_ratio: [2, 0, u32::MAX, 1][(seed as usize / 2) % 4],

@@ -87,42 +87,69 @@ impl Split {
     /// The split of one batch, formed with `self` (the coarsest split). A batch of fewer than
     /// [`FULL_WAVES`] tasks per CTA (a call of the few queries that arrived meanwhile, or one that
     /// carries uncached lists) is otherwise about one wave of tasks that waits for its longest: its
-    /// queries are cut so finely that its largest task takes at most 1/`waves` of what each of `ctas`
-    /// CTAs has to do on average, but never below `floor` postings (`u64::MAX`: never cut this way),
-    /// and it stays within `batch` tasks. Fuller batches keep `self`: there the parts' fixed costs
-    /// outweigh (a batch of passage queries cut at 2,000 postings lost 11–16%). The costs are read on
-    /// all cores where `parallel` (a cache miss a term).
-    #[allow(clippy::too_many_arguments)]
+    /// queries are cut as [`WaveCut`] says, and it stays within `batch` tasks. Fuller batches keep
+    /// `self`: there the parts' fixed costs outweigh (a batch of passage queries cut at 2,000
+    /// postings lost 11–16%). The costs are read on all cores where `parallel` (a cache miss a term).
     pub fn for_batch<R: Borrow<Request> + Sync>(
         self,
         index: &Index,
         queries: &[R],
         chunk: &[usize],
-        ctas: u32,
-        waves: u32,
-        floor: u64,
+        cut: WaveCut,
         batch: usize,
         parallel: bool,
     ) -> Split {
-        if waves == 0 || floor == u64::MAX {
+        if cut.waves == 0 || cut.floor == u64::MAX {
             return self;
         }
         let costs = map_all(chunk, parallel, |&i| self.cost(index, &queries[i].borrow().query));
         let tasks = |s: &Split| -> usize { costs.iter().map(|&c| s.parts_of(index, c) as usize).sum() };
-        if tasks(&self) >= FULL_WAVES * ctas as usize {
+        if tasks(&self) >= FULL_WAVES * cut.ctas as usize {
             return self;
         }
         let total: u64 = costs.iter().sum();
-        let share = total / (ctas.max(1) as u64 * waves as u64);
+        let share = total / (cut.ctas.max(1) as u64 * cut.waves as u64);
         let mut split = Split {
-            cost: share.max(floor).min(self.cost),
+            cost: share.max(cut.floor).min(self.cost),
+            max_parts: cut.max_parts.max(self.max_parts),
             ..self
         };
-        while split.cost < self.cost && tasks(&split) > batch {
+        let most = match cut.task_cost {
+            0 => batch,
+            c => batch.min(chunk.len().max((total / c) as usize)),
+        };
+        while split.cost < self.cost && tasks(&split) > most {
             split.cost = split.cost.saturating_mul(2).min(self.cost);
+        }
+        // At the coarse cost, more parts than the coarse split's may still not fit the batch.
+        if tasks(&split) > batch {
+            return self;
         }
         split
     }
+}
+
+/// How [`Split::for_batch`] cuts a batch short of [`FULL_WAVES`] tasks per CTA: so finely that its
+/// largest task takes at most 1/`waves` of what each of `ctas` CTAs has to do on average, but never
+/// below `floor` postings a part (`u64::MAX`, or `waves` 0: not cut this way), in at most `max_parts`
+/// parts a query, and with at least `task_cost` postings a task on average where the coarse split
+/// allows.
+#[derive(Debug, Clone, Copy)]
+pub struct WaveCut {
+    /// CTAs the batch's kernel runs at once.
+    pub ctas: u32,
+    /// Parts' cost at most 1/`waves` of a CTA's average share.
+    pub waves: u32,
+    /// Least cost of a part.
+    pub floor: u64,
+    /// Most parts a query is cut into (at least the coarse split's).
+    pub max_parts: u32,
+    /// Least average cost of the batch's tasks (0: any). Each task costs the host the same work (its
+    /// descriptor, its answer) whatever its size: cutting the passages' short OR queries, which come
+    /// by the hundred thousand a second, into parts of 8,192 postings raised their p50 at half the
+    /// peak from 1.2–1.6 to 7.2–7.6 ms, where the 25M collection's long ones gained 3x at 70%
+    /// (docs/decisions/042).
+    pub task_cost: u64,
 }
 
 /// Cuts `which` into batches of at most `batch` descriptors (a query cut into P parts takes P) whose

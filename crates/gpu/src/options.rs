@@ -45,8 +45,17 @@ pub struct GpuOptions {
     /// batches are never cut that way). A call of a few OR queries otherwise takes as long as its
     /// longest query on one CTA, its windows one after another.
     pub or_split_floor: u64,
-    /// Most parts a query is cut into.
+    /// In an OR batch that `split_waves` cuts, the least average cost of its tasks, where the coarse
+    /// split allows (0: any; [`crate::batch::WaveCut::task_cost`]).
+    pub or_task_cost: u64,
+    /// Most parts a query is cut into in a full batch (`split_cost`).
     pub max_parts: u32,
+    /// Most parts a query is cut into in a batch that `split_waves` cuts (at least `max_parts`). Under
+    /// load a batch holds the few queries that arrived meanwhile, and a long query's answer waits for
+    /// its longest part: on the 25M collection at 70% of the peak, 64 parts rather than 16 brought
+    /// AND's p99 from 14.0 to 2.8 ms (docs/decisions/042). Full batches keep `max_parts`: 64 there
+    /// cost OR's closed loop 4%.
+    pub wave_parts: u32,
     /// OR queries of at most this many postings are scored by sorting their postings instead of dense
     /// accumulators (0: never; rounded down to a power of two that fits the OR launch's shared memory).
     pub small_or: u32,
@@ -95,9 +104,11 @@ impl Default for GpuOptions {
             split_cost: 200_000,
             and_split_cost: 2_000,
             split_waves: 32,
-            or_split_floor: 65_536,
+            or_split_floor: 8_192,
+            or_task_cost: 65_536,
             parallel_host: true,
             max_parts: 16,
+            wave_parts: 64,
             small_or: 4096,
             merge_ratio: 2,
             max_k: MAX_K,

@@ -14,7 +14,7 @@ use super::collect::query_tasks;
 use super::slot::InFlight;
 use super::GpuSearcher;
 use crate::abi::{BatchArgs, IndexArgs, COUNT_PENDING, MODE_AND, MODE_OR};
-use crate::batch::{batches, prepare, Prepared, Split};
+use crate::batch::{batches, prepare, Prepared, Split, WaveCut};
 use crate::driver::{self, ptr};
 use crate::error::GpuError;
 use crate::launch;
@@ -83,14 +83,21 @@ impl GpuSearcher {
             let mut stage = Stage::new(self.dev.stage_base(s), cap);
             let parallel = self.gopts.parallel_host || self.host_pool.is_some();
             let (scorer, residency) = (&self.scorer, self.dev.residency());
-            let (grid, floor) = match mode {
-                Mode::Or => (self.grid_or, self.gopts.or_split_floor),
-                _ => (self.grid_and, self.gopts.and_split_cost),
+            let (ctas, floor, task_cost) = match mode {
+                Mode::Or => (self.grid_or, self.gopts.or_split_floor, self.gopts.or_task_cost),
+                _ => (self.grid_and, self.gopts.and_split_cost, 0),
             };
-            let (waves, size) = (self.gopts.split_waves, self.batch_size());
+            let cut = WaveCut {
+                ctas,
+                waves: self.gopts.split_waves,
+                floor,
+                max_parts: self.gopts.wave_parts,
+                task_cost,
+            };
+            let size = self.batch_size();
             let mut split = split;
             let prepared = match on_host(&self.host_pool, || {
-                split = split.for_batch(&index, requests, chunk, grid, waves, floor, size, parallel);
+                split = split.for_batch(&index, requests, chunk, cut, size, parallel);
                 prepare(
                     scorer, residency, requests, chunk, split, ranges, &mut stage, parallel,
                 )

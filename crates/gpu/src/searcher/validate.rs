@@ -45,6 +45,7 @@ pub(super) fn options(gpu: &Gpu, scorer: &Scorer, gopts: GpuOptions) -> Result<G
         batch_size,
         // A query's parts go in one batch.
         max_parts: gopts.max_parts.clamp(1, batch_size as u32),
+        wave_parts: gopts.wave_parts.max(gopts.max_parts).clamp(1, batch_size as u32),
         window: match gopts.window {
             0 => gpu.default_or_window(codec)?,
             w => w,
