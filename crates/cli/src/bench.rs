@@ -447,7 +447,7 @@ fn plot_rates(path: &std::path::Path, title: &str, runs: &[(f64, f64, f64)]) -> 
         .map_err(plot_err)?;
     chart
         .configure_mesh()
-        .x_desc("achieved queries/s")
+        .x_desc("achieved queries/s (log scale)")
         .y_desc("latency (ms)")
         .draw()
         .map_err(plot_err)?;
@@ -552,7 +552,7 @@ pub fn plot_reports(a: BenchPlotArgs) -> Result<()> {
     Ok(())
 }
 
-/// Each report's open-loop p50 and p99 against its achieved queries/s (log-scale milliseconds).
+/// Each report's open-loop p50 and p99 against its achieved queries/s (both axes logarithmic).
 fn plot_latency(path: &std::path::Path, reports: &[(String, Value)]) -> Result<()> {
     use plotters::prelude::*;
     // (name, [(achieved q/s, p50 ms, p99 ms)]) of each report with open-loop runs.
@@ -580,7 +580,9 @@ fn plot_latency(path: &std::path::Path, reports: &[(String, Value)]) -> Result<(
         bail!("no report has open-loop runs (bench --rates or --loads) to draw");
     }
     let points = || curves.iter().flat_map(|c| c.1.iter());
-    let x_hi = points().map(|p| p.0).fold(0.0, f64::max) * 1.1;
+    // Logarithmic in the rate too: the CPU's and the GPU's curves lie an order of magnitude apart.
+    let x_lo = points().map(|p| p.0.max(1.0)).fold(f64::INFINITY, f64::min) * 0.8;
+    let x_hi = points().map(|p| p.0).fold(0.0, f64::max).max(x_lo) * 1.25;
     let y_lo = points().map(|p| p.1.max(1e-3)).fold(f64::INFINITY, f64::min) * 0.8;
     let y_hi = points().map(|p| p.2).fold(0.0, f64::max).max(1e-3) * 1.5;
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
@@ -593,11 +595,11 @@ fn plot_latency(path: &std::path::Path, reports: &[(String, Value)]) -> Result<(
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(56)
-        .build_cartesian_2d(0f64..x_hi.max(1.0), (y_lo..y_hi).log_scale())
+        .build_cartesian_2d((x_lo..x_hi).log_scale(), (y_lo..y_hi).log_scale())
         .map_err(plot_err)?;
     chart
         .configure_mesh()
-        .x_desc("achieved queries/s")
+        .x_desc("achieved queries/s (log scale)")
         .y_desc("latency (ms, log scale)")
         .draw()
         .map_err(plot_err)?;
