@@ -957,6 +957,41 @@ mod tests {
     }
 
     #[test]
+    fn the_gpu_cut_reaches_the_gpu_options() {
+        let defaults = EngineConfig::default().gpu_options(10);
+        let g = GpuOptions::default();
+        assert_eq!(
+            (
+                defaults.wave_parts,
+                defaults.or_task_cost,
+                defaults.or_split_floor
+            ),
+            (g.wave_parts, g.or_task_cost, g.or_split_floor)
+        );
+        let parsed = Cli::try_parse_from([
+            "x",
+            "--gpu-split-waves-parts",
+            "32",
+            "--gpu-split-or-task",
+            "0",
+            "--gpu-split-or-floor",
+            "4096",
+        ])
+        .unwrap()
+        .engine
+        .gpu_options(10);
+        assert_eq!(
+            (parsed.wave_parts, parsed.or_task_cost, parsed.or_split_floor),
+            (32, 0, 4096)
+        );
+        let err = Cli::try_parse_from(["x", "--gpu-split-waves-parts", "0"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("--gpu-split-waves-parts"), "{err}");
+    }
+
+    #[test]
     fn a_hedge_of_zero_is_none() {
         let hedge = |args: &[&str]| {
             let args = [&["x"][..], args].concat();
