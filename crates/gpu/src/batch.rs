@@ -110,7 +110,8 @@ impl Split {
         let total: u64 = costs.iter().sum();
         let share = total / (cut.ctas.max(1) as u64 * cut.waves as u64);
         let mut split = Split {
-            cost: share.max(cut.floor).min(self.cost),
+            // At least 1: the doubling below must grow it.
+            cost: share.max(cut.floor).max(1).min(self.cost),
             max_parts: cut.max_parts.max(self.max_parts),
             ..self
         };
