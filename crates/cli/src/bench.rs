@@ -447,7 +447,7 @@ fn plot_rates(path: &std::path::Path, title: &str, runs: &[(f64, f64, f64)]) -> 
         .map_err(plot_err)?;
     chart
         .configure_mesh()
-        .x_desc("achieved queries/s (log scale)")
+        .x_desc("achieved queries/s")
         .y_desc("latency (ms)")
         .draw()
         .map_err(plot_err)?;

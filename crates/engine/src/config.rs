@@ -216,11 +216,11 @@ pub struct GpuConfig {
     #[arg(id = "gpu-split-or-floor", long = "gpu-split-or-floor", default_value_t = GpuOptions::default().or_split_floor)]
     pub split_or_floor: u64,
     /// In an OR batch that --gpu-split-waves cuts, the least average cost (postings) of its parts (0:
-    /// any): each part costs the GPU thread the same host work.
+    /// any): each part costs the host the same work, whatever its size.
     #[arg(id = "gpu-split-or-task", long = "gpu-split-or-task", default_value_t = GpuOptions::default().or_task_cost)]
     pub split_or_task: u64,
-    /// Most parts (GPU thread blocks) a query is cut into in a batch that --gpu-split-waves cuts
-    /// (full batches: at most 16).
+    /// Most parts (GPU thread blocks) a query is cut into in a batch that --gpu-split-waves cuts (at
+    /// least the 16 of full batches, at most --gpu-batch).
     #[arg(id = "gpu-split-waves-parts", long = "gpu-split-waves-parts",
           default_value_t = GpuOptions::default().wave_parts, value_parser = clap::value_parser!(u32).range(1..))]
     pub split_waves_parts: u32,
