@@ -191,6 +191,40 @@ fn engine_equals_the_oracle_on_random_indexes() {
     }
 }
 
+/// A batch of few queries cuts a long query into more parts than a full batch (up to 200 here, of
+/// 2 postings and more), with and without an average for OR's parts: the oracle's answers, and some
+/// query in more than the 16 parts of a full batch.
+#[test]
+fn queries_cut_into_many_parts_under_load_answer_as_the_oracle() {
+    let Some(gpu) = gpu() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (index, v) = random_index(tmp.path(), 0x5EED, Codec::SimdBp, None);
+    let queries = random_queries(&index, v, 5);
+    let options = SearchOptions::new(&index);
+    for task_cost in [0, 100] {
+        // No full batch's cut (it would start at a million postings); the batch's cut down to parts
+        // of 2 postings, up to 200 a query; instrumented to count each query's parts.
+        let gopts = GpuOptions {
+            instrument: true,
+            split_cost: 1_000_000,
+            and_split_cost: 2,
+            or_split_floor: 2,
+            or_task_cost: task_cost,
+            wave_parts: 200,
+            ..GpuOptions::default()
+        };
+        for mode in [Mode::And, Mode::Or] {
+            let reqs = requests(&queries, mode, 10);
+            let what = format!("many parts, average {task_cost}");
+            check_engine(&gpu, &index, &reqs, options, gopts, &what);
+            let mut searcher = gpu_searcher(&gpu, &index, options, gopts);
+            searcher.search_batch(&reqs);
+            let most = searcher.take_stats().query_times.iter().map(|t| t.parts).max();
+            assert!(most > Some(16), "{what} {mode:?}: at most {most:?} parts a query");
+        }
+    }
+}
+
 #[test]
 fn an_instrumented_run_times_each_query_and_answers_as_the_oracle() {
     let Some(gpu) = gpu() else { return };
