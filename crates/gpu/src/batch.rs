@@ -88,8 +88,8 @@ impl Split {
     /// [`FULL_WAVES`] tasks per CTA (a call of the few queries that arrived meanwhile, or one that
     /// carries uncached lists) is otherwise about one wave of tasks that waits for its longest: its
     /// queries are cut as [`WaveCut`] says, and it stays within `batch` tasks. Fuller batches keep
-    /// `self`: there the parts' fixed costs outweigh (a batch of passage queries cut at 2,000
-    /// postings lost 11–16%). The costs are read on all cores where `parallel` (a cache miss a term).
+    /// `self`: there every CTA is busy and the parts' fixed costs outweigh (docs/decisions/013). The
+    /// costs are read on all cores where `parallel` (a cache miss a term).
     pub fn for_batch<R: Borrow<Request> + Sync>(
         self,
         index: &Index,
@@ -146,10 +146,8 @@ pub struct WaveCut {
     /// Most parts a query is cut into (at least the coarse split's).
     pub max_parts: u32,
     /// Least average cost of the batch's tasks (0: any). Each task costs the host the same work (its
-    /// descriptor, its answer) whatever its size: cutting the passages' short OR queries, which come
-    /// by the hundred thousand a second, into parts of 8,192 postings raised their p50 at half the
-    /// peak from 1.2–1.6 to 7.2–7.6 ms, where the 25M collection's long ones gained 3x at 70%
-    /// (docs/decisions/042).
+    /// descriptor, its answer) whatever its size, so short queries that arrive fast must not be cut
+    /// into more parts than the host keeps up with, while long ones still are (docs/decisions/042).
     pub task_cost: u64,
 }
 

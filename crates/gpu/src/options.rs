@@ -52,9 +52,8 @@ pub struct GpuOptions {
     pub max_parts: u32,
     /// Most parts a query is cut into in a batch that `split_waves` cuts (at least `max_parts`). Under
     /// load a batch holds the few queries that arrived meanwhile, and a long query's answer waits for
-    /// its longest part: on the 25M collection at 70% of the peak, 64 parts rather than 16 brought
-    /// AND's p99 from 13.6–14.0 to 2.5–2.8 ms (docs/decisions/042). Full batches keep `max_parts`: 64 there
-    /// cost OR's closed loop 4%.
+    /// its longest part, so there the GPU's spare CTAs take more parts. Full batches keep `max_parts`:
+    /// there every CTA is busy and more parts only add their fixed costs (docs/decisions/042).
     pub wave_parts: u32,
     /// OR queries of at most this many postings are scored by sorting their postings instead of dense
     /// accumulators (0: never; rounded down to a power of two that fits the OR launch's shared memory).
