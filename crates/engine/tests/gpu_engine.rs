@@ -26,6 +26,30 @@ use warpsearch_query::{
 
 use common::{build, check_hybrid, oracle, random_index, random_queries, requests, same, Rng};
 
+/// A random index (`seed`, `codec`; its files in `_files`): its random queries (`query_seed`), and
+/// the exhaustive oracle and a scorer with its default search options.
+struct Case {
+    _files: tempfile::TempDir,
+    queries: Vec<Query>,
+    oracle: CpuSearcher,
+    scorer: Arc<Scorer>,
+}
+
+fn case(seed: u64, codec: Codec, query_seed: u64) -> Case {
+    let files = tempfile::tempdir().unwrap();
+    let (index, v) = random_index(files.path(), seed, codec, None);
+    let queries = random_queries(&index, v, query_seed);
+    let options = SearchOptions::new(&index);
+    let oracle = oracle(&index, options);
+    let scorer = Arc::new(Scorer::new(index.clone(), options).unwrap());
+    Case {
+        _files: files,
+        queries,
+        oracle,
+        scorer,
+    }
+}
+
 /// The GPU searcher for `options`.
 fn gpu_searcher(
     gpu: &Arc<Gpu>,
@@ -353,12 +377,12 @@ fn long_queries_equal_the_oracle() {
 #[test]
 fn failed_batches_are_answered_by_the_cpu() {
     let Some(_) = gpu() else { return };
-    let tmp = tempfile::tempdir().unwrap();
-    let (index, v) = random_index(tmp.path(), 77, Codec::PForDelta, None);
-    let queries = random_queries(&index, v, 77);
-    let options = SearchOptions::new(&index);
-    let oracle = oracle(&index, options);
-    let scorer = Arc::new(Scorer::new(index.clone(), options).unwrap());
+    let Case {
+        _files,
+        queries,
+        oracle,
+        scorer,
+    } = case(77, Codec::PForDelta, 77);
     let gpu = GpuOptions {
         batch_size: 16,
         fail_batches: true,
@@ -400,12 +424,12 @@ fn failed_batches_are_answered_by_the_cpu() {
 #[test]
 fn submitted_queries_leave_as_they_are_done_with_the_oracles_answers() {
     let Some(_) = gpu() else { return };
-    let tmp = tempfile::tempdir().unwrap();
-    let (index, v) = random_index(tmp.path(), 0xEA51, Codec::SimdBp, None);
-    let queries = random_queries(&index, v, 0xEA51);
-    let options = SearchOptions::new(&index);
-    let oracle = oracle(&index, options);
-    let scorer = Arc::new(Scorer::new(index.clone(), options).unwrap());
+    let Case {
+        _files,
+        queries,
+        oracle,
+        scorer,
+    } = case(0xEA51, Codec::SimdBp, 0xEA51);
     for map_answers in [true, false] {
         let gpu = GpuOptions {
             map_answers,
@@ -803,12 +827,12 @@ fn hedged_queries_are_answered_once_with_the_oracles_answer() {
     let Some(gpu) = gpu() else { return };
     let mut hedges = 0;
     for seed in 0..2u64 {
-        let tmp = tempfile::tempdir().unwrap();
-        let (index, v) = random_index(tmp.path(), 0xBEE + seed, Codec::ALL[seed as usize], None);
-        let queries = random_queries(&index, v, seed);
-        let options = SearchOptions::new(&index);
-        let oracle = oracle(&index, options);
-        let scorer = Arc::new(Scorer::new(index.clone(), options).unwrap());
+        let Case {
+            _files,
+            queries,
+            oracle,
+            scorer,
+        } = case(0xBEE + seed, Codec::ALL[seed as usize], seed);
         let options = HybridOptions {
             cpu_workers: 3,
             split_above: None,
@@ -852,12 +876,12 @@ fn hedged_queries_are_answered_once_with_the_oracles_answer() {
 #[test]
 fn hybrid_reruns_failed_gpu_tasks_on_the_cpu() {
     let Some(gpu) = gpu() else { return };
-    let tmp = tempfile::tempdir().unwrap();
-    let (index, v) = random_index(tmp.path(), 321, Codec::PForDelta, None);
-    let queries = random_queries(&index, v, 321);
-    let options = SearchOptions::new(&index);
-    let oracle = oracle(&index, options);
-    let scorer = Arc::new(Scorer::new(index.clone(), options).unwrap());
+    let Case {
+        _files,
+        queries,
+        oracle,
+        scorer,
+    } = case(321, Codec::PForDelta, 321);
     let failing = GpuOptions {
         fail_batches: true,
         ..GpuOptions::default()
