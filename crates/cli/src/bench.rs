@@ -27,8 +27,8 @@ use crate::shared::output::Output;
 use crate::shared::provenance;
 use crate::shared::queries::load_queries;
 use crate::shared::report::{
-    cache_json, cache_stats_line, gpu_json, gpu_stats_line, hybrid_json, hybrid_stats_line, warmup_line,
-    DeviceTimes,
+    cache_json, cache_stats_line, gpu_json, gpu_stats_line, gpu_thread_json, gpu_thread_line, hybrid_json,
+    hybrid_stats_line, warmup_line, DeviceTimes,
 };
 use crate::shared::stats::{poisson_arrivals, Latency};
 
@@ -159,6 +159,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         let on_gpu = engine.take_gpu_stats();
         let times = on_gpu.as_ref().and_then(DeviceTimes::of);
         let early = on_gpu.as_ref().map(|g| g.answered_early);
+        let thread = on_gpu.as_ref().map(|g| g.thread);
         let missed = lat.iter().filter(|&&d| d > deadline).count();
         let achieved = n as f64 / span.as_secs_f64();
         let label = match load {
@@ -176,6 +177,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
         if let Some(early) = early {
             println!("  GPU: {early} of {n} queries answered before the rest of their batch");
         }
+        if let Some(line) = thread.as_ref().and_then(gpu_thread_line) {
+            println!("  {line}");
+        }
         if let Some(times) = &times {
             println!("  {}", times.line());
         }
@@ -184,6 +188,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
                    "latency_ms": l.json(), "deadline_ms": a.open.deadline_ms, "missed": missed,
                    "served": served.json(), "hybrid": hybrid.as_ref().map(hybrid_json),
                    "gpu_answered_early": early,
+                   "gpu_thread": thread.as_ref().and_then(gpu_thread_json),
                    "gpu_times": times.as_ref().map(DeviceTimes::json)}),
         );
     }

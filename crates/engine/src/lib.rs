@@ -51,7 +51,7 @@ pub use gpus::GpuSet;
 pub use hybrid::{HybridOptions, HybridStats};
 pub use reply::{Collect, Done, Reply, ServedBy, Slots};
 pub use scheduler::Scheduler;
-pub use warpsearch_gpu::{CacheBudget, GpuMemory, GpuOptions, GpuStats, QueryTimes};
+pub use warpsearch_gpu::{CacheBudget, GpuMemory, GpuOptions, GpuStats, QueryTimes, ThreadTimes};
 
 /// What can go wrong when an engine is made.
 #[derive(Debug, thiserror::Error)]

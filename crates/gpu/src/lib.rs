@@ -61,5 +61,5 @@ pub use memory::{GpuMemory, MemoryProbe};
 pub use options::{CacheBudget, GpuOptions, KernelOptions, DEFAULT_CACHE_SLOTS};
 pub use residency::DeviceIndex;
 pub use searcher::{CallId, GpuSearcher};
-pub use stats::{GpuStats, QueryTimes};
+pub use stats::{GpuStats, QueryTimes, ThreadTimes};
 pub use view::CacheView;

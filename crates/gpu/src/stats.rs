@@ -49,6 +49,63 @@ pub struct GpuStats {
     /// Where each query's time on the device went, query by query (the first [`QUERY_TIMES_KEPT`]);
     /// empty unless instrumented.
     pub query_times: Vec<QueryTimes>,
+    /// Where the host thread that feeds the GPU spent its time (the engine's executor fills it; zero
+    /// for calls run on the caller's thread).
+    pub thread: ThreadTimes,
+}
+
+/// Where the thread that feeds a GPU spent its time, in ms, and the calls it handed over: a thread
+/// busy nearly all the time sets the pace, not the GPU.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ThreadTimes {
+    /// Looking at the calls on the GPU (their events, their answers in host memory) and finding
+    /// answers; a look that finds none counts as waiting (`full_ms` or `idle_ms`).
+    pub poll_ms: f64,
+    /// Handing answers over (on this thread, or to the delivering one).
+    pub answer_ms: f64,
+    /// Taking the next call's queries from the queue.
+    pub take_ms: f64,
+    /// Handing calls to the GPU: their preparation, staging, copies and launch.
+    pub submit_ms: f64,
+    /// Waiting for a pipeline slot, every one busy.
+    pub full_ms: f64,
+    /// With nothing to take: calls on the GPU and none queued, or nothing at all.
+    pub idle_ms: f64,
+    /// Calls handed to the GPU.
+    pub calls: u64,
+    /// Their queries.
+    pub call_queries: u64,
+}
+
+impl ThreadTimes {
+    /// The parts of the thread's time, named, in ms.
+    pub fn parts(&self) -> [(&'static str, f64); 6] {
+        [
+            ("polling", self.poll_ms),
+            ("answers", self.answer_ms),
+            ("taking", self.take_ms),
+            ("submitting", self.submit_ms),
+            ("slots full", self.full_ms),
+            ("idle", self.idle_ms),
+        ]
+    }
+
+    /// All of its time, in ms.
+    pub fn total_ms(&self) -> f64 {
+        self.parts().iter().map(|(_, ms)| ms).sum()
+    }
+
+    /// Adds `other`'s to these.
+    pub fn add(&mut self, other: &ThreadTimes) {
+        self.poll_ms += other.poll_ms;
+        self.answer_ms += other.answer_ms;
+        self.take_ms += other.take_ms;
+        self.submit_ms += other.submit_ms;
+        self.full_ms += other.full_ms;
+        self.idle_ms += other.idle_ms;
+        self.calls += other.calls;
+        self.call_queries += other.call_queries;
+    }
 }
 
 /// The most queries' times a [`GpuStats`] keeps: some 80 MB.
@@ -137,6 +194,7 @@ impl GpuStats {
         self.staged_bytes += other.staged_bytes;
         self.cache_fill_bytes += other.cache_fill_bytes;
         self.answered_early += other.answered_early;
+        self.thread.add(&other.thread);
         self.keep_times(other.query_times.iter().copied());
     }
 

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use warpsearch_engine::{CacheStats, GpuStats, HybridStats, QueryTimes};
+use warpsearch_engine::{CacheStats, GpuStats, HybridStats, QueryTimes, ThreadTimes};
 
 use super::stats::Latency;
 
@@ -40,6 +40,36 @@ pub fn gpu_stats_line(s: &GpuStats) -> String {
         ));
     }
     line
+}
+
+/// Where the thread feeding the GPU spent its time, in a line; None where no call went through it
+/// (a closed loop's calls run on the caller's thread).
+pub fn gpu_thread_line(t: &ThreadTimes) -> Option<String> {
+    let total = t.total_ms();
+    if total <= 0.0 {
+        return None;
+    }
+    let parts: Vec<String> = t
+        .parts()
+        .iter()
+        .map(|(name, ms)| format!("{name} {:.1}%", 100.0 * ms / total))
+        .collect();
+    Some(format!(
+        "GPU thread over {:.0} ms: {}; {} calls of {:.1} queries on average",
+        total,
+        parts.join(", "),
+        t.calls,
+        t.call_queries as f64 / t.calls.max(1) as f64
+    ))
+}
+
+/// [`gpu_thread_line`]'s figures (ms), for JSON; None where it has none.
+pub fn gpu_thread_json(t: &ThreadTimes) -> Option<Value> {
+    (t.total_ms() > 0.0).then(|| {
+        json!({"poll_ms": t.poll_ms, "answer_ms": t.answer_ms, "take_ms": t.take_ms,
+               "submit_ms": t.submit_ms, "full_ms": t.full_ms, "idle_ms": t.idle_ms,
+               "calls": t.calls, "call_queries": t.call_queries})
+    })
 }
 
 pub fn gpu_json(s: &GpuStats) -> Value {
@@ -266,5 +296,35 @@ mod tests {
             "{line}"
         );
         assert!(line.contains("slowest 1% of runs cut into 16 parts"), "{line}");
+    }
+
+    #[test]
+    fn the_gpu_threads_time_is_shown_in_shares_only_where_calls_went_through_it() {
+        assert_eq!(gpu_thread_line(&ThreadTimes::default()), None);
+        assert_eq!(gpu_thread_json(&ThreadTimes::default()), None);
+        let t = ThreadTimes {
+            poll_ms: 10.0,
+            answer_ms: 20.0,
+            take_ms: 5.0,
+            submit_ms: 40.0,
+            full_ms: 20.0,
+            idle_ms: 5.0,
+            calls: 8,
+            call_queries: 100,
+        };
+        let line = gpu_thread_line(&t).expect("calls went through it");
+        assert!(
+            line.starts_with("GPU thread over 100 ms: polling 10.0%, answers 20.0%"),
+            "{line}"
+        );
+        assert!(
+            line.contains("submitting 40.0%, slots full 20.0%, idle 5.0%"),
+            "{line}"
+        );
+        assert!(line.ends_with("8 calls of 12.5 queries on average"), "{line}");
+        let mut twice = t;
+        twice.add(&t);
+        assert_eq!((twice.total_ms(), twice.calls), (200.0, 16));
+        assert_eq!(gpu_thread_json(&t).expect("some")["submit_ms"], 40.0);
     }
 }

@@ -15,7 +15,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use warpsearch_gpu::{CallId, GpuError, GpuMemory, GpuSearcher, GpuStats, MemoryProbe};
+use warpsearch_gpu::{CallId, GpuError, GpuMemory, GpuSearcher, GpuStats, MemoryProbe, ThreadTimes};
 use warpsearch_index::{IndexError, Result};
 use warpsearch_query::{Answer, DocRange, Mode, Request};
 
@@ -562,6 +562,9 @@ fn learn(s: &Shared, call: &Call, seconds: f64) {
 fn continuous(s: &Shared, limit: &dyn Fn() -> usize, slots: usize, tx: &Sender<Delivery>) {
     // Calls handed to the GPU and not yet answered, with when each was handed over.
     let mut on_gpu: Vec<(CallId, Call, Instant)> = Vec::new();
+    // Where this thread's time went since it was last counted, and when the last part ended.
+    let mut times = ThreadTimes::default();
+    let mut mark = Instant::now();
     loop {
         // Calls whose answers are in (None: the GPU panicked on them).
         let mut done = Vec::new();
@@ -584,10 +587,22 @@ fn continuous(s: &Shared, limit: &dyn Fn() -> usize, slots: usize, tx: &Sender<D
         // hands over all of its own).
         let early = gpu.take_early();
         let room = gpu.batches_in_flight() < slots;
+        // A look that found nothing is part of the wait for a slot, or, where nothing is then
+        // taken, for arrivals.
+        let looked = lap(&mut mark);
+        let found = !(done.is_empty() && early.is_empty());
+        let mut in_vain = 0.0;
+        match (found, room) {
+            (true, _) => times.poll_ms += looked,
+            (false, false) => times.full_ms += looked,
+            (false, true) => in_vain = looked,
+        }
         if !done.is_empty() {
             // Counted before the answers go (a call's counters, its submission's included, are in by
             // then), and not at every turn of the polling loop.
-            lock(&s.stats).add(&gpu.take_stats());
+            let mut stats = lock(&s.stats);
+            stats.add(&gpu.take_stats());
+            stats.thread.add(&std::mem::take(&mut times));
         }
         drop(gpu);
         let early: Vec<(Arc<dyn Reply>, Done)> = early
@@ -617,28 +632,45 @@ fn continuous(s: &Shared, limit: &dyn Fn() -> usize, slots: usize, tx: &Sender<D
                 return;
             }
         }
+        times.answer_ms += lap(&mut mark);
         if !room {
             // Every slot is busy: the next call waits for one to finish (and grows meanwhile).
             std::thread::yield_now();
+            times.full_ms += lap(&mut mark);
             continue;
         }
         let wait = match on_gpu.is_empty() {
             true => Wait::Forever,
             false => Wait::No,
         };
-        let Some(batches) = next(s, limit, wait) else {
+        let taken = next(s, limit, wait);
+        // A wait for arrivals with nothing on the GPU is idle time, however it ends.
+        match wait {
+            Wait::Forever => times.idle_ms += lap(&mut mark),
+            Wait::No => times.take_ms += lap(&mut mark),
+        }
+        match taken {
+            Some(_) => times.poll_ms += in_vain,
+            None => times.idle_ms += in_vain,
+        }
+        let Some(batches) = taken else {
             if on_gpu.is_empty() {
                 // Dropped, with nothing queued and nothing on the GPU.
                 return;
             }
             std::thread::yield_now();
+            times.idle_ms += lap(&mut mark);
             continue;
         };
         let call = addressees(batches);
+        times.take_ms += lap(&mut mark);
+        times.calls += 1;
+        times.call_queries += call.requests.len() as u64;
         let sent = Instant::now();
         let mut gpu = lock(&s.searcher);
         let id = caught(|| gpu.submit_polled_in(&call.requests, call.ranges.as_deref()));
         drop(gpu);
+        times.submit_ms += lap(&mut mark);
         match id {
             Some(id) => on_gpu.push((id, call, sent)),
             None => {
@@ -649,6 +681,14 @@ fn continuous(s: &Shared, limit: &dyn Fn() -> usize, slots: usize, tx: &Sender<D
             }
         }
     }
+}
+
+/// The ms since `mark`, which moves to now.
+fn lap(mark: &mut Instant) -> f64 {
+    let now = Instant::now();
+    let ms = (now - *mark).as_secs_f64() * 1e3;
+    *mark = now;
+    ms
 }
 
 /// `batches` as one call, taken now: where their answers go, their requests and documents.
