@@ -103,6 +103,14 @@ impl Split {
             return self;
         }
         let costs = map_all(chunk, parallel, |&i| self.cost(index, &queries[i].borrow().query));
+        self.for_costs(index, &costs, cut, batch)
+    }
+
+    /// [`Split::for_batch`] of a batch whose queries cost `costs`.
+    pub fn for_costs(self, index: &Index, costs: &[u64], cut: WaveCut, batch: usize) -> Split {
+        if cut.waves == 0 || cut.floor == u64::MAX {
+            return self;
+        }
         let tasks = |s: &Split| -> usize { costs.iter().map(|&c| s.parts_of(index, c) as usize).sum() };
         if tasks(&self) >= FULL_WAVES * cut.ctas as usize {
             return self;
@@ -117,7 +125,7 @@ impl Split {
         };
         let most = match cut.task_cost {
             0 => batch,
-            c => batch.min(chunk.len().max((total / c) as usize)),
+            c => batch.min(costs.len().max((total / c) as usize)),
         };
         while split.cost < self.cost && tasks(&split) > most {
             split.cost = split.cost.saturating_mul(2).min(self.cost);
@@ -151,11 +159,11 @@ pub struct WaveCut {
     pub task_cost: u64,
 }
 
-/// Cuts `which` into batches of at most `batch` descriptors (a query cut into P parts takes P) whose
+/// Cuts `which` (of queries costing `costs[i]`, [`Split::cost`]) into batches of at most `batch` descriptors (a query cut into P parts takes P) whose
 /// staged spans (`spans(i)`; a span several queries share is staged once) fit `stage` together.
-pub fn batches<R: Borrow<Request>>(
+pub fn batches(
     index: &Index,
-    queries: &[R],
+    costs: &[u64],
     which: &[usize],
     split: Split,
     batch: usize,
@@ -167,7 +175,7 @@ pub fn batches<R: Borrow<Request>>(
     let mut staged = Capacity::default();
     let mut seen: HashSet<SpanKey> = HashSet::new();
     for &i in which {
-        let parts = split.parts(index, &queries[i].borrow().query) as usize;
+        let parts = split.parts_of(index, costs[i]) as usize;
         let mine = spans(i);
         // The space `mine` adds to a batch that has staged `seen` (none when all of it is cached: the
         // common case, which then allocates nothing).
@@ -202,7 +210,11 @@ pub fn batches<R: Borrow<Request>>(
 const PARALLEL_FROM: usize = 256;
 
 /// `f` of every item, in order: on all cores of the current pool where `parallel` and there are enough.
-fn map_all<T: Sync, U: Send>(items: &[T], parallel: bool, f: impl Fn(&T) -> U + Sync + Send) -> Vec<U> {
+pub(crate) fn map_all<T: Sync, U: Send>(
+    items: &[T],
+    parallel: bool,
+    f: impl Fn(&T) -> U + Sync + Send,
+) -> Vec<U> {
     if parallel && items.len() >= PARALLEL_FROM {
         items.par_iter().map(f).collect()
     } else {
@@ -222,7 +234,7 @@ struct Built {
     fixed: Fixed,
 }
 
-/// Builds the descriptors of `queries[i]` for each `i` in `which` under the scorer's ranking, over the documents of `ranges[i]`
+/// Builds the descriptors of `queries[i]` (costing `costs[i]`, [`Split::cost`]) for each `i` in `which` under the scorer's ranking, over the documents of `ranges[i]`
 /// (every document without `ranges`; a range must hold at least one document of the index). Terms are ordered by ascending
 /// document frequency (SvS: the shortest list generates the candidates). A query whose cost exceeds
 /// `split.cost` becomes several descriptors over disjoint docID ranges (sharing its terms), adjacent in
@@ -234,6 +246,7 @@ pub fn prepare<R: Borrow<Request> + Sync>(
     scorer: &Scorer,
     residency: &Residency,
     queries: &[R],
+    costs: &[u64],
     which: &[usize],
     split: Split,
     ranges: Option<&[DocRange]>,
@@ -247,13 +260,13 @@ pub fn prepare<R: Borrow<Request> + Sync>(
         params,
         ..index.bm25()
     };
-    // Each query's cost reads its terms' records, a cache miss each in a large dictionary: on all
-    // cores where `parallel`, as the descriptors below.
-    let mut order: Vec<(u64, usize, u32)> = map_all(which, parallel, |&i| {
-        let cost = split.cost(index, &queries[i].borrow().query);
-        let parts = split.parts_of(index, cost);
-        (cost / parts as u64, i, parts)
-    });
+    let mut order: Vec<(u64, usize, u32)> = which
+        .iter()
+        .map(|&i| {
+            let parts = split.parts_of(index, costs[i]);
+            (costs[i] / parts as u64, i, parts)
+        })
+        .collect();
     order.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let num_docs = index.num_docs() as u64;
     let range = |i: usize| match ranges {

@@ -28,7 +28,7 @@ pub mod shard;
 pub mod topk;
 
 pub use fixed::Fixed;
-pub use merge::merge_top_k;
+pub use merge::{keep_top_k, merge_top_k};
 pub use options::{Algorithm, Answer, Request, SearchOptions, MAX_K};
 pub use plan::{DocRange, Part, Plan, PlanTerm, Prior};
 pub use query::{CollectionTerm, Mode, Query, Ranking, Scored};

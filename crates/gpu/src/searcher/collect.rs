@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use warpsearch_query::{merge_top_k, Answer, Scored};
+use warpsearch_query::{keep_top_k, Answer, Scored};
 
 use super::calls::CallId;
 use super::slot::{InFlight, Slot};
@@ -164,24 +164,27 @@ fn finished(pending: &mut Vec<(usize, usize)>, count: impl Fn(usize) -> u32) -> 
 /// merged (each document belongs to one part, so the merged top k is exact); None where a part
 /// failed (a malformed block) or its count is out of range.
 fn query_hits(slot: &Slot, tasks: std::ops::Range<usize>, k: usize) -> Option<Vec<Scored>> {
-    let mut parts: Vec<Vec<Scored>> = tasks
-        .map(|t| {
-            let c = slot.h_count.volatile(t);
-            (c != COUNT_FAILED && c as usize <= k).then(|| {
-                let at = t * k..t * k + c as usize;
-                // SAFETY: the task's count is in, read after its hits: the kernel writes them no more.
-                let (docs, scores) = unsafe { (slot.h_doc.written(at.clone()), slot.h_score.written(at)) };
-                docs.iter()
-                    .zip(scores)
-                    .map(|(&doc, &score)| Scored { doc, score })
-                    .collect()
-            })
-        })
-        .collect::<Option<_>>()?;
-    Some(match parts.len() {
-        1 => parts.pop().expect("one part"),
-        _ => merge_top_k(&parts, k),
-    })
+    let parts = tasks.len();
+    let mut hits = Vec::with_capacity(parts.min(4) * k);
+    for t in tasks {
+        let c = slot.h_count.volatile(t);
+        if c == COUNT_FAILED || c as usize > k {
+            return None;
+        }
+        let at = t * k..t * k + c as usize;
+        // SAFETY: the task's count is in, read after its hits: the kernel writes them no more.
+        let (docs, scores) = unsafe { (slot.h_doc.written(at.clone()), slot.h_score.written(at)) };
+        hits.extend(
+            docs.iter()
+                .zip(scores)
+                .map(|(&doc, &score)| Scored { doc, score }),
+        );
+    }
+    // One part's hits are its top k, best first, as the kernel wrote them.
+    if parts > 1 {
+        keep_top_k(&mut hits, k);
+    }
+    Some(hits)
 }
 
 #[cfg(test)]

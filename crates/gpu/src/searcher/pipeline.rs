@@ -14,7 +14,7 @@ use super::collect::query_tasks;
 use super::slot::InFlight;
 use super::GpuSearcher;
 use crate::abi::{BatchArgs, IndexArgs, COUNT_PENDING, MODE_AND, MODE_OR};
-use crate::batch::{batches, prepare, Prepared, Split, WaveCut};
+use crate::batch::{batches, map_all, prepare, Prepared, Split, WaveCut};
 use crate::driver::{self, ptr};
 use crate::error::GpuError;
 use crate::launch;
@@ -70,7 +70,21 @@ impl GpuSearcher {
                 hi,
             )
         };
-        let chunks = batches(&index, requests, which, split, self.gopts.batch_size, cap, need);
+        // Each query's cost reads its terms' records (a cache miss each in a large dictionary), once
+        // for the batches, their cut and their descriptors.
+        let parallel = self.gopts.parallel_host || self.host_pool.is_some();
+        let costed = Instant::now();
+        let mut costs = vec![0; requests.len()];
+        let found = on_host(&self.host_pool, || {
+            map_all(which, parallel, |&i| {
+                split.cost(&index, &requests[i].borrow().query)
+            })
+        });
+        for (&i, c) in which.iter().zip(found) {
+            costs[i] = c;
+        }
+        self.stats.prepare_ms += costed.elapsed().as_secs_f64() * 1e3;
+        let chunks = batches(&index, &costs, which, split, self.gopts.batch_size, cap, need);
         for (b, chunk) in chunks.iter().enumerate() {
             let chunk = &chunk[..];
             let s = self.pick_slot();
@@ -81,7 +95,6 @@ impl GpuSearcher {
             // batch's host work, copies and kernel ran one after another, half of them overlapped.)
             let started = Instant::now();
             let mut stage = Stage::new(self.dev.stage_base(s), cap);
-            let parallel = self.gopts.parallel_host || self.host_pool.is_some();
             let (scorer, residency) = (&self.scorer, self.dev.residency());
             let (ctas, floor, task_cost) = match mode {
                 Mode::Or => (self.grid_or, self.gopts.or_split_floor, self.gopts.or_task_cost),
@@ -97,9 +110,10 @@ impl GpuSearcher {
             let size = self.batch_size();
             let mut split = split;
             let prepared = match on_host(&self.host_pool, || {
-                split = split.for_batch(&index, requests, chunk, cut, size, parallel);
+                let chunk_costs: Vec<u64> = chunk.iter().map(|&i| costs[i]).collect();
+                split = split.for_costs(&index, &chunk_costs, cut, size);
                 prepare(
-                    scorer, residency, requests, chunk, split, ranges, &mut stage, parallel,
+                    scorer, residency, requests, &costs, chunk, split, ranges, &mut stage, parallel,
                 )
             }) {
                 Ok(p) => p,
