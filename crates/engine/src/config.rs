@@ -233,6 +233,12 @@ pub struct GpuConfig {
     /// never merge).
     #[arg(id = "gpu-merge-ratio", long = "gpu-merge-ratio", default_value_t = GpuOptions::default().merge_ratio)]
     pub merge_ratio: u32,
+    /// Host threads that feed each GPU (one index, not the hybrid), each with its own pipeline and
+    /// copy of the index on the device: queries go to the one with the fewest in flight. More than
+    /// one where a GPU thread's host work, not the GPU, sets the pace.
+    #[arg(id = "gpu-feeders", long = "gpu-feeders", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub feeders: u32,
     /// Time the GPU kernel's phases, and each query's wait, run and wait for its batch on the
     /// device (reported by --stats and bench; slightly slower).
     #[arg(id = "gpu-profile", long = "gpu-profile")]
@@ -270,6 +276,7 @@ impl Default for GpuConfig {
             split_waves_parts: g.wave_parts,
             small_or: g.small_or,
             merge_ratio: g.merge_ratio,
+            feeders: 1,
             profile: false,
             kernels: KernelConfig::default(),
             host_gather: false,
@@ -693,7 +700,13 @@ impl EngineConfig {
         let scorer =
             Scorer::new(index.clone(), options)?.with_max_query_terms(self.scoring.max_query_terms as usize);
         scorer.check(&Request::new(Query::default(), mode, max_k))?;
-        let devices = self.devices(name)?;
+        // Each GPU once per thread that feeds it: replicas on one device share its SMs.
+        let feeders = self.gpu.feeders as usize;
+        let devices: Vec<usize> = self
+            .devices(name)?
+            .into_iter()
+            .flat_map(|d| std::iter::repeat_n(d, feeders))
+            .collect();
         let mut eopts = EngineOptions {
             backend: self.backend,
             cpu_threads: self.threads,

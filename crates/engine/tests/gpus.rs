@@ -142,6 +142,39 @@ fn every_gpu_answers_exactly() {
     }
 }
 
+/// Two threads feeding each GPU (`--gpu-feeders 2`): a replica per thread, two on every device,
+/// answering as one.
+#[test]
+fn two_feeders_on_each_gpu_answer_exactly() {
+    let present = warpsearch_gpu::device_count();
+    if present == 0 {
+        say("skipped: no CUDA device");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (index, _) = random_index(tmp.path(), 47, Codec::SimdBp, None);
+    let mut config = EngineConfig {
+        backend: BackendChoice::Gpu,
+        ..EngineConfig::default()
+    };
+    config.gpu.gpus = GpuSet::First(1);
+    config.gpu.feeders = 2;
+    let engine = config.open(index.clone(), Mode::AndOr, 1000).unwrap();
+    assert!(
+        engine.describe().starts_with("2 replicas"),
+        "{}",
+        engine.describe()
+    );
+    check(
+        &engine,
+        &index,
+        &mixed_requests(&index, 17),
+        "two feeders on GPU 0",
+    );
+    assert_eq!(engine.gpu_failures(), 0);
+    assert_eq!(engine.fallback_queries(), 0, "{:?}", engine.take_notes());
+}
+
 /// Two GPUs named by number, and the refusal of a device that is not there.
 #[test]
 fn replicas_across_two_gpus() {
