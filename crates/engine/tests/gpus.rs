@@ -116,7 +116,8 @@ fn replicas_of_different_indexes_are_refused() {
     assert!(Engine::replicas(Vec::new()).is_err());
 }
 
-/// `--gpus auto` on every device present: the index on each (replicas where two or more).
+/// `--gpus auto` on every device present: the index on each (replicas where two or more), and with
+/// `--gpu-feeders 2` twice on each, a replica per thread that feeds it.
 #[test]
 fn every_gpu_answers_exactly() {
     let present = warpsearch_gpu::device_count();
@@ -127,52 +128,36 @@ fn every_gpu_answers_exactly() {
     let tmp = tempfile::tempdir().unwrap();
     let (index, _) = random_index(tmp.path(), 41, Codec::SimdBp, None);
     let reqs = mixed_requests(&index, 9);
-    for backend in [BackendChoice::Gpu, BackendChoice::Auto] {
+    for (backend, feeders) in [
+        (BackendChoice::Gpu, 1),
+        (BackendChoice::Auto, 1),
+        (BackendChoice::Gpu, 2),
+    ] {
         let mut config = EngineConfig {
             backend,
             ..EngineConfig::default()
         };
         config.gpu.gpus = GpuSet::Auto;
+        config.gpu.feeders = feeders;
         let engine = config.open(index.clone(), Mode::AndOr, 1000).unwrap();
         assert!(engine.has_gpu(), "{}", engine.describe());
-        say(&format!("{present} CUDA devices: {}", engine.describe()));
-        check(&engine, &index, &reqs, &format!("{backend:?} on {present} GPUs"));
+        let replicas = present * feeders as usize;
+        if replicas > 1 {
+            assert!(
+                engine.describe().starts_with(&format!("{replicas} replicas")),
+                "{}",
+                engine.describe()
+            );
+        }
+        say(&format!(
+            "{present} CUDA devices, {feeders} feeders: {}",
+            engine.describe()
+        ));
+        let what = format!("{backend:?} on {present} GPUs, {feeders} feeders");
+        check(&engine, &index, &reqs, &what);
         assert_eq!(engine.gpu_failures(), 0);
         assert_eq!(engine.fallback_queries(), 0, "{:?}", engine.take_notes());
     }
-}
-
-/// Two threads feeding each GPU (`--gpu-feeders 2`): a replica per thread, two on every device,
-/// answering as one.
-#[test]
-fn two_feeders_on_each_gpu_answer_exactly() {
-    let present = warpsearch_gpu::device_count();
-    if present == 0 {
-        say("skipped: no CUDA device");
-        return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let (index, _) = random_index(tmp.path(), 47, Codec::SimdBp, None);
-    let mut config = EngineConfig {
-        backend: BackendChoice::Gpu,
-        ..EngineConfig::default()
-    };
-    config.gpu.gpus = GpuSet::First(1);
-    config.gpu.feeders = 2;
-    let engine = config.open(index.clone(), Mode::AndOr, 1000).unwrap();
-    assert!(
-        engine.describe().starts_with("2 replicas"),
-        "{}",
-        engine.describe()
-    );
-    check(
-        &engine,
-        &index,
-        &mixed_requests(&index, 17),
-        "two feeders on GPU 0",
-    );
-    assert_eq!(engine.gpu_failures(), 0);
-    assert_eq!(engine.fallback_queries(), 0, "{:?}", engine.take_notes());
 }
 
 /// Two GPUs named by number, and the refusal of a device that is not there.
