@@ -680,6 +680,7 @@ impl EngineConfig {
                 name("max-query-terms")
             )));
         }
+        self.check_feeders(&index, name)?;
         let hedge = self.hybrid.hedge;
         if !(hedge.is_finite() && hedge >= 0.0) {
             return Err(EngineError::Config(format!(
@@ -725,6 +726,38 @@ impl EngineConfig {
             return Engine::new(scorer, eopts);
         }
         on_devices(&scorer, &eopts, &devices)
+    }
+
+    /// `--gpu-feeders`: 1 to 16, and above 1 only where each feeder can hold a whole copy of one
+    /// index (not a sharded one, not with a list cache, whose budget is the device's) and the backend
+    /// feeds its GPUs alone (not the hybrid).
+    fn check_feeders(&self, index: &Index, name: Namer) -> Result<(), EngineError> {
+        let feeders = self.gpu.feeders;
+        let flag = name("gpu-feeders");
+        if !(1..=16).contains(&feeders) {
+            return Err(EngineError::Config(format!("{flag} is {feeders}: give 1 to 16")));
+        }
+        if feeders == 1 {
+            return Ok(());
+        }
+        let against = if index.is_sharded() {
+            Some(format!("a sharded index ({})", index.dir().display()))
+        } else if self.cache.policy.is_some() {
+            Some(format!(
+                "{} (each feeder would take the cache's memory)",
+                name("gpu-cache")
+            ))
+        } else if self.backend == BackendChoice::Hybrid {
+            Some(format!("{} hybrid", name("backend")))
+        } else {
+            None
+        };
+        match against {
+            Some(what) => Err(EngineError::Config(format!(
+                "{flag} {feeders} does not apply to {what}: leave it at 1"
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// The GPUs `--gpus` names among those present (none for the CPU backend, or where there are
@@ -777,14 +810,24 @@ fn on_devices(
         engines.push(engine);
     }
     let choice = (options.backend == BackendChoice::Auto).then(|| {
+        // A device named once per thread that feeds it, the repeats adjacent.
+        let mut distinct = devices.to_vec();
+        distinct.dedup();
+        let feeders = devices.len() / distinct.len();
         format!(
-            "backend auto: gpu on {} GPUs ({}), the index on each",
-            devices.len(),
-            devices
+            "backend auto: gpu on {} GPU{} ({}), the index on each{}",
+            distinct.len(),
+            if distinct.len() == 1 { "" } else { "s" },
+            distinct
                 .iter()
                 .map(|d| d.to_string())
                 .collect::<Vec<_>>()
-                .join(",")
+                .join(","),
+            if feeders > 1 {
+                format!(" {feeders} times, a thread feeding each copy")
+            } else {
+                String::new()
+            }
         )
     });
     Engine::replicated(engines, choice)

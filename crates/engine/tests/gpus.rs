@@ -160,6 +160,37 @@ fn every_gpu_answers_exactly() {
     }
 }
 
+/// `--gpu-feeders` out of range, or above 1 with a list cache or the hybrid, is refused before any GPU
+/// is opened (with or without one).
+#[test]
+fn feeders_where_they_do_not_apply_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (index, _) = random_index(tmp.path(), 53, Codec::SimdBp, None);
+    let refused = |config: EngineConfig, why: &str| {
+        let err = config.open(index.clone(), Mode::Or, 10).err().expect("refused");
+        let err = err.to_string();
+        assert!(err.contains("gpu-feeders") && err.contains(why), "{err}");
+    };
+    for feeders in [0, 17] {
+        let mut config = EngineConfig::default();
+        config.gpu.feeders = feeders;
+        refused(config, "give 1 to 16");
+    }
+    let mut cached = EngineConfig {
+        backend: BackendChoice::Gpu,
+        ..EngineConfig::default()
+    };
+    cached.gpu.feeders = 2;
+    cached.cache.policy = Some(Policy::Dynamic);
+    refused(cached, "gpu-cache");
+    let mut hybrid = EngineConfig {
+        backend: BackendChoice::Hybrid,
+        ..EngineConfig::default()
+    };
+    hybrid.gpu.feeders = 2;
+    refused(hybrid, "hybrid");
+}
+
 /// Two GPUs named by number, and the refusal of a device that is not there.
 #[test]
 fn replicas_across_two_gpus() {

@@ -43,7 +43,7 @@ impl Prepared {
 }
 
 /// Tasks per CTA from which a batch of AND queries is not cut finer than its coarsest split
-/// ([`Split::for_batch`]).
+/// ([`Split::for_costs`]).
 pub const FULL_WAVES: usize = 4;
 
 /// How long queries are cut into docID ranges (docs/references.md#batched-intersection: long lists spread over many thread blocks).
@@ -138,7 +138,7 @@ impl Split {
     }
 }
 
-/// How [`Split::for_batch`] cuts a batch short of [`FULL_WAVES`] tasks per CTA: so finely that its
+/// How [`Split::for_costs`] cuts a batch short of [`FULL_WAVES`] tasks per CTA: so finely that its
 /// largest task takes at most 1/`waves` of what each of `ctas` CTAs has to do on average, but never
 /// below `floor` postings a part (`u64::MAX`, or `waves` 0: not cut this way), in at most `max_parts`
 /// parts a query, and with at least `task_cost` postings a task on average where the coarse split
@@ -159,8 +159,9 @@ pub struct WaveCut {
     pub task_cost: u64,
 }
 
-/// Cuts `which` (of queries costing `costs[i]`, [`Split::cost`]) into batches of at most `batch` descriptors (a query cut into P parts takes P) whose
-/// staged spans (`spans(i)`; a span several queries share is staged once) fit `stage` together.
+/// Cuts `which` (of queries costing `costs[i]`, [`Split::cost`]) into batches of at most `batch`
+/// descriptors (a query cut into P parts takes P) whose staged spans (`spans(i)`; a span several
+/// queries share is staged once) fit `stage` together.
 pub fn batches(
     index: &Index,
     costs: &[u64],
@@ -234,7 +235,8 @@ struct Built {
     fixed: Fixed,
 }
 
-/// Builds the descriptors of `queries[i]` (costing `costs[i]`, [`Split::cost`]) for each `i` in `which` under the scorer's ranking, over the documents of `ranges[i]`
+/// Builds the descriptors of `queries[i]` (costing `costs[i]`, [`Split::cost`]) for each `i` in
+/// `which` under the scorer's ranking, over the documents of `ranges[i]`
 /// (every document without `ranges`; a range must hold at least one document of the index). Terms are ordered by ascending
 /// document frequency (SvS: the shortest list generates the candidates). A query whose cost exceeds
 /// `split.cost` becomes several descriptors over disjoint docID ranges (sharing its terms), adjacent in

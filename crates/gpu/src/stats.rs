@@ -58,9 +58,10 @@ pub struct GpuStats {
 /// busy nearly all the time sets the pace, not the GPU.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct ThreadTimes {
-    /// Looking at the calls on the GPU (their events, their answers in host memory) and finding
-    /// answers; a look that finds none counts as waiting (`full_ms` or `idle_ms`).
-    pub poll_ms: f64,
+    /// Looking at the calls on the GPU (their events, their answers in host memory) and collecting
+    /// what it found; a look that finds nothing counts as the wait after it (`full_ms`, `idle_ms`),
+    /// or as this where a call is then taken.
+    pub collect_ms: f64,
     /// Handing answers over (on this thread, or to the delivering one).
     pub answer_ms: f64,
     /// Taking the next call's queries from the queue.
@@ -69,7 +70,7 @@ pub struct ThreadTimes {
     pub submit_ms: f64,
     /// Waiting for a pipeline slot, every one busy.
     pub full_ms: f64,
-    /// With nothing to take: calls on the GPU and none queued, or nothing at all.
+    /// With nothing to take while calls are on the GPU (a wait with nothing on it is not counted).
     pub idle_ms: f64,
     /// Calls handed to the GPU.
     pub calls: u64,
@@ -81,7 +82,7 @@ impl ThreadTimes {
     /// The parts of the thread's time, named, in ms.
     pub fn parts(&self) -> [(&'static str, f64); 6] {
         [
-            ("polling", self.poll_ms),
+            ("collecting", self.collect_ms),
             ("answers", self.answer_ms),
             ("taking", self.take_ms),
             ("submitting", self.submit_ms),
@@ -97,7 +98,7 @@ impl ThreadTimes {
 
     /// Adds `other`'s to these.
     pub fn add(&mut self, other: &ThreadTimes) {
-        self.poll_ms += other.poll_ms;
+        self.collect_ms += other.collect_ms;
         self.answer_ms += other.answer_ms;
         self.take_ms += other.take_ms;
         self.submit_ms += other.submit_ms;

@@ -42,8 +42,9 @@ pub fn gpu_stats_line(s: &GpuStats) -> String {
     line
 }
 
-/// Where the thread feeding the GPU spent its time, in a line; None where no call went through it
-/// (a closed loop's calls run on the caller's thread).
+/// Where the threads that feed the GPUs spent their time, in a line (their times summed); None where
+/// none was timed (a closed loop's calls run on the caller's thread, and with a list cache each call
+/// runs whole, untimed).
 pub fn gpu_thread_line(t: &ThreadTimes) -> Option<String> {
     let total = t.total_ms();
     if total <= 0.0 {
@@ -55,7 +56,7 @@ pub fn gpu_thread_line(t: &ThreadTimes) -> Option<String> {
         .map(|(name, ms)| format!("{name} {:.1}%", 100.0 * ms / total))
         .collect();
     Some(format!(
-        "GPU thread over {:.0} ms: {}; {} calls of {:.1} queries on average",
+        "GPU feeding threads, {:.0} ms in all: {}; {} calls of {:.1} queries on average",
         total,
         parts.join(", "),
         t.calls,
@@ -66,7 +67,7 @@ pub fn gpu_thread_line(t: &ThreadTimes) -> Option<String> {
 /// [`gpu_thread_line`]'s figures (ms), for JSON; None where it has none.
 pub fn gpu_thread_json(t: &ThreadTimes) -> Option<Value> {
     (t.total_ms() > 0.0).then(|| {
-        json!({"poll_ms": t.poll_ms, "answer_ms": t.answer_ms, "take_ms": t.take_ms,
+        json!({"collect_ms": t.collect_ms, "answer_ms": t.answer_ms, "take_ms": t.take_ms,
                "submit_ms": t.submit_ms, "full_ms": t.full_ms, "idle_ms": t.idle_ms,
                "calls": t.calls, "call_queries": t.call_queries})
     })
@@ -303,7 +304,7 @@ mod tests {
         assert_eq!(gpu_thread_line(&ThreadTimes::default()), None);
         assert_eq!(gpu_thread_json(&ThreadTimes::default()), None);
         let t = ThreadTimes {
-            poll_ms: 10.0,
+            collect_ms: 10.0,
             answer_ms: 20.0,
             take_ms: 5.0,
             submit_ms: 40.0,
@@ -314,7 +315,7 @@ mod tests {
         };
         let line = gpu_thread_line(&t).expect("calls went through it");
         assert!(
-            line.starts_with("GPU thread over 100 ms: polling 10.0%, answers 20.0%"),
+            line.starts_with("GPU feeding threads, 100 ms in all: collecting 10.0%, answers 20.0%"),
             "{line}"
         );
         assert!(

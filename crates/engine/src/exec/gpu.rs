@@ -562,20 +562,24 @@ fn learn(s: &Shared, call: &Call, seconds: f64) {
 fn continuous(s: &Shared, limit: &dyn Fn() -> usize, slots: usize, tx: &Sender<Delivery>) {
     // Calls handed to the GPU and not yet answered, with when each was handed over.
     let mut on_gpu: Vec<(CallId, Call, Instant)> = Vec::new();
-    // Where this thread's time went since it was last counted, and when the last part ended.
+    // Where this thread's time went since it was last counted, and when the last part ended. A turn's
+    // look at the GPU and hand-over of answers are work where they found something, else part of the
+    // wait that follows them.
     let mut times = ThreadTimes::default();
     let mut mark = Instant::now();
     loop {
         // Calls whose answers are in (None: the GPU panicked on them).
         let mut done = Vec::new();
         let mut gpu = lock(&s.searcher);
+        let mut found = false;
         if !on_gpu.is_empty() {
-            if caught(|| gpu.poll()).is_none() {
+            found = caught(|| gpu.poll()).unwrap_or_else(|| {
                 // Which batches were lost is unknown: every call still out is waited for alone.
                 for (id, c, sent) in on_gpu.drain(..) {
                     done.push((c, sent, caught(|| gpu.wait(id))));
                 }
-            }
+                true
+            });
             while let Some((id, answers)) = caught(|| gpu.take_done()).flatten() {
                 if let Some(at) = on_gpu.iter().position(|(c, _, _)| *c == id) {
                     let (_, c, sent) = on_gpu.swap_remove(at);
@@ -587,16 +591,7 @@ fn continuous(s: &Shared, limit: &dyn Fn() -> usize, slots: usize, tx: &Sender<D
         // hands over all of its own).
         let early = gpu.take_early();
         let room = gpu.batches_in_flight() < slots;
-        // A look that found nothing is part of the wait for a slot, or, where nothing is then
-        // taken, for arrivals.
-        let looked = lap(&mut mark);
-        let found = !(done.is_empty() && early.is_empty());
-        let mut in_vain = 0.0;
-        match (found, room) {
-            (true, _) => times.poll_ms += looked,
-            (false, false) => times.full_ms += looked,
-            (false, true) => in_vain = looked,
-        }
+        found |= !(done.is_empty() && early.is_empty());
         if !done.is_empty() {
             // Counted before the answers go (a call's counters, its submission's included, are in by
             // then), and not at every turn of the polling loop.
@@ -605,6 +600,7 @@ fn continuous(s: &Shared, limit: &dyn Fn() -> usize, slots: usize, tx: &Sender<D
             stats.thread.add(&std::mem::take(&mut times));
         }
         drop(gpu);
+        let polled = lap(&mut mark);
         let early: Vec<(Arc<dyn Reply>, Done)> = early
             .into_iter()
             .filter_map(|(id, i, answer)| {
@@ -632,26 +628,39 @@ fn continuous(s: &Shared, limit: &dyn Fn() -> usize, slots: usize, tx: &Sender<D
                 return;
             }
         }
-        times.answer_ms += lap(&mut mark);
+        let answered = lap(&mut mark);
+        let mut in_vain = 0.0;
+        match found {
+            true => {
+                times.collect_ms += polled;
+                times.answer_ms += answered;
+            }
+            false => in_vain = polled + answered,
+        }
         if !room {
             // Every slot is busy: the next call waits for one to finish (and grows meanwhile).
             std::thread::yield_now();
-            times.full_ms += lap(&mut mark);
+            times.full_ms += in_vain + lap(&mut mark);
             continue;
+        }
+        if on_gpu.is_empty() {
+            // Nothing on the GPU: what is counted goes to the statistics before a wait for arrivals,
+            // which is not counted (the thread is out of use, between a benchmark's loads too).
+            lock(&s.stats).thread.add(&std::mem::take(&mut times));
         }
         let wait = match on_gpu.is_empty() {
             true => Wait::Forever,
             false => Wait::No,
         };
         let taken = next(s, limit, wait);
-        // A wait for arrivals with nothing on the GPU is idle time, however it ends.
-        match wait {
-            Wait::Forever => times.idle_ms += lap(&mut mark),
-            Wait::No => times.take_ms += lap(&mut mark),
-        }
-        match taken {
-            Some(_) => times.poll_ms += in_vain,
-            None => times.idle_ms += in_vain,
+        let took = lap(&mut mark);
+        match (wait, taken.is_some()) {
+            (Wait::Forever, _) => {}
+            (Wait::No, true) => {
+                times.take_ms += took;
+                times.collect_ms += in_vain;
+            }
+            (Wait::No, false) => times.idle_ms += took + in_vain,
         }
         let Some(batches) = taken else {
             if on_gpu.is_empty() {

@@ -165,13 +165,19 @@ fn finished(pending: &mut Vec<(usize, usize)>, count: impl Fn(usize) -> u32) -> 
 /// failed (a malformed block) or its count is out of range.
 fn query_hits(slot: &Slot, tasks: std::ops::Range<usize>, k: usize) -> Option<Vec<Scored>> {
     let parts = tasks.len();
-    let mut hits = Vec::with_capacity(parts.min(4) * k);
-    for t in tasks {
+    // The counts first, to refuse a failed part and to allocate exactly (a task's count, once in,
+    // is written no more).
+    let mut total = 0;
+    for t in tasks.clone() {
         let c = slot.h_count.volatile(t);
         if c == COUNT_FAILED || c as usize > k {
             return None;
         }
-        let at = t * k..t * k + c as usize;
+        total += c as usize;
+    }
+    let mut hits = Vec::with_capacity(total);
+    for t in tasks {
+        let at = t * k..t * k + slot.h_count.volatile(t) as usize;
         // SAFETY: the task's count is in, read after its hits: the kernel writes them no more.
         let (docs, scores) = unsafe { (slot.h_doc.written(at.clone()), slot.h_score.written(at)) };
         hits.extend(

@@ -36,7 +36,7 @@ impl GpuSearcher {
         last: bool,
     ) {
         let nslots = self.slots.len();
-        // Batches are formed at the coarsest split; an AND batch is then cut finer (Split::for_batch).
+        // Batches are formed at the coarsest split; an AND batch is then cut finer (Split::for_costs).
         let g = &self.gopts;
         let split = Split {
             cost: match mode {

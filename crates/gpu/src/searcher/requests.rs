@@ -120,11 +120,14 @@ impl GpuSearcher {
     /// Collects every batch the GPU has finished, without waiting for the others, so that the calls
     /// they complete come back by [`GpuSearcher::take_done`] as soon as they are done; and, of the
     /// batches still running, answers the queries already done ([`GpuSearcher::take_early`]).
-    pub fn poll(&mut self) {
+    /// Whether it found anything: a batch finished or a query answered.
+    pub fn poll(&mut self) -> bool {
         // The events are queried in the searcher's context, which may not be current on this thread.
         if self.gpu.ctx.bind_to_thread().is_err() {
-            return;
+            return false;
         }
+        let early = self.answered_early.len();
+        let mut found = false;
         for s in 0..self.slots.len() {
             let slot = &self.slots[s];
             if slot.in_flight.is_none() {
@@ -132,10 +135,12 @@ impl GpuSearcher {
             }
             if driver::event_done(&slot.events[3]) {
                 self.harvest(s);
+                found = true;
             } else {
                 self.answer_early(s);
             }
         }
+        found || self.answered_early.len() > early
     }
 
     /// The answers [`GpuSearcher::poll`] found before their batches ended, not taken before: (call,
