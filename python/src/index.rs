@@ -209,6 +209,7 @@ impl PyIndex {
     /// (default: every core); `gpu_memory`, the GPU memory the index may take, in bytes (as
     /// `--gpu-memory`); `gpus`, the GPUs to run on (as `--gpus`: "auto" for every device, a count, or
     /// device numbers "0,2"; one index on each, a sharded index's shards spread over them);
+    /// `gpu_feeders`, threads feeding each GPU, each with a copy of the index (as `--gpu-feeders`);
     /// `max_query_terms`, the most distinct terms a query may have (a longer one is
     /// refused, as `--max-query-terms`); `shards`, of a sharded index, the shards (numbers from 0) this
     /// searcher answers for, with the collection's statistics and document numbers, so that answers of
@@ -227,7 +228,8 @@ impl PyIndex {
         backend="auto", *, ranking="bm25", alpha=None, k1=None, b=None, algorithm="auto", max_k=1000,
         threads=None, gpu_memory=None, gpu_cache=None, gpu_cache_train=None, gpu_cache_mode="or",
         gpu_cache_k=10, gpu_cache_ratio=None, gpu_cache_buffer=None, gpu_cache_complete="auto",
-        max_query_terms=warpsearch_query::DEFAULT_MAX_QUERY_TERMS, shards=None, gpus="auto"
+        max_query_terms=warpsearch_query::DEFAULT_MAX_QUERY_TERMS, shards=None, gpus="auto",
+        gpu_feeders=1
     ))]
     fn searcher(
         &self,
@@ -251,6 +253,7 @@ impl PyIndex {
         max_query_terms: usize,
         shards: Option<Vec<usize>>,
         gpus: &str,
+        gpu_feeders: u32,
     ) -> PyResult<PySearcher> {
         if max_query_terms == 0 {
             return Err(value_error("max_query_terms must be at least 1"));
@@ -268,6 +271,7 @@ impl PyIndex {
             max_query_terms,
             shards,
             gpus,
+            gpu_feeders,
             cache: CacheArgs {
                 policy: gpu_cache,
                 train: gpu_cache_train,

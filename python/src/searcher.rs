@@ -53,6 +53,8 @@ pub struct SearcherOptions<'a> {
     pub shards: Option<Vec<usize>>,
     /// `--gpus`: auto, a count, or device numbers.
     pub gpus: &'a str,
+    /// `--gpu-feeders`: threads feeding each GPU.
+    pub gpu_feeders: u32,
     /// The GPU list cache's arguments.
     pub cache: CacheArgs<'a>,
 }
@@ -79,6 +81,7 @@ impl SearcherOptions<'_> {
                     .gpus
                     .parse()
                     .map_err(|e: String| value_error(format!("gpus={:?}: {e}", self.gpus)))?,
+                feeders: self.gpu_feeders,
                 ..GpuConfig::default()
             },
             hybrid: HybridConfig {

@@ -218,3 +218,12 @@ def test_a_query_beyond_max_query_terms_is_refused(index):
         s.search("algorithm matrix computer language", k=5)
     with pytest.raises(ValueError, match="max_query_terms"):
         index.searcher("cpu", max_query_terms=0)
+
+
+def test_gpu_feeders_where_they_do_not_apply_are_refused(index):
+    with pytest.raises(ValueError, match="gpu_feeders is 0: give 1 to 16"):
+        index.searcher("cpu", gpu_feeders=0)
+    with pytest.raises(ValueError, match="gpu_feeders 2 does not apply to backend hybrid"):
+        index.searcher("hybrid", gpu_feeders=2)
+    # On the CPU the option changes nothing.
+    assert index.searcher("cpu", gpu_feeders=2).search("algorithm matrix", k=5)

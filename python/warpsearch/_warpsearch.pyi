@@ -73,10 +73,12 @@ class Index:
         max_query_terms: int = 1024,
         shards: Optional[Sequence[int]] = None,
         gpus: str = "auto",
+        gpu_feeders: int = 1,
     ) -> "Searcher":
         """A searcher over this index, with the engine options of `warpsearch search`; `shards`, of a
         sharded index, the shards it answers for (collection document numbers and scores); `gpus`, the
-        GPUs to run on ("auto", a count, or device numbers "0,2"), as `--gpus`."""
+        GPUs to run on ("auto", a count, or device numbers "0,2"), as `--gpus`; `gpu_feeders`, threads
+        feeding each GPU, each with a copy of the index, as `--gpu-feeders`."""
 
     def analyze(self, text: str) -> List[str]:
         """The terms the index's analyzer makes of `text`."""
