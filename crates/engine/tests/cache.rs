@@ -399,7 +399,6 @@ fn and_batches_are_cut_to_their_size() {
         .into_iter()
         .filter(|q| !q.terms.is_empty())
         .collect();
-    let reqs = requests(&queries, Mode::And, 10);
     let all: Vec<usize> = (0..queries.len()).collect();
     let coarse = Split {
         cost: 1_000_000,
@@ -418,6 +417,11 @@ fn and_batches_are_cut_to_their_size() {
         max_parts,
         task_cost: 0,
     };
+    // The split `s` gives a batch of every query under `cut`, within `batch` tasks.
+    let cut_all = |s: &Split, cut: WaveCut, batch: usize| {
+        let costs: Vec<u64> = all.iter().map(|&i| s.cost(&ix, &queries[i])).collect();
+        s.for_costs(&ix, &costs, cut, batch)
+    };
     // Batches of fewer than FULL_WAVES tasks per CTA (60 queries or fewer, 64 CTAs) are cut finer.
     for (ctas, waves, floor, batch, max_parts) in [
         (64, 1, 1, 10_000, 16),
@@ -429,7 +433,7 @@ fn and_batches_are_cut_to_their_size() {
         (64, 64, 1, 10_000, 8),
         (64, 64, 1, all.len() * 20, 64),
     ] {
-        let s = coarse.for_batch(&ix, &reqs, &all, cut(ctas, waves, floor, max_parts), batch, false);
+        let s = cut_all(&coarse, cut(ctas, waves, floor, max_parts), batch);
         let max_parts = max_parts.max(coarse.max_parts);
         assert_eq!(s.max_parts, max_parts, "{ctas} {waves} {floor} {batch}");
         assert!(tasks(&s, &all) <= batch, "{ctas} {waves} {floor} {batch}");
@@ -473,26 +477,11 @@ fn and_batches_are_cut_to_their_size() {
             );
         }
     }
-    assert_eq!(
-        coarse
-            .for_batch(&ix, &reqs, &all, cut(64, 0, 1, 64), 10_000, false)
-            .cost,
-        coarse.cost
-    );
+    assert_eq!(cut_all(&coarse, cut(64, 0, 1, 64), 10_000).cost, coarse.cost);
     // A batch of FULL_WAVES tasks per CTA or more keeps the coarse split.
     let ctas = (all.len() / warpsearch_gpu::batch::FULL_WAVES) as u32;
-    assert_eq!(
-        coarse
-            .for_batch(&ix, &reqs, &all, cut(ctas, 2, 1, 64), 10_000, false)
-            .cost,
-        coarse.cost
-    );
-    assert!(
-        coarse
-            .for_batch(&ix, &reqs, &all, cut(ctas + 1, 2, 1, 64), 10_000, false)
-            .cost
-            < coarse.cost
-    );
+    assert_eq!(cut_all(&coarse, cut(ctas, 2, 1, 64), 10_000).cost, coarse.cost);
+    assert!(cut_all(&coarse, cut(ctas + 1, 2, 1, 64), 10_000).cost < coarse.cost);
     // A batch whose queries, at the coarse cost, take more tasks in the cut's parts than the batch
     // holds keeps the coarse split (the batch was formed with it).
     let fine = Split {
@@ -510,17 +499,13 @@ fn and_batches_are_cut_to_their_size() {
             &all
         ) > batch
     );
-    let s = fine.for_batch(&ix, &reqs, &all, cut(64, 64, 1, 64), batch, false);
+    let s = cut_all(&fine, cut(64, 64, 1, 64), batch);
     assert_eq!((s.cost, s.max_parts), (fine.cost, fine.max_parts));
     let or = Split {
         or_cost: true,
         ..coarse
     };
-    assert_eq!(
-        or.for_batch(&ix, &reqs, &all, cut(2, 2, 1, 64), 10_000, false)
-            .cost,
-        or.cost
-    );
+    assert_eq!(cut_all(&or, cut(2, 2, 1, 64), 10_000).cost, or.cost);
     // A small OR batch's tasks cost `task_cost` on average where the coarse split allows: none of
     // its queries is cut finer where their average cost is below it.
     let or_cost = |i: usize| or.cost(&ix, &queries[i]);
@@ -535,7 +520,7 @@ fn and_batches_are_cut_to_their_size() {
             task_cost,
             ..cut(64, 64, 1, 64)
         };
-        or.for_batch(&ix, &reqs, &all, cut, 10_000, false)
+        cut_all(&or, cut, 10_000)
     };
     let share = (total / (64 * 64)).max(1);
     assert_eq!(

@@ -84,29 +84,12 @@ impl Split {
             .min(index.num_docs().max(1) as u64) as u32
     }
 
-    /// The split of one batch, formed with `self` (the coarsest split). A batch of fewer than
-    /// [`FULL_WAVES`] tasks per CTA (a call of the few queries that arrived meanwhile, or one that
-    /// carries uncached lists) is otherwise about one wave of tasks that waits for its longest: its
-    /// queries are cut as [`WaveCut`] says, and it stays within `batch` tasks. Fuller batches keep
-    /// `self`: there every CTA is busy and the parts' fixed costs outweigh (docs/decisions/013). The
-    /// costs are read on all cores where `parallel` (a cache miss a term).
-    pub fn for_batch<R: Borrow<Request> + Sync>(
-        self,
-        index: &Index,
-        queries: &[R],
-        chunk: &[usize],
-        cut: WaveCut,
-        batch: usize,
-        parallel: bool,
-    ) -> Split {
-        if cut.waves == 0 || cut.floor == u64::MAX {
-            return self;
-        }
-        let costs = map_all(chunk, parallel, |&i| self.cost(index, &queries[i].borrow().query));
-        self.for_costs(index, &costs, cut, batch)
-    }
-
-    /// [`Split::for_batch`] of a batch whose queries cost `costs`.
+    /// The split of one batch whose queries cost `costs` ([`Split::cost`]), formed with `self` (the
+    /// coarsest split). A batch of fewer than [`FULL_WAVES`] tasks per CTA (a call of the few queries
+    /// that arrived meanwhile, or one that carries uncached lists) is otherwise about one wave of
+    /// tasks that waits for its longest: its queries are cut as [`WaveCut`] says, and it stays within
+    /// `batch` tasks. Fuller batches keep `self`: there every CTA is busy and the parts' fixed costs
+    /// outweigh (docs/decisions/013).
     pub fn for_costs(self, index: &Index, costs: &[u64], cut: WaveCut, batch: usize) -> Split {
         if cut.waves == 0 || cut.floor == u64::MAX {
             return self;
