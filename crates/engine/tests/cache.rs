@@ -420,7 +420,7 @@ fn and_batches_are_cut_to_their_size() {
     // The split `s` gives a batch of every query under `cut`, within `batch` tasks.
     let cut_all = |s: &Split, cut: WaveCut, batch: usize| {
         let costs: Vec<u64> = all.iter().map(|&i| s.cost(&ix, &queries[i])).collect();
-        s.for_costs(&ix, &costs, cut, batch)
+        s.for_costs(&ix, &costs, &all, cut, batch)
     };
     // Batches of fewer than FULL_WAVES tasks per CTA (60 queries or fewer, 64 CTAs) are cut finer.
     for (ctas, waves, floor, batch, max_parts) in [

@@ -84,21 +84,29 @@ impl Split {
             .min(index.num_docs().max(1) as u64) as u32
     }
 
-    /// The split of one batch whose queries cost `costs` ([`Split::cost`]), formed with `self` (the
-    /// coarsest split). A batch of fewer than [`FULL_WAVES`] tasks per CTA (a call of the few queries
+    /// The split of the batch of queries `chunk` (query `i` costing `costs[i]`, [`Split::cost`]),
+    /// formed with `self` (the coarsest split). A batch of fewer than [`FULL_WAVES`] tasks per CTA (a call of the few queries
     /// that arrived meanwhile, or one that carries uncached lists) is otherwise about one wave of
     /// tasks that waits for its longest: its queries are cut as [`WaveCut`] says, and it stays within
     /// `batch` tasks. Fuller batches keep `self`: there every CTA is busy and the parts' fixed costs
     /// outweigh (docs/decisions/013).
-    pub fn for_costs(self, index: &Index, costs: &[u64], cut: WaveCut, batch: usize) -> Split {
+    pub fn for_costs(
+        self,
+        index: &Index,
+        costs: &[u64],
+        chunk: &[usize],
+        cut: WaveCut,
+        batch: usize,
+    ) -> Split {
         if cut.waves == 0 || cut.floor == u64::MAX {
             return self;
         }
-        let tasks = |s: &Split| -> usize { costs.iter().map(|&c| s.parts_of(index, c) as usize).sum() };
+        let tasks =
+            |s: &Split| -> usize { chunk.iter().map(|&i| s.parts_of(index, costs[i]) as usize).sum() };
         if tasks(&self) >= FULL_WAVES * cut.ctas as usize {
             return self;
         }
-        let total: u64 = costs.iter().sum();
+        let total: u64 = chunk.iter().map(|&i| costs[i]).sum();
         let share = total / (cut.ctas.max(1) as u64 * cut.waves as u64);
         let mut split = Split {
             // At least 1: the doubling below must grow it.
@@ -108,7 +116,7 @@ impl Split {
         };
         let most = match cut.task_cost {
             0 => batch,
-            c => batch.min(costs.len().max((total / c) as usize)),
+            c => batch.min(chunk.len().max((total / c) as usize)),
         };
         while split.cost < self.cost && tasks(&split) > most {
             split.cost = split.cost.saturating_mul(2).min(self.cost);

@@ -643,13 +643,14 @@ fn continuous(s: &Shared, limit: &dyn Fn() -> usize, slots: usize, tx: &Sender<D
             times.full_ms += in_vain + lap(&mut mark);
             continue;
         }
-        if on_gpu.is_empty() {
-            // Nothing on the GPU: what is counted goes to the statistics before a wait for arrivals,
-            // which is not counted (the thread is out of use, between a benchmark's loads too).
-            lock(&s.stats).thread.add(&std::mem::take(&mut times));
-        }
         let wait = match on_gpu.is_empty() {
-            true => Wait::Forever,
+            true => {
+                // Nothing on the GPU: what is counted goes to the statistics before a wait for
+                // arrivals, which is not counted (the thread is out of use, between a benchmark's
+                // loads too).
+                lock(&s.stats).thread.add(&std::mem::take(&mut times));
+                Wait::Forever
+            }
             false => Wait::No,
         };
         let taken = next(s, limit, wait);

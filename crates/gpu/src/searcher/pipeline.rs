@@ -110,8 +110,7 @@ impl GpuSearcher {
             let size = self.batch_size();
             let mut split = split;
             let prepared = match on_host(&self.host_pool, || {
-                let chunk_costs: Vec<u64> = chunk.iter().map(|&i| costs[i]).collect();
-                split = split.for_costs(&index, &chunk_costs, cut, size);
+                split = split.for_costs(&index, &costs, chunk, cut, size);
                 prepare(
                     scorer, residency, requests, &costs, chunk, split, ranges, &mut stage, parallel,
                 )
