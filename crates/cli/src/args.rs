@@ -562,6 +562,11 @@ pub struct BenchArgs {
     /// 0.1,0.3,0.5,0.7,0.9: a latency-against-load curve), run after --rates.
     #[arg(long, value_delimiter = ',')]
     pub loads: Vec<f64>,
+    /// Open loop: queries per arrival, submitted together as a request of the server is (`load
+    /// --batch`); latencies and missed deadlines are then a request's, from its arrival to its last
+    /// query's answer.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub batch: u32,
     #[command(flatten)]
     pub open: OpenLoopArgs,
     /// Write the report as JSON here.

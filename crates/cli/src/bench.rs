@@ -30,7 +30,7 @@ use crate::shared::report::{
     cache_json, cache_stats_line, gpu_json, gpu_stats_line, gpu_thread_json, gpu_thread_line, hybrid_json,
     hybrid_stats_line, warmup_line, DeviceTimes,
 };
-use crate::shared::stats::{poisson_arrivals, Latency};
+use crate::shared::stats::{request_arrivals, request_latencies, Latency};
 
 pub fn run(a: BenchArgs) -> Result<()> {
     if a.rates.iter().any(|&r| !(r.is_finite() && r > 0.0)) {
@@ -68,6 +68,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
 
     // Closed loop: every query available at once, `passes` times over.
     let passes = a.passes as usize;
+    let batch = a.batch as usize;
     let (answers, wall) = if a.text {
         let lines = repeat(&lines, passes);
         closed_from_text(&engine, &index, &lines, &a.input)
@@ -90,7 +91,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let mut curves: Vec<(String, Vec<Duration>)> = vec![("closed loop".into(), latencies.clone())];
     let closed = Latency::of(latencies);
     println!(
-        "bench: {} queries{}, mode {}, k {}, backend {backend}{}",
+        "bench: {} queries{}, mode {}, k {}, backend {backend}{}{}",
         queries.len(),
         match passes {
             1 => String::new(),
@@ -98,7 +99,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
         },
         a.input.mode.name(),
         a.input.k,
-        if a.text { ", from text" } else { "" }
+        if a.text { ", from text" } else { "" },
+        match batch {
+            1 => String::new(),
+            b => format!("; the open loop's latencies are of requests of {b} queries"),
+        }
     );
     println!(
         "{:<14} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}",
@@ -142,7 +147,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         // At least 1,000 arrivals; the query log repeats if it is shorter than the run.
         let n = ((rate * a.open.duration) as usize).max(1000);
         let log: Vec<Request> = queries.iter().cycle().take(n).cloned().collect();
-        let arrivals = poisson_arrivals(n, rate, a.open.seed);
+        let arrivals = request_arrivals(n, batch, rate, a.open.seed);
         // Drawn on stderr only when it is a terminal (indicatif hides it otherwise).
         let bar = ProgressBar::new(n as u64).with_style(
             ProgressStyle::with_template("{msg} {bar:40} {pos}/{len} queries, {elapsed}")
@@ -153,6 +158,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         engine.take_hybrid_stats();
         engine.take_gpu_stats();
         let (lat, served, span) = open_loop(&engine, &log, &arrivals, deadline, &bar)?;
+        let lat = request_latencies(&lat, batch);
         bar.finish_and_clear();
         index.check_unchanged()?;
         let hybrid = engine.take_hybrid_stats();
@@ -215,6 +221,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             "backend": backend,
             "from_text": a.text,
             "passes": passes,
+            "batch": batch,
             "closed_loop": {"qps": closed_qps, "queries": closed_queries, "latency_ms": closed.json(),
                             "gpu": gpu.as_ref().map(gpu_json),
                             "gpu_times": closed_times.as_ref().map(DeviceTimes::json),

@@ -63,6 +63,24 @@ pub fn poisson_arrivals(n: usize, rate: f64, seed: u64) -> Vec<Duration> {
         .collect()
 }
 
+/// Arrival times of `n` queries at `rate` per second that come in requests of `batch` (the last may
+/// hold fewer): the requests arrive as [`poisson_arrivals`] at `rate / batch`, each query with its
+/// request.
+pub fn request_arrivals(n: usize, batch: usize, rate: f64, seed: u64) -> Vec<Duration> {
+    let batch = batch.max(1);
+    let requests = poisson_arrivals(n.div_ceil(batch), rate / batch as f64, seed);
+    (0..n).map(|i| requests[i / batch]).collect()
+}
+
+/// Each request's latency from its queries' (requests of `batch` in order, the last may hold fewer):
+/// its slowest query's, since a request is answered with its last query.
+pub fn request_latencies(queries: &[Duration], batch: usize) -> Vec<Duration> {
+    queries
+        .chunks(batch.max(1))
+        .map(|c| c.iter().copied().max().unwrap_or_default())
+        .collect()
+}
+
 /// SplitMix64: small, fast, good enough for test data, and stable across platforms.
 pub struct Rng(pub u64);
 
@@ -98,5 +116,26 @@ mod tests {
         assert_eq!(percentile_ms(&d, 99.0), 99.0);
         assert_eq!(percentile_ms(&d, 99.9), 100.0);
         assert_eq!(percentile_ms(&[], 50.0), 0.0);
+    }
+
+    #[test]
+    fn requests_arrive_whole_at_their_rate_and_take_their_slowest_query() {
+        let single = poisson_arrivals(250, 1000.0, 7);
+        assert_eq!(request_arrivals(250, 1, 1000.0, 7), single);
+        let a = request_arrivals(1003, 4, 4000.0, 7);
+        assert_eq!(a.len(), 1003);
+        // Requests of four queries, the last of three, at the single queries' times.
+        for (r, chunk) in a.chunks(4).enumerate() {
+            assert_eq!(chunk.len(), if r == 250 { 3 } else { 4 });
+            assert!(chunk.iter().all(|&t| t == single.get(r).copied().unwrap_or(t)));
+            assert!(chunk.iter().all(|&t| t == chunk[0]));
+        }
+        assert_eq!(a[1000], a[1002]);
+        assert!(a[996] < a[1000]);
+        let ms = Duration::from_millis;
+        let q = [ms(3), ms(1), ms(2), ms(9), ms(4)];
+        assert_eq!(request_latencies(&q, 2), vec![ms(3), ms(9), ms(4)]);
+        assert_eq!(request_latencies(&q, 1), q.to_vec());
+        assert_eq!(request_latencies(&q, 8), vec![ms(9)]);
     }
 }
