@@ -5,14 +5,16 @@ and against Ray Serve's own round trip with no search in it (its floor on this m
 Measured, for requests of each size in `--sizes` (queries a request, consecutive lines of `--queries`),
 one request at a time from this process (closed loop, one client), `--requests` requests a variant:
 
-- `direct`: `Index.searcher(backend="cpu", threads=T).search_batch(texts, k, mode)` on the whole sharded
-  index in this process (the engine merges its shards), lists of (docid, score) out;
+- `direct`: `Index.searcher(backend=B, threads=T).search_batch(texts, k, mode)` (B: `--backend`, default
+  cpu) on the whole sharded index in this process (the engine merges its shards), lists of (docid,
+  score) out;
 - `noop`: a Serve deployment whose method returns its argument, called through a handle
   (`handle.m.remote(texts).result()`): one hop, Ray's floor for any deployment;
 - `noop-fanout`: a no-op root that awaits a no-op call to each of the index's shards, as
   `warpsearch.ray`'s root does (concurrently, by value over Serve's gRPC channel): the floor of that
   shape, two hops;
-- `ray`: `warpsearch.ray.app(index, replicas=1, num_cpus=..., searcher={"backend": "cpu", "threads": T})`,
+- `ray`: `warpsearch.ray.app(index, replicas=1, num_cpus=..., num_gpus=..., searcher={"backend": B,
+  "threads": T})`,
   `handle.search.remote(texts, k, mode).result()`: the same lists as `direct`, checked equal once;
 - `client`: `warpsearch.ray.Client("warpsearch").search(texts, k, mode)` on the same application: the
   root's fan-out and merge in this process, straight to the shards (one hop);
@@ -76,6 +78,8 @@ def main():
     p.add_argument("--mode", default="or")
     p.add_argument("--threads", type=int, default=1, help="the searchers' threads (each shard's replica's)")
     p.add_argument("--num-cpus", type=float, default=0.5, help="Ray CPUs a shard replica")
+    p.add_argument("--backend", default="cpu", help="the searchers' backend (direct's and each replica's)")
+    p.add_argument("--num-gpus", type=float, default=0.0, help="Ray GPUs a shard replica")
     p.add_argument("--variants", default="direct,noop,noop-fanout,ray,noop-fanout/v,ray/v,client")
     args = p.parse_args()
     warnings.filterwarnings("ignore", message=".*terms the index does not have")
@@ -84,7 +88,7 @@ def main():
     sizes = [int(s) for s in args.sizes.split(",")]
     variants = args.variants.split(",")
     shards = warpsearch.Index.open(args.index).shards or 1
-    options = {"backend": "cpu", "threads": args.threads}
+    options = {"backend": args.backend, "threads": args.threads}
 
     ray.init(include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     calls = {}
@@ -103,7 +107,9 @@ def main():
         v = h.options(_by_reference=False)
         calls["noop-fanout/v"] = lambda texts, h=v: h.m.remote(texts, args.k, args.mode).result()
     if {"ray", "ray/v", "client"} & set(variants):
-        app = warpsearch.ray.app(args.index, replicas=1, num_cpus=args.num_cpus, searcher=options)
+        app = warpsearch.ray.app(
+            args.index, replicas=1, num_cpus=args.num_cpus, num_gpus=args.num_gpus, searcher=options
+        )
         h = serve.run(app, name="warpsearch", route_prefix=None)
         calls["ray"] = lambda texts, h=h: h.search.remote(texts, args.k, args.mode).result()
         v = h.options(_by_reference=False)
