@@ -645,22 +645,19 @@ fn cuts(n: u32) -> Vec<u32> {
 fn gpu_ranges_equal_the_cpu_parts() {
     let Some(gpu) = gpu() else { return };
     for seed in 0..4u64 {
-        let tmp = tempfile::tempdir().unwrap();
-        let (index, v) = random_index(
-            tmp.path(),
-            0xCAFE + seed,
-            Codec::ALL[seed as usize % Codec::ALL.len()],
-            None,
-        );
-        let queries = random_queries(&index, v, seed);
-        let options = SearchOptions::new(&index);
-        let oracle = oracle(&index, options);
+        let Case {
+            _files,
+            queries,
+            oracle,
+            scorer,
+        } = case(0xCAFE + seed, Codec::ALL[seed as usize % Codec::ALL.len()], seed);
+        let (index, options) = (scorer.index(), *scorer.options());
         let gopts = GpuOptions {
             split_cost: [100, u64::MAX][seed as usize % 2],
             and_split_cost: [100, u64::MAX][seed as usize % 2],
             ..GpuOptions::default()
         };
-        let mut searcher = gpu_searcher(&gpu, &index, options, gopts);
+        let mut searcher = gpu_searcher(&gpu, index, options, gopts);
         let n = index.num_docs();
         let c = cuts(n);
         let mut ranges = vec![DocRange::EMPTY];
@@ -778,17 +775,12 @@ fn overlapping_calls_equal_the_oracle() {
 fn hybrid_with_the_gpu_equals_the_oracle() {
     let Some(gpu) = gpu() else { return };
     for seed in 0..4u64 {
-        let tmp = tempfile::tempdir().unwrap();
-        let (index, v) = random_index(
-            tmp.path(),
-            0xF00D + seed,
-            Codec::ALL[seed as usize % Codec::ALL.len()],
-            None,
-        );
-        let queries = random_queries(&index, v, seed);
-        let options = SearchOptions::new(&index);
-        let oracle = oracle(&index, options);
-        let scorer = Arc::new(Scorer::new(index.clone(), options).unwrap());
+        let Case {
+            _files,
+            queries,
+            oracle,
+            scorer,
+        } = case(0xF00D + seed, Codec::ALL[seed as usize % Codec::ALL.len()], seed);
         for share in [None, Some(0.3), Some(0.5), Some(1.0)] {
             let options = HybridOptions {
                 cpu_workers: 3,
@@ -937,12 +929,14 @@ fn hybrid_reruns_failed_gpu_tasks_on_the_cpu() {
 #[test]
 fn failed_cached_batches_are_answered_by_the_cpu() {
     let Some(_gpu) = gpu() else { return };
-    let tmp = tempfile::tempdir().unwrap();
-    let (index, v) = random_index(tmp.path(), 4077, Codec::SimdBp, None);
-    let queries = random_queries(&index, v, 4077);
-    let options = SearchOptions::new(&index);
-    let oracle = oracle(&index, options);
-    let whole = warpsearch_gpu::residency::device_bytes(&index) as u64;
+    let Case {
+        _files,
+        queries,
+        oracle,
+        scorer,
+    } = case(4077, Codec::SimdBp, 4077);
+    let (index, options) = (scorer.index(), *scorer.options());
+    let whole = warpsearch_gpu::residency::device_bytes(index) as u64;
     let failing = GpuOptions {
         fail_batches: true,
         ..GpuOptions::default()
@@ -951,7 +945,7 @@ fn failed_cached_batches_are_answered_by_the_cpu() {
         let train = requests(&queries, Mode::Or, 10);
         let engine = cached_engine(
             failing,
-            &index,
+            index,
             options,
             backend,
             whole / 4,
