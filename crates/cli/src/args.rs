@@ -296,6 +296,11 @@ pub struct SynthArgs {
     /// Write the generation report (fitted parameters, sizes, time) as JSON here.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Write N shards of contiguous document ranges under the output directory, every one scoring
+    /// with the collection's statistics, as `index --shards N` does (for collections larger than
+    /// one GPU: one shard a GPU).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub shards: Option<u32>,
     #[command(flatten)]
     pub order: OrderArgs,
 }

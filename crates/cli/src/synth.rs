@@ -44,12 +44,14 @@ pub fn run(a: SynthArgs) -> Result<()> {
         },
         static_scores: a.order.static_scores.clone(),
         reorder_alpha: a.order.reorder_alpha()?,
+        shards: a.shards.map(|n| n as usize),
     };
     let (_, r) = generate(&sample, &a.output, &opts, true)
         .with_context(|| format!("generating {}", a.output.display()))?;
     eprintln!(
-        "synthetic collection {}: {} documents, {} terms, {} postings ({:.1} per document), {} tokens, in {:.1} s",
+        "synthetic collection {}{}: {} documents, {} terms, {} postings ({:.1} per document), {} tokens, in {:.1} s",
         a.output.display(),
+        a.shards.map_or(String::new(), |n| format!(" ({n} shards)")),
         r.docs,
         r.terms,
         r.postings,

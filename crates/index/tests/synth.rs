@@ -80,6 +80,7 @@ fn options(docs: u32, terms_per_doc: f64, seed: u64) -> SynthOptions {
         writer: writer_options(Codec::PForDelta),
         static_scores: None,
         reorder_alpha: None,
+        shards: None,
     }
 }
 
@@ -337,6 +338,79 @@ fn static_scores_and_a_global_score_order_renumber_the_same_collection() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("alpha"), "{err}");
+}
+
+/// A synthetic collection written as shards (in input and in global-score order) is the one index
+/// cut at the shards' docID boundaries: the same documents, statistics and document frequencies in
+/// the head, each shard scoring with the collection's statistics and holding exactly its documents'
+/// part of every list.
+#[test]
+fn a_sharded_synthetic_collection_is_the_one_index_cut_at_its_shards() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = sample(dir.path(), 3000, 11);
+    for alpha in [None, Some(0.5)] {
+        let with = |name: &str, shards: Option<usize>| {
+            let opts = SynthOptions {
+                reorder_alpha: alpha,
+                shards,
+                ..options(7001, 40.0, 3)
+            };
+            let out = dir.path().join(name);
+            generate(&s, &out, &opts, false).unwrap();
+            Index::open(&out).unwrap()
+        };
+        let one = with("one", None);
+        let head = with("three", Some(3));
+        assert_eq!(head.shards().len(), 3);
+        let (a, b) = (one.meta(), head.meta());
+        assert_eq!(
+            (
+                a.num_docs,
+                a.num_terms,
+                a.num_postings,
+                a.total_doc_len,
+                a.doc_order
+            ),
+            (
+                b.num_docs,
+                b.num_terms,
+                b.num_postings,
+                b.total_doc_len,
+                b.doc_order
+            )
+        );
+        assert_eq!(head.doc_lens(), one.doc_lens());
+        let firsts: Vec<u32> = head.shards().iter().map(|s| s.first_doc()).collect();
+        assert_eq!(
+            firsts,
+            vec![0, 2333, 4667],
+            "shards of nearly equal document counts"
+        );
+        for shard in head.shards() {
+            let bm = shard.index().bm25();
+            let ones = one.bm25();
+            assert_eq!(
+                (bm.num_docs, bm.avg_doc_len.to_bits()),
+                (ones.num_docs, ones.avg_doc_len.to_bits())
+            );
+        }
+        for (term, id) in one.terms() {
+            let text = String::from_utf8(term).unwrap();
+            let g = head.term_id(&text).expect("the head has every term");
+            let (ra, rb) = (&one.term_records()[id as usize], &head.term_records()[g as usize]);
+            assert_eq!((ra.df, ra.cf), (rb.df, rb.cf), "term {text}");
+            let (docs, freqs) = one.postings(id).decode_all().unwrap();
+            let (mut got_docs, mut got_freqs) = (Vec::new(), Vec::new());
+            for shard in head.shards() {
+                if let Some(l) = shard.local_term(g) {
+                    let (d, f) = shard.index().postings(l).decode_all().unwrap();
+                    got_docs.extend(d.iter().map(|&d| d + shard.first_doc()));
+                    got_freqs.extend(f);
+                }
+            }
+            assert_eq!((got_docs, got_freqs), (docs, freqs), "term {text}");
+        }
+    }
 }
 
 #[test]

@@ -176,51 +176,69 @@ impl ListSource<'_> {
 /// frequencies.
 type Part = (Vec<u8>, Vec<u32>, Vec<u32>);
 
-/// Writes the sharded index `o` describes and returns its head's metadata.
-pub(crate) fn write(o: ShardedOutput<'_>) -> Result<IndexMeta> {
-    let n = o.table.lens.len() as u64;
-    let starts = o.sharding.split.starts(n)?;
-    let ranges: Vec<(u64, u64)> = starts
-        .iter()
-        .zip(starts[1..].iter().chain([&n]))
-        .map(|(&a, &b)| (a, b))
-        .collect();
-    let total: u64 = o.table.lens.iter().map(|&l| l as u64).sum();
-    let collection = CollectionStats {
-        num_docs: n,
-        total_doc_len: total,
-        avg_doc_len: mean_doc_len(total, n),
-        static_scores: o.table.static_scores.as_deref().map(StaticRange::of),
-    };
-    let tables: Vec<DocTable> = ranges.iter().map(|&(a, b)| slice(&o.table, a, b)).collect();
-    let mut head = IndexWriter::create(o.output, o.writer, o.table)?;
-    if let Some(stored) = o.stored {
-        head.set_stored_docs(stored);
-    }
-    let shard_opts = WriterOptions {
-        force: false,
-        ..o.writer
-    };
-    let count = ranges.len() as u32;
-    let mut writers = Vec::with_capacity(ranges.len());
-    // The head alone: its shards are built by later builds (`--part i`), which read their documents'
-    // rows from the head's table.
-    let tables = match o.sharding.part {
-        ShardPart::Head => Vec::new(),
-        _ => tables,
-    };
-    for (i, (table, &(first_doc, _))) in tables.into_iter().zip(&ranges).enumerate() {
-        let shard = ShardOf {
-            shard: i as u32,
-            shards: count,
-            first_doc,
-            set: head.build_id(),
-            collection,
+/// A sharded index being written: its head, the docID range of each shard, and the writers of the
+/// shards this build writes, each inside the head's temporary directory.
+pub(crate) struct ShardWriters {
+    pub head: IndexWriter,
+    pub ranges: Vec<(u64, u64)>,
+    pub writers: Vec<IndexWriter>,
+}
+
+impl ShardWriters {
+    /// Starts the head at `output` with the collection's whole document table, and a writer for each
+    /// shard of `split` (none where `head_only`: later builds write them). Each shard scores with the
+    /// collection's statistics.
+    pub(crate) fn create(
+        output: &Path,
+        opts: WriterOptions,
+        table: DocTable,
+        split: &ShardSplit,
+        head_only: bool,
+    ) -> Result<ShardWriters> {
+        let n = table.lens.len() as u64;
+        let starts = split.starts(n)?;
+        let ranges: Vec<(u64, u64)> = starts
+            .iter()
+            .zip(starts[1..].iter().chain([&n]))
+            .map(|(&a, &b)| (a, b))
+            .collect();
+        let total: u64 = table.lens.iter().map(|&l| l as u64).sum();
+        let collection = CollectionStats {
+            num_docs: n,
+            total_doc_len: total,
+            avg_doc_len: mean_doc_len(total, n),
+            static_scores: table.static_scores.as_deref().map(StaticRange::of),
         };
-        let dir = head.tmp_dir().join(files::shard_dir(i));
-        writers.push(IndexWriter::create_shard(&dir, shard_opts, table, shard)?);
+        let tables: Vec<DocTable> = match head_only {
+            true => Vec::new(),
+            false => ranges.iter().map(|&(a, b)| slice(&table, a, b)).collect(),
+        };
+        let head = IndexWriter::create(output, opts, table)?;
+        let shard_opts = WriterOptions { force: false, ..opts };
+        let count = ranges.len() as u32;
+        let mut writers = Vec::with_capacity(tables.len());
+        for (i, (table, &(first_doc, _))) in tables.into_iter().zip(&ranges).enumerate() {
+            let shard = ShardOf {
+                shard: i as u32,
+                shards: count,
+                first_doc,
+                set: head.build_id(),
+                collection,
+            };
+            let dir = head.tmp_dir().join(files::shard_dir(i));
+            writers.push(IndexWriter::create_shard(&dir, shard_opts, table, shard)?);
+        }
+        Ok(ShardWriters {
+            head,
+            ranges,
+            writers,
+        })
     }
-    let entries: Vec<ShardEntry> = ranges
+}
+
+/// The head's list of the shards of these docID ranges.
+pub(crate) fn entries(ranges: &[(u64, u64)]) -> Vec<ShardEntry> {
+    ranges
         .iter()
         .enumerate()
         .map(|(i, &(a, b))| ShardEntry {
@@ -228,7 +246,23 @@ pub(crate) fn write(o: ShardedOutput<'_>) -> Result<IndexMeta> {
             first_doc: a,
             num_docs: b - a,
         })
-        .collect();
+        .collect()
+}
+
+/// Writes the sharded index `o` describes and returns its head's metadata.
+pub(crate) fn write(o: ShardedOutput<'_>) -> Result<IndexMeta> {
+    // The head alone: its shards are built by later builds (`--part i`), which read their documents'
+    // rows from the head's table.
+    let head_only = o.sharding.part == ShardPart::Head;
+    let ShardWriters {
+        mut head,
+        ranges,
+        mut writers,
+    } = ShardWriters::create(o.output, o.writer, o.table, &o.sharding.split, head_only)?;
+    if let Some(stored) = o.stored {
+        head.set_stored_docs(stored);
+    }
+    let entries = entries(&ranges);
 
     // Each term's whole list, renumbered, recorded in the head and cut into the shards' parts.
     let (mut docs, mut freqs) = (Vec::new(), Vec::new());

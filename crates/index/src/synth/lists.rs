@@ -46,8 +46,11 @@ pub(super) fn layout(sample: &Sample, opts: &SynthOptions, mu: f64) -> Layout {
     Layout { doc_of, lens }
 }
 
+/// One synthetic list: its term, docIDs ascending, and frequencies beside them.
+pub(super) type TermList = (Vec<u8>, Vec<u32>, Vec<u32>);
+
 /// One base term's lists: the term itself, then its variants in name order; docIDs renumbered by
-/// `new_id` when given.
+/// `new_id` when given. A variant no document took is left out.
 pub(super) fn generate_term(
     sample: &Sample,
     layout: &Layout,
@@ -55,8 +58,7 @@ pub(super) fn generate_term(
     nvar: u32,
     seed: u64,
     new_id: Option<&[u32]>,
-    enc: &ListEncoder<'_>,
-) -> Result<Vec<EncodedList<'static>>> {
+) -> Vec<TermList> {
     let m = sample.lens.len();
     let (docs, tfs) = sample.list(t);
     let mut lists: Vec<(Vec<u32>, Vec<u32>)> = vec![(Vec::new(), Vec::new()); nvar as usize];
@@ -96,14 +98,37 @@ pub(super) fn generate_term(
         })
         .collect();
     order.sort_unstable();
-    let mut out = Vec::new();
-    for (n, v) in order {
-        let (d, f) = &lists[v];
-        if let Some(list) = enc.encode(&n, d, f)? {
-            out.push(list);
-        }
-    }
-    Ok(out)
+    order
+        .into_iter()
+        .filter_map(|(n, v)| {
+            let (d, f) = std::mem::take(&mut lists[v]);
+            (!d.is_empty()).then_some((n, d, f))
+        })
+        .collect()
+}
+
+/// `list` encoded whole by `enc`.
+pub(super) fn encode_whole(enc: &ListEncoder<'_>, list: &TermList) -> Result<Option<EncodedList<'static>>> {
+    enc.encode(&list.0, &list.1, &list.2)
+}
+
+/// `list`'s part in each docID range `ranges[s]` (`[a, b)`), numbered from its range's first document
+/// and encoded by `encs[s]`, the writer of that shard (`None` where the range holds none of it).
+pub(super) fn encode_parts(
+    encs: &[ListEncoder<'_>],
+    ranges: &[(u64, u64)],
+    list: &TermList,
+) -> Result<Vec<Option<EncodedList<'static>>>> {
+    let (term, docs, freqs) = list;
+    encs.iter()
+        .zip(ranges)
+        .map(|(enc, &(a, b))| {
+            let lo = docs.partition_point(|&d| (d as u64) < a);
+            let hi = docs.partition_point(|&d| (d as u64) < b);
+            let local: Vec<u32> = docs[lo..hi].iter().map(|&d| d - a as u32).collect();
+            enc.encode(term, &local, &freqs[lo..hi])
+        })
+        .collect()
 }
 
 /// `lists` (docIDs ascending, frequencies beside them) renumbered by `new_id` and sorted again.

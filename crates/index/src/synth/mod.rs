@@ -34,9 +34,10 @@ use crate::error::{IndexError, Result};
 use crate::format::{DocOrder, IndexMeta};
 use crate::order::{check_alpha, global_order, permuted};
 use crate::reader::Index;
+use crate::shards::{entries, ShardSplit, ShardWriters};
 use crate::writer::{DocIds, DocTable, EncodedList, IndexWriter, WriterOptions};
 use fit::{fit_length, fit_variants, variants};
-use lists::{generate_term, layout};
+use lists::{encode_parts, encode_whole, generate_term, layout};
 use sample::Sample;
 
 /// Parameters of a synthetic collection.
@@ -60,6 +61,9 @@ pub struct SynthOptions {
     pub static_scores: Option<PathBuf>,
     /// Renumber documents by descending global score with this α (docs/references.md#pruned-list-caching eq. 4).
     pub reorder_alpha: Option<f32>,
+    /// Write a sharded index of this many shards of contiguous docIDs (after any renumbering), with
+    /// the collection's statistics, as `index --shards` does; `None`: one index.
+    pub shards: Option<usize>,
 }
 
 /// What a generation did, for the report.
@@ -101,6 +105,12 @@ pub struct SynthReport {
 
 /// Synthetic postings generated per parallel round (bounds the memory in flight).
 const ROUND_POSTINGS: u64 = 400_000_000;
+
+/// Where the generated lists go: one index, or a sharded index's head and shards.
+enum Sink {
+    One(IndexWriter),
+    Sharded(ShardWriters),
+}
 
 /// Generates a synthetic collection like `sample` into `out` (written atomically, as every index).
 pub fn generate(
@@ -192,7 +202,16 @@ pub fn generate(
         doc_order,
         ..opts.writer
     };
-    let mut writer = IndexWriter::create(out, wopts, docs)?;
+    let mut sink = match opts.shards {
+        None => Sink::One(IndexWriter::create(out, wopts, docs)?),
+        Some(n) => Sink::Sharded(ShardWriters::create(
+            out,
+            wopts,
+            docs,
+            &ShardSplit::Count(n),
+            false,
+        )?),
+    };
     let nterms = sample.names.len();
     let work: Vec<u64> = (0..nterms)
         .map(|t| (sample.df(t) as f64 * passes).ceil() as u64)
@@ -215,24 +234,77 @@ pub fn generate(
             round += work[end];
             end += 1;
         }
-        let lists: Vec<Vec<EncodedList<'static>>> = {
-            let enc = writer.encoder();
-            (t..end)
-                .into_par_iter()
-                .map(|i| {
-                    let nvar = variants(c, sample.df(i));
-                    generate_term(&sample, &layout, i, nvar, opts.seed, new_id.as_deref(), &enc)
-                })
-                .collect::<Result<_>>()?
+        let generate = |i: usize| {
+            let nvar = variants(c, sample.df(i));
+            generate_term(&sample, &layout, i, nvar, opts.seed, new_id.as_deref())
         };
-        for list in lists.into_iter().flatten() {
-            writer.push(list)?;
+        match &mut sink {
+            Sink::One(writer) => {
+                let lists: Vec<Vec<EncodedList<'static>>> = {
+                    let enc = writer.encoder();
+                    (t..end)
+                        .into_par_iter()
+                        .map(|i| {
+                            generate(i)
+                                .iter()
+                                .filter_map(|l| encode_whole(&enc, l).transpose())
+                                .collect()
+                        })
+                        .collect::<Result<_>>()?
+                };
+                for list in lists.into_iter().flatten() {
+                    writer.push(list)?;
+                }
+            }
+            Sink::Sharded(w) => {
+                // Each list's document frequency and total frequency for the head, and its part in
+                // each shard, numbered from the shard's first document and encoded with the
+                // collection's statistics.
+                type Parts = (Vec<u8>, u32, u64, Vec<Option<EncodedList<'static>>>);
+                let lists: Vec<Vec<Parts>> = {
+                    let encs: Vec<_> = w.writers.iter().map(IndexWriter::encoder).collect();
+                    (t..end)
+                        .into_par_iter()
+                        .map(|i| {
+                            generate(i)
+                                .into_iter()
+                                .map(|l| {
+                                    let cf = l.2.iter().map(|&f| f as u64).sum();
+                                    let parts = encode_parts(&encs, &w.ranges, &l)?;
+                                    Ok((l.0, l.1.len() as u32, cf, parts))
+                                })
+                                .collect::<Result<_>>()
+                        })
+                        .collect::<Result<_>>()?
+                };
+                for (term, df, cf, parts) in lists.into_iter().flatten() {
+                    w.head.push_head(&term, df, cf)?;
+                    for (writer, part) in w.writers.iter_mut().zip(parts) {
+                        if let Some(list) = part {
+                            writer.push(list)?;
+                        }
+                    }
+                }
+            }
         }
         bar.inc(round);
         t = end;
     }
     bar.finish_and_clear();
-    let meta = writer.finish()?;
+    let meta = match sink {
+        Sink::One(writer) => writer.finish()?,
+        Sink::Sharded(ShardWriters {
+            mut head,
+            ranges,
+            writers,
+        }) => {
+            for w in writers {
+                w.finish()?;
+            }
+            head.set_shards(entries(&ranges));
+            head.finish()?
+        }
+    };
     let report = SynthReport {
         templates: m as u64,
         templates_per_doc: passes * m as f64 / opts.docs as f64,
