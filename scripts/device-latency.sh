@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Latency against load on the lent GPU machine, builds in alternation, in one call: for each collection
 # named (wiki: the passages at $WARPSEARCH_WIKI_INDEX; synth: SYNTH_DOCS documents, default 5,000,000,
-# generated from the passages by `warpsearch synth --like` and reused by later calls on the same
-# machine), backend of BACKENDS (default "gpu auto hybrid cpu"), mode of MODES (default "and or"), round
+# generated from the passages by `warpsearch synth --like`, as SYNTH_SHARDS shards where set, and
+# reused by later calls on the same machine), backend of BACKENDS (default "gpu auto hybrid cpu"), mode of MODES (default "and or"), round
 # (ROUNDS, default 1) and variant of VARIANTS (default "base=.device/warpsearch-base;new=.device/warpsearch":
 # `name=binary [bench options]`, separated by `;`), `warpsearch bench --loads LOADS` (default
 # 0.1,0.3,0.5,0.7,0.9 of the run's own closed-loop throughput; LOADS=none: the closed loop alone), top-K (default 10),
@@ -11,6 +11,8 @@
 # $OUT/latency.log (both appended to) and every JSON report in $OUT/latency[-$TAG].tar.gz. Plot the reports here with
 # `warpsearch bench-plot --svg bars.svg --latency curves.svg REPORTS…`.
 # usage: scripts/device-latency.sh [wiki] [synth]   (from the repository root)
+# A collection larger than one GPU, a shard on each of 4: SYNTH_DOCS=250000000 SYNTH_SHARDS=4
+#   BACKENDS=gpu VARIANTS="four=.device/warpsearch --gpus 4" LOADS=0.7 scripts/device-latency.sh synth
 set -uo pipefail
 source scripts/device-common.sh
 log=$out/latency.log
@@ -45,10 +47,11 @@ for collection in ${*:-wiki}; do
     for _ in $(seq "${REPEAT:-2}"); do cat "$queries"; done >"$tmp/q.txt"
     ;;
   synth)
-    index=/root/synth-${SYNTH_DOCS:-5000000}
+    index=/root/synth-${SYNTH_DOCS:-5000000}${SYNTH_SHARDS:+-shards-$SYNTH_SHARDS}
     if [ ! -f "$index/meta.json" ]; then
-      say "[${SECONDS}s] synth: ${SYNTH_DOCS:-5000000} documents like $wiki"
-      ${SYNTH_BIN:-$dev/warpsearch} synth --like "$wiki" --output "$index" --docs "${SYNTH_DOCS:-5000000}" --force 2>>"$log" || rc=1
+      say "[${SECONDS}s] synth: ${SYNTH_DOCS:-5000000} documents like $wiki${SYNTH_SHARDS:+, $SYNTH_SHARDS shards}"
+      ${SYNTH_BIN:-$dev/warpsearch} synth --like "$wiki" --output "$index" --docs "${SYNTH_DOCS:-5000000}" \
+        ${SYNTH_SHARDS:+--shards $SYNTH_SHARDS} --force 2>>"$log" || rc=1
       say "[${SECONDS}s] synth done"
     fi
     head -n 20000 "$queries" >"$tmp/q.txt"
