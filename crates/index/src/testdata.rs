@@ -6,6 +6,7 @@
 //! - [`replace_file`] and [`write_in_place`]: damage to an index file, whose files are read-only.
 //! - [`edge_collection`] and [`same_index_files`]: a random collection with a build's edge cases, and
 //!   two builds compared file by file (every build's thread count, processor and codec must agree).
+//! - [`same_lists_in_shards`]: a sharded index's shards hold, together, the one index's lists.
 
 use std::path::{Path, PathBuf};
 
@@ -190,6 +191,28 @@ pub fn same_index_files(a: &Path, b: &Path) {
             a.display(),
             b.display()
         );
+    }
+}
+
+/// Panics unless the sharded index `head` holds the collection of the one index `one`: the head
+/// has every term with its document and collection frequencies, and each list of `one` is its
+/// shards' parts put back together (each part's docIDs counted from its shard's first document).
+pub fn same_lists_in_shards(one: &crate::Index, head: &crate::Index) {
+    for (term, id) in one.terms() {
+        let text = String::from_utf8_lossy(&term).into_owned();
+        let g = head.term_id(&text).expect("the head has every term");
+        let (a, b) = (&one.term_records()[id as usize], &head.term_records()[g as usize]);
+        assert_eq!((a.df, a.cf), (b.df, b.cf), "term {text}: the head's frequencies");
+        let (docs, freqs) = one.postings(id).decode_all().unwrap();
+        let (mut got_docs, mut got_freqs) = (Vec::new(), Vec::new());
+        for shard in head.shards() {
+            if let Some(l) = shard.local_term(g) {
+                let (d, f) = shard.index().postings(l).decode_all().unwrap();
+                got_docs.extend(d.iter().map(|&d| d + shard.first_doc()));
+                got_freqs.extend(f);
+            }
+        }
+        assert_eq!((got_docs, got_freqs), (docs, freqs), "term {text}");
     }
 }
 

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use warpsearch_index::build::{build_from_jsonl, BuildOptions};
 use warpsearch_index::format::files;
 use warpsearch_index::shards::{ShardPart, ShardSplit, Sharding};
-use warpsearch_index::testdata::without_build_id;
+use warpsearch_index::testdata::{same_lists_in_shards, without_build_id};
 use warpsearch_index::{AnalyzerConfig, Bm25Params, Codec, DocOrder, Index, IndexError, WriterOptions};
 
 use warpsearch_index::testdata::XorShift as Rng;
@@ -128,24 +128,7 @@ fn each_shard_holds_the_single_index_lists_of_its_documents() {
         );
         assert_eq!(shard.index().static_range(), one.meta().static_scores);
     }
-    for (term, id) in one.terms() {
-        let text = String::from_utf8(term).unwrap();
-        let g = head.term_id(&text).expect("the head has every term");
-        assert_eq!(
-            head.term_records()[g as usize].df,
-            one.term_records()[id as usize].df
-        );
-        let (docs, freqs) = one.postings(id).decode_all().unwrap();
-        let (mut got_docs, mut got_freqs) = (Vec::new(), Vec::new());
-        for shard in head.shards() {
-            if let Some(l) = shard.local_term(g) {
-                let (d, f) = shard.index().postings(l).decode_all().unwrap();
-                got_docs.extend(d.iter().map(|&d| d + shard.first_doc()));
-                got_freqs.extend(f);
-            }
-        }
-        assert_eq!((got_docs, got_freqs), (docs, freqs), "term {text}");
-    }
+    same_lists_in_shards(&one, &head);
     for d in [0u32, 666, 667, 1999] {
         assert_eq!(head.doc_id(d), one.doc_id(d));
         assert_eq!(head.doc(d).unwrap(), one.doc(d).unwrap());

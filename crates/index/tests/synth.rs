@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use warpsearch_index::testdata::without_build_id;
+use warpsearch_index::testdata::{same_lists_in_shards, without_build_id};
 
 use warpsearch_index::synth::{generate, SynthOptions};
 use warpsearch_index::{
@@ -394,22 +394,7 @@ fn a_sharded_synthetic_collection_is_the_one_index_cut_at_its_shards() {
                 (ones.num_docs, ones.avg_doc_len.to_bits())
             );
         }
-        for (term, id) in one.terms() {
-            let text = String::from_utf8(term).unwrap();
-            let g = head.term_id(&text).expect("the head has every term");
-            let (ra, rb) = (&one.term_records()[id as usize], &head.term_records()[g as usize]);
-            assert_eq!((ra.df, ra.cf), (rb.df, rb.cf), "term {text}");
-            let (docs, freqs) = one.postings(id).decode_all().unwrap();
-            let (mut got_docs, mut got_freqs) = (Vec::new(), Vec::new());
-            for shard in head.shards() {
-                if let Some(l) = shard.local_term(g) {
-                    let (d, f) = shard.index().postings(l).decode_all().unwrap();
-                    got_docs.extend(d.iter().map(|&d| d + shard.first_doc()));
-                    got_freqs.extend(f);
-                }
-            }
-            assert_eq!((got_docs, got_freqs), (docs, freqs), "term {text}");
-        }
+        same_lists_in_shards(&one, &head);
     }
 }
 
