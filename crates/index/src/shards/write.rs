@@ -209,9 +209,10 @@ impl ShardWriters {
             avg_doc_len: mean_doc_len(total, n),
             static_scores: table.static_scores.as_deref().map(StaticRange::of),
         };
-        let tables: Vec<DocTable> = match head_only {
-            true => Vec::new(),
-            false => ranges.iter().map(|&(a, b)| slice(&table, a, b)).collect(),
+        let tables: Vec<DocTable> = if head_only {
+            Vec::new()
+        } else {
+            ranges.iter().map(|&(a, b)| slice(&table, a, b)).collect()
         };
         let head = IndexWriter::create(output, opts, table)?;
         let shard_opts = WriterOptions { force: false, ..opts };
