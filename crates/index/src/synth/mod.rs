@@ -106,6 +106,10 @@ pub struct SynthReport {
 /// Synthetic postings generated per parallel round (bounds the memory in flight).
 const ROUND_POSTINGS: u64 = 400_000_000;
 
+/// Base terms generated per parallel round: each list held until its round is written costs its
+/// records besides its postings, and most terms are rare.
+const ROUND_TERMS: usize = 1 << 16;
+
 /// Where the generated lists go: one index, or a sharded index's head and shards.
 enum Sink {
     One(IndexWriter),
@@ -230,7 +234,7 @@ pub fn generate(
     while t < nterms {
         let mut end = t;
         let mut round = 0u64;
-        while end < nterms && (end == t || round + work[end] <= ROUND_POSTINGS) {
+        while end < nterms && (end == t || (round + work[end] <= ROUND_POSTINGS && end - t < ROUND_TERMS)) {
             round += work[end];
             end += 1;
         }
