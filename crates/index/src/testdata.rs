@@ -195,9 +195,10 @@ pub fn same_index_files(a: &Path, b: &Path) {
 }
 
 /// Panics unless the sharded index `head` holds the collection of the one index `one`: the head
-/// has every term with its document and collection frequencies, and each list of `one` is its
+/// has its terms, each with its document and collection frequencies, and each list of `one` is its
 /// shards' parts put back together (each part's docIDs counted from its shard's first document).
 pub fn same_lists_in_shards(one: &crate::Index, head: &crate::Index) {
+    assert_eq!(head.meta().num_terms, one.meta().num_terms, "the head's terms");
     for (term, id) in one.terms() {
         let text = String::from_utf8_lossy(&term).into_owned();
         let g = head.term_id(&text).expect("the head has every term");

@@ -348,10 +348,17 @@ fn static_scores_and_a_global_score_order_renumber_the_same_collection() {
 fn a_sharded_synthetic_collection_is_the_one_index_cut_at_its_shards() {
     let dir = tempfile::tempdir().unwrap();
     let s = sample(dir.path(), 3000, 11);
+    let file = dir.path().join("static.tsv");
+    let lines: String = (0..3000u32)
+        .map(|d| format!("s{d}\t{}\n", 1.0 / (1.0 + (d % 5) as f32)))
+        .collect();
+    std::fs::write(&file, lines).unwrap();
+    // Input order without static scores; global-score order with them.
     for alpha in [None, Some(0.5)] {
         let with = |name: &str, shards: Option<usize>| {
             let opts = SynthOptions {
                 reorder_alpha: alpha,
+                static_scores: alpha.map(|_| file.clone()),
                 shards,
                 ..options(7001, 40.0, 3)
             };
@@ -393,6 +400,11 @@ fn a_sharded_synthetic_collection_is_the_one_index_cut_at_its_shards() {
                 (bm.num_docs, bm.avg_doc_len.to_bits()),
                 (ones.num_docs, ones.avg_doc_len.to_bits())
             );
+            assert_eq!(shard.index().static_range(), one.meta().static_scores);
+        }
+        assert_eq!(one.meta().static_scores.is_some(), alpha.is_some());
+        for d in [0u32, 2332, 2333, 4667, 7000] {
+            assert_eq!(head.doc_id(d), one.doc_id(d), "document {d}");
         }
         same_lists_in_shards(&one, &head);
     }

@@ -112,23 +112,28 @@ pub(super) fn encode_whole(enc: &ListEncoder<'_>, list: &TermList) -> Result<Opt
     enc.encode(&list.0, &list.1, &list.2)
 }
 
-/// `list`'s part in each docID range `ranges[s]` (`[a, b)`), numbered from its range's first document
-/// and encoded by `encs[s]`, the writer of that shard (`None` where the range holds none of it).
+/// `list`'s parts in the docID ranges `ranges[s]` (`[a, b)`) that hold any of it, as (s, part): each
+/// numbered from its range's first document and encoded by `encs[s]`, the writer of that shard. Only
+/// those parts are kept, since most lists are rare and fall in one shard.
 pub(super) fn encode_parts(
     encs: &[ListEncoder<'_>],
     ranges: &[(u64, u64)],
     list: &TermList,
-) -> Result<Vec<Option<EncodedList<'static>>>> {
+) -> Result<Vec<(usize, EncodedList<'static>)>> {
     let (term, docs, freqs) = list;
-    encs.iter()
-        .zip(ranges)
-        .map(|(enc, &(a, b))| {
-            let lo = docs.partition_point(|&d| (d as u64) < a);
-            let hi = docs.partition_point(|&d| (d as u64) < b);
-            let local: Vec<u32> = docs[lo..hi].iter().map(|&d| d - a as u32).collect();
-            enc.encode(term, &local, &freqs[lo..hi])
-        })
-        .collect()
+    let mut parts = Vec::new();
+    for (s, (enc, &(a, b))) in encs.iter().zip(ranges).enumerate() {
+        let lo = docs.partition_point(|&d| (d as u64) < a);
+        let hi = docs.partition_point(|&d| (d as u64) < b);
+        if lo == hi {
+            continue;
+        }
+        let local: Vec<u32> = docs[lo..hi].iter().map(|&d| d - a as u32).collect();
+        if let Some(part) = enc.encode(term, &local, &freqs[lo..hi])? {
+            parts.push((s, part));
+        }
+    }
+    Ok(parts)
 }
 
 /// `lists` (docIDs ascending, frequencies beside them) renumbered by `new_id` and sorted again.

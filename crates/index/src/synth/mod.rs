@@ -140,6 +140,10 @@ pub fn generate(
     if opts.docs == 0 {
         return Err(IndexError::Invalid("0 documents: ask for at least 1".into()));
     }
+    // Checked before the sample is read and fitted, which takes minutes at scale.
+    if let Some(n) = opts.shards {
+        ShardSplit::Count(n).starts(opts.docs as u64)?;
+    }
     check_alpha(opts.reorder_alpha)?;
     let static_map = opts
         .static_scores
@@ -238,7 +242,7 @@ pub fn generate(
             round += work[end];
             end += 1;
         }
-        let generate = |i: usize| {
+        let lists_of = |i: usize| {
             let nvar = variants(c, sample.df(i));
             generate_term(&sample, &layout, i, nvar, opts.seed, new_id.as_deref())
         };
@@ -249,7 +253,7 @@ pub fn generate(
                     (t..end)
                         .into_par_iter()
                         .map(|i| {
-                            generate(i)
+                            lists_of(i)
                                 .iter()
                                 .filter_map(|l| encode_whole(&enc, l).transpose())
                                 .collect()
@@ -261,16 +265,16 @@ pub fn generate(
                 }
             }
             Sink::Sharded(w) => {
-                // Each list's document frequency and total frequency for the head, and its part in
-                // each shard, numbered from the shard's first document and encoded with the
-                // collection's statistics.
-                type Parts = (Vec<u8>, u32, u64, Vec<Option<EncodedList<'static>>>);
+                // Each list's document frequency and total frequency for the head, and its parts in
+                // the shards that hold any of it (by shard), numbered from the shard's first
+                // document and encoded with the collection's statistics.
+                type Parts = (Vec<u8>, u32, u64, Vec<(usize, EncodedList<'static>)>);
                 let lists: Vec<Vec<Parts>> = {
                     let encs: Vec<_> = w.writers.iter().map(IndexWriter::encoder).collect();
                     (t..end)
                         .into_par_iter()
                         .map(|i| {
-                            generate(i)
+                            lists_of(i)
                                 .into_iter()
                                 .map(|l| {
                                     let cf = l.2.iter().map(|&f| f as u64).sum();
@@ -283,10 +287,8 @@ pub fn generate(
                 };
                 for (term, df, cf, parts) in lists.into_iter().flatten() {
                     w.head.push_head(&term, df, cf)?;
-                    for (writer, part) in w.writers.iter_mut().zip(parts) {
-                        if let Some(list) = part {
-                            writer.push(list)?;
-                        }
+                    for (shard, list) in parts {
+                        w.writers[shard].push(list)?;
                     }
                 }
             }
