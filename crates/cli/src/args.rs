@@ -531,7 +531,8 @@ pub struct ServeArgs {
 /// The open loop's arrivals, shared by `bench` and `load`.
 #[derive(Args)]
 pub struct OpenLoopArgs {
-    /// Seconds of arrivals per rate (at least 1,000 queries; the query log repeats if it is shorter).
+    /// Seconds of arrivals per rate (at least 1,000 arrivals: queries, or requests of --batch; the
+    /// query log repeats if it is shorter).
     #[arg(long, default_value_t = 5.0)]
     pub duration: f64,
     /// A query answered later than this after its arrival missed its deadline (ms).
@@ -568,8 +569,8 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',')]
     pub loads: Vec<f64>,
     /// Open loop: queries per arrival, submitted together as a request of the server is (`load
-    /// --batch`); latencies and missed deadlines are then a request's, from its arrival to its last
-    /// query's answer.
+    /// --batch`); latencies are then a request's, from its arrival to its last query's answer, and a
+    /// late request's queries count as missed, as `load` counts them.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub batch: u32,
     #[command(flatten)]

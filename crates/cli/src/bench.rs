@@ -144,8 +144,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let runs = a.rates.iter().map(|&r| (r, None));
     let runs = runs.chain(a.loads.iter().map(|&l| (l * closed_qps, Some(l))));
     for (rate, load) in runs.collect::<Vec<_>>() {
-        // At least 1,000 arrivals; the query log repeats if it is shorter than the run.
-        let n = ((rate * a.open.duration) as usize).max(1000);
+        // At least 1,000 arrivals (queries, or requests of `batch`), so that the tail percentiles
+        // rest on more than a few of them; the query log repeats if it is shorter than the run.
+        let n = ((rate * a.open.duration) as usize).max(1000 * batch);
         let log: Vec<Request> = queries.iter().cycle().take(n).cloned().collect();
         let arrivals = request_arrivals(n, batch, rate, a.open.seed);
         // Drawn on stderr only when it is a terminal (indicatif hides it otherwise).
@@ -166,7 +167,12 @@ pub fn run(a: BenchArgs) -> Result<()> {
         let times = on_gpu.as_ref().and_then(DeviceTimes::of);
         let early = on_gpu.as_ref().map(|g| g.answered_early);
         let thread = on_gpu.as_ref().map(|g| g.thread);
-        let missed = lat.iter().filter(|&&d| d > deadline).count();
+        // The queries of the requests answered late, as `load` counts them.
+        let missed: usize = (lat.iter().enumerate())
+            .filter(|&(_, &d)| d > deadline)
+            .map(|(r, _)| batch.min(n - r * batch))
+            .sum();
+        let requests = lat.len();
         let achieved = n as f64 / span.as_secs_f64();
         let label = match load {
             Some(l) => format!("{:.0}% {rate:.0}/s", l * 100.0),
@@ -181,7 +187,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             println!("  {}", hybrid_stats_line(h));
         }
         if let Some(early) = early {
-            println!("  GPU: {early} of {n} queries answered before the rest of their batch");
+            println!("  GPU: {early} of {n} queries answered before the rest of their GPU batch");
         }
         if let Some(line) = thread.as_ref().and_then(gpu_thread_line) {
             println!("  {line}");
@@ -190,7 +196,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             println!("  {}", times.line());
         }
         open.push(
-            json!({"rate": rate, "load": load, "queries": n, "achieved_qps": achieved,
+            json!({"rate": rate, "load": load, "queries": n, "requests": requests, "achieved_qps": achieved,
                    "latency_ms": l.json(), "deadline_ms": a.open.deadline_ms, "missed": missed,
                    "served": served.json(), "hybrid": hybrid.as_ref().map(hybrid_json),
                    "gpu_answered_early": early,
@@ -202,7 +208,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if let Some(prefix) = &a.svg {
         let title = format!("{} top-{}, {backend}", a.input.mode.name(), a.input.k);
         let cdf = prefix.with_file_name(format!("{}-latency-cdf.svg", file_stem(prefix)));
-        plot_cdf(&cdf, &title, &curves)?;
+        let counted = match batch {
+            1 => "fraction of queries".to_string(),
+            b => format!("fraction of queries (open loop: of requests of {b})"),
+        };
+        plot_cdf(&cdf, &title, &counted, &curves)?;
         if !by_rate.is_empty() {
             let rates = prefix.with_file_name(format!("{}-latency-vs-rate.svg", file_stem(prefix)));
             plot_rates(&rates, &title, &by_rate)?;
@@ -390,7 +400,12 @@ fn file_stem(p: &std::path::Path) -> String {
 }
 
 /// The latency CDF of every run (log-scale milliseconds).
-fn plot_cdf(path: &std::path::Path, title: &str, curves: &[(String, Vec<Duration>)]) -> Result<()> {
+fn plot_cdf(
+    path: &std::path::Path,
+    title: &str,
+    counted: &str,
+    curves: &[(String, Vec<Duration>)],
+) -> Result<()> {
     use plotters::prelude::*;
     let ms = |d: &Duration| (d.as_secs_f64() * 1e3).max(1e-4);
     let lo = curves
@@ -410,7 +425,7 @@ fn plot_cdf(path: &std::path::Path, title: &str, curves: &[(String, Vec<Duration
     chart
         .configure_mesh()
         .x_desc("latency (ms, log scale)")
-        .y_desc("fraction of queries")
+        .y_desc(counted)
         .draw()
         .map_err(plot_err)?;
     for (i, (name, lat)) in curves.iter().enumerate() {

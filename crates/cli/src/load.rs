@@ -122,8 +122,9 @@ pub fn run(a: LoadArgs) -> Result<()> {
         .iter()
         .map(|&rate| Phase {
             rate,
-            // At least 1,000 arrivals, as `bench`; the query log repeats if it is shorter.
-            queries: ((rate * a.open.duration) as usize).max(1000),
+            // At least 1,000 arrivals (requests of --batch), as `bench`; the query log repeats if
+            // it is shorter.
+            queries: ((rate * a.open.duration) as usize).max(1000 * a.batch),
         })
         .collect();
     let mut open = Vec::new();
