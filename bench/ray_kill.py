@@ -6,7 +6,8 @@ exactly, while one replica of shard 0 is killed with SIGKILL and Serve starts an
 application's handle, one after another (closed loop), for `--before` seconds; then the process of
 one replica of shard 0 is killed, and the load goes on for `--after` seconds. Every answer is compared
 with the in-process CPU searcher's for the same queries (precomputed), and every failed request is
-counted. Prints, per second: requests answered, their p50 and p99 latency (ms), failures, and the
+counted. Prints, per second (by when each request was sent, so that those on the killed replica count
+in the second of the kill or before): requests, their p50 and p99 latency (ms), failures, and the
 replicas shard 0 has running; then a JSON summary: requests, wrong answers, failures, the seconds from
 the kill until Serve's status showed shard 0 short of a replica and until it had all of them running
 again, and the root's retries.
@@ -44,6 +45,11 @@ def replica_pids(deployment, app, want, tries=400):
     raise SystemExit(f"{deployment}: {len(found)} replicas answered, {want} expected")
 
 
+def percentiles(ms):
+    """p50 and p99 of `ms`, None where there is none (no request sent in that part of the run)."""
+    return {q: float(np.percentile(ms, q)) if ms else None for q in (50, 99)}
+
+
 def running(app, deployment):
     return serve.status().applications[app].deployments[deployment].replica_states.get("RUNNING", 0)
 
@@ -68,6 +74,8 @@ def main():
 
     lines = [line.strip() for line in open(args.queries, encoding="utf-8") if line.strip()]
     chunks = [lines[i : i + args.batch] for i in range(0, len(lines) - args.batch + 1, args.batch)]
+    if not chunks:
+        raise SystemExit(f"{args.queries}: {len(lines)} queries, fewer than a request of --batch {args.batch}")
     oracle = warpsearch.Index.open(args.index).searcher("cpu")
     flat = oracle.search_batch([t for c in chunks for t in c], k=args.k, mode=args.mode)
     want = [flat[i * args.batch : (i + 1) * args.batch] for i in range(len(chunks))]
@@ -127,7 +135,7 @@ def main():
         th.join(timeout=120)
 
     print(f"killed replica process {victim} of shard-0 at {killed:.1f} s")
-    print(f"{'second':>6} {'answered':>8} {'p50 ms':>8} {'p99 ms':>8} {'failed':>6} {'running':>7}")
+    print(f"{'second':>6} {'requests':>8} {'p50 ms':>8} {'p99 ms':>8} {'failed':>6} {'running':>7}")
     for s in range(int(killed + args.after) + 1):
         ms = [m for t, m in done if s <= t < s + 1]
         fails = sum(1 for t, _ in failed if s <= t < s + 1)
@@ -140,8 +148,8 @@ def main():
         "requests": len(done), "wrong": wrong, "failed": len(failed), "failures": failed[:5],
         "killed_at_s": killed, "seen_short_after_s": down, "running_again_after_s": recovered,
         "latency_ms": {
-            "before": {q: float(np.percentile([m for t, m in done if t < killed], q)) for q in (50, 99)},
-            "after": {q: float(np.percentile([m for t, m in done if t >= killed], q)) for q in (50, 99)},
+            "before": percentiles([m for t, m in done if t < killed]),
+            "after": percentiles([m for t, m in done if t >= killed]),
         },
         "root": handle.stats.remote().result(),
     }

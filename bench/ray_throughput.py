@@ -26,13 +26,19 @@ import warpsearch.ray
 
 
 def closed_loop(call, chunks, clients, seconds):
-    """Requests answered a second by `clients` threads calling `call(chunk)` one after another."""
-    done, stop = [0] * clients, threading.Event()
+    """Requests answered a second by `clients` threads calling `call(chunk)` one after another; a
+    request that fails stops the run with its error."""
+    done, failed, stop = [0] * clients, [], threading.Event()
 
     def client(i):
         j = i
         while not stop.is_set():
-            call(chunks[j % len(chunks)])
+            try:
+                call(chunks[j % len(chunks)])
+            except Exception as e:  # noqa: BLE001 - reported below, not lost with the thread
+                failed.append(e)
+                stop.set()
+                return
             done[i] += 1
             j += clients
 
@@ -44,6 +50,8 @@ def closed_loop(call, chunks, clients, seconds):
     stop.set()
     for t in threads:
         t.join()
+    if failed:
+        raise SystemExit(f"a request failed: {failed[0]!r}")
     return sum(done) / (time.perf_counter() - start)
 
 
@@ -67,14 +75,19 @@ def main():
 
     lines = [line.strip() for line in open(args.queries, encoding="utf-8") if line.strip()]
     chunks = [lines[i : i + args.batch] for i in range(0, len(lines) - args.batch + 1, args.batch)]
+    if not chunks:
+        raise SystemExit(f"{args.queries}: {len(lines)} queries, fewer than a request of --batch {args.batch}")
     want = warpsearch.Index.open(args.index).searcher("cpu").search_batch(chunks[0], k=args.k, mode=args.mode)
 
     searcher = {"backend": args.backend, "threads": args.threads}
-    # The same closed loop on one in-process searcher with every replica's threads: no Ray at all.
-    direct = warpsearch.Index.open(args.index).searcher(
-        args.backend, threads=args.threads * args.replicas
-    )
-    rps = closed_loop(lambda c: direct.search_batch(c, k=args.k, mode=args.mode), chunks, args.clients, args.seconds)
+    # The same closed loop on one in-process searcher with every replica's threads (replicas of every
+    # shard): no Ray at all.
+    index = warpsearch.Index.open(args.index)
+    direct = index.searcher(args.backend, threads=args.threads * args.replicas * (index.shards or 1))
+    call = lambda c: direct.search_batch(c, k=args.k, mode=args.mode)  # noqa: E731
+    for c in chunks[1:5]:  # warm-up, untimed
+        call(c)
+    rps = closed_loop(call, chunks, args.clients, args.seconds)
     results = {"direct": {"requests_s": rps, "queries_s": rps * args.batch}}
     print(f"direct (in process): {rps:8.1f} requests/s, {rps * args.batch:9.0f} queries/s", flush=True)
     del direct
