@@ -32,6 +32,7 @@ from ray import serve
 
 import warpsearch
 import warpsearch.ray
+from ray_requests import requests_of
 
 
 def replica_pids(deployment, app, want, tries=400):
@@ -72,10 +73,7 @@ def main():
     args = p.parse_args()
     warnings.filterwarnings("ignore", message=".*(terms the index does not have|no searchable terms)")
 
-    lines = [line.strip() for line in open(args.queries, encoding="utf-8") if line.strip()]
-    chunks = [lines[i : i + args.batch] for i in range(0, len(lines) - args.batch + 1, args.batch)]
-    if not chunks:
-        raise SystemExit(f"{args.queries}: {len(lines)} queries, fewer than a request of --batch {args.batch}")
+    chunks = requests_of(args.queries, args.batch)
     oracle = warpsearch.Index.open(args.index).searcher("cpu")
     flat = oracle.search_batch([t for c in chunks for t in c], k=args.k, mode=args.mode)
     want = [flat[i * args.batch : (i + 1) * args.batch] for i in range(len(chunks))]

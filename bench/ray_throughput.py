@@ -23,6 +23,7 @@ from ray import serve
 
 import warpsearch
 import warpsearch.ray
+from ray_requests import requests_of
 
 
 def closed_loop(call, chunks, clients, seconds):
@@ -73,10 +74,7 @@ def main():
     args = p.parse_args()
     warnings.filterwarnings("ignore", message=".*(terms the index does not have|no searchable terms)")
 
-    lines = [line.strip() for line in open(args.queries, encoding="utf-8") if line.strip()]
-    chunks = [lines[i : i + args.batch] for i in range(0, len(lines) - args.batch + 1, args.batch)]
-    if not chunks:
-        raise SystemExit(f"{args.queries}: {len(lines)} queries, fewer than a request of --batch {args.batch}")
+    chunks = requests_of(args.queries, args.batch)
     want = warpsearch.Index.open(args.index).searcher("cpu").search_batch(chunks[0], k=args.k, mode=args.mode)
 
     searcher = {"backend": args.backend, "threads": args.threads}
