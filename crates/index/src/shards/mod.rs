@@ -27,7 +27,7 @@ use crate::format::{files, CollectionStats, TermRecord};
 pub use crate::reader::Shard;
 use crate::reader::{Index, ABSENT};
 
-pub(crate) use write::{entries, write, ListSource, ShardWriters, ShardedOutput};
+pub(crate) use write::{cut, entries, write, ListSource, ShardWriters, ShardedOutput};
 pub use write::{ShardPart, ShardSplit, Sharding};
 
 /// The statistics of the collection a head describes: what each of its shards must score with.

@@ -237,6 +237,20 @@ impl ShardWriters {
     }
 }
 
+/// The parts of a list whose docIDs `docs` ascend, cut at the shards' docID `ranges` (`[a, b)`):
+/// for each shard that holds any of it, its number, its part's positions in `docs`, and the shard's
+/// first docID, from which the part's docIDs are counted.
+pub(crate) fn cut<'a>(
+    ranges: &'a [(u64, u64)],
+    docs: &'a [u32],
+) -> impl Iterator<Item = (usize, std::ops::Range<usize>, u32)> + 'a {
+    ranges.iter().enumerate().filter_map(move |(s, &(a, b))| {
+        let lo = docs.partition_point(|&d| (d as u64) < a);
+        let hi = docs.partition_point(|&d| (d as u64) < b);
+        (lo < hi).then_some((s, lo..hi, a as u32))
+    })
+}
+
 /// The head's list of the shards of these docID ranges.
 pub(crate) fn entries(ranges: &[(u64, u64)]) -> Vec<ShardEntry> {
     ranges
@@ -288,13 +302,9 @@ pub(crate) fn write(o: ShardedOutput<'_>) -> Result<IndexMeta> {
         }
         let cf = freqs.iter().map(|&f| f as u64).sum();
         head.push_head(term, docs.len() as u32, cf)?;
-        for (s, &(a, b)) in ranges.iter().enumerate().take(writers_of) {
-            let lo = docs.partition_point(|&d| (d as u64) < a);
-            let hi = docs.partition_point(|&d| (d as u64) < b);
-            if lo < hi {
-                let local = docs[lo..hi].iter().map(|&d| d - a as u32).collect();
-                emit(s, (term.to_vec(), local, freqs[lo..hi].to_vec()))?;
-            }
+        for (s, at, first) in cut(&ranges, &docs).take_while(|&(s, ..)| s < writers_of) {
+            let local = docs[at.clone()].iter().map(|&d| d - first).collect();
+            emit(s, (term.to_vec(), local, freqs[at].to_vec()))?;
         }
         o.terms_written.fetch_add(1, Ordering::Relaxed);
         Ok(())

@@ -9,6 +9,7 @@ use super::fit::run_length;
 use super::sample::Sample;
 use super::SynthOptions;
 use crate::error::Result;
+use crate::shards::cut;
 use crate::writer::{EncodedList, ListEncoder};
 
 /// A stable 64-bit mix (splitmix64's finaliser) for per-(term, document) variant choices.
@@ -107,11 +108,6 @@ pub(super) fn generate_term(
         .collect()
 }
 
-/// `list` encoded whole by `enc`.
-pub(super) fn encode_whole(enc: &ListEncoder<'_>, list: &TermList) -> Result<Option<EncodedList<'static>>> {
-    enc.encode(&list.0, &list.1, &list.2)
-}
-
 /// `list`'s parts in the docID ranges `ranges[s]` (`[a, b)`) that hold any of it, as (s, part): each
 /// numbered from its range's first document and encoded by `encs[s]`, the writer of that shard. Only
 /// those parts are kept, since most lists are rare and fall in one shard.
@@ -122,14 +118,9 @@ pub(super) fn encode_parts(
 ) -> Result<Vec<(usize, EncodedList<'static>)>> {
     let (term, docs, freqs) = list;
     let mut parts = Vec::new();
-    for (s, (enc, &(a, b))) in encs.iter().zip(ranges).enumerate() {
-        let lo = docs.partition_point(|&d| (d as u64) < a);
-        let hi = docs.partition_point(|&d| (d as u64) < b);
-        if lo == hi {
-            continue;
-        }
-        let local: Vec<u32> = docs[lo..hi].iter().map(|&d| d - a as u32).collect();
-        if let Some(part) = enc.encode(term, &local, &freqs[lo..hi])? {
+    for (s, at, first) in cut(ranges, docs) {
+        let local: Vec<u32> = docs[at.clone()].iter().map(|&d| d - first).collect();
+        if let Some(part) = encs[s].encode(term, &local, &freqs[at])? {
             parts.push((s, part));
         }
     }

@@ -37,7 +37,7 @@ use crate::reader::Index;
 use crate::shards::{entries, ShardSplit, ShardWriters};
 use crate::writer::{DocIds, DocTable, EncodedList, IndexWriter, WriterOptions};
 use fit::{fit_length, fit_variants, variants};
-use lists::{encode_parts, encode_whole, generate_term, layout};
+use lists::{encode_parts, generate_term, layout};
 use sample::Sample;
 
 /// Parameters of a synthetic collection.
@@ -255,7 +255,7 @@ pub fn generate(
                         .map(|i| {
                             lists_of(i)
                                 .iter()
-                                .filter_map(|l| encode_whole(&enc, l).transpose())
+                                .filter_map(|(term, docs, freqs)| enc.encode(term, docs, freqs).transpose())
                                 .collect()
                         })
                         .collect::<Result<_>>()?
