@@ -32,7 +32,7 @@ from ray import serve
 
 import warpsearch
 import warpsearch.ray
-from ray_requests import requests_of
+from ray_common import percentiles, requests_of
 
 
 def replica_pids(deployment, app, want, tries=400):
@@ -44,11 +44,6 @@ def replica_pids(deployment, app, want, tries=400):
         if len(found) == want:
             return sorted(found)
     raise SystemExit(f"{deployment}: {len(found)} replicas answered, {want} expected")
-
-
-def percentiles(ms):
-    """p50 and p99 of `ms`, None where there is none (no request sent in that part of the run)."""
-    return {q: float(np.percentile(ms, q)) if ms else None for q in (50, 99)}
 
 
 def running(app, deployment):

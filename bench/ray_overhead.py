@@ -38,12 +38,12 @@ import json
 import time
 import warnings
 
-import numpy as np
 import ray
 from ray import serve
 
 import warpsearch
 import warpsearch.ray
+from ray_common import percentiles
 
 
 @serve.deployment(ray_actor_options={"num_cpus": 0.1})
@@ -61,10 +61,6 @@ class NoopRoot:
     async def m(self, texts, *rest):
         await asyncio.gather(*(s.m.remote(texts, *rest) for s in self.shards))
         return texts
-
-
-def percentiles(ms):
-    return {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99)), "n": len(ms)}
 
 
 def main():

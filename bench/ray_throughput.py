@@ -23,7 +23,7 @@ from ray import serve
 
 import warpsearch
 import warpsearch.ray
-from ray_requests import requests_of
+from ray_common import requests_of
 
 
 def closed_loop(call, chunks, clients, seconds):

@@ -1,5 +1,7 @@
-"""Requests for the Ray benchmarks (`ray_kill.py`, `ray_throughput.py`): a query file's lines cut into
-requests of a batch of consecutive queries."""
+"""What the Ray benchmarks (`ray_kill.py`, `ray_overhead.py`, `ray_throughput.py`) share: a query file's
+lines cut into requests, and latency percentiles."""
+
+import numpy as np
 
 
 def requests_of(path, batch):
@@ -10,3 +12,13 @@ def requests_of(path, batch):
     if not chunks:
         raise SystemExit(f"{path}: {len(lines)} queries, fewer than a request of --batch {batch}")
     return chunks
+
+
+def percentiles(ms):
+    """p50 and p99 of the latencies `ms` and their count; None for each where there is none."""
+    some = len(ms) > 0
+    return {
+        "p50": float(np.percentile(ms, 50)) if some else None,
+        "p99": float(np.percentile(ms, 99)) if some else None,
+        "n": len(ms),
+    }
