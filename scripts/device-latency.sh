@@ -2,8 +2,8 @@
 # Latency against load on the lent GPU machine, builds in alternation, in one call: for each collection
 # named (wiki: the passages at $WARPSEARCH_WIKI_INDEX; synth: SYNTH_DOCS documents, default 5,000,000,
 # generated from the passages by `warpsearch synth --like`, as SYNTH_SHARDS shards where set, and
-# reused by later calls on the same machine), backend of BACKENDS (default "gpu auto hybrid cpu"), mode of MODES (default "and or"), round
-# (ROUNDS, default 1) and variant of VARIANTS (default "base=.device/warpsearch-base;new=.device/warpsearch":
+# reused by later calls on the same machine), backend of BACKENDS (default "gpu auto hybrid cpu"),
+# mode of MODES (default "and or"), round (ROUNDS, default 1) and variant of VARIANTS (default "base=.device/warpsearch-base;new=.device/warpsearch":
 # `name=binary [bench options]`, separated by `;`), `warpsearch bench --loads LOADS` (default
 # 0.1,0.3,0.5,0.7,0.9 of the run's own closed-loop throughput; LOADS=none: the closed loop alone), top-K (default 10),
 # Poisson arrivals, DURATION seconds a load (default 1), over the TREC 2005 queries REPEAT times (default
